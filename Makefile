@@ -1,0 +1,32 @@
+# Two entry points for a fresh machine:  `make verify`  and  `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: verify verify-quick test bench install clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	# CPU build of torch first, so the project's `torch>=2.2` installs nothing more.
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+verify: $(STAMP)
+	$(BIN)/qkdyn verify
+
+verify-quick: $(STAMP)
+	$(BIN)/qkdyn verify --quick
+
+test: $(STAMP)
+	$(BIN)/python -m pytest tests
+
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks
+
+clean:
+	rm -rf $(VENV) build *.egg-info

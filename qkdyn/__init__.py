@@ -1,0 +1,1 @@
+"""qkdyn: derive, simulate and test the training dynamics of attention."""

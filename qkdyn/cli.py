@@ -1,0 +1,67 @@
+"""The ``qkdyn`` console command.
+
+Each subcommand lives in its own module, which defines ``HELP`` (one line), ``add_arguments(parser)``
+and ``run(args) -> int``. Command modules import heavy libraries (torch, matplotlib, scipy) inside
+``run`` only, so ``qkdyn --help`` stays fast.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from qkdyn.errors import UserError
+
+#: subcommand name -> module implementing it
+COMMANDS: dict[str, str] = {
+    "derive": "theory.cli",
+    "solve": "simulate.cli_solve",
+    "verify": "simulate.cli_verify",
+    "sgd": "empirical.synthetic.cli",
+    "data": "empirical.data.cli",
+    "train-circuits": "empirical.circuits.cli_train",
+    "compare-circuits": "empirical.circuits.cli_compare",
+    "lm": "empirical.coupled.cli_lm",
+    "mqar": "empirical.coupled.cli_mqar",
+    "compare-coupled": "empirical.coupled.cli_compare",
+}
+
+
+class _OneLineErrorParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line on stderr and exit code 2."""
+
+    def error(self, message: str) -> None:  # noqa: D401 - argparse API
+        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        sys.exit(2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _OneLineErrorParser(prog="qkdyn", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_OneLineErrorParser)
+    for name, module_name in COMMANDS.items():
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:  # a command whose module is not built yet
+            if exc.name and module_name.startswith(exc.name):
+                continue
+            raise
+        p = sub.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(p)
+        p.set_defaults(_module=module)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args._module.run(args) or 0)
+    except UserError as exc:
+        sys.stderr.write(f"qkdyn {args.command}: error: {exc}\n")
+        return 2
+    except KeyboardInterrupt:
+        sys.stderr.write("qkdyn: interrupted\n")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
