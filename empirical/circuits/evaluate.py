@@ -1,0 +1,167 @@
+"""Score a trained model on a split: predictive metrics and the attention metrics of
+:mod:`empirical.circuits.metrics` at the read-out position.
+
+One layer: the head-mean map. Several layers: layer average (the primary number, as the authors'
+SQuAD table), layer max-pool and attention rollout, all reported.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from empirical.circuits import metrics
+from empirical.circuits.encode import QASequence, encode_qa, pad, qa_batch
+from empirical.circuits.models import Decoder
+from empirical.circuits.presets import RunConfig
+from empirical.circuits.vocab import Vocab
+
+THRESHOLDS = np.linspace(0.0, 1.0, 21)
+EVAL_BATCH = 256
+
+
+def primary_method(n_layer: int) -> str:
+    return "head_mean" if n_layer == 1 else "layer_average"
+
+
+def _rows(atts: list[torch.Tensor], b: int, length: int, r: int) -> dict[str, np.ndarray]:
+    """Read-out attention rows of sequence ``b`` by every combination method."""
+    maps = [metrics.head_mean(a[b, :, :length, :length].numpy()) for a in atts]
+    if len(maps) == 1:
+        return {"head_mean": maps[0][r]}
+    return {"layer_average": metrics.layer_average(maps)[r], "layer_maxpool": metrics.layer_maxpool(maps)[r],
+            "rollout": metrics.rollout(maps)[r]}
+
+
+@torch.no_grad()
+def forward_all(model: Decoder, seqs: list[list[int]], positions: list[int] | None = None):
+    """Run ``model`` over id sequences in batches. Returns (outputs at the read-out position as
+    probabilities (N, n_out), list of per-method read-out attention rows). ``positions`` overrides
+    the read-out position (used for QA prompts, where it is the last prompt token)."""
+    model.eval()
+    probs, rows = [], []
+    for start in range(0, len(seqs), EVAL_BATCH):
+        chunk = seqs[start: start + EVAL_BATCH]
+        ids, lengths = pad(chunk)
+        logits, atts = model(ids, lengths)
+        read = (model.readout_index(lengths) if positions is None
+                else torch.tensor(positions[start: start + EVAL_BATCH]))
+        if logits.dim() == 3:
+            logits = logits[torch.arange(len(chunk)), read]
+        probs.append(logits.softmax(-1).numpy())
+        rows += [_rows(atts, b, int(lengths[b]), int(read[b])) for b in range(len(chunk))]
+    return np.concatenate(probs), rows
+
+
+def attention_summary(mass: np.ndarray, confidence: np.ndarray, p_true: np.ndarray, cfg: RunConfig) -> dict:
+    """AC and ACMC curves, their areas and values at the default thresholds, and the DTAP heatmap."""
+    ac = metrics.ac_curve(mass, THRESHOLDS)
+    acmc_tau = metrics.acmc_curve(mass, confidence, THRESHOLDS, cfg.confidence)
+    keep = ~np.isnan(mass)
+    acmc_kappa = np.array([metrics.acmc_curve(mass, confidence, np.array([cfg.concentration]), k)[0]
+                           for k in THRESHOLDS])
+    return {
+        "thresholds": THRESHOLDS.tolist(),
+        "ac_curve": ac.tolist(), "ac_area": metrics.curve_area(THRESHOLDS, ac),
+        "ac_at_default": float(metrics.ac_curve(mass, np.array([cfg.concentration]))[0]),
+        "acmc_curve_over_concentration": acmc_tau.tolist(),
+        "acmc_curve_over_confidence": acmc_kappa.tolist(),
+        "acmc_area": metrics.curve_area(THRESHOLDS, acmc_tau),
+        "acmc_at_default": float(metrics.acmc_curve(mass, confidence, np.array([cfg.concentration]), cfg.confidence)[0]),
+        "default_concentration": cfg.concentration, "default_confidence": cfg.confidence,
+        "dtap_percent": metrics.dtap_histogram(mass, p_true).tolist(),
+        "n_with_rationale": int(keep.sum()),
+    }
+
+
+def _masses(rows: list[dict], rationales: list) -> dict[str, np.ndarray]:
+    return {m: np.array([metrics.rationale_mass(r[m], rat) for r, rat in zip(rows, rationales)]) for m in rows[0]}
+
+
+def evaluate_classifier(model: Decoder, examples: list, vocab: Vocab, cfg: RunConfig, full: bool) -> dict:
+    """Loss, accuracy, macro-F1 and mean rationale mass; with ``full`` also AC/ACMC/DTAP and ERASER
+    (importance = the primary read-out attention row; the read-out token is never removed)."""
+    seqs = [vocab.encode(e.tokens) for e in examples]
+    labels = np.array([e.label for e in examples])
+    probs, rows = forward_all(model, seqs)
+    pred = probs.argmax(1)
+    p_true = probs[np.arange(len(labels)), labels]
+    masses = _masses(rows, [e.rationales for e in examples])
+    primary = primary_method(cfg.n_layer)
+    out = {
+        "n": len(examples), "loss": float(-np.mean(np.log(np.maximum(p_true, 1e-12)))),
+        "accuracy": metrics.accuracy(labels, pred), "macro_f1": metrics.macro_f1(labels, pred),
+        "attention_mass": float(np.nanmean(masses[primary])), "attention_method": primary,
+        "attention_mass_by_method": {m: float(np.nanmean(v)) for m, v in masses.items()},
+    }
+    if full:
+        out.update(attention_summary(masses[primary], probs.max(1), p_true, cfg))
+        reads = model.readout_index(torch.tensor([len(s) for s in seqs])).tolist()
+        out["eraser"] = metrics.eraser(lambda xs: forward_all(model, xs)[0], seqs, [r[primary] for r in rows],
+                                       [[r] for r in reads])
+        out["comprehensiveness"] = out["eraser"][f"comprehensiveness@{metrics.AUTHORS_FRACTION:g}"]
+        out["sufficiency"] = out["eraser"][f"sufficiency@{metrics.AUTHORS_FRACTION:g}"]
+    return out
+
+
+@torch.no_grad()
+def greedy_answers(model: Decoder, prompts: list[list[int]], vocab: Vocab, max_answer_len: int) -> list[list[str]]:
+    """Greedy decoding after each prompt until ``<eos>`` or ``max_answer_len`` tokens."""
+    model.eval()
+    eos = vocab.stoi["<eos>"]
+    answers = []
+    for start in range(0, len(prompts), EVAL_BATCH):
+        seqs = [list(p) for p in prompts[start: start + EVAL_BATCH]]
+        done = [False] * len(seqs)
+        out: list[list[int]] = [[] for _ in seqs]
+        for _ in range(max_answer_len):
+            ids, lengths = pad([s[-model.cfg.max_len:] for s in seqs])
+            logits, _ = model(ids, lengths)
+            nxt = logits[torch.arange(len(seqs)), lengths - 1].argmax(-1).tolist()
+            for i, t in enumerate(nxt):
+                if not done[i]:
+                    done[i] = t == eos
+                    if not done[i]:
+                        out[i].append(t)
+                seqs[i].append(t)
+            if all(done):
+                break
+        answers += [vocab.decode(o) for o in out]
+    return answers
+
+
+def qa_sequences(examples: list, vocab: Vocab, cfg: RunConfig) -> tuple[list, list[QASequence]]:
+    """The examples that fit ``max_len`` and their encodings."""
+    pairs = [(e, encode_qa(e, vocab, cfg.max_len)) for e in examples]
+    kept = [(e, s) for e, s in pairs if s is not None]
+    return [e for e, _ in kept], [s for _, s in kept]
+
+
+@torch.no_grad()
+def evaluate_qa(model: Decoder, examples: list, vocab: Vocab, cfg: RunConfig, full: bool) -> dict:
+    """Teacher-forced answer loss, attention mass on the answer span at the ``<a>`` position (per
+    method); with ``full`` also greedy-decoding EM/F1 and AC/ACMC/DTAP (confidence = probability
+    of the first generated token, p_true = probability of the first gold answer token)."""
+    from empirical.circuits.models import lm_loss
+
+    examples, seqs = qa_sequences(examples, vocab, cfg)
+    model.eval()
+    losses = []
+    for start in range(0, len(seqs), EVAL_BATCH):
+        batch = qa_batch(seqs[start: start + EVAL_BATCH])
+        logits, _ = model(batch["ids"], batch["lengths"])
+        losses.append(float(lm_loss(logits, batch["targets"])) * len(batch["ids"]))
+    probs, rows = forward_all(model, [s.prompt for s in seqs], [len(s.prompt) - 1 for s in seqs])
+    masses = _masses(rows, [(s.span_positions,) for s in seqs])
+    primary = primary_method(cfg.n_layer)
+    out = {
+        "n": len(seqs), "loss": sum(losses) / max(1, len(seqs)),
+        "attention_mass": float(np.nanmean(masses[primary])), "attention_method": primary,
+        "attention_mass_by_method": {m: float(np.nanmean(v)) for m, v in masses.items()},
+    }
+    if full:
+        predictions = [" ".join(a) for a in greedy_answers(model, [s.prompt for s in seqs], vocab, cfg.max_answer_len)]
+        out["exact_match"] = float(np.mean([metrics.squad_em(p, e.answers) for p, e in zip(predictions, examples)]))
+        out["f1"] = float(np.mean([metrics.squad_f1(p, e.answers) for p, e in zip(predictions, examples)]))
+        p_true = probs[np.arange(len(seqs)), [s.answer[0] for s in seqs]]
+        out.update(attention_summary(masses[primary], probs.max(1), p_true, cfg))
+    return out

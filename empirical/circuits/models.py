@@ -1,0 +1,129 @@
+"""Decoder-only transformers whose attention maps are returned with the output.
+
+One :class:`Decoder` covers the three models of the experiments:
+- Paper A's 1-layer classifier: ``n_layer=1, d_model=64, n_head=4, d_mlp=256``, learned positions,
+  no LayerNorm, a linear read-out of the residual stream at one position (``readout``: "last" =
+  the last non-padding token, or a fixed index);
+- its attention-only variant: ``d_mlp=0``;
+- a small GPT-style decoder for extractive QA generation: ``head="lm"``, ``layernorm=True``,
+  several layers (pre-LN blocks, final LayerNorm, next-token logits at every position).
+The QK circuit is the ``attn.q`` and ``attn.k`` projections (weights and biases) of every block.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+@dataclasses.dataclass
+class ModelConfig:
+    vocab_size: int
+    n_out: int  # classes for head="classify"; ignored (= vocab_size) for head="lm"
+    max_len: int
+    d_model: int = 64
+    n_head: int = 4
+    n_layer: int = 1
+    d_mlp: int = 256  # 0: attention-only
+    layernorm: bool = False
+    head: str = "classify"  # "classify" or "lm"
+    readout: str = "last"  # "last" or a fixed position index, as a string ("0")
+
+
+class Attention(nn.Module):
+    """Causal multi-head self-attention; returns the output and the (B, H, T, T) attention."""
+
+    def __init__(self, d_model: int, n_head: int):
+        super().__init__()
+        assert d_model % n_head == 0, "d_model must be divisible by n_head"
+        self.n_head = n_head
+        self.q = nn.Linear(d_model, d_model)
+        self.k = nn.Linear(d_model, d_model)
+        self.v = nn.Linear(d_model, d_model)
+        self.o = nn.Linear(d_model, d_model)
+
+    def forward(self, x: torch.Tensor, pad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        B, T, D = x.shape
+        heads = lambda t: t.view(B, T, self.n_head, D // self.n_head).transpose(1, 2)  # noqa: E731
+        q, k, v = heads(self.q(x)), heads(self.k(x)), heads(self.v(x))
+        scores = q @ k.transpose(-1, -2) / math.sqrt(D // self.n_head)
+        causal = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
+        scores = scores.masked_fill(causal | pad[:, None, None, :], float("-inf"))
+        att = scores.softmax(dim=-1)
+        y = (att @ v).transpose(1, 2).reshape(B, T, D)
+        return self.o(y), att
+
+
+class Block(nn.Module):
+    """Residual attention (+ optional MLP) block, pre-LayerNorm when ``layernorm``."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        norm = (lambda: nn.LayerNorm(cfg.d_model)) if cfg.layernorm else nn.Identity
+        self.ln1, self.ln2 = norm(), norm()
+        self.attn = Attention(cfg.d_model, cfg.n_head)
+        self.mlp = (nn.Sequential(nn.Linear(cfg.d_model, cfg.d_mlp), nn.GELU(), nn.Linear(cfg.d_mlp, cfg.d_model))
+                    if cfg.d_mlp > 0 else None)
+
+    def forward(self, x: torch.Tensor, pad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y, att = self.attn(self.ln1(x), pad)
+        x = x + y
+        if self.mlp is not None:
+            x = x + self.mlp(self.ln2(x))
+        return x, att
+
+
+class Decoder(nn.Module):
+    """Token + learned position embeddings, ``n_layer`` blocks, a classification or LM head."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.pos_emb = nn.Embedding(cfg.max_len, cfg.d_model)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
+        self.ln_f = nn.LayerNorm(cfg.d_model) if cfg.layernorm else nn.Identity()
+        n_out = cfg.vocab_size if cfg.head == "lm" else cfg.n_out
+        self.out = nn.Linear(cfg.d_model, n_out)
+        self.apply(self._init)
+
+    @staticmethod
+    def _init(module: nn.Module) -> None:
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, std=0.02)
+        if isinstance(module, nn.Linear) and module.bias is not None:
+            nn.init.zeros_(module.bias)
+
+    def readout_index(self, lengths: torch.Tensor) -> torch.Tensor:
+        """The read-out position of each sequence."""
+        if self.cfg.readout == "last":
+            return lengths - 1
+        return torch.full_like(lengths, int(self.cfg.readout))
+
+    def forward(self, ids: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """ids (B, T) right-padded with 0, lengths (B,). Returns (logits, attention maps): logits
+        (B, n_out) at the read-out position for "classify", (B, T, vocab) for "lm"; one (B, H, T, T)
+        attention tensor per layer."""
+        B, T = ids.shape
+        pad = torch.arange(T, device=ids.device)[None, :] >= lengths[:, None]
+        x = self.tok_emb(ids) + self.pos_emb(torch.arange(T, device=ids.device))[None]
+        atts = []
+        for block in self.blocks:
+            x, att = block(x, pad)
+            atts.append(att)
+        x = self.ln_f(x)
+        if self.cfg.head == "classify":
+            x = x[torch.arange(B, device=ids.device), self.readout_index(lengths)]
+        return self.out(x), atts
+
+
+def classification_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(logits, labels)
+
+
+def lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Next-token cross-entropy; ``targets`` (B, T) holds -100 where no loss is taken."""
+    return F.cross_entropy(logits[:, :-1].reshape(-1, logits.size(-1)), targets[:, 1:].reshape(-1), ignore_index=-100)

@@ -1,0 +1,49 @@
+"""From a run configuration to the task's train/dev/test examples."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from empirical.data.examples_circuits import Splits
+from empirical.circuits.presets import RunConfig
+from qkdyn.errors import UserError
+
+#: task -> registry source used when --data is not given
+FETCHED = {"brown-sva": "brown", "vader": "vader"}
+
+
+def is_qa(task: str) -> bool:
+    return task == "squad"
+
+
+def data_path(cfg: RunConfig) -> Path:
+    """``--data`` if given (must exist), else the fetched registry copy (brown-sva, vader)."""
+    if cfg.data:
+        path = Path(cfg.data)
+        if not path.exists():
+            raise UserError(f"--data path does not exist: {path}")
+        return path
+    if cfg.task not in FETCHED:
+        raise UserError(f"task {cfg.task} needs --data PATH (the corpus cannot be downloaded here)")
+    from empirical.data.fetch import fetch
+
+    return fetch(FETCHED[cfg.task])
+
+
+def load_splits(cfg: RunConfig) -> Splits:
+    """The examples of ``cfg.task``; a task without training or test examples is a UserError."""
+    from empirical.data import brown, hatexplain, squad, sva, vader
+
+    path = data_path(cfg)
+    if cfg.task == "hatexplain":
+        splits = hatexplain.load(path, cfg.max_len)
+    elif cfg.task == "sva":
+        splits = sva.load(path, cfg.max_len)
+    elif cfg.task == "brown-sva":
+        splits = brown.load(path, cfg.max_len)
+    elif cfg.task == "vader":
+        splits = vader.load(path, cfg.max_len, cfg.vader_margin)
+    else:
+        splits = squad.load(path, cfg.squad_window)
+    if not splits.train or not splits.test:
+        raise UserError(f"{path}: no training or no test examples for task {cfg.task}")
+    return splits

@@ -1,0 +1,157 @@
+"""Causal self-attention variants behind one interface: ``module(x: (B, T, C)) -> (B, T, C)``.
+
+* ``standard``  - multi-head attention, scored by ``F.scaled_dot_product_attention``.
+* ``coupled``   - paper B: after the Q/K projections, (q, k) follow ``steps`` steps of the flow
+  dq/dt = k, dk/dt = f(q) (:mod:`empirical.coupled.qk_flow`, Euler or kick-drift-kick leapfrog),
+  then standard attention scores (q', k'). f is a per-head two-layer SiLU MLP without bias
+  (``hidden`` units). dt is one learnable scalar per head, used as is (no positivity constraint:
+  dt = 0 is the identity and negative dt integrates backwards), initialised to ``dt_init``.
+* ``mlp-only``  - the uncoupled control: q and k are each updated from themselves only,
+  q <- q + dt g(q), k <- k + dt h(k) for ``steps`` steps, with two per-head MLPs of ``hidden // 2``
+  units each, so the parameter count equals the coupled variant's.
+* ``diff``      - Differential Attention (Ye et al. 2024): half as many heads, each the difference
+  of two softmax maps, softmax(q1 k1^T) - lambda softmax(q2 k2^T), applied to values of twice the
+  head width; lambda = exp(lq1.lk1) - exp(lq2.lk2) + lambda_init with
+  lambda_init = 0.8 - 0.6 exp(-0.3 (layer - 1)); each head's output is RMS-normalised and scaled
+  by (1 - lambda_init). Same projection shapes as standard attention.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from empirical.coupled.qk_flow import INTEGRATORS, PerHeadMLP, integrate
+
+KINDS = ("standard", "coupled", "mlp-only", "diff")
+
+
+@dataclasses.dataclass(frozen=True)
+class AttentionConfig:
+    """Which attention variant to build, and its knobs (ignored by variants that lack them)."""
+
+    kind: str = "standard"
+    integrator: str = "euler"
+    steps: int = 1
+    hidden: int = 4
+    dt_init: float = 0.1
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"attention kind must be one of {KINDS}, got {self.kind!r}")
+        if self.integrator not in INTEGRATORS:
+            raise ValueError(f"integrator must be one of {tuple(INTEGRATORS)}, got {self.integrator!r}")
+        if self.steps < 1 or self.hidden < 1:
+            raise ValueError("coupling steps and hidden width must be >= 1")
+        if self.kind == "mlp-only" and self.hidden % 2:
+            raise ValueError("mlp-only splits the hidden width between q and k: it must be even")
+
+
+def extra_parameters(cfg: AttentionConfig, n_head: int, d_head: int) -> int:
+    """Parameters one layer of ``cfg`` has beyond standard attention."""
+    if cfg.kind in ("coupled", "mlp-only"):
+        return n_head * (2 * d_head * cfg.hidden + 1)  # MLP weights + dt, equal for both
+    if cfg.kind == "diff":
+        return 4 * d_head + 2 * d_head  # lambda_{q1,k1,q2,k2} + RMSNorm weight
+    return 0
+
+
+class CausalSelfAttention(nn.Module):
+    """Standard multi-head causal self-attention; subclasses transform (q, k) before scoring."""
+
+    def __init__(self, d_model: int, n_head: int):
+        super().__init__()
+        if d_model % n_head:
+            raise ValueError("d_model must be divisible by n_head")
+        self.n_head, self.d_head = n_head, d_model // n_head
+        self.c_attn = nn.Linear(d_model, 3 * d_model, bias=False)
+        self.c_proj = nn.Linear(d_model, d_model, bias=False)
+
+    def split_heads(self, x: torch.Tensor, n_head: int) -> torch.Tensor:
+        B, T, C = x.shape
+        return x.view(B, T, n_head, C // n_head).transpose(1, 2)
+
+    def transform_qk(self, q: torch.Tensor, k: torch.Tensor):
+        return q, k
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, C = x.shape
+        q, k, v = (self.split_heads(t, self.n_head) for t in self.c_attn(x).split(C, dim=2))
+        q, k = self.transform_qk(q, k)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.c_proj(y.transpose(1, 2).reshape(B, T, C))
+
+
+class CoupledQKAttention(CausalSelfAttention):
+    """Paper B's coupled query-key attention (see the module docstring)."""
+
+    def __init__(self, d_model: int, n_head: int, cfg: AttentionConfig):
+        super().__init__(d_model, n_head)
+        self.integrator, self.steps = cfg.integrator, cfg.steps
+        self.field = PerHeadMLP(n_head, self.d_head, cfg.hidden)
+        self.dt = nn.Parameter(torch.full((n_head,), float(cfg.dt_init)))
+
+    def transform_qk(self, q, k):
+        return integrate(q, k, self.field, self.dt, self.integrator, self.steps)
+
+
+class MLPOnlyAttention(CausalSelfAttention):
+    """Uncoupled control: q and k each evolve under their own per-head MLP."""
+
+    def __init__(self, d_model: int, n_head: int, cfg: AttentionConfig):
+        super().__init__(d_model, n_head)
+        self.steps = cfg.steps
+        self.field_q = PerHeadMLP(n_head, self.d_head, cfg.hidden // 2)
+        self.field_k = PerHeadMLP(n_head, self.d_head, cfg.hidden // 2)
+        self.dt = nn.Parameter(torch.full((n_head,), float(cfg.dt_init)))
+
+    def transform_qk(self, q, k):
+        dt = self.dt.view(-1, 1, 1)
+        for _ in range(self.steps):
+            q, k = q + dt * self.field_q(q), k + dt * self.field_k(k)
+        return q, k
+
+
+def lambda_init_for(layer: int) -> float:
+    """Differential Attention's depth-dependent lambda_init, ``layer`` counted from 1."""
+    return 0.8 - 0.6 * math.exp(-0.3 * (layer - 1))
+
+
+class DifferentialAttention(CausalSelfAttention):
+    """Differential Attention with the reference implementation's formulas (see module docstring)."""
+
+    def __init__(self, d_model: int, n_head: int, layer: int):
+        super().__init__(d_model, n_head)
+        if n_head % 2:
+            raise ValueError("differential attention uses half the heads: n_head must be even")
+        self.n_diff = n_head // 2
+        self.lambda_init = lambda_init_for(layer)
+        self.lambda_q1, self.lambda_k1, self.lambda_q2, self.lambda_k2 = (
+            nn.Parameter(torch.randn(self.d_head) * 0.1) for _ in range(4))
+        self.subln = nn.RMSNorm(2 * self.d_head, eps=1e-5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        B, T, C = x.shape
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        q, k = self.split_heads(q, self.n_head), self.split_heads(k, self.n_head)  # 2 maps per head
+        v = self.split_heads(v, self.n_diff)  # (B, H/2, T, 2 d_head)
+        lam = (torch.exp(torch.dot(self.lambda_q1, self.lambda_k1))
+               - torch.exp(torch.dot(self.lambda_q2, self.lambda_k2)) + self.lambda_init)
+        a1 = F.scaled_dot_product_attention(q[:, 0::2], k[:, 0::2], v, is_causal=True)
+        a2 = F.scaled_dot_product_attention(q[:, 1::2], k[:, 1::2], v, is_causal=True)
+        y = self.subln(a1 - lam * a2) * (1 - self.lambda_init)
+        return self.c_proj(y.transpose(1, 2).reshape(B, T, C))
+
+
+def build_attention(cfg: AttentionConfig, d_model: int, n_head: int, layer: int) -> CausalSelfAttention:
+    """The attention module of layer ``layer`` (counted from 1) for configuration ``cfg``."""
+    if cfg.kind == "coupled":
+        return CoupledQKAttention(d_model, n_head, cfg)
+    if cfg.kind == "mlp-only":
+        return MLPOnlyAttention(d_model, n_head, cfg)
+    if cfg.kind == "diff":
+        return DifferentialAttention(d_model, n_head, layer)
+    return CausalSelfAttention(d_model, n_head)

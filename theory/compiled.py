@@ -1,0 +1,113 @@
+"""Numeric functions for one parameterisation, generated from the derivation and cached on disk.
+
+``load(name)`` returns a :class:`Compiled` whose attributes are plain Python functions; solving
+never runs sympy. The generated module is cached under ``$QKDYN_CACHE/theory`` (default
+``~/.cache/qkdyn/theory``), keyed by a hash of the theory sources and the sympy version, so a
+change to the derivation regenerates it.
+
+Generated functions (x: the reduced state, p: Setting.numeric(), vector flavour broadcasts):
+    rhs(x, p), jac(x, p)                      eq. (1) and its Jacobian            [scalar]
+    init(p, qk0, ov0)                         balanced initial state               [scalar]
+    features(X, p) -> (qk, ov)                                                     [vector]
+    attention(qk, p), loss(qk, ov, p)         alpha and L, eq. (2)                 [vector]
+    invariants(X, p) -> tuple                 the named first integrals            [vector]
+    metrics(X, p) -> (M_QK, M_OV)             rate of each feature per -eta dL/df  [vector]
+    balanced_metrics(qk, ov, kappa, p)        their closed forms on balanced states [vector]
+    dphi(qk, kappa, p), psi(ov, p)            the line Phi(qk) - rho Psi(ov)       [vector]
+    ov_law(t, p), qk_law(ov, p)               late-time laws (A3)                  [vector]
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import importlib.util
+import os
+from pathlib import Path
+from typing import Callable
+
+import sympy as sp
+
+from theory import asymptotics, codegen, invariants, model
+
+_THEORY_DIR = Path(__file__).parent
+
+
+@dataclasses.dataclass(frozen=True)
+class Compiled:
+    name: str
+    variables: tuple[str, ...]
+    invariant_names: tuple[str, ...]
+    rhs: Callable
+    jac: Callable
+    init: Callable
+    features: Callable
+    attention: Callable
+    loss: Callable
+    invariants: Callable
+    metrics: Callable
+    balanced_metrics: Callable
+    dphi: Callable
+    psi: Callable
+    ov_law: Callable
+    qk_law: Callable
+
+
+def generate_source(name: str) -> str:
+    """The Python source of the numeric module for parameterisation ``name``."""
+    d = model.derive(name)
+    x, p = d.symbols, model.PARAMS
+    qk, ov, kappa = model.qk, model.ov, invariants.kappa
+    named = invariants.first_integrals(d)
+    dphi, dpsi = invariants.line_integrands(d)
+    _, psi = invariants.line_coordinates(d)
+    laws = asymptotics.laws(d)
+    src = codegen.HEADER
+    src += f"VARIABLES = {tuple(v.name for v in d.variables)!r}\n"
+    src += f"INVARIANT_NAMES = {tuple(named)!r}\n\n\n"
+    src += codegen.function_source("rhs", [x, p], d.rhs, "scalar", "array")
+    src += codegen.function_source("jac", [x, p], d.jacobian, "scalar", "matrix")
+    init = [d.init[sym] for sym in x]
+    src += codegen.function_source("init", [p, model.qk0, model.ov0], init, "scalar", "array")
+    src += codegen.function_source("features", [x, p], [d.qk, d.ov], "vector")
+    src += codegen.function_source("attention", [qk, p], [model.attention(qk)], "vector")
+    src += codegen.function_source("loss", [qk, ov, p], [model.reduced_loss(qk, ov)], "vector")
+    src += codegen.function_source("invariants", [x, p], list(named.values()) or [sp.S(0)], "vector")
+    metrics = [invariants.metric(d.qk_circuit), invariants.metric(d.ov_circuit)]
+    src += codegen.function_source("metrics", [x, p], metrics, "vector")
+    closed = [invariants.balanced_metric(d.qk_circuit), invariants.balanced_metric(d.ov_circuit)]
+    src += codegen.function_source("balanced_metrics", [qk, ov, kappa, p], closed, "vector")
+    src += codegen.function_source("dphi", [qk, kappa, p], [dphi], "vector")
+    src += codegen.function_source("psi", [ov, p], [psi], "vector")
+    src += codegen.function_source("ov_law", [model.t, p], [laws["ov"].solution], "vector")
+    src += codegen.function_source("qk_law", [ov, p], [laws["qk"].solution], "vector")
+    return src
+
+
+def _cache_key() -> str:
+    digest = hashlib.sha256(sp.__version__.encode())
+    for path in sorted(_THEORY_DIR.glob("*.py")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def cache_dir() -> Path:
+    root = Path(os.environ.get("QKDYN_CACHE", Path.home() / ".cache" / "qkdyn"))
+    return root / "theory" / _cache_key()
+
+
+@functools.lru_cache(maxsize=None)
+def load(name: str) -> Compiled:
+    """The compiled numeric functions of parameterisation ``name`` (generated once, then cached)."""
+    path = cache_dir() / f"{name}.py"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(generate_source(name))
+        os.replace(tmp, path)
+    spec = importlib.util.spec_from_file_location(f"qkdyn_generated_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    functions = {f.name: getattr(module, f.name) for f in dataclasses.fields(Compiled)
+                 if f.name not in ("name", "variables", "invariant_names")}
+    return Compiled(name, module.VARIABLES, module.INVARIANT_NAMES, **functions)

@@ -1,0 +1,74 @@
+"""The canonical orthogonal-data setting of DESIGN.md section 1, as plain numbers.
+
+K classes, D distinct tokens per class, N common tokens, a context of m distinct + n common tokens,
+score scale s, learning rates eta_QK and eta_OV, initial gap ``qk0`` and margin ``ov0``. ``b`` is the
+scale constant of the authors' reduced form (used by the ``paper`` parameterisation only).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from qkdyn.errors import UserError
+
+#: the four exact parameterisations (QK circuit first, OV circuit second)
+EXACT_PARAMS = ("CACO", "FACO", "CAFO", "FAFO")
+#: everything ``solve`` accepts: the exact ones and the authors' reduced form
+ALL_PARAMS = EXACT_PARAMS + ("paper",)
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """One point of the canonical setting (symbols as in DESIGN.md)."""
+
+    classes: int = 4  # K
+    distinct: int = 10  # D
+    commons: int = 10  # N
+    m: int = 8  # distinct tokens in a context
+    n: int = 24  # common tokens in a context
+    scale: float = 1.0  # s
+    eta_qk: float = 1.0
+    eta_ov: float = 1.0
+    qk0: float = 0.01  # initial attention logit gap
+    ov0: float = 0.01  # initial output margin
+    b: float = 50.0  # the authors' scale constant (paper form only)
+
+    def __post_init__(self) -> None:
+        for name in ("classes", "distinct", "commons", "m", "n"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise UserError(f"--{self.flag(name)} must be a positive integer, got {value!r}")
+        if self.classes < 2:
+            raise UserError(f"--classes must be at least 2 (one class has nothing to predict), got {self.classes}")
+        for name in ("scale", "eta_qk", "eta_ov", "b"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise UserError(f"--{self.flag(name)} must be a positive finite number, got {value!r}")
+        for name in ("qk0", "ov0"):
+            if not math.isfinite(getattr(self, name)):
+                raise UserError(f"--{self.flag(name)} must be finite, got {getattr(self, name)!r}")
+
+    @staticmethod
+    def flag(field: str) -> str:
+        """The command-line spelling of a field (DESIGN.md section 4)."""
+        return field.replace("_", "-")
+
+    @property
+    def rho(self) -> float:
+        """The learning-rate ratio eta_QK / eta_OV."""
+        return self.eta_qk / self.eta_ov
+
+    @property
+    def vocab(self) -> int:
+        """V = K D distinct + N commons + 1 query + K labels."""
+        return self.classes * self.distinct + self.commons + 1 + self.classes
+
+    def numeric(self) -> tuple[float, ...]:
+        """The parameter vector the generated numeric functions take (order of theory.model.PARAMS)."""
+        return (
+            float(self.classes), float(self.distinct), float(self.commons), float(self.m),
+            float(self.n), self.scale, self.eta_qk, self.eta_ov, self.b,
+        )
+
+    def replace(self, **changes) -> "Setting":
+        return dataclasses.replace(self, **changes)
