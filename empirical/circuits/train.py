@@ -137,7 +137,7 @@ def train(cfg: RunConfig, out_dir: str | Path, *, stop_after: int | None = None,
         run.opt.step()
         run.sched.step()
         step += 1
-        running_loss, n_loss = running_loss + float(loss), n_loss + 1
+        running_loss, n_loss = running_loss + loss.item(), n_loss + 1
         bar.update(1)
         if step % cfg.eval_every == 0 or step == run.total:
             row = {"step": step, "epoch": step / run.steps_per_epoch, "train_loss": running_loss / n_loss,

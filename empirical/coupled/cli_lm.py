@@ -1,0 +1,34 @@
+"""``qkdyn lm``: train a byte-level GPT language model with a chosen attention variant."""
+from __future__ import annotations
+
+import argparse
+
+from empirical.coupled.cli_common import add_model_arguments, add_train_arguments, attention_config, train_config
+
+HELP = "train a byte-level GPT LM with standard, coupled-QK, MLP-only or differential attention"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", required=True,
+                        help="corpus: wiki, pydocs, brown-learned, brown-full, nlp-corpus, or a text file/directory")
+    parser.add_argument("--block-size", type=int, default=None, help="context length (default: the preset's)")
+    parser.add_argument("--eval-tokens", type=int, default=65536, help="validation tokens per evaluation")
+    parser.add_argument("--val-fraction", type=float, default=0.05, help="held-out share when no validation file")
+    add_model_arguments(parser)
+    add_train_arguments(parser, max_steps=300, lr=3e-3)
+
+
+def run(args: argparse.Namespace) -> int:
+    from qkdyn.errors import UserError
+    from empirical.coupled.experiment import run_lm
+
+    if not 0 < args.val_fraction < 1:
+        raise UserError("--val-fraction must be in (0, 1)")
+    if args.block_size is not None and args.block_size < 2:
+        raise UserError("--block-size must be >= 2")
+    summary = run_lm(args.data, args.preset, attention_config(args), train_config(args), args.out,
+                     args.block_size, args.eval_tokens, args.val_fraction)
+    if summary:
+        print(f"{args.out}: val_ppl {summary['final']['val_ppl']:.4f} after {summary['tokens']} tokens "
+              f"({summary['tokens_per_s']:.0f} tokens/s)")
+    return 0

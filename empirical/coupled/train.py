@@ -1,0 +1,230 @@
+"""The training loop (nanoGPT style): AdamW, warm-up + cosine, gradient accumulation, DDP, resume.
+
+``train`` runs one model to ``max_steps`` optimiser steps. Every ``ckpt_interval`` steps it writes
+``ckpt.pt`` atomically (model, optimiser, step, RNG states, data position, accumulated training
+time); if ``out_dir`` already has one, the run resumes from it and reproduces the uninterrupted run
+exactly (same batches, same updates). Metrics go to ``metrics.jsonl`` (one JSON object a line,
+``kind`` "train" or "eval"), the summary to ``result.json``.
+
+Data parallel: launched by ``torchrun``, each process takes its rank's slice of every step's
+micro-batches (see :mod:`empirical.coupled.lm_data`); gradients are averaged by DDP on the last
+micro-step only. Rank 0 evaluates, logs and checkpoints.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import math
+import os
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from empirical.coupled.model import GPT, GPTConfig
+from qkdyn import atomic
+from qkdyn.errors import UserError
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    max_steps: int = 300
+    batch_size: int = 16          # sequences per micro-batch per process
+    grad_accum: int = 1
+    lr: float = 3e-3
+    min_lr: float = 3e-4
+    warmup_steps: int = 30
+    weight_decay: float = 0.1
+    beta1: float = 0.9
+    beta2: float = 0.95
+    grad_clip: float = 1.0
+    eval_interval: int = 50
+    ckpt_interval: int = 50
+    log_interval: int = 10
+    seed: int = 0
+    device: str = "auto"          # "auto" = cuda if available, else cpu
+    compile: bool = False
+    progress: bool = True
+
+
+def lr_at(step: int, cfg: TrainConfig) -> float:
+    """Linear warm-up to ``lr`` over ``warmup_steps``, then cosine decay to ``min_lr`` at ``max_steps``."""
+    if step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    progress = min(1.0, (step - cfg.warmup_steps) / max(1, cfg.max_steps - cfg.warmup_steps))
+    return cfg.min_lr + 0.5 * (1 + math.cos(math.pi * progress)) * (cfg.lr - cfg.min_lr)
+
+
+def make_optimizer(model: torch.nn.Module, cfg: TrainConfig, device_type: str) -> torch.optim.AdamW:
+    """AdamW; matrices and embeddings (dim >= 2) decay, gains, dt and lambda vectors do not."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg.weight_decay},
+              {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), fused=device_type == "cuda")
+
+
+def _distributed() -> tuple[int, int, bool]:
+    """(rank, world size, is_ddp) from the torchrun environment; initialises the process group."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world == 1:
+        return 0, 1, False
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
+    return dist.get_rank(), world, True
+
+
+def _device(cfg: TrainConfig, rank: int) -> torch.device:
+    if cfg.device == "auto":
+        if torch.cuda.is_available():
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
+            return torch.device("cuda", torch.cuda.current_device())
+        return torch.device("cpu")
+    return torch.device(cfg.device)
+
+
+def _rng_state(device: torch.device) -> dict:
+    state = {"torch": torch.get_rng_state()}
+    if device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(device)
+    return state
+
+
+def _set_rng_state(state: dict, device: torch.device) -> None:
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state:
+        torch.cuda.set_rng_state(state["cuda"], device)
+
+
+def _config_record(model_cfg: GPTConfig, cfg: TrainConfig, extra: dict) -> dict:
+    run = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in ("progress", "device", "compile")}
+    return {"model": dataclasses.asdict(model_cfg), "train": run, **extra}
+
+
+def _truncate_metrics(path: Path, step: int) -> None:
+    """Drop metric lines logged after ``step`` (they belong to work a resumed run redoes)."""
+    if path.exists():
+        keep = [line for line in path.read_text().splitlines() if line and json.loads(line)["step"] <= step]
+        atomic.write_text(path, "".join(line + "\n" for line in keep))
+
+
+def train(model_cfg: GPTConfig, cfg: TrainConfig, make_batches: Callable, evaluate: Callable,
+          out_dir: str | os.PathLike, extra_config: dict | None = None) -> dict:
+    """Train ``GPT(model_cfg)``; ``make_batches(seed, rank, world)`` gives the batch source and
+    ``evaluate(model, device) -> dict`` the evaluation metrics. Returns the summary (rank 0)."""
+    rank, world, ddp = _distributed()
+    device = _device(cfg, rank)
+    master = rank == 0
+    out = Path(out_dir)
+    if master:
+        out.mkdir(parents=True, exist_ok=True)
+    record = _config_record(model_cfg, cfg, {"world_size": world, **(extra_config or {})})
+    autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext())
+
+    torch.manual_seed(cfg.seed)
+    model = GPT(model_cfg).to(device)
+    optimizer = make_optimizer(model, cfg, device.type)
+    batches = make_batches(cfg.seed, rank, world)
+    step, train_time = 0, 0.0
+    ckpt_path, metrics_path = out / "ckpt.pt", out / "metrics.jsonl"
+    if ckpt_path.exists():
+        ckpt = torch.load(ckpt_path, map_location=device, weights_only=False)
+        if ckpt["config"] != record:
+            raise UserError(f"{ckpt_path} was written by a different configuration; use a new --out")
+        model.load_state_dict(ckpt["model"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+        batches.load_state_dict(ckpt["data"])
+        _set_rng_state(ckpt["rng"], device)
+        step, train_time = ckpt["step"], ckpt["train_time_s"]
+        if master:
+            _truncate_metrics(metrics_path, step)
+    elif master and metrics_path.exists():
+        metrics_path.unlink()
+
+    raw_model = model
+    if cfg.compile:
+        model = torch.compile(model)
+    if ddp:
+        from torch.nn.parallel import DistributedDataParallel
+
+        model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    tokens_per_step = cfg.batch_size * cfg.grad_accum * world * model_cfg.block_size
+
+    def log(entry: dict) -> None:
+        with open(metrics_path, "a") as fh:
+            fh.write(json.dumps(entry) + "\n")
+
+    def run_eval() -> dict:
+        raw_model.eval()
+        with autocast:
+            metrics = evaluate(raw_model, device)
+        raw_model.train()
+        return metrics
+
+    def save_checkpoint() -> None:
+        state = {"model": raw_model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
+                 "data": batches.state_dict(), "rng": _rng_state(device), "train_time_s": train_time,
+                 "config": record}
+        with atomic.atomic_path(ckpt_path) as tmp:
+            torch.save(state, tmp)
+
+    bar = None
+    if master and cfg.progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=cfg.max_steps, initial=step, desc=out.name, unit="step", dynamic_ncols=True)
+    metrics = {}
+    while step < cfg.max_steps:
+        t0 = time.perf_counter()
+        lr = lr_at(step, cfg)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        total_loss = 0.0
+        for micro, (x, y) in enumerate(batches.next_step()):
+            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+            if ddp:
+                model.require_backward_grad_sync = micro == cfg.grad_accum - 1
+            with autocast:
+                loss = model(x, y)[1] / cfg.grad_accum
+            loss.backward()
+            total_loss += loss.item()
+        if cfg.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        train_time += time.perf_counter() - t0
+        step += 1
+        if master:
+            if step % cfg.log_interval == 0 or step == cfg.max_steps:
+                log({"kind": "train", "step": step, "tokens": step * tokens_per_step, "loss": total_loss, "lr": lr,
+                     "train_time_s": train_time})
+            if step % cfg.eval_interval == 0 or step == cfg.max_steps:
+                metrics = run_eval()
+                log({"kind": "eval", "step": step, "tokens": step * tokens_per_step, **metrics})
+                if bar is not None:
+                    bar.set_postfix({k: round(v, 4) for k, v in metrics.items() if k in ("val_ppl", "mqar_acc")})
+            if step % cfg.ckpt_interval == 0 or step == cfg.max_steps:
+                save_checkpoint()
+            if bar is not None:
+                bar.update(1)
+    if bar is not None:
+        bar.close()
+    summary = {}
+    if master:
+        if not metrics:  # resumed from the final checkpoint: evaluate it again
+            metrics = run_eval()
+        summary = {**record, "parameters": sum(p.numel() for p in raw_model.parameters()),
+                   "steps": step, "tokens": step * tokens_per_step, "train_time_s": train_time,
+                   "tokens_per_s": step * tokens_per_step / train_time if train_time else float("nan"),
+                   "final": metrics}
+        atomic.write_text(out / "result.json", json.dumps(summary, indent=2) + "\n")
+    if ddp:
+        import torch.distributed as dist
+
+        dist.barrier()
+    return summary

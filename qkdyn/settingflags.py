@@ -1,0 +1,60 @@
+"""The setting flags of DESIGN.md section 4, spelled the same for every subcommand."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+
+from qkdyn.errors import UserError
+from theory.setting import ALL_PARAMS, Setting
+
+_DEFAULTS = Setting()
+_HELP = {
+    "classes": "K, number of classes", "distinct": "D, distinct tokens per class",
+    "commons": "N, common tokens", "m": "distinct tokens in a context",
+    "n": "common tokens in a context", "scale": "s, score scale",
+    "eta_qk": "learning rate of the QK circuit", "eta_ov": "learning rate of the OV circuit",
+    "qk0": "initial attention logit gap qk", "ov0": "initial output margin ov",
+    "b": "scale constant b of the authors' reduced form (--param paper)",
+}
+
+
+def _finite_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}")
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"not a finite number: {text!r}")
+    return value
+
+
+def add_setting_flags(parser: argparse.ArgumentParser, params=ALL_PARAMS) -> None:
+    parser.add_argument("--param", required=True, choices=params, metavar="P",
+                        help=f"parameterisation: {', '.join(params)}")
+    for field in dataclasses.fields(Setting):
+        kind = int if field.type in ("int", int) else _finite_float
+        parser.add_argument(f"--{Setting.flag(field.name)}", dest=field.name, type=kind,
+                            default=getattr(_DEFAULTS, field.name),
+                            help=f"{_HELP[field.name]} (default {getattr(_DEFAULTS, field.name)})")
+
+
+def setting_from_args(args: argparse.Namespace) -> Setting:
+    """Build (and so validate) the Setting named by the flags; bad values raise UserError."""
+    return Setting(**{f.name: getattr(args, f.name) for f in dataclasses.fields(Setting)})
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def require_positive(value: float, flag: str) -> float:
+    if not (math.isfinite(value) and value > 0):
+        raise UserError(f"{flag} must be a positive finite number, got {value!r}")
+    return value

@@ -1,0 +1,44 @@
+"""``qkdyn solve``: the reduced ODE solution as CSV (DESIGN.md sections 2 and 4)."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from qkdyn.settingflags import _finite_float, add_setting_flags, positive_int, setting_from_args
+
+HELP = "solve the reduced gradient-flow ODE to --t-max or --until-loss and write a CSV"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_setting_flags(parser)
+    stop = parser.add_argument_group("horizon (one or both)")
+    stop.add_argument("--t-max", type=_finite_float, help="final gradient-flow time")
+    stop.add_argument("--until-loss", type=_finite_float, help="stop when the loss reaches this value")
+    parser.add_argument("--points", type=positive_int, default=200, help="log-spaced output rows (default 200)")
+    parser.add_argument("--at", help="comma-separated times that must appear as exact rows")
+    parser.add_argument("--method", default="LSODA", choices=("LSODA", "Radau", "BDF", "DOP853"),
+                        help="scipy solver (default LSODA, with the analytic Jacobian)")
+    parser.add_argument("--rtol", type=_finite_float, default=1e-11, help="relative tolerance (default 1e-11)")
+    parser.add_argument("--out", required=True, help="output CSV path")
+
+
+def run(args: argparse.Namespace) -> int:
+    from qkdyn.atomic import check_writable
+    from qkdyn.csvio import parse_times, write_columns
+    from simulate.solve import solve
+
+    setting = setting_from_args(args)
+    check_writable(args.out)
+    factorized_zero = [name for name, flag, value in (("QK", 0, setting.qk0), ("OV", 2, setting.ov0))
+                       if args.param[flag:flag + 1] == "F" and value == 0]
+    for circuit in factorized_zero:
+        sys.stderr.write(f"qkdyn solve: warning: factorized {circuit} circuit starts at 0, a saddle of "
+                         "the flow: it will not move\n")
+    trajectory = solve(setting, args.param, t_max=args.t_max, until_loss=args.until_loss,
+                       points=args.points, at=parse_times(args.at), method=args.method, rtol=args.rtol)
+    write_columns(args.out, trajectory.columns())
+    stats = trajectory.stats
+    reached = f", loss target reached at t = {trajectory.event_t:.6g}" if trajectory.event_t is not None else ""
+    sys.stderr.write(f"{args.param}: {len(trajectory.t)} rows to {args.out} ({stats['steps']} {stats['method']} "
+                     f"steps, {stats['seconds']:.3f} s{reached})\n")
+    return 0
