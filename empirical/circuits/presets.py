@@ -71,7 +71,7 @@ PRESETS: dict[str, dict] = {
                         epochs=10, batch_size=32, qk_lr_mult=20),
     # CPU study presets (about one minute per run on one core).
     "cpu-brown-sva": dict(task="brown-sva", d_model=64, n_head=4, n_layer=1, d_mlp=0, max_len=32,
-                          vocab_size=8000, optimizer="adamw", lr=1e-3, warmup_frac=0.1, epochs=2,
+                          vocab_size=8000, optimizer="adamw", lr=1e-3, warmup_frac=0.1, epochs=3,
                           batch_size=64, eval_every=100, ckpt_every=100),
     "cpu-vader": dict(task="vader", d_model=64, n_head=4, n_layer=1, d_mlp=256, max_len=48, vocab_size=8000,
                       optimizer="adamw", lr=1e-3, warmup_frac=0.1, epochs=4, batch_size=32,
