@@ -1,0 +1,132 @@
+"""Attention variants of paper B: shapes, causality, parameter counts, reductions, reversibility."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from empirical.coupled.attention import (AttentionConfig, CausalSelfAttention, DifferentialAttention,
+                                         build_attention, extra_parameters, lambda_init_for)
+from empirical.coupled.model import GPT, count_parameters, preset_config
+from empirical.coupled.qk_flow import PerHeadMLP, euler_step, integrate, leapfrog_step
+
+D, H = 32, 4
+CONFIGS = {
+    "standard": AttentionConfig(),
+    "coupled-euler": AttentionConfig(kind="coupled", integrator="euler", steps=2),
+    "coupled-leapfrog": AttentionConfig(kind="coupled", integrator="leapfrog", steps=3),
+    "mlp-only": AttentionConfig(kind="mlp-only", steps=2),
+    "diff": AttentionConfig(kind="diff"),
+}
+
+
+def _module(cfg, layer=1):
+    torch.manual_seed(0)
+    return build_attention(cfg, D, H, layer)
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_shape_and_causality(name):
+    attn = _module(CONFIGS[name], layer=2)
+    x = torch.randn(2, 10, D)
+    y = attn(x)
+    assert y.shape == x.shape
+    x2 = x.clone()
+    x2[:, 6:] = torch.randn(2, 4, D)  # change the future only
+    assert torch.allclose(attn(x2)[:, :6], y[:, :6], atol=1e-6)
+    assert not torch.allclose(attn(x2)[:, 6:], y[:, 6:])
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_parameter_count_formula_matches_modules(name):
+    cfg = preset_config("tiny", attention=CONFIGS[name])
+    assert count_parameters(cfg) == sum(p.numel() for p in GPT(cfg).parameters())
+    extra = sum(p.numel() for p in _module(CONFIGS[name]).parameters()) - 4 * D * D
+    assert extra == extra_parameters(CONFIGS[name], H, D // H)
+
+
+def test_mlp_only_matches_coupled_parameter_count():
+    assert extra_parameters(AttentionConfig(kind="mlp-only"), 8, 64) == extra_parameters(AttentionConfig(kind="coupled"), 8, 64)
+
+
+def test_coupled_overhead_at_60M_is_about_a_tenth_of_a_percent():
+    base = count_parameters(preset_config("60M"))
+    coupled = count_parameters(preset_config("60M", attention=AttentionConfig(kind="coupled")))
+    assert 0.0008 < coupled / base - 1 < 0.0015  # paper: 0.11%
+
+
+@pytest.mark.parametrize("kind", ["coupled", "mlp-only"])
+@pytest.mark.parametrize("integrator", ["euler", "leapfrog"])
+def test_zero_step_size_reduces_to_standard_attention_exactly(kind, integrator):
+    coupled = _module(AttentionConfig(kind=kind, integrator=integrator, steps=3))
+    standard = CausalSelfAttention(D, H)
+    standard.load_state_dict({k: v for k, v in coupled.state_dict().items() if k.startswith("c_")})
+    with torch.no_grad():
+        coupled.dt.zero_()
+    x = torch.randn(2, 7, D)
+    assert torch.equal(coupled(x), standard(x))
+
+
+def test_zero_field_euler_is_a_pure_drift():
+    field = PerHeadMLP(H, 8, 4)
+    with torch.no_grad():
+        field.w2.zero_()
+    q, k, dt = torch.randn(2, H, 5, 8), torch.randn(2, H, 5, 8), torch.rand(H)
+    q1, k1 = euler_step(q, k, field, dt)
+    assert torch.equal(k1, k) and torch.allclose(q1, q + dt.view(-1, 1, 1) * k)
+
+
+def test_leapfrog_is_time_reversible():
+    torch.manual_seed(1)
+    field = PerHeadMLP(H, 8, 16, init_std=0.5).double()
+    q, k = torch.randn(2, H, 5, 8, dtype=torch.float64), torch.randn(2, H, 5, 8, dtype=torch.float64)
+    dt = torch.rand(H, dtype=torch.float64) * 0.5
+    with torch.no_grad():
+        q1, k1 = integrate(q, k, field, dt, "leapfrog", 5)
+        q0, k0 = integrate(q1, k1, field, -dt, "leapfrog", 5)
+        assert torch.allclose(q0, q, atol=1e-12) and torch.allclose(k0, k, atol=1e-12)
+        qe, ke = integrate(*euler_step(q, k, field, dt), field, -dt, "euler", 1)  # Euler is not
+        assert not torch.allclose(qe, q, atol=1e-6) or not torch.allclose(ke, k, atol=1e-6)
+
+
+def test_leapfrog_is_kick_drift_kick():
+    field = PerHeadMLP(1, 3, 5, init_std=0.5)
+    q, k, dt = torch.randn(1, 1, 2, 3), torch.randn(1, 1, 2, 3), torch.tensor([0.3])
+    k_half = k + 0.15 * field(q)
+    q_new = q + 0.3 * k_half
+    q1, k1 = leapfrog_step(q, k, field, dt)
+    assert torch.allclose(q1, q_new) and torch.allclose(k1, k_half + 0.15 * field(q_new))
+
+
+def test_lambda_init_schedule():
+    assert lambda_init_for(1) == pytest.approx(0.2)
+    assert lambda_init_for(3) == pytest.approx(0.8 - 0.6 * math.exp(-0.6))
+
+
+def test_differential_attention_matches_reference_formula():
+    attn = _module(AttentionConfig(kind="diff"), layer=3)
+    assert isinstance(attn, DifferentialAttention)
+    x = torch.randn(2, 6, D)
+    B, T, hd = 2, 6, D // H
+    q, k, v = attn.c_attn(x).split(D, dim=2)
+    q = q.view(B, T, H, hd).transpose(1, 2)
+    k = k.view(B, T, H, hd).transpose(1, 2)
+    v = v.view(B, T, H // 2, 2 * hd).transpose(1, 2)
+    mask = torch.ones(T, T, dtype=torch.bool).tril()
+    w = (q @ k.transpose(-1, -2) / math.sqrt(hd)).masked_fill(~mask, float("-inf")).softmax(-1)
+    w = w.view(B, H // 2, 2, T, T)
+    lam = (torch.exp((attn.lambda_q1 * attn.lambda_k1).sum()) - torch.exp((attn.lambda_q2 * attn.lambda_k2).sum())
+           + lambda_init_for(3))
+    y = (w[:, :, 0] - lam * w[:, :, 1]) @ v
+    y = F.rms_norm(y, (2 * hd,), attn.subln.weight, eps=1e-5) * (1 - lambda_init_for(3))
+    expected = attn.c_proj(y.transpose(1, 2).reshape(B, T, D))
+    assert torch.allclose(attn(x), expected, atol=1e-5)
+
+
+def test_bad_configs_are_rejected():
+    with pytest.raises(ValueError):
+        AttentionConfig(kind="nope")
+    with pytest.raises(ValueError):
+        AttentionConfig(kind="mlp-only", hidden=3)
+    with pytest.raises(ValueError):
+        build_attention(AttentionConfig(kind="diff"), 30, 3, 1)
