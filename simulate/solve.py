@@ -37,6 +37,7 @@ class Trajectory:
     variables: tuple[str, ...]
     event_t: float | None  # time at which the loss target was reached, if one was set
     stats: dict
+    crossings: dict = dataclasses.field(default_factory=dict)  # loss level -> (t, state) at crossing
 
     @property
     def compiled(self) -> Compiled:
@@ -103,9 +104,14 @@ def solve(
     rtol: float = 1e-11,
     atol: float = 1e-14,
     method: str = "LSODA",
+    record_losses: Sequence[float] = (),
 ) -> Trajectory:
     """Solve the reduced flow from the DESIGN.md init to ``t_max`` or until the loss reaches
-    ``until_loss`` (whichever comes first; at least one must be given)."""
+    ``until_loss`` (whichever comes first; at least one must be given).
+
+    ``record_losses``: loss levels whose exact crossing (time and state, located by the solver's
+    event finder) is stored in ``Trajectory.crossings``: the basis of matched-loss comparisons.
+    """
     check_param(param)
     if t_max is None and until_loss is None:
         raise UserError("give --t-max or --until-loss")
@@ -119,17 +125,20 @@ def solve(
     compiled, p = load(param), setting.numeric()
     x0 = compiled.init(p, setting.qk0, setting.ov0)
     loss0 = float(compiled.loss(*compiled.features(x0, p), p)[0])
-    events = None
+    def crossing(level: float, terminal: bool):
+        log_level = math.log(level)
+
+        def event(tau, x):
+            return math.log(compiled.loss(*compiled.features(x, p), p)[0]) - log_level
+
+        event.terminal, event.direction = terminal, -1
+        return event
+
+    events = [crossing(level, False) for level in record_losses]
     if until_loss is not None:
         if not (math.isfinite(until_loss) and 0 < until_loss < loss0):
             raise UserError(f"--until-loss must lie in (0, {loss0:.6g}) (the initial loss), got {until_loss!r}")
-        log_target = math.log(until_loss)
-
-        def reached(tau, x):
-            return math.log(compiled.loss(*compiled.features(x, p), p)[0]) - log_target
-
-        reached.terminal, reached.direction = True, -1
-        events = reached
+        events.append(crossing(until_loss, True))
     horizon = t_max if t_max is not None else DEFAULT_T_CAP
     if max(at, default=0.0) > horizon:
         raise UserError(f"--at time {max(at)} lies beyond the horizon {horizon}")
@@ -143,7 +152,7 @@ def solve(
     start = time.perf_counter()
     kwargs = {"jac": jacobian} if method in ("Radau", "BDF", "LSODA") else {}
     sol = solve_ivp(field, (0.0, math.log1p(horizon)), x0, method=method, rtol=rtol, atol=atol,
-                    dense_output=True, events=events, **kwargs)
+                    dense_output=True, events=events or None, **kwargs)
     seconds = time.perf_counter() - start
     if sol.status < 0:
         raise RuntimeError(f"{param}: integration failed: {sol.message}")
@@ -154,14 +163,16 @@ def solve(
                 f"{param}: the loss did not reach {until_loss:g} by t = {horizon:g} (final loss "
                 f"{float(compiled.loss(*compiled.features(sol.y[:, -1], p), p)[0]):.3g}); "
                 "a factorized circuit started at 0 sits on a saddle and never moves")
-        event_t = math.expm1(sol.t_events[0][0])
+        event_t = math.expm1(sol.t_events[-1][0])
     t_end = event_t if event_t is not None else horizon
     times = output_times(t_end, points, at)
     state = sol.sol(np.log1p(times))
     state[:, 0] = x0  # t = 0 is always the first row: the exact initial state
     if event_t is not None:  # the event row is the solver's own event state
-        state[:, -1] = sol.y_events[0][0]
+        state[:, -1] = sol.y_events[-1][0]
         times[-1] = event_t
     stats = {"seconds": seconds, "nfev": sol.nfev, "njev": sol.njev, "steps": len(sol.t) - 1,
              "method": method}
-    return Trajectory(param, setting, times, state, compiled.variables, event_t, stats)
+    crossings = {level: (math.expm1(sol.t_events[i][0]), sol.y_events[i][0])
+                 for i, level in enumerate(record_losses) if len(sol.t_events[i])}
+    return Trajectory(param, setting, times, state, compiled.variables, event_t, stats, crossings)

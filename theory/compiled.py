@@ -13,6 +13,7 @@ Generated functions (x: the reduced state, p: Setting.numeric(), vector flavour 
     invariants(X, p) -> tuple                 the named first integrals            [vector]
     metrics(X, p) -> (M_QK, M_OV)             rate of each feature per -eta dL/df  [vector]
     balanced_metrics(qk, ov, kappa, p)        their closed forms on balanced states [vector]
+    kappa(X, p)                               the conserved kappa of a factorized QK [vector]
     dphi(qk, kappa, p), psi(ov, p)            the line Phi(qk) - rho Psi(ov)       [vector]
     ov_law(t, p), qk_law(ov, p)               late-time laws (A3)                  [vector]
 """
@@ -38,6 +39,7 @@ class Compiled:
     name: str
     variables: tuple[str, ...]
     invariant_names: tuple[str, ...]
+    invariant_degrees: tuple[int, ...]
     rhs: Callable
     jac: Callable
     init: Callable
@@ -47,6 +49,7 @@ class Compiled:
     invariants: Callable
     metrics: Callable
     balanced_metrics: Callable
+    kappa: Callable
     dphi: Callable
     psi: Callable
     ov_law: Callable
@@ -64,7 +67,9 @@ def generate_source(name: str) -> str:
     laws = asymptotics.laws(d)
     src = codegen.HEADER
     src += f"VARIABLES = {tuple(v.name for v in d.variables)!r}\n"
-    src += f"INVARIANT_NAMES = {tuple(named)!r}\n\n\n"
+    src += f"INVARIANT_NAMES = {tuple(named)!r}\n"
+    degrees = tuple(int(sp.Poly(expr, *x).total_degree()) for expr in named.values())
+    src += f"INVARIANT_DEGREES = {degrees!r}\n\n\n"
     src += codegen.function_source("rhs", [x, p], d.rhs, "scalar", "array")
     src += codegen.function_source("jac", [x, p], d.jacobian, "scalar", "matrix")
     init = [d.init[sym] for sym in x]
@@ -77,6 +82,7 @@ def generate_source(name: str) -> str:
     src += codegen.function_source("metrics", [x, p], metrics, "vector")
     closed = [invariants.balanced_metric(d.qk_circuit), invariants.balanced_metric(d.ov_circuit)]
     src += codegen.function_source("balanced_metrics", [qk, ov, kappa, p], closed, "vector")
+    src += codegen.function_source("kappa", [x, p], [invariants.kappa_of(d.qk_circuit)], "vector")
     src += codegen.function_source("dphi", [qk, kappa, p], [dphi], "vector")
     src += codegen.function_source("psi", [ov, p], [psi], "vector")
     src += codegen.function_source("ov_law", [model.t, p], [laws["ov"].solution], "vector")
@@ -109,5 +115,5 @@ def load(name: str) -> Compiled:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     functions = {f.name: getattr(module, f.name) for f in dataclasses.fields(Compiled)
-                 if f.name not in ("name", "variables", "invariant_names")}
-    return Compiled(name, module.VARIABLES, module.INVARIANT_NAMES, **functions)
+                 if f.name not in ("name", "variables", "invariant_names", "invariant_degrees")}
+    return Compiled(name, module.VARIABLES, module.INVARIANT_NAMES, module.INVARIANT_DEGREES, **functions)

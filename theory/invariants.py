@@ -104,6 +104,14 @@ def balanced_metric(circuit: Circuit) -> sp.Expr:
     return 2 * sp.Abs(ov) / ((K - 1) * sp.sqrt(D))
 
 
+def kappa_of(circuit: Circuit) -> sp.Expr:
+    """kappa = |k_perp|^2 = (KD k_d + N k_c)^2 / (KD + N) for a factorized QK circuit, else 0."""
+    if circuit.kind != "factorized" or circuit.variables[0].circuit != "QK":
+        return sp.S(0)
+    _, kd, kc = (v.symbol for v in circuit.variables)
+    return (K * D * kd + N * kc) ** 2 / (K * D + N)
+
+
 def balanced_metric_residual(circuit: Circuit) -> sp.Expr:
     """M_c(x)^2 - balanced_metric^2 after imposing balance: simplifies to 0 iff the closed form holds.
 
@@ -115,7 +123,7 @@ def balanced_metric_residual(circuit: Circuit) -> sp.Expr:
     closed = balanced_metric(circuit)
     if circuit.variables[0].circuit == "QK":
         p, kd, kc = (v.symbol for v in circuit.variables)
-        closed = closed.subs({qk: circuit.feature, kappa: (K * D * kd + N * kc) ** 2 / (K * D + N)})
+        closed = closed.subs({qk: circuit.feature, kappa: kappa_of(circuit)})
         residual = sp.expand(metric(circuit) ** 2 - closed**2)
         return sp.simplify(residual.subs(p**2, K * D * kd**2 + N * kc**2))
     o1, o2, v1, v2, _ = (v.symbol for v in circuit.variables)

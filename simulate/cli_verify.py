@@ -1,0 +1,76 @@
+"""``qkdyn verify``: check every claim, write figures and ``figures/report.md`` + ``report.json``."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib
+import sys
+import time
+from pathlib import Path
+
+HELP = "check claims A1-A6 with verdicts, figures and figures/report.md + report.json"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quick", action="store_true", help="shorter horizons and coarser sweeps (< 2 min)")
+    parser.add_argument("--figures", default="figures", help="output directory (default figures/)")
+    parser.add_argument("--skip-empirical", action="store_true", help="theory claims only (no torch runs)")
+
+
+def plan(quick: bool) -> dict:
+    """Horizons and grids; the full run follows DESIGN.md (t >= 1e15, rho over [0.01, 100])."""
+    import numpy as np
+
+    return {
+        "t_max": 1e15,
+        "a2_rhos": [1.0] if quick else [0.1, 1.0, 10.0],
+        "a3_read_at": [1e6, 1e15, 1e30] if quick else [1e6, 1e15, 1e30, 1e100],
+        "sweep_rhos": np.geomspace(0.01, 100, 9 if quick else 50),
+        "loss_levels": (0.5, 0.1, 1e-2, 1e-3),
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    from qkdyn.errors import UserError
+    from simulate import claims_sharpness, claims_theory, overview
+    from simulate.report import write_report
+    from theory.setting import Setting
+
+    figures = Path(args.figures)
+    try:
+        figures.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"cannot create figures directory {figures}: {exc.strerror}")
+    setting, cfg, start = Setting(), plan(args.quick), time.perf_counter()
+
+    def step(name):
+        sys.stderr.write(f"[{time.perf_counter() - start:6.1f}s] {name}\n")
+
+    step("A1 rate factors")
+    claims = [claims_theory.check_a1(setting, cfg["t_max"], figures)]
+    step("A2 first integrals")
+    claims.append(claims_theory.check_a2(setting, cfg["t_max"], cfg["a2_rhos"], figures))
+    step("A3 growth laws")
+    claims.append(claims_theory.check_a3(setting, cfg["a3_read_at"], cfg["a3_read_at"][-1], figures))
+    step(f"A4/A5 sweep over {len(cfg['sweep_rhos'])} values of rho")
+    result = claims_sharpness.sweep(setting, cfg["sweep_rhos"], cfg["loss_levels"])
+    claims += [claims_sharpness.check_a4(result, figures), claims_sharpness.check_a5(result)]
+    step("overview figures")
+    extra = [overview.trajectories_plot(setting, cfg["t_max"], figures),
+             overview.phase_portrait(setting, (0.1, 1.0, 10.0), 1e6, figures)]
+    if not args.skip_empirical:
+        step("A6 and sampled-data experiments (torch)")
+        claims += _empirical_claims(args.quick, figures)
+    context = {"setting": dataclasses.asdict(setting), "quick": args.quick,
+               "plan": {k: (list(map(float, v)) if hasattr(v, "__len__") else v) for k, v in cfg.items()},
+               "seconds": round(time.perf_counter() - start, 1)}
+    write_report(claims, context, figures, extra)
+    step(f"wrote {figures / 'report.md'}")
+    for claim in claims:
+        print(f"{claim.id:14s} {claim.verdict:8s} {claim.statement}")
+    return 0
+
+
+def _empirical_claims(quick: bool, figures: Path):
+    module = importlib.import_module("empirical.synthetic.claim_a6")
+    return module.check_a6(quick, figures)

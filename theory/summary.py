@@ -1,0 +1,60 @@
+"""Everything ``qkdyn derive`` prints, as one structured record per parameterisation.
+
+Each entry is a sympy expression (rendered as text or LaTeX by the caller) or a plain string.
+"""
+from __future__ import annotations
+
+import sympy as sp
+
+from theory import asymptotics, invariants, model
+
+
+def paper_mapping() -> dict[str, sp.Expr]:
+    """How the authors' constants map onto the exact CACO flow.
+
+    Exact CACO at the level of (qk, ov): dqk/dt = -eta_QK M_QK dL/dqk, dov/dt = -eta_OV M_OV dL/dov
+    with M_QK = s^2 (1/(KD) + 1/N), M_OV = 1/((K-1) D). The paper form has M_QK = 1/(M b^2),
+    M_OV = 1/(b (M-1)). So M = K, b = D for the OV circuit, and the QK constants agree only when
+    s^2 = N / (D (N + K D)) (otherwise the paper's QK rate is off by the ratio below).
+    """
+    exact_qk = invariants.metric(model.qk_circuit("collapsed"))
+    exact_ov = invariants.metric(model.ov_circuit("collapsed"))
+    paper_qk, paper_ov = (invariants.metric(c) for c in model.paper_circuits())
+    b_match = sp.solve(sp.Eq(paper_ov, exact_ov), model.b)[0]
+    s_match = sp.solve(sp.Eq(paper_qk.subs(model.b, b_match), exact_qk), model.s)[0]
+    return {"M": model.K, "b (from the OV rate)": b_match, "s making the QK rates agree": s_match,
+            "exact QK rate / paper QK rate (with b = D)": sp.simplify(exact_qk / paper_qk.subs(model.b, b_match))}
+
+
+def summarise(name: str) -> dict:
+    d = model.derive(name)
+    record = {
+        "parameterisation": name,
+        "variables": [{"name": v.name, "circuit": v.circuit, "orbit_size": v.orbit, "meaning": v.meaning}
+                      for v in d.variables],
+        "qk": d.qk, "ov": d.ov, "attn": model.attention(model.qk), "loss": model.reduced_loss(model.qk, model.ov),
+        "ode": {v.name: sp.simplify(rhs) for v, rhs in zip(d.variables, d.rhs)},
+        "initial_state": {sym.name: value for sym, value in d.init.items()},
+        "conserved": invariants.first_integrals(d),
+        "gradient_ratio dL/dqk / dL/dov": invariants.gradient_ratio(),
+        "metric M_QK (rate of qk per -eta_QK dL/dqk)": invariants.balanced_metric(d.qk_circuit),
+        "metric M_OV (rate of ov per -eta_OV dL/dov)": invariants.balanced_metric(d.ov_circuit),
+        "line": dict(zip(("Phi(qk)", "Psi(ov)"), _line(d))),
+        "law ov(t)": asymptotics.ov_law(name).equation,
+        "law qk(ov)": asymptotics.qk_law(name).equation,
+        "growth in log t": asymptotics.log_t_exponents(name),
+    }
+    if name != "paper":
+        record["rate factor R_QK (A1)"] = invariants.rate_factor(d.qk_circuit)
+        record["rate factor R_OV (A1)"] = invariants.rate_factor(d.ov_circuit)
+    else:
+        record["mapping to the exact CACO flow"] = paper_mapping()
+    return record
+
+
+def _line(d: model.Derivation):
+    phi, psi = invariants.line_coordinates(d)
+    if phi is None:
+        dphi, _ = invariants.line_integrands(d)
+        phi = sp.Integral(dphi.subs(model.qk, sp.Symbol("y")), (sp.Symbol("y"), 0, model.qk))
+    return phi, psi
