@@ -1,0 +1,13 @@
+"""The full matrix model of the canonical setting (DESIGN.md section 1) in torch.
+
+Modules, one job each:
+    layout      token indices of the one-hot vocabulary
+    model       the attention head (CACO/FACO/CAFO/FAFO), evaluated from token-count vectors
+    data        batches: sampled, mean-count, exact count-vector support, brute-force sequences
+    reduced     DESIGN init, reduced state <-> matrices (embedding, orbit-averaged reading)
+    train       per-circuit optimiser groups and the training loop
+    observe     one CSV row of DESIGN.md section 2 from the current matrices
+    cli         ``qkdyn sgd``
+    authors     the authors' synthetic experiment (weighted tokens, query inside the softmax)
+    claim_a6    claim A6 (and A4/A5 on sampled data) for ``qkdyn verify``
+"""

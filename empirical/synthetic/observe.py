@@ -1,0 +1,36 @@
+"""One output row of DESIGN.md section 2 from the current matrices.
+
+``qk``, ``ov``, ``attn`` and ``loss`` are those of the reduced state read from the matrices
+(:func:`empirical.synthetic.reduced.read`, orbit means in the polar gauge), through the compiled
+theory functions: on the symmetric subspace this *is* the population loss, exactly; off it
+(``sym_dist`` > 0: SGD noise, Adam, a random init) it is the population loss of the symmetrised
+model. ``acc`` is the accuracy on a fixed sampled test batch.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+
+from empirical.synthetic import data, reduced
+from empirical.synthetic.model import AttentionHead
+from theory.compiled import load
+
+
+def observer(param: str, setting, test_size: int = 2048, seed: int = 12345) -> Callable[[AttentionHead], dict]:
+    """A function model -> row dict (columns: qk, ov, attn, loss, reduced variables, acc, sym_dist)."""
+    compiled, p = load(param), setting.numeric()
+    counts, labels, _ = data.sample(setting, test_size, torch.Generator().manual_seed(seed))
+
+    @torch.no_grad()
+    def observe(model: AttentionHead) -> dict:
+        x = reduced.read(model)
+        qk, ov = (float(v) for v in compiled.features(x, p))
+        row = {"qk": qk, "ov": ov, "attn": float(compiled.attention(qk, p)[0]),
+               "loss": float(compiled.loss(qk, ov, p)[0])}
+        row.update(zip(compiled.variables, map(float, x)))
+        row["acc"] = float((model(counts)[0].argmax(dim=1) == labels).double().mean())
+        row["sym_dist"] = reduced.symmetric_distance(model)
+        return row
+
+    return observe

@@ -1,0 +1,195 @@
+"""The reduced state of :mod:`theory.model` and the full matrices, both ways; the DESIGN init.
+
+Orbits. Each reduced variable of ``theory.model.derive(P).variables`` is the common value of one
+orbit of matrix entries (the embedding stated in ``theory/model.py``): factorized QK uses inner
+column 0, factorized OV uses inner index i = class i. :func:`orbits` lists the entries of every
+orbit; :func:`embed` writes a reduced state into the matrices (all other entries 0).
+
+Reading a state back (:func:`read`) averages each orbit, after fixing the gauge of the factors
+(W_Q, W_K) -> (W_Q R, W_K R), (W_O, W_V) -> (W_O R, R^T W_V), R orthogonal, which leaves the
+products unchanged: the *polar gauge* rotates the inner space so that the query row of W_Q is
+|W_Q[q]| e_0, and so that the label block of W_O is the symmetric positive semi-definite factor P of
+its polar decomposition W_O[labels] = P Q (then W_V becomes Q W_V). On the embedded subspace with
+q_query >= 0 and a positive semi-definite label block (o_own - o_cross >= 0,
+o_own + (K-1) o_cross >= 0; true along every DESIGN trajectory) the polar gauge is the embedding's
+own, so read(embed(x)) = x. It makes the reading independent of which balanced SVD factorization
+the init chose (equal singular values leave the SVD basis free).
+
+Distance from the symmetric subspace (:func:`symmetric_distance`): with E_QK = W_QK[q, context],
+E_OV = W_OV[labels, context] and Pi the average over the orbits of the collapsed variables,
+max_c ||E_c - Pi E_c|| / ||E_c||: zero exactly when the model computes a symmetric function.
+"""
+from __future__ import annotations
+
+
+import numpy as np
+import torch
+
+from empirical.synthetic.layout import Layout
+from empirical.synthetic.model import AttentionHead
+
+Orbit = tuple[str, np.ndarray, np.ndarray]  # parameter name, row indices, column indices
+
+
+def _pairs(rows, cols) -> tuple[np.ndarray, np.ndarray]:
+    r, c = np.meshgrid(np.asarray(rows), np.asarray(cols), indexing="ij")
+    return r.ravel(), c.ravel()
+
+
+def _concat(blocks) -> tuple[np.ndarray, np.ndarray]:
+    return np.concatenate([b[0] for b in blocks]), np.concatenate([b[1] for b in blocks])
+
+
+def orbits(param: str, lay: Layout) -> dict[str, Orbit]:
+    """Reduced variable name -> the matrix entries sharing its value (names as in theory.model)."""
+    K, q, lab = lay.classes, lay.query, lay.labels
+    out: dict[str, Orbit] = {}
+    if param[0] == "C":
+        out["qk_distinct"] = ("W_QK", *_pairs([q], np.concatenate([lay.distinct_of(k) for k in range(K)])))
+        out["qk_common"] = ("W_QK", *_pairs([q], lay.common))
+    else:
+        out["q_query"] = ("W_Q", np.array([q]), np.array([0]))
+        out["k_distinct"] = ("W_K", np.concatenate([lay.distinct_of(k) for k in range(K)]), np.zeros(K * lay.distinct, int))
+        out["k_common"] = ("W_K", lay.common, np.zeros(lay.commons, int))
+    own = [(i, k) for i in range(K) for k in range(K) if i == k]
+    cross = [(i, k) for i in range(K) for k in range(K) if i != k]
+    if param[2] == "C":
+        block = lambda pairs: _concat([_pairs([lab[i]], lay.distinct_of(k)) for i, k in pairs])
+        out["ov_own"] = ("W_OV", *block(own))
+        out["ov_cross"] = ("W_OV", *block(cross))
+        out["ov_common"] = ("W_OV", *_pairs(lab, lay.common))
+    else:
+        out["o_own"] = ("W_O", lab[np.arange(K)], np.arange(K))
+        out["o_cross"] = ("W_O", np.array([lab[j] for j, i in cross]), np.array([i for j, i in cross]))
+        block = lambda pairs: _concat([_pairs([i], lay.distinct_of(k)) for i, k in pairs])
+        out["v_own"] = ("W_V", *block(own))
+        out["v_cross"] = ("W_V", *block(cross))
+        out["v_common"] = ("W_V", *_pairs(np.arange(K), lay.common))
+    return out
+
+
+@torch.no_grad()
+def embed(model: AttentionHead, values: dict[str, float]) -> AttentionHead:
+    """Set the matrices to the symmetric state with reduced variables ``values`` (others 0)."""
+    for p in model.parameters():
+        p.zero_()
+    for name, (pname, rows, cols) in orbits(model.param, model.layout).items():
+        getattr(model, pname)[rows, cols] = float(values[name])
+    return model
+
+
+def orbit_values(param: str, lay: Layout, tensors: dict[str, torch.Tensor]) -> dict[str, float]:
+    """Mean of each orbit's entries in ``tensors`` (parameter name -> matrix, e.g. gradients)."""
+    return {name: float(tensors[p][r, c].mean()) for name, (p, r, c) in orbits(param, lay).items()}
+
+
+def polar_gauge(model: AttentionHead) -> dict[str, torch.Tensor]:
+    """The parameters in the polar gauge (module docstring); collapsed matrices unchanged."""
+    params = {name: p.detach() for name, p in model.named_parameters()}
+    if model.qk_factorized:
+        u = params["W_Q"][model.query]
+        R = _complete(u / u.norm()) if u.norm() > 0 else torch.eye(model.width, dtype=u.dtype)
+        params["W_Q"], params["W_K"] = params["W_Q"] @ R, params["W_K"] @ R
+    if model.ov_factorized:
+        U, S, Vh = torch.linalg.svd(params["W_O"][model.labels], full_matrices=False)
+        Q = U @ Vh  # (K, r), orthonormal rows; W_O[labels] = (U S U^T) Q
+        R = _complete_rows(Q)
+        params["W_O"], params["W_V"] = params["W_O"] @ R, R.T @ params["W_V"]
+    return params
+
+
+def _complete(u: torch.Tensor) -> torch.Tensor:
+    """An orthogonal R whose first column is the unit vector u (so that u^T R = e_0^T)."""
+    return _complete_rows(u[None, :])
+
+
+def _complete_rows(Q: torch.Tensor) -> torch.Tensor:
+    """An orthogonal r x r matrix R with R[:, :k] = Q^T for orthonormal rows Q (k x r)."""
+    k, r = Q.shape
+    rest = torch.linalg.svd(torch.eye(r, dtype=Q.dtype) - Q.T @ Q)[0][:, : r - k]
+    return torch.cat([Q.T, rest], dim=1)
+
+
+def read(model: AttentionHead) -> np.ndarray:
+    """The reduced state (order of theory.model.derive(P).variables): orbit means, polar gauge."""
+    values = orbit_values(model.param, model.layout, polar_gauge(model))
+    return np.array(list(values.values()))
+
+
+@torch.no_grad()
+def symmetric_distance(model: AttentionHead) -> float:
+    """max over circuits of ||E - Pi E|| / ||E|| on the entries that reach the loss (docstring)."""
+    lay = model.layout
+    ctx = torch.as_tensor(lay.context)
+    owner = torch.as_tensor(lay.token_class())
+    qk = model.query_scores()[ctx]
+    qk_orbit = (owner < 0).long()  # 0: distinct, 1: common
+    ov = model.label_values()[:, ctx]
+    k = torch.arange(lay.classes)[:, None]
+    ov_orbit = torch.where(owner[None, :] < 0, 2, (owner[None, :] != k).long())  # own, cross, common
+    return max(_orbit_residual(qk, qk_orbit), _orbit_residual(ov, ov_orbit.expand_as(ov)))
+
+
+def _orbit_residual(values: torch.Tensor, orbit: torch.Tensor) -> float:
+    v, o = values.ravel(), orbit.ravel()
+    means = torch.zeros(int(o.max()) + 1, dtype=v.dtype).index_add_(0, o, v) / torch.bincount(o)
+    norm = float(v.norm())
+    return float((v - means[o]).norm()) / norm if norm > 0 else 0.0
+
+
+def balanced_factors(W: torch.Tensor, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """W = U S V^T -> (U sqrt(S), V sqrt(S)) padded (or cut) to ``width`` columns: A B^T = W and
+    A^T A = B^T B (balanced). Cutting requires rank(W) <= width."""
+    U, S, Vh = torch.linalg.svd(W, full_matrices=False)
+    A, B = U * S.sqrt(), Vh.T * S.sqrt()
+    k = min(width, len(S))
+    if len(S) > width and float(S[width:].max()) > 0:
+        raise ValueError(f"rank of W exceeds the inner width {width}")
+    pad = lambda X: torch.cat([X[:, :k], X.new_zeros(X.shape[0], width - k)], dim=1)
+    return pad(A), pad(B)
+
+
+@torch.no_grad()
+def design_init(model: AttentionHead, setting) -> AttentionHead:
+    """DESIGN.md init: W_QK[q, d] = qk0 / s, W_OV[label_k, d in class k] = ov0, zeros elsewhere;
+    factorized circuits get balanced factors from the SVD of that product."""
+    lay, V = model.layout, model.layout.vocab
+    dtype = next(model.parameters()).dtype
+    W_QK = torch.zeros(V, V, dtype=dtype)
+    W_OV = torch.zeros(V, V, dtype=dtype)
+    for k in range(lay.classes):
+        W_QK[lay.query, lay.distinct_of(k)] = setting.qk0 / setting.scale
+        W_OV[lay.labels[k], lay.distinct_of(k)] = setting.ov0
+    if model.qk_factorized:
+        model.W_Q.copy_(balanced_factors(W_QK, model.width)[0])
+        model.W_K.copy_(balanced_factors(W_QK, model.width)[1])
+    else:
+        model.W_QK.copy_(W_QK)
+    if model.ov_factorized:
+        A, B = balanced_factors(W_OV, model.width)
+        model.W_O.copy_(A)
+        model.W_V.copy_(B.T)
+    else:
+        model.W_OV.copy_(W_OV)
+    return model
+
+
+def balance_error(model: AttentionHead) -> dict[str, float]:
+    """||A^T A - B^T B|| / max(||A^T A||, ||B^T B||) per factorized circuit (the authors' metric)."""
+    out = {}
+    with torch.no_grad():
+        if model.qk_factorized:
+            out["QK"] = _balance(model.W_Q.T @ model.W_Q, model.W_K.T @ model.W_K)
+        if model.ov_factorized:
+            out["OV"] = _balance(model.W_O.T @ model.W_O, model.W_V @ model.W_V.T)
+    return out
+
+
+def _balance(G1: torch.Tensor, G2: torch.Tensor) -> float:
+    scale = max(float(G1.norm()), float(G2.norm()))
+    return float((G1 - G2).norm()) / scale if scale > 0 else 0.0
+
+
+def new_model(param: str, setting, width: int | None = None) -> AttentionHead:
+    """The full model of ``setting`` in the DESIGN init."""
+    return design_init(AttentionHead(param, Layout.of(setting), setting.scale, width), setting)

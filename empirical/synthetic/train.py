@@ -1,0 +1,69 @@
+"""Per-circuit optimiser groups and the training loop.
+
+Gradient descent with step h on the flow of DESIGN.md, d theta/dt = -eta_c grad_theta L, is
+theta <- theta - h eta_c grad_theta L for every parameter of circuit c: one optimiser group per
+circuit with learning rate h eta_QK or h eta_OV. ``gd`` and ``sgd`` are that update on the
+population or on a sampled batch; ``adam`` uses the same per-circuit learning rates in Adam (it
+does not discretise this flow: its step is ~ lr sign(grad) whatever the gradient's size).
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterable
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+from empirical.synthetic import data
+from empirical.synthetic.model import AttentionHead, cross_entropy
+
+OPTIMIZERS = ("gd", "sgd", "adam")
+
+
+def make_optimizer(model: AttentionHead, kind: str, step: float, eta_qk: float, eta_ov: float):
+    """One group per circuit, learning rate step * eta_c."""
+    groups = [{"params": model.circuit_parameters("QK"), "lr": step * eta_qk},
+              {"params": model.circuit_parameters("OV"), "lr": step * eta_ov}]
+    if kind in ("gd", "sgd"):
+        return torch.optim.SGD(groups, lr=step)
+    if kind == "adam":
+        return torch.optim.Adam(groups, lr=step)
+    raise ValueError(f"unknown optimizer {kind!r}")
+
+
+def batch_source(setting, batch: int | None, seed: int) -> Callable[[], data.Batch]:
+    """``batch=None``: the population (mean counts, exact on the symmetric subspace); else a
+    seeded stream of sampled batches of that size."""
+    if batch is None:
+        population = data.mean_counts(setting)
+        return lambda: population
+    generator = torch.Generator().manual_seed(seed)
+    return lambda: data.sample(setting, batch, generator)
+
+
+def record_steps(steps: int, points: int, extra: Iterable[int] = ()) -> np.ndarray:
+    """Step 0, ``points - 1`` log-spaced steps up to ``steps``, the ``extra`` steps, ascending."""
+    grid = np.geomspace(1, max(steps, 1), max(points - 1, 1)).round().astype(int) if steps > 0 else []
+    return np.unique(np.concatenate([[0, steps], grid, np.asarray(list(extra), dtype=int)]))
+
+
+def train(model: AttentionHead, optimizer, next_batch: Callable[[], data.Batch], steps: int,
+          record: Iterable[int], observe: Callable[[AttentionHead], dict],
+          stop_below: float | None = None, progress: bool = False) -> list[dict]:
+    """Run ``steps`` optimiser steps; ``observe(model)`` at every step in ``record`` (the row gets
+    its ``step``). With ``stop_below``, stop (and record) once the batch loss falls below it."""
+    record = set(int(s) for s in record)
+    rows = []
+    for step in tqdm(range(steps + 1), disable=not progress, unit="step", mininterval=1.0):
+        counts, labels, weights = next_batch()
+        logits, _ = model(counts)
+        loss = cross_entropy(logits, labels, weights)
+        done = step == steps or (stop_below is not None and loss.item() < stop_below)
+        if step in record or done:
+            rows.append({"step": step, **observe(model)})
+        if done:
+            break
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+    return rows
