@@ -1,0 +1,80 @@
+"""The command-line contract of DESIGN.md section 4."""
+import csv
+import json
+
+import pytest
+
+from qkdyn.cli import main
+
+
+def run_cli(capsys, *argv):
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:  # argparse usage errors
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_solve_writes_csv_with_design_columns(tmp_path, capsys):
+    out = tmp_path / "run.csv"
+    code, _, _ = run_cli(capsys, "solve", "--param", "FAFO", "--t-max", "1e15", "--points", "20",
+                         "--at", "2.5,1e9", "--out", str(out))
+    assert code == 0
+    rows = list(csv.reader(out.open()))
+    header = rows[0]
+    assert header[:5] == ["t", "qk", "ov", "attn", "loss"]
+    assert "q_query" in header and "v_common" in header
+    times = [float(r[0]) for r in rows[1:]]
+    assert times == sorted(times) and 2.5 in times and 1e9 in times and times[-1] == 1e15
+
+
+def test_solve_until_loss(tmp_path, capsys):
+    out = tmp_path / "run.csv"
+    assert run_cli(capsys, "solve", "--param", "paper", "--until-loss", "1e-3", "--out", str(out))[0] == 0
+    last = list(csv.DictReader(out.open()))[-1]
+    assert float(last["loss"]) == pytest.approx(1e-3, rel=1e-9)
+
+
+@pytest.mark.parametrize("argv", [
+    ["--param", "CACO", "--classes", "-2", "--t-max", "1"],
+    ["--param", "CACO", "--distinct", "0", "--t-max", "1"],
+    ["--param", "CACO", "--eta-qk", "0", "--t-max", "1"],
+    ["--param", "CACO", "--eta-ov", "-1", "--t-max", "1"],
+    ["--param", "XAXO", "--t-max", "1"],
+    ["--param", "CACO", "--t-max", "0"],
+    ["--param", "CACO", "--t-max", "-5"],
+    ["--param", "CACO", "--t-max", "nan"],
+    ["--param", "CACO", "--scale", "inf", "--t-max", "1"],
+    ["--param", "CACO", "--until-loss", "7", "--t-max", "1"],
+    ["--param", "CACO", "--t-max", "1", "--at", "x"],
+    ["--param", "CACO", "--t-max", "1", "--at", "5"],
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv):
+    out = tmp_path / "never.csv"
+    code, _, err = run_cli(capsys, "solve", *argv, "--out", str(out))
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1 and "error" in err
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("target", ["missing-dir/x.csv", "."])
+def test_unwritable_output_is_one_line_and_exit_2(tmp_path, capsys, target):
+    code, _, err = run_cli(capsys, "solve", "--param", "CACO", "--t-max", "1", "--out", str(tmp_path / target))
+    assert code == 2 and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("fmt", ["text", "latex", "json"])
+def test_derive_prints_every_section(capsys, fmt):
+    code, out, _ = run_cli(capsys, "derive", "--param", "CAFO", "--format", fmt)
+    assert code == 0
+    for section in ("ode", "conserved", "line", "law ov(t)", "rate factor R_OV (A1)"):
+        assert section in out
+    if fmt == "json":
+        record = json.loads(out)
+        assert set(record["ode"]) == {"qk_distinct", "qk_common", "o_own", "o_cross", "v_own", "v_cross", "v_common"}
+
+
+def test_derive_paper_states_the_constant_mapping(capsys):
+    code, out, _ = run_cli(capsys, "derive", "--param", "paper")
+    assert code == 0 and "b (from the OV rate): D" in out

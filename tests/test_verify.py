@@ -1,0 +1,21 @@
+"""End-to-end: `qkdyn verify --quick` (theory claims) writes a complete, computed report."""
+import json
+
+from qkdyn.cli import main
+
+
+def test_verify_quick_writes_report_and_figures(tmp_path, capsys):
+    assert main(["verify", "--quick", "--skip-empirical", "--figures", str(tmp_path)]) == 0
+    report = json.loads((tmp_path / "report.json").read_text())
+    claims = {c["id"]: c for c in report["claims"]}
+    assert set(claims) == {"A1", "A2", "A3", "A4", "A5"}
+    for claim in claims.values():
+        assert claim["verdict"] in ("holds", "fails", "partial")
+        for plot in claim["plots"]:
+            assert (tmp_path / plot).stat().st_size > 1000
+    # A3 must say which reading of "QK grows like log^2 t" holds, and qk itself must not
+    held = claims["A3"]["evidence"]["held_by_reading"]
+    assert held["qk"] == [] and "CACO" in held["exp(qk)"]
+    markdown = (tmp_path / "report.md").read_text()
+    assert "| A3 |" in markdown and "![A4]" in markdown
+    assert not list(tmp_path.glob("*.tmp"))
