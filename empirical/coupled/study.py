@@ -1,0 +1,140 @@
+"""The comparison study of paper B's claims: the grid of runs, and running the missing ones.
+
+Grid (every run is one ``result.json`` under ``runs_dir / name``):
+
+* LM, for each corpus (one domain-coherent, one heterogeneous) x seed: standard, coupled Euler,
+  coupled leapfrog, MLP-only and Differential Attention (coupled and MLP-only with n = 1 step);
+* LM, coherent corpus, first seed: coupled Euler with n = 2..7 steps;
+* MQAR, for each task: standard and coupled Euler, first seed.
+
+Runs already finished are skipped and interrupted ones resume, so the study can be restarted.
+Workers are separate processes with one torch thread each.
+"""
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+from pathlib import Path
+
+from empirical.coupled.attention import AttentionConfig
+from empirical.coupled.train import TrainConfig
+
+LM_VARIANTS = {
+    "standard": AttentionConfig(),
+    "coupled-euler": AttentionConfig(kind="coupled", integrator="euler"),
+    "coupled-leapfrog": AttentionConfig(kind="coupled", integrator="leapfrog"),
+    "mlp-only": AttentionConfig(kind="mlp-only"),
+    "diff": AttentionConfig(kind="diff"),
+}
+MQAR_VARIANTS = ("standard", "coupled-euler")
+MAX_COUPLING_STEPS = 7
+
+
+def variant_label(attention: dict) -> str:
+    """'standard', 'coupled-euler', 'coupled-leapfrog', 'mlp-only' or 'diff' for a stored config."""
+    if attention["kind"] == "coupled":
+        return f"coupled-{attention['integrator']}"
+    return attention["kind"]
+
+
+@dataclasses.dataclass(frozen=True)
+class StudyConfig:
+    preset: str = "tiny"
+    coherent: str = "wiki"
+    heterogeneous: str = "nlp-corpus"
+    seeds: int = 3
+    lm_steps: int = 200
+    mqar_tasks: tuple[str, ...] = ("easy", "medium")
+    mqar_steps: int = 500
+    batch_size: int = 16
+    mqar_batch_size: int = 32
+    grad_accum: int = 1
+    lm_lr: float = 3e-3
+    mqar_lr: float = 3e-3
+    eval_tokens: int = 16384
+    evals_per_run: int = 10
+    device: str = "auto"
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    task: str  # "lm" or "mqar"
+    data: str  # corpus (lm) or MQAR preset (mqar)
+    variant: str
+    attention: AttentionConfig
+    train: TrainConfig
+    preset: str
+    eval_tokens: int
+
+    @property
+    def name(self) -> str:
+        data = Path(self.data).name or self.data
+        return f"{self.task}-{data}-{self.variant}-n{self.attention.steps}-s{self.train.seed}"
+
+
+def _train_config(study: StudyConfig, steps: int, lr: float, batch_size: int, seed: int) -> TrainConfig:
+    interval = max(1, steps // study.evals_per_run)
+    return TrainConfig(max_steps=steps, batch_size=batch_size, grad_accum=study.grad_accum, lr=lr, min_lr=lr / 10,
+                       warmup_steps=max(1, steps // 10), eval_interval=interval, ckpt_interval=interval,
+                       log_interval=interval, seed=seed, device=study.device, progress=False)
+
+
+def study_runs(study: StudyConfig) -> list[RunSpec]:
+    """All runs of the study, longest (MQAR) first."""
+    runs = []
+    for task in study.mqar_tasks:
+        for variant in MQAR_VARIANTS:
+            cfg = _train_config(study, study.mqar_steps, study.mqar_lr, study.mqar_batch_size, 0)
+            runs.append(RunSpec("mqar", task, variant, LM_VARIANTS[variant], cfg, study.preset, study.eval_tokens))
+    for corpus in (study.coherent, study.heterogeneous):
+        for seed in range(study.seeds):
+            for variant, attention in LM_VARIANTS.items():
+                cfg = _train_config(study, study.lm_steps, study.lm_lr, study.batch_size, seed)
+                runs.append(RunSpec("lm", corpus, variant, attention, cfg, study.preset, study.eval_tokens))
+    for steps in range(2, MAX_COUPLING_STEPS + 1):
+        attention = dataclasses.replace(LM_VARIANTS["coupled-euler"], steps=steps)
+        cfg = _train_config(study, study.lm_steps, study.lm_lr, study.batch_size, 0)
+        runs.append(RunSpec("lm", study.coherent, "coupled-euler", attention, cfg, study.preset, study.eval_tokens))
+    return runs
+
+
+def execute(spec: RunSpec, runs_dir: str, threads: int | None = None) -> str:
+    """Run one spec (resuming it if interrupted) with ``threads`` torch threads; returns its name."""
+    import torch
+
+    from empirical.coupled.experiment import run_lm, run_mqar
+
+    if threads:
+        torch.set_num_threads(threads)
+    out = str(Path(runs_dir) / spec.name)
+    if spec.task == "lm":
+        run_lm(spec.data, spec.preset, spec.attention, spec.train, out, eval_tokens=spec.eval_tokens)
+    else:
+        run_mqar(spec.data, spec.preset, spec.attention, spec.train, out)
+    return spec.name
+
+
+def _execute_one_thread(args):
+    return execute(*args, threads=1)
+
+
+def run_study(study: StudyConfig, runs_dir: str, workers: int) -> list[str]:
+    """Run every unfinished run of ``study`` with ``workers`` processes; returns the names run."""
+    from tqdm import tqdm
+
+    todo = [s for s in study_runs(study) if not (Path(runs_dir) / s.name / "result.json").exists()]
+    from empirical.data.text_corpus import load_splits
+
+    for corpus in (study.coherent, study.heterogeneous):  # fetch once, before the workers start
+        load_splits(corpus)
+    done = []
+    if workers == 1:
+        for spec in tqdm(todo, desc="study", unit="run"):
+            done.append(execute(spec, runs_dir))
+        return done
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(workers) as pool:
+        for name in tqdm(pool.imap_unordered(_execute_one_thread, [(s, runs_dir) for s in todo]), total=len(todo),
+                         desc="study", unit="run"):
+            done.append(name)
+    return done
