@@ -122,7 +122,7 @@ def train(cfg: RunConfig, out_dir: str | Path, *, stop_after: int | None = None,
     out_dir.mkdir(parents=True, exist_ok=True)
     run = Run(cfg)
     step = _resume(run, out_dir)
-    started, running_loss, n_loss = time.time(), 0.0, 0
+    started, cpu_started, running_loss, n_loss = time.time(), time.process_time(), 0.0, 0
     bar = tqdm(total=run.total, initial=step, disable=not progress, desc=f"{cfg.task} qk x{cfg.qk_lr_mult:g} s{cfg.seed}")
     while step < run.total:
         if stop_after is not None and step >= stop_after:
@@ -153,11 +153,14 @@ def train(cfg: RunConfig, out_dir: str | Path, *, stop_after: int | None = None,
                 torch.save(run.state(step), tmp)
     bar.close()
     cap = cfg.final_examples or None
+    train_seconds = time.time() - started
+    dev, test = run.evaluate(run.dev[:cap], full=True), run.evaluate(run.test[:cap], full=True)
     result = {
         "config": dataclasses.asdict(cfg), "classes": list(run.classes), "vocab_size": len(run.vocab),
         "n_parameters": sum(p.numel() for p in run.model.parameters()), "steps": run.total,
-        "n_train": len(run.train), "train_seconds_this_session": time.time() - started,
-        "dev": run.evaluate(run.dev[:cap], full=True), "test": run.evaluate(run.test[:cap], full=True),
+        "n_train": len(run.train), "train_wall_seconds_this_session": train_seconds,
+        "wall_seconds_this_session": time.time() - started,
+        "cpu_seconds_this_session": time.process_time() - cpu_started, "dev": dev, "test": test,
     }
     atomic.write_text(out_dir / "final.json", json.dumps(result, indent=1))
     return result

@@ -1,0 +1,176 @@
+"""Per-circuit optimiser groups, schedules, exact resume, presets and the two CLI commands."""
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from empirical.circuits.models import Decoder, ModelConfig
+from empirical.circuits.optim import build_optimizer, cosine_with_warmup, qk_multiplier, qk_parameter_names
+from empirical.circuits.presets import PRESETS, resolve
+from empirical.circuits.train import Run, train
+from qkdyn.cli import main
+
+FIX = Path(__file__).parent / "fixtures" / "circuits"
+DATA = {"vader": FIX / "vader", "hatexplain": FIX / "hatexplain", "sva": FIX / "linzen_agr.tsv", "squad": FIX / "squad"}
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Tiny models run faster on one thread, and the machine's cores are shared."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def tiny(task="vader", **kw):
+    return resolve(task, "tiny", {"data": str(DATA[task]), **kw})
+
+
+def test_qk_group_holds_exactly_wq_wk_and_optionally_the_embedding():
+    model = Decoder(ModelConfig(vocab_size=20, n_out=3, max_len=8, d_model=8, n_head=2, n_layer=2, d_mlp=0))
+    names = qk_parameter_names(model, qk_embedding=False)
+    assert sorted(names) == sorted(f"blocks.{l}.attn.{m}.{p}" for l in (0, 1) for m in "qk" for p in ("weight", "bias"))
+    assert "tok_emb.weight" in qk_parameter_names(model, qk_embedding=True)
+
+
+@pytest.mark.parametrize("optimizer", ["adamw", "sgd"])
+def test_group_learning_rates_follow_multiplier_warmup_cosine_and_ramp(optimizer):
+    model = Decoder(ModelConfig(vocab_size=20, n_out=2, max_len=8, d_model=8, n_head=2))
+    opt, sched = build_optimizer(model, optimizer=optimizer, lr=0.1, weight_decay=0.0, momentum=0.9, qk_lr_mult=30,
+                                 qk_ramp_steps=4, qk_embedding=False, warmup=2, total=10)
+    for step in range(10):
+        qk, rest = (g["lr"] for g in opt.param_groups)
+        assert rest == pytest.approx(0.1 * cosine_with_warmup(step, 2, 10))
+        assert qk == pytest.approx(rest * qk_multiplier(step, 30, 4))
+        opt.step()
+        sched.step()
+    assert cosine_with_warmup(0, 2, 10) == 0.5 and cosine_with_warmup(2, 2, 10) == 1.0
+    assert cosine_with_warmup(10, 2, 10) == pytest.approx(0.0, abs=1e-12)
+    assert qk_multiplier(0, 30, 4) == 1.0 and qk_multiplier(2, 30, 4) == 15.5 and qk_multiplier(9, 30, 0) == 30
+
+
+def test_models_shapes_attention_and_padding_invariance():
+    torch.manual_seed(0)
+    for cfg in (ModelConfig(vocab_size=30, n_out=3, max_len=10, d_model=8, n_head=2),
+                ModelConfig(vocab_size=30, n_out=3, max_len=10, d_model=8, n_head=2, d_mlp=0),
+                ModelConfig(vocab_size=30, n_out=0, max_len=10, d_model=8, n_head=2, n_layer=3, layernorm=True, head="lm")):
+        model = Decoder(cfg)
+        ids = torch.tensor([[5, 6, 7, 0, 0], [5, 6, 7, 8, 9]])
+        out, atts = model(ids, torch.tensor([3, 5]))
+        assert len(atts) == cfg.n_layer and atts[0].shape == (2, 2, 5, 5)
+        assert torch.allclose(atts[0].sum(-1), torch.ones(2, 2, 5))
+        assert torch.all(atts[0][0, :, :, 3:] == 0)  # no attention to padding
+        assert torch.all(atts[0].triu(1) == 0)  # causal
+        alone, _ = model(ids[:1, :3], torch.tensor([3]))
+        assert torch.allclose(out[:1] if cfg.head == "classify" else out[:1, :3], alone, atol=1e-6)
+        assert out.shape == ((2, 3) if cfg.head == "classify" else (2, 5, 30))
+
+
+def test_resume_after_kill_reproduces_the_uninterrupted_run(tmp_path):
+    cfg = tiny(max_steps=10, ckpt_every=3, eval_every=2, qk_lr_mult=30.0)
+    full = train(cfg, tmp_path / "a", progress=False)
+    assert train(cfg, tmp_path / "b", stop_after=7, progress=False) is None  # killed after step 7, ckpt at 6
+    assert [json.loads(l)["step"] for l in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()] == [2, 4, 6]
+    resumed = train(cfg, tmp_path / "b", progress=False)
+    a = torch.load(tmp_path / "a" / "checkpoint.pt", weights_only=False)
+    b = torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=False)
+    for name, tensor in a["model"].items():
+        assert torch.equal(tensor, b["model"][name]), name
+    assert (tmp_path / "a" / "metrics.jsonl").read_text() == (tmp_path / "b" / "metrics.jsonl").read_text()
+    assert full["test"] == resumed["test"] and full["dev"] == resumed["dev"]
+
+
+def test_resume_refuses_a_checkpoint_of_another_configuration(tmp_path):
+    from qkdyn.errors import UserError
+
+    train(tiny(max_steps=2), tmp_path, progress=False)
+    with pytest.raises(UserError):
+        train(tiny(max_steps=2, lr=0.5), tmp_path, progress=False)
+
+
+@pytest.mark.parametrize("preset", ["paper-hatexplain", "paper-sva", "paper-squad", "cpu-vader"])
+def test_presets_build_and_take_one_optimisation_step(preset):
+    """The paper-scale recipes on fixture data (cpu-brown-sva: test_brown_task_trains)."""
+    task = PRESETS[preset]["task"]
+    cfg = resolve(task, preset, {"data": str(DATA[task]), "vocab_size": min(PRESETS[preset].get("vocab_size", 10000), 500)})
+    run = Run(cfg)
+    model_cfg = run.model.cfg
+    assert (model_cfg.d_model, model_cfg.n_head, model_cfg.n_layer, model_cfg.d_mlp, model_cfg.layernorm) == (
+        cfg.d_model, cfg.n_head, cfg.n_layer, cfg.d_mlp, cfg.layernorm)
+    batch = run.batch(0)
+    logits, atts = run.model(batch["ids"], batch["lengths"])
+    assert atts[0].shape[1] == cfg.n_head and len(atts) == cfg.n_layer
+    before = {n: p.detach().clone() for n, p in run.model.named_parameters()}
+    loss = run.loss(batch)
+    loss.backward()
+    run.opt.step()
+    assert math.isfinite(loss.item())
+    changed = {n for n, p in run.model.named_parameters() if not torch.equal(p, before[n])}
+    assert any(".attn.q." in n for n in changed) and any(".attn.v." in n for n in changed)
+    ratio = run.opt.param_groups[0]["lr"] / run.opt.param_groups[1]["lr"]
+    assert ratio == pytest.approx(cfg.qk_lr_mult)
+
+
+def test_brown_task_trains(tmp_path):
+    from empirical.data import brown
+
+    pkg = tmp_path / "unpacked" / "package"
+    pkg.mkdir(parents=True)
+    rows = (FIX / "brown_sva_handcheck.tsv").read_text().splitlines()[1:]
+    for n, row in enumerate(rows * 3):
+        (pkg / f"c{'abcdefghijklmnopqr'[n % 18]}{n:02d}").write_text("\t" + row.split("\t")[-1] + "\n")
+    (tmp_path / "prep").mkdir()
+    brown.prepare(tmp_path / "unpacked", tmp_path / "prep")
+    cfg = resolve("brown-sva", "cpu-brown-sva", {"data": str(tmp_path / "prep"), "max_steps": 2})
+    result = train(cfg, tmp_path / "run", progress=False)
+    assert 0 <= result["test"]["attention_mass"] <= 1 and "comprehensiveness" in result["test"]
+
+
+def test_qa_run_reports_squad_metrics(tmp_path):
+    result = train(tiny("squad", max_steps=3, n_layer=2, layernorm=True, max_len=64, max_answer_len=3),
+                   tmp_path, progress=False)
+    test = result["test"]
+    assert test["n"] == 8 and 0 <= test["exact_match"] <= test["f1"] + 1e-12 <= 1 + 1e-12
+    assert set(test["attention_mass_by_method"]) == {"layer_average", "layer_maxpool", "rollout"}
+    assert abs(sum(map(sum, test["dtap_percent"])) - 100) < 1e-6
+
+
+def test_cli_train_and_user_errors(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["train-circuits", "--task", "hatexplain", "--preset", "tiny", "--data", str(DATA["hatexplain"]),
+                 "--qk-lr-mult", "30", "--qk-embedding", "--out", str(out), "--no-progress"]) == 0
+    final = json.loads((out / "final.json").read_text())
+    assert final["config"]["qk_lr_mult"] == 30 and final["config"]["qk_embedding"] is True
+    assert (out / "checkpoint.pt").exists() and (out / "metrics.jsonl").read_text().count("\n") == 3
+    assert main(["train-circuits", "--task", "hatexplain", "--out", str(tmp_path / "x")]) == 2  # needs --data
+    assert main(["train-circuits", "--task", "vader", "--data", str(DATA["vader"]), "--lr", "-1"]) == 2
+    assert main(["train-circuits", "--task", "vader", "--data", str(tmp_path / "missing")]) == 2
+    assert main(["train-circuits", "--task", "vader", "--preset", "tiny", "--data", str(DATA["vader"]),
+                 "--lr", "nan"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("error:") == 4
+
+
+def test_cli_compare_writes_table_plots_and_verdict(tmp_path):
+    out = tmp_path / "fig"
+    assert main(["compare-circuits", "--task", "vader", "--preset", "tiny", "--data", str(DATA["vader"]),
+                 "--mults", "30", "--seeds", "0,1", "--runs-dir", str(tmp_path / "runs"), "--out-dir", str(out),
+                 "--no-progress"]) == 0
+    payload = json.loads((out / "vader.json").read_text())
+    assert payload["mults"] == [1.0, 30.0] and payload["seeds"] == [0, 1]
+    assert payload["verdicts"][0]["claim"] in ("holds", "does not hold", "inconclusive")
+    assert payload["summary"]["30"]["accuracy"]["n"] == 2
+    assert "PROXY" in (out / "report.md").read_text()
+    assert all((out / p).stat().st_size > 0 for p in payload["plots"])
+    assert main(["compare-circuits", "--task", "vader", "--seeds", "a"]) == 2
+
+
+def test_help_does_not_import_torch():
+    code = "import sys; from qkdyn.cli import build_parser; build_parser(); print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
