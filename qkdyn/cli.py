@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from qkdyn.errors import UserError
@@ -61,6 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         sys.stderr.write("qkdyn: interrupted\n")
         return 130
+    except BrokenPipeError:  # output piped into `head` etc.
+        sys.stdout = open(os.devnull, "w")
+        return 0
 
 
 if __name__ == "__main__":
