@@ -78,21 +78,27 @@ class GPT(nn.Module):
     def __init__(self, cfg: GPTConfig):
         super().__init__()
         self.cfg = cfg
+        # The shared weights (embeddings and every nn.Linear) are drawn from a generator seeded by one
+        # draw from torch's RNG, so that all attention variants built after the same torch.manual_seed
+        # start from identical shared weights; only their extra parameters differ (a paired design).
+        shared_seed = int(torch.randint(0, 2**62, (), device="cpu"))
         self.wte = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.wpe = nn.Embedding(cfg.block_size, cfg.d_model)
         self.blocks = nn.ModuleList(Block(cfg, layer) for layer in range(1, cfg.n_layer + 1))
         self.ln_f = nn.LayerNorm(cfg.d_model, bias=False)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         self.lm_head.weight = self.wte.weight
-        self.apply(self._init_weights)
-        for name, p in self.named_parameters():  # GPT-2 scaling of residual projections
-            if name.endswith("c_proj.weight") or name.endswith("mlp.2.weight"):
-                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * cfg.n_layer))
+        if not self.wte.weight.is_meta:
+            self._init_shared_weights(torch.Generator().manual_seed(shared_seed))
 
-    @staticmethod
-    def _init_weights(module):
-        if isinstance(module, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+    @torch.no_grad()
+    def _init_shared_weights(self, generator: torch.Generator) -> None:
+        """nanoGPT init: N(0, 0.02^2), residual projections N(0, (0.02 / sqrt(2 n_layer))^2)."""
+        for name, module in self.named_modules():
+            if isinstance(module, (nn.Linear, nn.Embedding)) and module is not self.lm_head:
+                residual = name.endswith("c_proj") or name.endswith("mlp.2")
+                std = 0.02 / math.sqrt(2 * self.cfg.n_layer) if residual else 0.02
+                module.weight.copy_(torch.randn(module.weight.shape, generator=generator) * std)
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
         T = idx.shape[1]

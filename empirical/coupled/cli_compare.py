@@ -1,0 +1,92 @@
+"""``qkdyn compare-coupled``: run (``--train``) and report the study of paper B's claims.
+
+CPU study (the default flags, ~0.1M-parameter ``tiny`` models; about 10-25 minutes on 2 cores):
+
+    qkdyn compare-coupled --train --workers 2
+
+Paper scale on GPUs, e.g. 60M on WikiText-103 vs OpenWebText dumps the user has (one GPU; for
+several, run each ``qkdyn lm`` under torchrun instead):
+
+    qkdyn compare-coupled --train --workers 1 --preset 60M --coherent /data/wikitext-103 \\
+        --heterogeneous /data/openwebtext --lm-steps 20000 --batch-size 32 --grad-accum 4 \\
+        --lr 6e-4 --runs runs/coupled/60M --out figures/coupled/60M --mqar-tasks ""
+"""
+from __future__ import annotations
+
+import argparse
+
+HELP = "run and/or report the coupled-QK study: perplexity by variant, seeds, steps, corpora, MQAR"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--runs", default="runs/coupled/cpu", help="directory of the study's runs")
+    parser.add_argument("--out", default="figures/coupled", help="where report.md, summary.json and plots go")
+    parser.add_argument("--train", action="store_true", help="first run the study's unfinished runs")
+    parser.add_argument("--workers", type=int, default=2, help="parallel training processes (1 torch thread each)")
+    parser.add_argument("--preset", default="tiny", choices=("tiny", "60M", "150M", "350M"))
+    parser.add_argument("--coherent", default="wiki", help="domain-coherent corpus (name or path)")
+    parser.add_argument("--heterogeneous", default="nlp-corpus", help="heterogeneous corpus (name or path)")
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--lm-steps", type=int, default=200)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--grad-accum", type=int, default=1)
+    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--mqar-tasks", default="easy,medium", help="comma-separated MQAR presets ('' for none)")
+    parser.add_argument("--mqar-steps", type=int, default=500)
+    parser.add_argument("--device", default="auto")
+
+
+def _study_config(args):
+    from empirical.coupled.mqar import PRESETS
+    from empirical.coupled.study import StudyConfig
+    from qkdyn.errors import UserError
+
+    tasks = tuple(t for t in args.mqar_tasks.split(",") if t)
+    unknown = set(tasks) - set(PRESETS)
+    if unknown:
+        raise UserError(f"unknown MQAR task(s) {sorted(unknown)}; known: {', '.join(PRESETS)}")
+    for flag in ("workers", "seeds", "lm_steps", "batch_size", "grad_accum", "mqar_steps"):
+        if getattr(args, flag) < 1:
+            raise UserError(f"--{flag.replace('_', '-')} must be >= 1")
+    return StudyConfig(preset=args.preset, coherent=args.coherent, heterogeneous=args.heterogeneous,
+                       seeds=args.seeds, lm_steps=args.lm_steps, mqar_tasks=tasks, mqar_steps=args.mqar_steps,
+                       batch_size=args.batch_size, grad_accum=args.grad_accum, lm_lr=args.lr, device=args.device)
+
+
+def _context(study, runs: list[dict], runs_dir: str) -> dict:
+    from empirical.coupled.attention import AttentionConfig
+    from empirical.coupled.model import count_parameters, preset_config
+
+    lm = [r for r in runs if r["task"] == "lm"]
+    overhead = [(p, count_parameters(preset_config(p)), count_parameters(preset_config(p, attention=AttentionConfig(kind="coupled"))))
+                for p in ("tiny", "60M", "150M", "350M")]
+    params = sorted({r["parameters"] for r in lm if r["variant"] == "standard"})
+    return {"preset": study.preset, "runs_dir": runs_dir, "n_runs": len(runs),
+            "parameters": ", ".join(f"{p:,} parameters" for p in params) or "n/a",
+            "lm_tokens": max((r["tokens"] for r in lm), default=0),
+            "seeds": sorted({r["seed"] for r in lm}), "overhead": overhead}
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from qkdyn.atomic import check_writable
+    from qkdyn.errors import UserError
+    from empirical.coupled.analysis import analyse, load_runs
+    from empirical.coupled.report import write_report
+    from empirical.coupled.study import run_study
+
+    study = _study_config(args)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    check_writable(Path(args.out) / "report.md")
+    if args.train:
+        run_study(study, args.runs, args.workers)
+    runs = load_runs(args.runs, study.preset)
+    if not runs:
+        raise UserError(f"no finished runs of preset {study.preset} under {args.runs}; add --train to run the study")
+    result = analyse(runs, study.coherent, study.heterogeneous)
+    written = write_report(result, _context(study, runs, args.runs), args.out)
+    for claim in result["claims"]:
+        print(f"{claim['verdict']:>12s}  {claim['claim']}: {claim['measured']}")
+    print(f"wrote {', '.join(str(Path(args.out) / w) for w in written)}")
+    return 0
