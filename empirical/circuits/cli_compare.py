@@ -51,7 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def task_notes(task: str) -> list[str]:
     """Caveats printed under the task's table; numbers are computed here, not typed in."""
-    if task == "brown-sva":
+    if task == "brown-sva" and HANDCHECK.exists():
         rows = [line.split("\t") for line in HANDCHECK.read_text().splitlines()[1:] if line]
         wrong = sum(r[3] == "no" for r in rows)
         return [f"Rationales (subject head) come from a heuristic over Brown POS tags; on {len(rows)} hand-checked "

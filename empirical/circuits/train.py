@@ -25,6 +25,7 @@ from empirical.circuits.presets import RunConfig
 from empirical.circuits.tasks import is_qa, load_splits
 from empirical.circuits.vocab import Vocab
 from qkdyn import atomic
+from qkdyn.errors import UserError
 
 
 def epoch_order(n: int, seed: int, epoch: int) -> torch.Tensor:
@@ -103,8 +104,6 @@ def _resume(run: Run, out_dir: Path) -> int:
         return 0
     state = torch.load(ckpt, weights_only=False)
     if state["config"] != dataclasses.asdict(run.cfg):
-        from qkdyn.errors import UserError
-
         raise UserError(f"{out_dir} holds a checkpoint of a different configuration; use another --out")
     step = run.restore(state)
     if log.exists():
