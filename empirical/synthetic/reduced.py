@@ -152,7 +152,13 @@ def balanced_factors(W: torch.Tensor, width: int) -> tuple[torch.Tensor, torch.T
 @torch.no_grad()
 def design_init(model: AttentionHead, setting) -> AttentionHead:
     """DESIGN.md init: W_QK[q, d] = qk0 / s, W_OV[label_k, d in class k] = ov0, zeros elsewhere;
-    factorized circuits get balanced factors from the SVD of that product."""
+    factorized circuits get balanced factors from the SVD of that product, rotated into the polar
+    gauge. The K equal singular values of W_OV leave the SVD's inner basis free; the polar gauge
+    fixes it to the embedding of theory/model.py, so the init is embed(theory init) up to round-off;
+    entries at round-off level (<= 64 eps max|W|), exactly zero in the exact factors, are set to 0.
+    Gradient descent sees neither the rotation nor the round-off; Adam does (it is not
+    rotation-equivariant, and it scales a 1e-17 gradient up to a full step), and only with both
+    does it stay on the symmetric subspace."""
     lay, V = model.layout, model.layout.vocab
     dtype = next(model.parameters()).dtype
     W_QK = torch.zeros(V, V, dtype=dtype)
@@ -171,6 +177,9 @@ def design_init(model: AttentionHead, setting) -> AttentionHead:
         model.W_V.copy_(B.T)
     else:
         model.W_OV.copy_(W_OV)
+    for name, value in polar_gauge(model).items():
+        tiny = value.abs() <= 64 * torch.finfo(value.dtype).eps * value.abs().max()
+        getattr(model, name).copy_(value.masked_fill(tiny, 0.0))  # exact zeros of the exact factors
     return model
 
 

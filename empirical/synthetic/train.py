@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
+import math
+
 import numpy as np
 import torch
 from tqdm import tqdm
 
 from empirical.synthetic import data
 from empirical.synthetic.model import AttentionHead, cross_entropy
+from qkdyn.errors import UserError
 
 OPTIMIZERS = ("gd", "sgd", "adam")
 
@@ -51,13 +54,16 @@ def train(model: AttentionHead, optimizer, next_batch: Callable[[], data.Batch],
           record: Iterable[int], observe: Callable[[AttentionHead], dict],
           stop_below: float | None = None, progress: bool = False) -> list[dict]:
     """Run ``steps`` optimiser steps; ``observe(model)`` at every step in ``record`` (the row gets
-    its ``step``). With ``stop_below``, stop (and record) once the batch loss falls below it."""
+    its ``step``). With ``stop_below``, stop (and record) once the batch loss falls below it.
+    ``progress`` shows a tqdm bar on a terminal. A non-finite loss (divergence) is a UserError."""
     record = set(int(s) for s in record)
     rows = []
-    for step in tqdm(range(steps + 1), disable=not progress, unit="step", mininterval=1.0):
+    for step in tqdm(range(steps + 1), disable=None if progress else True, unit="step", mininterval=1.0):
         counts, labels, weights = next_batch()
         logits, _ = model(counts)
         loss = cross_entropy(logits, labels, weights)
+        if not math.isfinite(loss.item()):
+            raise UserError(f"the loss is not finite at step {step}: training diverged, reduce --step")
         done = step == steps or (stop_below is not None and loss.item() < stop_below)
         if step in record or done:
             rows.append({"step": step, **observe(model)})
