@@ -166,6 +166,7 @@ def test_cli_compare_writes_table_plots_and_verdict(tmp_path):
     assert payload["verdicts"][0]["claim"] in ("holds", "does not hold", "inconclusive")
     assert payload["summary"]["30"]["accuracy"]["n"] == 2
     assert "PROXY" in (out / "report.md").read_text()
+    assert "claim" in (out / "README-section.md").read_text()
     assert all((out / p).stat().st_size > 0 for p in payload["plots"])
     assert main(["compare-circuits", "--task", "vader", "--seeds", "a"]) == 2
 

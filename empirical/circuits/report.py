@@ -104,3 +104,25 @@ def markdown(task: str, summary: dict, verdict_rows: list[dict], notes: list[str
     lines += [""] + [f"- {note}" for note in notes] + [""]
     lines += [f"![{Path(p).stem}]({Path(p).name})" for p in plots] + [""]
     return "\n".join(lines)
+
+
+def readme_section(payloads: list[dict]) -> str:
+    """A short results section for the project README, from the per-task summaries."""
+    lines = ["### Faster QK learning on real data (Paper A), CPU scale", "",
+             "`qkdyn compare-circuits` trains Paper A's one-layer decoder classifier with the same learning rate for all "
+             "parameters and with the QK circuit (W_Q, W_K) R times faster, over several seeds, and tests the claim "
+             "\"sharper attention, same accuracy\" (details, plots, every metric: `figures/circuits/report.md`).", ""]
+    for p in payloads:
+        base = p["summary"]["1"]
+        key = "f1" if "f1" in base else "accuracy"
+        lines.append(f"- **{p['task']}** ({len(p['seeds'])} seeds; same lr: {key} {fmt(base[key])}, attention mass "
+                     f"on rationale {fmt(base['attention_mass'])}):")
+        for v in p["verdicts"]:
+            s = p["summary"][f"{v['qk_lr_mult']:g}"]
+            lines.append(f"  QK x{v['qk_lr_mult']:g}: {key} {fmt(s[key])}, mass {fmt(s['attention_mass'])}; "
+                         f"sharper {v['sharper']}, same {key} {v['same_performance']} -> claim **{v['claim']}**.")
+        lines += [f"  {note}" for note in p["notes"]]
+    lines += ["", "These are small CPU-scale tests, not the paper's scale; the "
+              "paper-scale recipes exist as presets (`paper-hatexplain`, `paper-sva`, `paper-squad`) but need the "
+              "corpora, which cannot be downloaded here.", ""]
+    return "\n".join(lines)
