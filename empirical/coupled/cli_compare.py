@@ -8,7 +8,7 @@ Paper scale on GPUs, e.g. 60M on WikiText-103 vs OpenWebText dumps the user has 
 several, run each ``qkdyn lm`` under torchrun instead):
 
     qkdyn compare-coupled --train --workers 1 --preset 60M --coherent /data/wikitext-103 \\
-        --heterogeneous /data/openwebtext --lm-steps 20000 --batch-size 32 --grad-accum 4 \\
+        --heterogeneous /data/openwebtext --lm-steps 20000 --sweep-steps 2,3,4,5,6,7 --batch-size 32 --grad-accum 4 \\
         --lr 6e-4 --runs runs/coupled/60M --out figures/coupled/60M --mqar-tasks ""
 """
 from __future__ import annotations
@@ -28,7 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--heterogeneous", default="nlp-corpus", help="heterogeneous corpus (name or path)")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--lm-steps", type=int, default=200)
-    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--sweep-steps", default="2,4,7", help="coupling steps n tried besides n = 1")
+    parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--grad-accum", type=int, default=1)
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--mqar-tasks", default="easy,medium", help="comma-separated MQAR presets ('' for none)")
@@ -42,6 +43,12 @@ def _study_config(args):
     from qkdyn.errors import UserError
 
     tasks = tuple(t for t in args.mqar_tasks.split(",") if t)
+    try:
+        sweep = tuple(int(n) for n in args.sweep_steps.split(",") if n)
+    except ValueError:
+        raise UserError(f"--sweep-steps must be comma-separated integers, got {args.sweep_steps!r}")
+    if any(n < 1 for n in sweep):
+        raise UserError("--sweep-steps must be >= 1")
     unknown = set(tasks) - set(PRESETS)
     if unknown:
         raise UserError(f"unknown MQAR task(s) {sorted(unknown)}; known: {', '.join(PRESETS)}")
@@ -49,7 +56,7 @@ def _study_config(args):
         if getattr(args, flag) < 1:
             raise UserError(f"--{flag.replace('_', '-')} must be >= 1")
     return StudyConfig(preset=args.preset, coherent=args.coherent, heterogeneous=args.heterogeneous,
-                       seeds=args.seeds, lm_steps=args.lm_steps, mqar_tasks=tasks, mqar_steps=args.mqar_steps,
+                       seeds=args.seeds, lm_steps=args.lm_steps, sweep_steps=sweep, mqar_tasks=tasks, mqar_steps=args.mqar_steps,
                        batch_size=args.batch_size, grad_accum=args.grad_accum, lm_lr=args.lr, device=args.device)
 
 
