@@ -1,6 +1,6 @@
 """``qkdyn compare-coupled``: run (``--train``) and report the study of paper B's claims.
 
-CPU study (the default flags, ~0.1M-parameter ``tiny`` models; about 10-25 minutes on 2 cores):
+CPU study (the default flags, ~0.1M-parameter ``tiny`` models; 15-40 minutes on 2 shared cores):
 
     qkdyn compare-coupled --train --workers 2
 
