@@ -131,7 +131,7 @@ def train(model_cfg: GPTConfig, cfg: TrainConfig, make_batches: Callable, evalua
     step, train_time = 0, 0.0
     ckpt_path, metrics_path = out / "ckpt.pt", out / "metrics.jsonl"
     if ckpt_path.exists():
-        ckpt = torch.load(ckpt_path, map_location=device, weights_only=False)
+        ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=False)  # RNG states must stay on CPU
         if ckpt["config"] != record:
             raise UserError(f"{ckpt_path} was written by a different configuration; use a new --out")
         model.load_state_dict(ckpt["model"])
