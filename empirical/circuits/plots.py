@@ -56,14 +56,16 @@ def plot_all(task: str, results: dict[float, list[dict]], summary: dict, run_dir
     paths.append(_save(fig, out_dir / f"{task}_ac.png"))
     plt.close(fig)
 
-    fig, axes = plt.subplots(1, len(mults), figsize=(3.3 * len(mults), 3))
+    fig, axes = plt.subplots(1, len(mults), figsize=(3.6 * len(mults), 3.6), constrained_layout=True)
     for ax, m in zip(np.atleast_1d(axes), mults):
         heat = np.mean([r["test"]["dtap_percent"] for r in results[m]], axis=0)
-        im = ax.imshow(heat.T, origin="lower", extent=[0, 1, 0, 1], vmin=0, cmap="viridis")
-        ax.set_title(_label(m))
+        ax.imshow(heat.T, origin="lower", extent=[0, 1, 0, 1], vmin=0, vmax=100, cmap="viridis")
+        for i, j in np.ndindex(heat.shape):
+            ax.text(0.1 + 0.2 * i, 0.1 + 0.2 * j, f"{heat[i, j]:.0f}", ha="center", va="center", fontsize=8,
+                    color="white" if heat[i, j] < 50 else "black")
+        ax.set_title(f"{_label(m)} (% of samples)")
         ax.set_xlabel("attention on relevant tokens")
         ax.set_ylabel("p(true label)")
-        fig.colorbar(im, ax=ax, label="% of samples")
     fig.suptitle(f"{task}: DTAP heatmap (test, mean over seeds)")
     paths.append(_save(fig, out_dir / f"{task}_dtap.png"))
     plt.close(fig)
