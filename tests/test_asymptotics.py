@@ -11,7 +11,7 @@ in test_solve.py.
 """
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from simulate import growth
@@ -27,8 +27,9 @@ settings_strategy = st.builds(
 
 
 def law_errors(tr):
+    """Relative errors of the ov law and of e^qk against the qk law (NaN at t = 0)."""
     compiled, p = tr.compiled, tr.setting.numeric()
-    ov_error = tr.ov / np.asarray(compiled.ov_law(tr.t, p)[0]) - 1
+    ov_error = tr.ov / np.asarray(compiled.ov_law(np.where(tr.t > 0, tr.t, np.nan), p)[0]) - 1
     qk_error = np.expm1(tr.qk - np.asarray(compiled.qk_law(tr.ov, p)[0]))
     return ov_error, qk_error
 
@@ -48,15 +49,17 @@ def test_collapsed_laws_hold_within_two_percent(param, setting, rho):
 @settings(max_examples=5)
 @given(setting=settings_strategy, rho=st.floats(1.0, 100.0))
 def test_factorized_laws_converge_at_log_log_rate(param, setting, rho):
+    """Leading-order laws of factorized circuits: checked where they apply (the law puts qk above 4
+    by t = 1e30, else e^x/x = Y has no large root yet) and only to their log-log accuracy: the OV
+    error keeps its (1 - alpha) ov ~ 1/C correction, the QK error its 1/qk one."""
     setting = setting.replace(eta_qk=rho * setting.eta_ov)
-    times = [1e30, 1e60, 1e120]
+    times = [1e30, 1e240]
     tr = solve(setting, param, t_max=times[-1], points=2, at=times)
     rows = np.searchsorted(tr.t, times)
-    ov_error, qk_error = law_errors(tr)
-    for error in (ov_error, qk_error):
-        magnitudes = np.abs(error[rows])
-        assert np.all(np.diff(magnitudes) < 0) or magnitudes[-1] < 1e-3
-    assert abs(ov_error[rows[-1]]) < 0.05  # the OV law is accurate; the QK law only to O(1/qk)
+    assume(tr.compiled.qk_law(tr.ov[rows[0]], setting.numeric())[0] > 4)
+    ov_error, qk_error = (np.abs(e[rows]) for e in law_errors(tr))
+    assert ov_error[1] < ov_error[0] or ov_error[1] < 1e-3
+    assert ov_error[1] < 0.1 and qk_error[1] < 0.4
 
 
 @pytest.mark.parametrize("param,limit", [("CACO", 2.0), ("FACO", 2.0), ("CAFO", 1.0), ("FAFO", 1.0)])
