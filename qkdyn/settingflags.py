@@ -19,7 +19,7 @@ _HELP = {
 }
 
 
-def _finite_float(text: str) -> float:
+def finite_float(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
@@ -33,7 +33,7 @@ def add_setting_flags(parser: argparse.ArgumentParser, params=ALL_PARAMS) -> Non
     parser.add_argument("--param", required=True, choices=params, metavar="P",
                         help=f"parameterisation: {', '.join(params)}")
     for field in dataclasses.fields(Setting):
-        kind = int if field.type in ("int", int) else _finite_float
+        kind = int if field.type in ("int", int) else finite_float
         parser.add_argument(f"--{Setting.flag(field.name)}", dest=field.name, type=kind,
                             default=getattr(_DEFAULTS, field.name),
                             help=f"{_HELP[field.name]} (default {getattr(_DEFAULTS, field.name)})")

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import sympy as sp
 from scipy.integrate import quad
 
 from simulate import growth
@@ -19,7 +20,8 @@ from simulate.solve import Trajectory, solve
 from simulate.verdict import Claim
 from theory.asymptotics import log_t_exponents, qk_law
 from theory.compiled import load
-from theory.setting import ALL_PARAMS, EXACT_PARAMS, Setting
+from theory.model import ov as ov_symbol
+from theory.setting import ALL_PARAMS, Setting
 
 FACTORIZED_CIRCUITS = {"FACO": ("QK",), "CAFO": ("OV",), "FAFO": ("QK", "OV")}
 
@@ -66,9 +68,10 @@ def check_a1(setting: Setting, t_max: float, figures: Path) -> Claim:
         "A1", "Factorizing a circuit rescales its learning rate by a state-dependent factor that grows "
         "with the circuit's magnitude (balanced factors).",
         "holds" if ok else "fails", evidence,
-        "Along solutions to t = {:g}, the rate of each factorized circuit divided by the collapsed rate "
-        "matches R_QK = sqrt(kappa^2 + 4 qk^2/(s^2 c)) / ... and R_OV = 2 sqrt(D) |ov| (derived in "
-        "theory.invariants) and increases with |qk| or |ov|.".format(t_max), [plot])
+        f"Along solutions to t = {t_max:g}, the rate of each factorized circuit divided by the collapsed "
+        "rate matches the derived R_QK = sqrt(kappa^2 + 4 qk^2/(s^2 c)) and R_OV = 2 sqrt(D) |ov| "
+        "(theory.invariants; c = 1/(KD) + 1/N, kappa conserved) and increases with |qk| or |ov|: "
+        "small factors learn slower than the collapsed circuit, large ones faster.", [plot])
 
 
 def line_coordinates(tr: Trajectory) -> tuple[np.ndarray, np.ndarray]:
@@ -187,12 +190,6 @@ def _limit_exponents(param: str) -> dict[str, float]:
     """Exponents in log t as t -> infinity, read off the derived laws: ov -> 1, e^qk and the odds ->
     degree of Y(ov) in ov (the log log factor of a factorized QK does not change the exponent),
     qk -> 0."""
-    import sympy as sp
-
-    from theory.model import ov as ov_symbol
-
     degree = float(sp.degree(qk_law(param).argument, ov_symbol))
     return {"ov": 1.0, "qk": 0.0, "exp(qk)": degree, "odds": degree}
 
-
-__all__ = ["check_a1", "check_a2", "check_a3", "EXACT_PARAMS"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from qkdyn.settingflags import _finite_float, add_setting_flags, positive_int, setting_from_args
+from qkdyn.settingflags import finite_float, add_setting_flags, positive_int, setting_from_args
 
 HELP = "solve the reduced gradient-flow ODE to --t-max or --until-loss and write a CSV"
 
@@ -12,13 +12,13 @@ HELP = "solve the reduced gradient-flow ODE to --t-max or --until-loss and write
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_setting_flags(parser)
     stop = parser.add_argument_group("horizon (one or both)")
-    stop.add_argument("--t-max", type=_finite_float, help="final gradient-flow time")
-    stop.add_argument("--until-loss", type=_finite_float, help="stop when the loss reaches this value")
+    stop.add_argument("--t-max", type=finite_float, help="final gradient-flow time")
+    stop.add_argument("--until-loss", type=finite_float, help="stop when the loss reaches this value")
     parser.add_argument("--points", type=positive_int, default=200, help="log-spaced output rows (default 200)")
     parser.add_argument("--at", help="comma-separated times that must appear as exact rows")
     parser.add_argument("--method", default="LSODA", choices=("LSODA", "Radau", "BDF", "DOP853"),
                         help="scipy solver (default LSODA, with the analytic Jacobian)")
-    parser.add_argument("--rtol", type=_finite_float, default=1e-11, help="relative tolerance (default 1e-11)")
+    parser.add_argument("--rtol", type=finite_float, default=1e-11, help="relative tolerance (default 1e-11)")
     parser.add_argument("--out", required=True, help="output CSV path")
 
 
