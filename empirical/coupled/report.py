@@ -22,9 +22,9 @@ def _variants(table: dict) -> list[str]:
     return [v for v in VARIANT_ORDER if v in table]
 
 
-def _plot_bars(ax, table: dict, key: str | None, title: str, ylabel: str) -> None:
+def _plot_bars(ax, table: dict, title: str, ylabel: str) -> None:
     names = _variants(table)
-    stats = [table[v][key] if key else table[v] for v in names]
+    stats = [table[v] for v in names]
     ax.bar(names, [s["mean"] for s in stats], yerr=[0 if math.isnan(s["std"]) else s["std"] for s in stats],
            capsize=4, color="#4477aa")
     for i, s in enumerate(stats):
@@ -54,7 +54,7 @@ def write_plots(result: dict, out: Path) -> list[str]:
         fig, axes = plt.subplots(1, len(corpora), figsize=(5 * len(corpora), 4), squeeze=False)
         for ax, corpus in zip(axes[0], corpora):
             table = tables["perplexity"][corpus]
-            _plot_bars(ax, table, None, f"{corpus}: final validation perplexity", "per-byte perplexity")
+            _plot_bars(ax, table, f"{corpus}: final validation perplexity", "per-byte perplexity")
             lo = min(min(s["values"]) for s in table.values())
             hi = max(max(s["values"]) for s in table.values())
             ax.set_ylim(lo - 0.2 * (hi - lo + 1e-9), hi + 0.2 * (hi - lo + 1e-9))
