@@ -97,8 +97,8 @@ def run(args: argparse.Namespace) -> int:
     paths = plots.plot_all(task, results, summary, run_dirs, performance_key, out_dir)
     notes = task_notes(task)
     base_cfg = results[1.0][0]["config"]
-    wall = sum(r["wall_seconds_this_session"] for rs in results.values() for r in rs)
-    cpu = sum(r["cpu_seconds_this_session"] for rs in results.values() for r in rs)
+    wall = sum(r[k]["wall"] for rs in results.values() for r in rs for k in ("train_seconds", "final_eval_seconds"))
+    cpu = sum(r[k]["cpu"] for rs in results.values() for r in rs for k in ("train_seconds", "final_eval_seconds"))
     notes.append(f"Scale: {results[1.0][0]['n_train']} training examples, {results[1.0][0]['n_parameters']} "
                  f"parameters, {results[1.0][0]['steps']} steps per run, optimizer {base_cfg['optimizer']} lr "
                  f"{base_cfg['lr']:g}. Summed over the {sum(map(len, results.values()))} runs (training and final "

@@ -78,7 +78,8 @@ def _masses(rows: list[dict], rationales: list) -> dict[str, np.ndarray]:
 
 
 def evaluate_classifier(model: Decoder, examples: list, vocab: Vocab, cfg: RunConfig, full: bool) -> dict:
-    """Loss, accuracy, macro-F1 and mean rationale mass; with ``full`` also AC/ACMC/DTAP and ERASER
+    """Loss, accuracy, macro-F1 and mean rationale mass (also without the read-out position, which
+    is part of the agreement rationales); with ``full`` also AC/ACMC/DTAP and ERASER
     (importance = the primary read-out attention row; the read-out token is never removed)."""
     seqs = [vocab.encode(e.tokens) for e in examples]
     labels = np.array([e.label for e in examples])
@@ -87,15 +88,17 @@ def evaluate_classifier(model: Decoder, examples: list, vocab: Vocab, cfg: RunCo
     p_true = probs[np.arange(len(labels)), labels]
     masses = _masses(rows, [e.rationales for e in examples])
     primary = primary_method(cfg.n_layer)
+    reads = model.readout_index(torch.tensor([len(s) for s in seqs])).tolist()
+    elsewhere = [tuple(tuple(p for p in r if p != read) for r in e.rationales) for e, read in zip(examples, reads)]
     out = {
         "n": len(examples), "loss": float(-np.mean(np.log(np.maximum(p_true, 1e-12)))),
         "accuracy": metrics.accuracy(labels, pred), "macro_f1": metrics.macro_f1(labels, pred),
         "attention_mass": float(np.nanmean(masses[primary])), "attention_method": primary,
         "attention_mass_by_method": {m: float(np.nanmean(v)) for m, v in masses.items()},
+        "attention_mass_without_readout": float(np.nanmean(_masses(rows, elsewhere)[primary])),
     }
     if full:
         out.update(attention_summary(masses[primary], probs.max(1), p_true, cfg))
-        reads = model.readout_index(torch.tensor([len(s) for s in seqs])).tolist()
         out["eraser"] = metrics.eraser(lambda xs: forward_all(model, xs)[0], seqs, [r[primary] for r in rows],
                                        [[r] for r in reads])
         out["comprehensiveness"] = out["eraser"][f"comprehensiveness@{metrics.AUTHORS_FRACTION:g}"]

@@ -18,7 +18,8 @@ import numpy as np
 #: (key in the evaluation dict, label) rows of the table; missing keys are skipped
 ROWS = (
     ("accuracy", "accuracy"), ("macro_f1", "macro-F1"), ("exact_match", "SQuAD EM"), ("f1", "SQuAD F1"),
-    ("attention_mass", "attention mass on rationale"), ("ac_area", "AC area"), ("ac_at_default", "AC @ tau"),
+    ("attention_mass", "attention mass on rationale"),
+    ("attention_mass_without_readout", "attention mass on rationale, read-out position excluded"), ("ac_area", "AC area"), ("ac_at_default", "AC @ tau"),
     ("acmc_area", "ACMC area (kappa)"), ("acmc_at_default", "ACMC @ tau, kappa"),
     ("comprehensiveness", "comprehensiveness @5%"), ("sufficiency", "sufficiency @5% (lower = better)"),
     ("eraser.comprehensiveness_aopc", "comprehensiveness AOPC"), ("eraser.sufficiency_aopc", "sufficiency AOPC"),

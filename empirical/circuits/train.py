@@ -33,11 +33,24 @@ def epoch_order(n: int, seed: int, epoch: int) -> torch.Tensor:
     return torch.randperm(n, generator=torch.Generator().manual_seed(seed * 1_000_003 + epoch))
 
 
+class Clock:
+    """Training time (wall and CPU seconds) summed over the sessions of a run."""
+
+    def __init__(self, wall: float = 0.0, cpu: float = 0.0):
+        self.base_wall, self.base_cpu = wall, cpu
+        self.start_wall, self.start_cpu = time.time(), time.process_time()
+
+    def totals(self) -> dict:
+        return {"wall": self.base_wall + time.time() - self.start_wall,
+                "cpu": self.base_cpu + time.process_time() - self.start_cpu}
+
+
 class Run:
     """Everything a run needs, built deterministically from the configuration."""
 
     def __init__(self, cfg: RunConfig):
         self.cfg = cfg
+        self.clock = Clock()
         self.qa = is_qa(cfg.task)
         splits = load_splits(cfg)
         self.classes = splits.classes
@@ -83,7 +96,7 @@ class Run:
         return {"step": step, "model": self.model.state_dict(), "opt": self.opt.state_dict(),
                 "sched": self.sched.state_dict(), "torch_rng": torch.get_rng_state(),
                 "numpy_rng": np.random.get_state(), "python_rng": random.getstate(),
-                "vocab": self.vocab.itos, "config": dataclasses.asdict(self.cfg)}
+                "vocab": self.vocab.itos, "config": dataclasses.asdict(self.cfg), "train_time": self.clock.totals()}
 
     def restore(self, state: dict) -> int:
         self.model.load_state_dict(state["model"])
@@ -92,6 +105,7 @@ class Run:
         torch.set_rng_state(state["torch_rng"])
         np.random.set_state(state["numpy_rng"])
         random.setstate(state["python_rng"])
+        self.clock = Clock(state["train_time"]["wall"], state["train_time"]["cpu"])
         return int(state["step"])
 
 
@@ -121,7 +135,7 @@ def train(cfg: RunConfig, out_dir: str | Path, *, stop_after: int | None = None,
     out_dir.mkdir(parents=True, exist_ok=True)
     run = Run(cfg)
     step = _resume(run, out_dir)
-    started, cpu_started, running_loss, n_loss = time.time(), time.process_time(), 0.0, 0
+    running_loss, n_loss = 0.0, 0
     bar = tqdm(total=run.total, initial=step, disable=not progress, desc=f"{cfg.task} qk x{cfg.qk_lr_mult:g} s{cfg.seed}")
     while step < run.total:
         if stop_after is not None and step >= stop_after:
@@ -152,14 +166,14 @@ def train(cfg: RunConfig, out_dir: str | Path, *, stop_after: int | None = None,
                 torch.save(run.state(step), tmp)
     bar.close()
     cap = cfg.final_examples or None
-    train_seconds = time.time() - started
+    trained = run.clock.totals()
+    evaluating = Clock()
     dev, test = run.evaluate(run.dev[:cap], full=True), run.evaluate(run.test[:cap], full=True)
     result = {
         "config": dataclasses.asdict(cfg), "classes": list(run.classes), "vocab_size": len(run.vocab),
         "n_parameters": sum(p.numel() for p in run.model.parameters()), "steps": run.total,
-        "n_train": len(run.train), "train_wall_seconds_this_session": train_seconds,
-        "wall_seconds_this_session": time.time() - started,
-        "cpu_seconds_this_session": time.process_time() - cpu_started, "dev": dev, "test": test,
+        "n_train": len(run.train), "train_seconds": trained, "final_eval_seconds": evaluating.totals(),
+        "dev": dev, "test": test,
     }
     atomic.write_text(out_dir / "final.json", json.dumps(result, indent=1))
     return result
