@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from qkdyn.settingflags import _finite_float, add_setting_flags, positive_int, require_positive, setting_from_args
+from qkdyn.settingflags import finite_float, add_setting_flags, positive_int, require_positive, setting_from_args
 
 HELP = "train the full matrix model (GD, SGD or Adam) from the DESIGN init and write a CSV"
 PARAMS = ("CACO", "FACO", "CAFO", "FAFO")
@@ -17,7 +17,7 @@ PARAMS = ("CACO", "FACO", "CAFO", "FAFO")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_setting_flags(parser, params=PARAMS)
-    parser.add_argument("--step", type=_finite_float, required=True, help="step size H (time per step)")
+    parser.add_argument("--step", type=finite_float, required=True, help="step size H (time per step)")
     parser.add_argument("--steps", type=int, required=True, help="number of optimiser steps S")
     parser.add_argument("--batch", default="population",
                         help="'population' (exact population gradient) or a batch size B (default population)")

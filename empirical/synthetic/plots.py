@@ -1,0 +1,122 @@
+"""The figures of claim A6 and of the authors' experiment (matplotlib, Agg; one function each).
+
+Every function takes the measured numbers and a target path, and writes one PNG.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+
+def _save(fig, path: Path) -> None:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def overlay(curves: dict, path: Path) -> None:
+    """curves[param] = {"ode": (t, qk, ov), "gd": (t, qk, ov), "sgd": (t, qk, ov), "h": h, "batch": B}."""
+    fig, axes = plt.subplots(1, len(curves), figsize=(4 * len(curves), 3.4), squeeze=False)
+    for ax, (param, c) in zip(axes[0], curves.items()):
+        t, qk, ov = c["ode"]
+        ax.plot(t, qk, "C0-", label="qk (ODE)")
+        ax.plot(t, ov, "C1-", label="ov (ODE)")
+        ax.plot(c["gd"][0], c["gd"][1], "C0o", ms=4, mfc="none", label=f"GD h={c['h']}")
+        ax.plot(c["gd"][0], c["gd"][2], "C1o", ms=4, mfc="none")
+        ax.plot(c["sgd"][0], c["sgd"][1], "C0x", ms=4, label=f"SGD B={c['batch']}")
+        ax.plot(c["sgd"][0], c["sgd"][2], "C1x", ms=4)
+        ax.set_title(param)
+        ax.set_xlabel("t = step h")
+    axes[0][0].legend(fontsize=7)
+    _save(fig, path)
+
+
+def convergence(errors: dict, steps: list, path: Path) -> None:
+    """errors[param] = [err(h) for h in steps]: log-log, with a slope-1 reference."""
+    fig, ax = plt.subplots(figsize=(4.5, 3.5))
+    for param, err in errors.items():
+        ax.loglog(steps, err, "o-", label=param)
+    h = np.array(steps)
+    ref = max(e[0] for e in errors.values()) * h / h[0]
+    ax.loglog(h, ref, "k--", lw=0.8, label="slope 1")
+    ax.set_xlabel("step h")
+    ax.set_ylabel("max rel. error of qk, ov vs ODE")
+    ax.legend(fontsize=7)
+    _save(fig, path)
+
+
+def sgd_batch(batches: list, deviations: list, path: Path, param: str) -> None:
+    fig, ax = plt.subplots(figsize=(4.5, 3.5))
+    ax.loglog(batches, deviations, "o-", label=f"SGD ({param})")
+    b = np.array(batches, dtype=float)
+    ax.loglog(b, deviations[0] * np.sqrt(b[0] / b), "k--", lw=0.8, label="B^-1/2")
+    ax.set_xlabel("batch size B")
+    ax.set_ylabel("deviation from the flow")
+    ax.legend(fontsize=7)
+    _save(fig, path)
+
+
+def adam(rows: list, path: Path) -> None:
+    """rows: dicts with param, rho, attn_adam, attn_ode."""
+    fig, ax = plt.subplots(figsize=(4.5, 3.5))
+    for i, param in enumerate(sorted({r["param"] for r in rows})):
+        sel = [r for r in rows if r["param"] == param]
+        ax.semilogx([r["rho"] for r in sel], [r["attn_ode"] for r in sel], f"C{i}-", label=f"{param} ODE / GD")
+        ax.semilogx([r["rho"] for r in sel], [r["attn_adam"] for r in sel], f"C{i}s--", label=f"{param} Adam")
+    ax.set_xlabel("rho = eta_QK / eta_OV")
+    ax.set_ylabel("attn at matched loss")
+    ax.legend(fontsize=7)
+    _save(fig, path)
+
+
+def symmetric_distance(curves: dict, path: Path) -> None:
+    """curves[param] = (t, sym_dist)."""
+    fig, ax = plt.subplots(figsize=(4.5, 3.5))
+    for param, (t, dist) in curves.items():
+        ax.plot(t, dist, label=param)
+    ax.set_yscale("log")
+    ax.set_xlabel("t = step h")
+    ax.set_ylabel("distance from the symmetric subspace")
+    ax.legend(fontsize=7)
+    _save(fig, path)
+
+
+def dtap(grid: dict, path: Path) -> None:
+    """grid[(schedule, param)] = 5x5 % histogram (rows: attention bins, cols: p(true) bins)."""
+    schedules = list(dict.fromkeys(s for s, _ in grid))
+    params = list(dict.fromkeys(p for _, p in grid))
+    fig, axes = plt.subplots(len(schedules), len(params), figsize=(2.6 * len(params), 2.5 * len(schedules)),
+                             squeeze=False)
+    for i, s in enumerate(schedules):
+        for j, p in enumerate(params):
+            ax, hist = axes[i][j], grid[(s, p)]
+            ax.imshow(hist, origin="lower", extent=(0, 1, 0, 1), vmin=0, vmax=100, cmap="viridis")
+            for a in range(5):
+                for b in range(5):
+                    if hist[a, b] >= 0.5:
+                        ax.text(0.1 + 0.2 * b, 0.1 + 0.2 * a, f"{hist[a, b]:.0f}", ha="center", va="center",
+                                fontsize=6, color="w")
+            ax.set_title(f"{p} {s}", fontsize=8)
+            ax.set_xlabel("p(true)", fontsize=7)
+            ax.set_ylabel("attn on distinct", fontsize=7)
+            ax.tick_params(labelsize=6)
+    _save(fig, path)
+
+
+def balance(curves: dict, path: Path) -> None:
+    """curves[label] = [(step, balance error)]."""
+    fig, ax = plt.subplots(figsize=(4.5, 3.5))
+    for label, points in curves.items():
+        if points:
+            steps, err = zip(*points)
+            ax.plot(steps, np.maximum(err, 1e-17), label=label)
+    ax.set_yscale("log")
+    ax.set_xlabel("SGD step")
+    ax.set_ylabel("factor balance error")
+    ax.legend(fontsize=6)
+    _save(fig, path)
