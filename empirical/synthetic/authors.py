@@ -87,7 +87,6 @@ def distinct_attention(attn: torch.Tensor, labels: torch.Tensor) -> torch.Tensor
 def train(param: str, schedule: str, lr: float, max_steps: int, seed: int = 0, target: float = 1e-3,
           batch: int = 32, test_size: int = 2000) -> Result:
     """Plain SGD with per-circuit learning rates lr * multiplier(schedule) (QK) and lr (OV)."""
-    torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)
     model = new_model(param)
     opt = torch.optim.SGD([{"params": model.circuit_parameters("QK"), "lr": lr},
