@@ -186,16 +186,23 @@ def _check_a6(quick: bool, figures_dir: Path) -> list[Claim]:
         f"{nonsym['FAFO']['sym_dist_start']:.3g} -> {nonsym['FAFO']['sym_dist_end']:.3g} (FAFO).",
         a6_plots + nonsym_plots)
     gaps = [abs(r["attn_adam"] - r["attn_ode"]) for r in adam_rows]
-    follows = sum(g < 0.02 for g in gaps)
+    by_param = {p: [r for r in adam_rows if r["param"] == p] for p in cfg["adam_params"]}
+    monotone = {p: all(b["attn_adam"] > a["attn_adam"] for a, b in zip(rs, rs[1:])) for p, rs in by_param.items()}
+    lower = sum(r["attn_adam"] < r["attn_ode"] - 0.02 for r in adam_rows)
     adam_claim = Claim(
         "A6-adam", "Adam with the same per-circuit learning rates follows the same gradient-flow ODE (same attn "
-        "at matched loss).", _verdict(follows, len(gaps)), {"rows": adam_rows, "step": 0.01},
-        "Adam (lr = 0.01 eta_c) to the loss target, attn there vs the ODE at the same loss: " + "; ".join(
-            f"{r['param']} rho={r['rho']:g}: Adam {r['attn_adam']:.3f} vs ODE {r['attn_ode']:.3f} "
-            f"(sym_dist up to {r['max_sym_dist']:.2g})" for r in adam_rows) + ". Adam's step is ~lr sign(grad) per "
-        "entry, so the circuits move at the ratio of their learning rates whatever the gradient sizes; it also "
-        "amplifies round-off in directions where the population gradient is exactly 0, leaving the symmetric "
-        "subspace.", adam_plots)
+        "at matched loss).", "holds" if max(gaps) < 0.02 else "fails",
+        {"rows": adam_rows, "step": 0.01, "max_attn_gap": max(gaps), "adam_attn_increases_with_rho": monotone},
+        "Adam (lr = 0.01 eta_c, population batch) to the loss target, attn there vs the ODE at the same loss: " +
+        "; ".join(f"{r['param']} rho={r['rho']:g}: Adam {r['attn_adam']:.3f} vs ODE {r['attn_ode']:.3f} "
+                  f"(sym_dist up to {r['max_sym_dist']:.2g})" for r in adam_rows) +
+        f". Largest gap {max(gaps):.3f}; Adam is less sharp than the flow in {lower} of {len(adam_rows)} runs. "
+        "Under Adam attn at matched loss still rises with rho for "
+        f"{', '.join(p for p, ok in monotone.items() if ok) or 'none'} (not for "
+        f"{', '.join(p for p, ok in monotone.items() if not ok) or 'none'}). Adam's step is ~lr sign(grad) per "
+        "entry, so each circuit moves at its learning rate whatever its gradient size; it also amplifies round-off "
+        "in directions where the population gradient is exactly 0 (sym_dist grows), so it leaves the symmetric "
+        "subspace and the reduced ODE does not describe it.", adam_plots)
     attn = {k: v["attn_distinct"] for k, v in au.items()}
     a4_checks = {f"{p}: {s} > equal": attn[f"{p} {s}"] > attn[f"{p} equal"] + MARGIN
                  for p in PARAMS for s in ("qk20", "ramp")}

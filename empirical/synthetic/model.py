@@ -40,7 +40,7 @@ class AttentionHead(nn.Module):
         r = width or V
         self.param, self.layout, self.scale, self.width = param, layout, float(scale), r
         self.query = layout.query if query is None else query
-        self.register_buffer("labels", torch.as_tensor(layout.labels))
+        self.labels = slice(int(layout.labels[0]), int(layout.labels[-1]) + 1)  # contiguous label rows
         zeros = lambda *shape: nn.Parameter(torch.zeros(*shape, dtype=dtype))
         if self.qk_factorized:
             self.W_Q, self.W_K = zeros(V, r), zeros(V, r)
