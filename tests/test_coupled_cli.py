@@ -23,12 +23,20 @@ def test_help_does_not_import_torch():
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"
 
 
+def test_variant_names_of_the_command_match_the_study():
+    from empirical.coupled.cli_compare import VARIANTS
+    from empirical.coupled.study import LM_VARIANTS
+
+    assert VARIANTS == tuple(LM_VARIANTS)
+
+
 @pytest.mark.parametrize("argv,message", [
     (["lm", "--data", "/no/such/corpus", "--out", "x"], "neither a corpus name"),
     (["lm", "--data", "wiki", "--out", "x", "--attention", "mlp-only", "--coupling-hidden", "3"], "even"),
     (["lm", "--data", "wiki", "--out", "x", "--max-steps", "0"], "--max-steps"),
     (["compare-coupled", "--runs", "/no/runs", "--out", "{tmp}"], "no finished runs"),
     (["compare-coupled", "--mqar-tasks", "tiny", "--out", "{tmp}"], "unknown MQAR task"),
+    (["compare-coupled", "--variants", "standard,fancy", "--out", "{tmp}"], "--variants"),
 ])
 def test_user_errors_are_one_line_exit_2(argv, message, tmp_path, capsys):
     assert _main([a.replace("{tmp}", str(tmp_path)) for a in argv]) == 2

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import argparse
 
+#: the keys of study.LM_VARIANTS, repeated here so that `--help` needs no torch import (a test checks)
+VARIANTS = ("standard", "coupled-euler", "coupled-leapfrog", "mlp-only", "diff")
 HELP = "run and/or report the coupled-QK study: perplexity by variant, seeds, steps, corpora, MQAR"
 
 
@@ -25,7 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=2, help="parallel training processes (1 torch thread each)")
     parser.add_argument("--preset", default="tiny", choices=("tiny", "60M", "150M", "350M"))
     parser.add_argument("--coherent", default="wiki", help="domain-coherent corpus (name or path)")
-    parser.add_argument("--heterogeneous", default="nlp-corpus", help="heterogeneous corpus (name or path)")
+    parser.add_argument("--heterogeneous", default="nlp-corpus", help="heterogeneous corpus (name or path; '' for none)")
+    parser.add_argument("--variants", default=",".join(VARIANTS), help="attention variants of the LM runs")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--lm-steps", type=int, default=200)
     parser.add_argument("--sweep-steps", default="2,4,7", help="coupling steps n tried besides n = 1")
@@ -47,6 +50,9 @@ def _study_config(args):
         sweep = tuple(int(n) for n in args.sweep_steps.split(",") if n)
     except ValueError:
         raise UserError(f"--sweep-steps must be comma-separated integers, got {args.sweep_steps!r}")
+    variants = tuple(v for v in args.variants.split(",") if v)
+    if not variants or set(variants) - set(VARIANTS):
+        raise UserError(f"--variants must be a comma-separated subset of {', '.join(VARIANTS)}")
     if any(n < 1 for n in sweep):
         raise UserError("--sweep-steps must be >= 1")
     unknown = set(tasks) - set(PRESETS)
@@ -56,7 +62,7 @@ def _study_config(args):
         if getattr(args, flag) < 1:
             raise UserError(f"--{flag.replace('_', '-')} must be >= 1")
     return StudyConfig(preset=args.preset, coherent=args.coherent, heterogeneous=args.heterogeneous,
-                       seeds=args.seeds, lm_steps=args.lm_steps, sweep_steps=sweep, mqar_tasks=tasks, mqar_steps=args.mqar_steps,
+                       seeds=args.seeds, variants=variants, lm_steps=args.lm_steps, sweep_steps=sweep, mqar_tasks=tasks, mqar_steps=args.mqar_steps,
                        batch_size=args.batch_size, grad_accum=args.grad_accum, lm_lr=args.lr, device=args.device)
 
 

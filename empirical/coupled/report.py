@@ -120,7 +120,7 @@ def _markdown(result: dict, context: dict, plots: list[str]) -> str:
     lines = ["# Coupled query-key dynamics (paper B): study report", "",
              f"Scale tested: preset `{context['preset']}` ({context['parameters']}), byte-level tokens, "
              f"{context['lm_tokens']} training tokens per LM run, seeds {context['seeds']}; "
-             f"coherent corpus `{result['coherent']}`, heterogeneous corpus `{result['heterogeneous']}`. "
+             f"coherent corpus `{result['coherent']}`, heterogeneous corpus `{result['heterogeneous'] or 'none'}`. "
              f"Perplexity is per byte on held-out text. Runs: {context['n_runs']} (`{context['runs_dir']}`).", "",
              "## Verdicts", "", "| claim | paper | measured here | verdict |", "|---|---|---|---|"]
     lines += [f"| {c['claim']} | {c['paper']} | {c['measured']} | **{c['verdict']}** |" for c in result["claims"]]
@@ -157,10 +157,11 @@ def _markdown(result: dict, context: dict, plots: list[str]) -> str:
 
 def _readme_section(result: dict, context: dict) -> str:
     counts = {v: sum(c["verdict"] == v for c in result["claims"]) for v in ("holds", "fails", "inconclusive")}
+    het = f"`{result['heterogeneous']}`" if result["heterogeneous"] else "none"
     lines = ["## Results: coupled query-key dynamics (paper B), CPU scale", "",
              f"`qkdyn compare-coupled --train` on the `{context['preset']}` preset ({context['parameters']}; "
              f"{context['lm_tokens']} byte tokens per run, seeds {context['seeds']}; `{result['coherent']}` as the "
-             f"domain-coherent and `{result['heterogeneous']}` as the heterogeneous corpus; MQAR "
+             f"domain-coherent and {het} as the heterogeneous corpus; MQAR "
              f"{', '.join(sorted(result['tables']['mqar'])) or 'not run'}). Of {len(result['claims'])} claims, "
              f"{counts['holds']} hold, {counts['fails']} fail and {counts['inconclusive']} are inconclusive at this "
              "scale:", ""]

@@ -43,6 +43,7 @@ class StudyConfig:
     coherent: str = "wiki"
     heterogeneous: str = "nlp-corpus"
     seeds: int = 3
+    variants: tuple[str, ...] = tuple(LM_VARIANTS)
     lm_steps: int = 200
     sweep_steps: tuple[int, ...] = (2, 4, 7)
     mqar_tasks: tuple[str, ...] = ("easy", "medium")
@@ -80,6 +81,11 @@ def _train_config(study: StudyConfig, steps: int, lr: float, batch_size: int, se
                        log_interval=interval, seed=seed, device=study.device, progress=False)
 
 
+def corpora(study: StudyConfig) -> list[str]:
+    """The study's corpora: coherent, then heterogeneous (empty names and repeats dropped)."""
+    return list(dict.fromkeys(c for c in (study.coherent, study.heterogeneous) if c))
+
+
 def study_runs(study: StudyConfig) -> list[RunSpec]:
     """All runs of the study, longest (MQAR) first."""
     runs = []
@@ -87,12 +93,13 @@ def study_runs(study: StudyConfig) -> list[RunSpec]:
         for variant in MQAR_VARIANTS:
             cfg = _train_config(study, study.mqar_steps, study.mqar_lr, study.mqar_batch_size, 0)
             runs.append(RunSpec("mqar", task, variant, LM_VARIANTS[variant], cfg, study.preset, study.eval_tokens))
-    for corpus in (study.coherent, study.heterogeneous):
+    for corpus in corpora(study):
         for seed in range(study.seeds):
-            for variant, attention in LM_VARIANTS.items():
+            for variant in study.variants:
+                attention = LM_VARIANTS[variant]
                 cfg = _train_config(study, study.lm_steps, study.lm_lr, study.batch_size, seed)
                 runs.append(RunSpec("lm", corpus, variant, attention, cfg, study.preset, study.eval_tokens))
-    for steps in study.sweep_steps:
+    for steps in study.sweep_steps if "coupled-euler" in study.variants else ():
         attention = dataclasses.replace(LM_VARIANTS["coupled-euler"], steps=steps)
         cfg = _train_config(study, study.lm_steps, study.lm_lr, study.batch_size, 0)
         runs.append(RunSpec("lm", study.coherent, "coupled-euler", attention, cfg, study.preset, study.eval_tokens))
@@ -126,7 +133,7 @@ def run_study(study: StudyConfig, runs_dir: str, workers: int) -> list[str]:
     todo = [s for s in study_runs(study) if not (Path(runs_dir) / s.name / "result.json").exists()]
     from empirical.data.text_corpus import load_splits
 
-    for corpus in (study.coherent, study.heterogeneous):  # fetch once, before the workers start
+    for corpus in corpora(study):  # fetch once, before the workers start
         load_splits(corpus)
     done = []
     if workers == 1:
