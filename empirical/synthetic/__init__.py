@@ -7,7 +7,9 @@ Modules, one job each:
     reduced     DESIGN init, reduced state <-> matrices (embedding, orbit-averaged reading)
     train       per-circuit optimiser groups and the training loop
     observe     one CSV row of DESIGN.md section 2 from the current matrices
+    experiment  one run from the DESIGN init, and its distance from the ODE
     cli         ``qkdyn sgd``
     authors     the authors' synthetic experiment (weighted tokens, query inside the softmax)
+    plots       the figures of A6 and of the authors' experiment
     claim_a6    claim A6 (and A4/A5 on sampled data) for ``qkdyn verify``
 """

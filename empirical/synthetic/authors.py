@@ -32,6 +32,8 @@ LAYOUT = Layout(classes=4, distinct=10, commons=10)
 CONTEXT = 62
 SCALE = 1 / math.sqrt(50)
 INIT = 1e-6
+#: running-loss levels at which the test attention is recorded (comparisons at matched loss)
+LEVELS = (0.3, 0.1, 0.03, 0.01, 3e-3, 1e-3)
 SCHEDULES = {"equal": lambda frac: 1.0, "qk20": lambda frac: 20.0, "ramp": lambda frac: 1.0 + 39.0 * frac}
 
 
@@ -71,6 +73,7 @@ class Result:
     loss: float  # mean of the last 50 batch losses
     reached: bool
     balance: list  # (step, max balance error over factorized circuits)
+    attn_at_loss: dict  # running-loss level -> mean test attention on distinct tokens when first reached
     attn: np.ndarray  # test samples: attention on the class's distinct tokens
     p_true: np.ndarray  # test samples: probability of the true label
     acc: float
@@ -84,36 +87,50 @@ def distinct_attention(attn: torch.Tensor, labels: torch.Tensor) -> torch.Tensor
     return (attn * mask).sum(dim=1)
 
 
+def _test_attention(model: AttentionHead, test) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(attention on distinct tokens, p(true label), correct) per test sample."""
+    counts, labels, _ = test
+    with torch.no_grad():
+        logits, attn = model(counts)
+        probs = torch.softmax(logits, dim=1)
+    return (distinct_attention(attn, labels), probs[torch.arange(len(labels)), labels],
+            logits.argmax(dim=1) == labels)
+
+
 def train(param: str, schedule: str, lr: float, max_steps: int, seed: int = 0, target: float = 1e-3,
           batch: int = 32, test_size: int = 2000) -> Result:
-    """Plain SGD with per-circuit learning rates lr * multiplier(schedule) (QK) and lr (OV)."""
+    """Plain SGD with per-circuit learning rates lr * multiplier(schedule) (QK) and lr (OV), until the
+    running loss (mean of the last 50 batch losses) is below ``target`` or ``max_steps`` steps.
+    The mean test attention on distinct tokens is recorded when the running loss first falls below
+    each of LEVELS (for comparisons at matched loss)."""
     generator = torch.Generator().manual_seed(seed)
+    test = sample(test_size, torch.Generator().manual_seed(seed + 10_000))
     model = new_model(param)
     opt = torch.optim.SGD([{"params": model.circuit_parameters("QK"), "lr": lr},
                            {"params": model.circuit_parameters("OV"), "lr": lr}], lr=lr)
     recent: deque = deque(maxlen=50)
-    balance = []
-    step = 0
-    for step in range(max_steps):
-        opt.param_groups[0]["lr"] = lr * SCHEDULES[schedule](step / max_steps)
+    balance, attn_at_loss = [], {}
+    steps = 0
+    while steps < max_steps:
+        if steps % max(max_steps // 50, 1) == 0 and (model.qk_factorized or model.ov_factorized):
+            balance.append((steps, max(reduced.balance_error(model).values())))
+        opt.param_groups[0]["lr"] = lr * SCHEDULES[schedule](steps / max_steps)
         counts, labels, weights = sample(batch, generator)
         loss = cross_entropy(model(counts)[0], labels, weights)
         recent.append(loss.item())
-        if step % max(max_steps // 50, 1) == 0 and (model.qk_factorized or model.ov_factorized):
-            balance.append((step, max(reduced.balance_error(model).values())))
-        if len(recent) == recent.maxlen and sum(recent) / len(recent) < target:
+        running = sum(recent) / len(recent) if len(recent) == recent.maxlen else math.inf
+        for level in LEVELS:
+            if running < level and level not in attn_at_loss:
+                attn_at_loss[level] = float(_test_attention(model, test)[0].mean())
+        if running < target:
             break
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-    counts, labels, _ = sample(test_size, torch.Generator().manual_seed(seed + 10_000))
-    with torch.no_grad():
-        logits, attn = model(counts)
-        probs = torch.softmax(logits, dim=1)
-    mean_loss = sum(recent) / len(recent)
-    return Result(param, schedule, step + 1, mean_loss, mean_loss < target, balance,
-                  distinct_attention(attn, labels).numpy(), probs[torch.arange(test_size), labels].numpy(),
-                  float((logits.argmax(dim=1) == labels).double().mean()))
+        steps += 1
+    attn, p_true, correct = _test_attention(model, test)
+    return Result(param, schedule, steps, running, running < target, balance, attn_at_loss, attn.numpy(),
+                  p_true.numpy(), float(correct.double().mean()))
 
 
 def dtap(result: Result) -> np.ndarray:

@@ -20,7 +20,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--step", type=finite_float, required=True, help="step size H (time per step)")
     parser.add_argument("--steps", type=int, required=True, help="number of optimiser steps S")
     parser.add_argument("--batch", default="population",
-                        help="'population' (exact population gradient) or a batch size B (default population)")
+                        help="'population' (the mean-count batch: the exact population gradient on the symmetric "
+                             "subspace, where GD stays; Adam leaves it) or a batch size B (default population)")
     parser.add_argument("--optimizer", choices=("gd", "sgd", "adam"), default="gd",
                         help="gd (population), sgd (sampled batches) or adam; lr = H * eta_c per circuit")
     parser.add_argument("--seed", type=int, default=0, help="seed of the sampled batches (default 0)")
