@@ -1,14 +1,19 @@
 """Numbers and verdicts of the coupled-QK study, computed from the runs' ``result.json`` files.
 
-Verdict rules (two-sided Welch t-tests over seeds, alpha = 0.05):
+Significance: two-sided t-tests over seeds, alpha = 0.05. Runs with the same seed share their
+initial shared weights and their data order (paired design), so when both sides have the same
+seeds the test is paired (on the per-seed differences); otherwise Welch's test is used.
+
+Verdict rules:
 
 * "lowers perplexity" claims: holds if the mean is lower and p < alpha; fails if the mean is not
   lower; inconclusive if lower but not significant.
 * seed variance (MLP-only std / coupled std, paper 8x): one-sided F-test; holds if the ratio > 1
   with p < alpha, fails if the ratio <= 1, inconclusive otherwise.
-* "same results" claims (Euler vs leapfrog; 1-7 steps): fails if the difference is significant
-  (Welch p < alpha; for steps, the spread over n exceeds 3 seed standard deviations of n = 1);
-  holds if not and the relative difference is under 1%; inconclusive otherwise.
+* "same results" claims (Euler vs leapfrog; 1-7 steps): holds if the relative difference (for
+  steps: the spread over n relative to the mean) is under 1%; fails if it is larger and
+  significant (p < alpha; for steps: the spread exceeds 3 seed standard deviations of n = 1);
+  inconclusive otherwise.
 * a comparison with fewer than two seeds on a side is inconclusive unless it plainly fails.
 * sample efficiency (paper: standard needs 2.4x the tokens): the target is the standard model's
   mean final perplexity; coupled's tokens to reach it are read off its evaluation curve (linear
@@ -69,11 +74,14 @@ def summary_stats(values: list[float]) -> dict:
     return {"n": len(arr), "mean": float(arr.mean()), "std": std, "values": [float(v) for v in arr]}
 
 
-def welch(a: list[float], b: list[float]) -> float:
-    """Two-sided Welch t-test p-value (nan with fewer than two values on a side)."""
+def significance(a_runs: list[dict], b_runs: list[dict]) -> tuple[float, str]:
+    """Two-sided p-value that the final perplexities differ, and the test used (see module doc)."""
+    a, b = ppl(a_runs), ppl(b_runs)
     if len(a) < 2 or len(b) < 2:
-        return float("nan")
-    return float(stats.ttest_ind(a, b, equal_var=False).pvalue)
+        return float("nan"), "no test"
+    if [r["seed"] for r in a_runs] == [r["seed"] for r in b_runs]:
+        return float(stats.ttest_rel(a, b).pvalue), "paired t-test"
+    return float(stats.ttest_ind(a, b, equal_var=False).pvalue), "Welch t-test"
 
 
 def ppl(runs: list[dict]) -> list[float]:
@@ -93,25 +101,25 @@ def tokens_to_target(evals: list[dict], target: float) -> float | None:
     return None
 
 
-def _lower_is_better(name: str, paper: str, ours: list[float], ref: list[float], ours_label: str, ref_label: str) -> dict:
-    a, b = summary_stats(ours), summary_stats(ref)
-    rel, p = a["mean"] / b["mean"] - 1, welch(ours, ref)
+def _lower_is_better(name: str, paper: str, ours: list[dict], ref: list[dict], ours_label: str, ref_label: str) -> dict:
+    a, b = summary_stats(ppl(ours)), summary_stats(ppl(ref))
+    rel, (p, test) = a["mean"] / b["mean"] - 1, significance(ours, ref)
     verdict = "fails" if rel >= 0 else ("holds" if p < ALPHA else "inconclusive")
     return {"claim": name, "paper": paper, "verdict": verdict, "relative_change": rel, "p_value": p,
             "measured": f"{ours_label} {a['mean']:.4f} ± {a['std']:.4f} vs {ref_label} {b['mean']:.4f} ± {b['std']:.4f} "
-                        f"({100 * rel:+.2f}%, Welch p = {p:.3g}, {a['n']} vs {b['n']} seeds)"}
+                        f"({100 * rel:+.2f}%, {test} p = {p:.3g}, {a['n']} vs {b['n']} seeds)"}
 
 
-def _same(name: str, paper: str, a_vals: list[float], b_vals: list[float], a_label: str, b_label: str) -> dict:
-    a, b = summary_stats(a_vals), summary_stats(b_vals)
-    rel, p = a["mean"] / b["mean"] - 1, welch(a_vals, b_vals)
-    if math.isnan(p):
-        verdict = "inconclusive"
+def _same(name: str, paper: str, a_runs: list[dict], b_runs: list[dict], a_label: str, b_label: str) -> dict:
+    a, b = summary_stats(ppl(a_runs)), summary_stats(ppl(b_runs))
+    rel, (p, test) = a["mean"] / b["mean"] - 1, significance(a_runs, b_runs)
+    if abs(rel) < 0.01:
+        verdict = "holds"
     else:
-        verdict = "fails" if p < ALPHA else ("holds" if abs(rel) < 0.01 else "inconclusive")
+        verdict = "fails" if p < ALPHA else "inconclusive"
     return {"claim": name, "paper": paper, "verdict": verdict, "relative_change": rel, "p_value": p,
             "measured": f"{a_label} {a['mean']:.4f} ± {a['std']:.4f} vs {b_label} {b['mean']:.4f} ± {b['std']:.4f} "
-                        f"({100 * rel:+.2f}%, Welch p = {p:.3g})"}
+                        f"({100 * rel:+.2f}%, {test} p = {p:.3g})"}
 
 
 def analyse(runs: list[dict], coherent: str, heterogeneous: str) -> dict:
@@ -130,31 +138,31 @@ def analyse(runs: list[dict], coherent: str, heterogeneous: str) -> dict:
                 k: summary_stats([r["final"][k] for r in rs]) for k in rs[0]["final"]}
 
     claims = []
-    std_c, cpl_c = ppl(get(coherent, "standard")), ppl(get(coherent, "coupled-euler"))
+    std_c, cpl_c = get(coherent, "standard"), get(coherent, "coupled-euler")
     if std_c and cpl_c:
         claims.append(_lower_is_better(
             f"coupled QK lowers perplexity vs standard attention ({coherent})",
             "WikiText-103: -6.6% at 60M, -6.7% at 150M, -1.0% at 350M", cpl_c, std_c, "coupled", "standard"))
-    mlp_c = ppl(get(coherent, "mlp-only"))
+    mlp_c = get(coherent, "mlp-only")
     if mlp_c and cpl_c:
         claims.append(_lower_is_better(
             f"coupling, not the extra MLP, gives the gain: coupled beats MLP-only ({coherent})",
             "60M: 22.55-22.62 coupled vs 23.81 MLP-only", cpl_c, mlp_c, "coupled", "MLP-only"))
-        claims.append(_variance_claim(mlp_c, cpl_c))
-    leap_c = ppl(get(coherent, "coupled-leapfrog"))
+        claims.append(_variance_claim(ppl(mlp_c), ppl(cpl_c)))
+    leap_c = get(coherent, "coupled-leapfrog")
     if leap_c and cpl_c:
         claims.append(_same(f"Hamiltonian (leapfrog) and Euler integration give the same results ({coherent})",
                             "same results", leap_c, cpl_c, "leapfrog", "Euler"))
     if len(tables["steps"]) > 1 and len(cpl_c) > 1:
-        claims.append(_steps_claim(tables["steps"], summary_stats(cpl_c)["std"]))
+        claims.append(_steps_claim(tables["steps"], summary_stats(ppl(cpl_c))["std"]))
     if std_c and cpl_c:
-        claims.append(_efficiency_claim(get(coherent, "standard"), get(coherent, "coupled-euler")))
-    diff_c = ppl(get(coherent, "diff"))
+        claims.append(_efficiency_claim(std_c, cpl_c))
+    diff_c = get(coherent, "diff")
     if diff_c and cpl_c:
         claims.append(_lower_is_better(
             f"coupled QK beats Differential Attention at small scale ({coherent})",
             "150M: 20.12 coupled vs 21.11 Diff (Diff wins at 350M: 18.93 vs 19.35)", cpl_c, diff_c, "coupled", "Diff"))
-    std_h, cpl_h = ppl(get(heterogeneous, "standard")), ppl(get(heterogeneous, "coupled-euler"))
+    std_h, cpl_h = get(heterogeneous, "standard"), get(heterogeneous, "coupled-euler")
     if std_c and cpl_c and std_h and cpl_h:
         claims.append(_corpus_claim(coherent, heterogeneous, cpl_c, std_c, cpl_h, std_h))
     if tables["mqar"]:
@@ -181,7 +189,7 @@ def _steps_claim(steps: dict, seed_std: float) -> dict:
     means = {n: s["mean"] for n, s in sorted(steps.items())}
     spread = max(means.values()) - min(means.values())
     rel = spread / float(np.mean(list(means.values())))
-    verdict = "fails" if spread > 3 * seed_std else ("holds" if rel < 0.01 else "inconclusive")
+    verdict = "holds" if rel < 0.01 else ("fails" if spread > 3 * seed_std else "inconclusive")
     listing = ", ".join(f"n={n}: {v:.3f}" for n, v in means.items())
     return {"claim": "1-7 integration steps make no difference", "paper": "no difference", "verdict": verdict,
             "spread": spread, "relative_spread": rel,
@@ -206,9 +214,9 @@ def _efficiency_claim(standard: list[dict], coupled: list[dict]) -> dict:
 
 
 def _corpus_claim(coherent, heterogeneous, cpl_c, std_c, cpl_h, std_h) -> dict:
-    rel_c = float(np.mean(cpl_c) / np.mean(std_c) - 1)
-    rel_h = float(np.mean(cpl_h) / np.mean(std_h) - 1)
-    p_c, p_h = welch(cpl_c, std_c), welch(cpl_h, std_h)
+    rel_c = float(np.mean(ppl(cpl_c)) / np.mean(ppl(std_c)) - 1)
+    rel_h = float(np.mean(ppl(cpl_h)) / np.mean(ppl(std_h)) - 1)
+    (p_c, _), (p_h, test) = significance(cpl_c, std_c), significance(cpl_h, std_h)
     if rel_h <= rel_c:
         verdict = "fails"
     elif rel_c < 0 and p_c < ALPHA:
@@ -219,7 +227,7 @@ def _corpus_claim(coherent, heterogeneous, cpl_c, std_c, cpl_h, std_h) -> dict:
             "paper": "WikiText-103 -6.6%, PubMed -4.5%, OpenWebText +10.3%", "verdict": verdict,
             "relative_change_coherent": rel_c, "relative_change_heterogeneous": rel_h,
             "measured": f"coupled vs standard: {coherent} {100 * rel_c:+.2f}% (p = {p_c:.3g}), "
-                        f"{heterogeneous} {100 * rel_h:+.2f}% (p = {p_h:.3g})"}
+                        f"{heterogeneous} {100 * rel_h:+.2f}% (p = {p_h:.3g}; {test})"}
 
 
 def _mqar_claim(mqar: dict) -> dict:

@@ -124,7 +124,7 @@ def _markdown(result: dict, context: dict, plots: list[str]) -> str:
              f"Perplexity is per byte on held-out text. Runs: {context['n_runs']} (`{context['runs_dir']}`).", "",
              "## Verdicts", "", "| claim | paper | measured here | verdict |", "|---|---|---|---|"]
     lines += [f"| {c['claim']} | {c['paper']} | {c['measured']} | **{c['verdict']}** |" for c in result["claims"]]
-    lines += ["", "Verdict rules: see `empirical/coupled/analysis.py` (Welch t-tests over seeds, alpha 0.05). "
+    lines += ["", "Verdict rules: see `empirical/coupled/analysis.py` (t-tests over seeds, paired when the seeds match, alpha 0.05). "
               "A verdict speaks for the scale tested only.", ""]
     for corpus, table in t["perplexity"].items():
         lines += [f"## Perplexity, `{corpus}` (mean ± std over seeds)", "", "| variant | seeds | val ppl | tokens/s |",
