@@ -43,3 +43,15 @@ def test_bad_input_is_one_line_exit_2(tmp_path, capsys, argv):
 def test_unwritable_output(tmp_path, capsys):
     code = main(["sgd", "--param", "CACO", "--step", "0.1", "--steps", "3", "--out", str(tmp_path / "missing" / "x.csv")])
     assert code == 2 and "does not exist" in capsys.readouterr().err
+
+
+def test_sgd_is_seeded(tmp_path):
+    runs = []
+    for name in ("a.csv", "b.csv"):
+        out = tmp_path / name
+        assert main(["sgd", "--param", "CAFO", "--optimizer", "sgd", "--batch", "16", "--seed", "3", "--step", "0.1",
+                     "--steps", "30", "--points", "4", "--out", str(out)]) == 0
+        runs.append(out.read_text())
+    assert runs[0] == runs[1]
+    rows = list(csv.DictReader((tmp_path / "a.csv").open()))
+    assert float(rows[-1]["sym_dist"]) > 1e-6  # sampled batches leave the symmetric subspace
