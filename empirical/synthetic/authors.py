@@ -58,6 +58,7 @@ def sample(batch: int, generator: torch.Generator):
 
 
 def new_model(param: str) -> AttentionHead:
+    """Every trainable matrix (collapsed or factor) = 1e-6 I: balanced factors, near-zero products."""
     model = AttentionHead(param, LAYOUT, SCALE)
     with torch.no_grad():
         for p in model.parameters():
@@ -67,6 +68,8 @@ def new_model(param: str) -> AttentionHead:
 
 @dataclasses.dataclass
 class Result:
+    """One run: its end state on the test samples, the balance history, attention at loss levels."""
+
     param: str
     schedule: str
     steps: int
