@@ -33,6 +33,8 @@ def add_setting_flags(parser: argparse.ArgumentParser, params=ALL_PARAMS) -> Non
     parser.add_argument("--param", required=True, choices=params, metavar="P",
                         help=f"parameterisation: {', '.join(params)}")
     for field in dataclasses.fields(Setting):
+        if field.name == "b" and "paper" not in params:
+            continue  # the authors' scale constant exists only in their reduced form
         kind = int if field.type in ("int", int) else finite_float
         parser.add_argument(f"--{Setting.flag(field.name)}", dest=field.name, type=kind,
                             default=getattr(_DEFAULTS, field.name),
@@ -41,7 +43,7 @@ def add_setting_flags(parser: argparse.ArgumentParser, params=ALL_PARAMS) -> Non
 
 def setting_from_args(args: argparse.Namespace) -> Setting:
     """Build (and so validate) the Setting named by the flags; bad values raise UserError."""
-    return Setting(**{f.name: getattr(args, f.name) for f in dataclasses.fields(Setting)})
+    return Setting(**{f.name: getattr(args, f.name, getattr(_DEFAULTS, f.name)) for f in dataclasses.fields(Setting)})
 
 
 def positive_int(text: str) -> int:
