@@ -37,15 +37,12 @@ class _OneLineErrorParser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _OneLineErrorParser(prog="qkdyn", description=__doc__.splitlines()[0])
+    parser = _OneLineErrorParser(
+        prog="qkdyn", description="Derive, simulate and test the training dynamics of attention "
+        "(query-key vs output-value circuits). See README.md and figures/report.md.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_OneLineErrorParser)
     for name, module_name in COMMANDS.items():
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:  # a command whose module is not built yet
-            if exc.name and module_name.startswith(exc.name):
-                continue
-            raise
+        module = importlib.import_module(module_name)
         p = sub.add_parser(name, help=module.HELP, description=module.HELP)
         module.add_arguments(p)
         p.set_defaults(_module=module)
