@@ -155,7 +155,7 @@ def _markdown(result: dict, context: dict, plots: list[str]) -> str:
     return "\n".join(lines)
 
 
-def _readme_section(result: dict, context: dict) -> str:
+def _readme_section(result: dict, context: dict, out: Path) -> str:
     counts = {v: sum(c["verdict"] == v for c in result["claims"]) for v in ("holds", "fails", "inconclusive")}
     het = f"`{result['heterogeneous']}`" if result["heterogeneous"] else "none"
     lines = ["## Results: coupled query-key dynamics (paper B), CPU scale", "",
@@ -166,9 +166,9 @@ def _readme_section(result: dict, context: dict) -> str:
              f"{counts['holds']} hold, {counts['fails']} fail and {counts['inconclusive']} are inconclusive at this "
              "scale:", ""]
     lines += [f"- **{c['verdict']}** - {c['claim']}: {c['measured']} (paper: {c['paper']})." for c in result["claims"]]
-    lines += ["", "Full tables and plots: `figures/coupled/report.md`. These are runs of a ~0.1M-parameter model for a "
-              "few hundred steps; the paper's numbers are for 60M-350M models on WikiText-103. The `60M`, `150M` "
-              "and `350M` presets run the same study on GPUs (see `qkdyn compare-coupled --help`).", ""]
+    lines += ["", f"Full tables and plots: `{out / 'report.md'}`. The paper's numbers are for 60M-350M models on "
+              "WikiText-103 with sub-word tokens; the `60M`, `150M` and `350M` presets run the same study on GPUs "
+              "(see `empirical/coupled/README.md`).", ""]
     return "\n".join(lines)
 
 
@@ -179,5 +179,5 @@ def write_report(result: dict, context: dict, out_dir: str | Path) -> list[str]:
     plots = write_plots(result, out)
     atomic.write_text(out / "summary.json", json.dumps({**result, "context": context}, indent=2, default=str) + "\n")
     atomic.write_text(out / "report.md", _markdown(result, context, plots))
-    atomic.write_text(out / "README-section.md", _readme_section(result, context))
+    atomic.write_text(out / "README-section.md", _readme_section(result, context, out))
     return ["report.md", "summary.json", "README-section.md", *plots]
