@@ -8,17 +8,15 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from qkdyn.atomic import atomic_path  # noqa: E402
+from qkdyn.figures import save_png  # noqa: E402
 
 COLOURS = {"CACO": "tab:blue", "FACO": "tab:orange", "CAFO": "tab:green", "FAFO": "tab:red",
            "paper": "tab:purple"}
 
 
 def save(fig, directory: Path, name: str) -> str:
-    """Save ``fig`` as ``directory/name`` atomically, close it, return ``name``."""
-    with atomic_path(directory / name) as tmp:
-        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
+    """Save ``fig`` as ``directory/name`` (see :func:`qkdyn.figures.save_png`), return ``name``."""
+    save_png(fig, directory / name)
     return name
 
 

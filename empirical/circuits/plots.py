@@ -6,13 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from qkdyn import atomic
-
-
-def _save(fig, path: Path) -> str:
-    with atomic.atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
-    return str(path)
+from qkdyn.figures import save_png
 
 
 def _label(mult: float) -> str:
@@ -40,8 +34,7 @@ def plot_all(task: str, results: dict[float, list[dict]], summary: dict, run_dir
             ax.scatter([i] * summary[m][key]["n"], summary[m][key]["values"], color="k", s=10, zorder=3)
         ax.set_title(title)
     fig.suptitle(task)
-    paths.append(_save(fig, out_dir / f"{task}_bars.png"))
-    plt.close(fig)
+    paths.append(str(save_png(fig, out_dir / f"{task}_bars.png")))
 
     fig, ax = plt.subplots(figsize=(4.5, 3.2))
     for m in mults:
@@ -53,8 +46,7 @@ def plot_all(task: str, results: dict[float, list[dict]], summary: dict, run_dir
     ax.set_ylabel("AC(tau): share with mass >= tau")
     ax.set_title(f"{task}: attention confidence")
     ax.legend()
-    paths.append(_save(fig, out_dir / f"{task}_ac.png"))
-    plt.close(fig)
+    paths.append(str(save_png(fig, out_dir / f"{task}_ac.png")))
 
     fig, axes = plt.subplots(1, len(mults), figsize=(3.6 * len(mults), 3.6), constrained_layout=True)
     for ax, m in zip(np.atleast_1d(axes), mults):
@@ -67,8 +59,7 @@ def plot_all(task: str, results: dict[float, list[dict]], summary: dict, run_dir
         ax.set_xlabel("attention on relevant tokens")
         ax.set_ylabel("p(true label)")
     fig.suptitle(f"{task}: DTAP heatmap (test, mean over seeds)")
-    paths.append(_save(fig, out_dir / f"{task}_dtap.png"))
-    plt.close(fig)
+    paths.append(str(save_png(fig, out_dir / f"{task}_dtap.png")))
 
     dev_key = "dev_accuracy" if performance_key == "accuracy" else "dev_loss"
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
@@ -83,6 +74,5 @@ def plot_all(task: str, results: dict[float, list[dict]], summary: dict, run_dir
             ax.set_ylabel(key)
     axes[0].legend()
     fig.suptitle(f"{task}: dev metrics during training (mean ± std over seeds)")
-    paths.append(_save(fig, out_dir / f"{task}_training.png"))
-    plt.close(fig)
+    paths.append(str(save_png(fig, out_dir / f"{task}_training.png")))
     return paths

@@ -9,6 +9,7 @@ import math
 from pathlib import Path
 
 from qkdyn import atomic
+from qkdyn.figures import save_png
 
 VARIANT_ORDER = ("standard", "coupled-euler", "coupled-leapfrog", "mlp-only", "diff")
 
@@ -43,10 +44,7 @@ def write_plots(result: dict, out: Path) -> list[str]:
     tables, written = result["tables"], []
 
     def save(fig, name):
-        fig.tight_layout()
-        with atomic.atomic_path(out / name) as tmp:
-            fig.savefig(tmp, format="png", dpi=110)
-        plt.close(fig)
+        save_png(fig, out / name)
         written.append(name)
 
     if tables["perplexity"]:

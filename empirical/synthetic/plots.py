@@ -12,11 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-
-def _save(fig, path: Path) -> None:
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+from qkdyn.figures import save_png  # noqa: E402
 
 
 def overlay(curves: dict, path: Path) -> None:
@@ -33,7 +29,7 @@ def overlay(curves: dict, path: Path) -> None:
         ax.set_title(param)
         ax.set_xlabel("t = step h")
     axes[0][0].legend(fontsize=7)
-    _save(fig, path)
+    save_png(fig, path)
 
 
 def convergence(errors: dict, steps: list, path: Path) -> None:
@@ -47,7 +43,7 @@ def convergence(errors: dict, steps: list, path: Path) -> None:
     ax.set_xlabel("step h")
     ax.set_ylabel("max rel. error of qk, ov vs ODE")
     ax.legend(fontsize=7)
-    _save(fig, path)
+    save_png(fig, path)
 
 
 def sgd_batch(batches: list, deviations: list, path: Path, param: str) -> None:
@@ -58,7 +54,7 @@ def sgd_batch(batches: list, deviations: list, path: Path, param: str) -> None:
     ax.set_xlabel("batch size B")
     ax.set_ylabel("deviation from the flow")
     ax.legend(fontsize=7)
-    _save(fig, path)
+    save_png(fig, path)
 
 
 def adam(rows: list, path: Path) -> None:
@@ -71,7 +67,7 @@ def adam(rows: list, path: Path) -> None:
     ax.set_xlabel("rho = eta_QK / eta_OV")
     ax.set_ylabel("attn at matched loss")
     ax.legend(fontsize=7)
-    _save(fig, path)
+    save_png(fig, path)
 
 
 def symmetric_distance(curves: dict, path: Path) -> None:
@@ -83,7 +79,7 @@ def symmetric_distance(curves: dict, path: Path) -> None:
     ax.set_xlabel("t = step h")
     ax.set_ylabel("distance from the symmetric subspace")
     ax.legend(fontsize=7)
-    _save(fig, path)
+    save_png(fig, path)
 
 
 def dtap(grid: dict, path: Path) -> None:
@@ -105,7 +101,7 @@ def dtap(grid: dict, path: Path) -> None:
             ax.set_xlabel("p(true)", fontsize=7)
             ax.set_ylabel("attn on distinct", fontsize=7)
             ax.tick_params(labelsize=6)
-    _save(fig, path)
+    save_png(fig, path)
 
 
 def balance(curves: dict, path: Path) -> None:
@@ -119,4 +115,4 @@ def balance(curves: dict, path: Path) -> None:
     ax.set_xlabel("SGD step")
     ax.set_ylabel("factor balance error")
     ax.legend(fontsize=6)
-    _save(fig, path)
+    save_png(fig, path)
