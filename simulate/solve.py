@@ -11,6 +11,7 @@ t = 1e15 in a few hundred steps (``make bench`` measures this).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
 from typing import Sequence
@@ -43,17 +44,19 @@ class Trajectory:
     def compiled(self) -> Compiled:
         return load(self.param)
 
-    @property
-    def features(self) -> tuple[np.ndarray, np.ndarray]:
-        return self.compiled.features(self.state, self.setting.numeric())
+    @functools.cached_property
+    def _features(self) -> tuple[np.ndarray, np.ndarray]:
+        qk, ov = self.compiled.features(self.state, self.setting.numeric())
+        ones = np.ones_like(self.t)
+        return np.asarray(qk, dtype=float) * ones, np.asarray(ov, dtype=float) * ones
 
     @property
     def qk(self) -> np.ndarray:
-        return np.asarray(self.features[0], dtype=float) * np.ones_like(self.t)
+        return self._features[0]
 
     @property
     def ov(self) -> np.ndarray:
-        return np.asarray(self.features[1], dtype=float) * np.ones_like(self.t)
+        return self._features[1]
 
     @property
     def attn(self) -> np.ndarray:
