@@ -36,12 +36,13 @@ class Sweep:
 
 
 def sweep(setting: Setting, rhos, levels, curve_rhos=(0.01, 0.1, 1.0, 10.0, 100.0), progress=True) -> Sweep:
+    """Solve every (parameterisation, rho) to the lowest level; a progress bar when on a terminal."""
     levels = tuple(sorted(levels, reverse=True))
     attn = {param: {level: np.full(len(rhos), np.nan) for level in levels} for param in EXACT_PARAMS}
     times = {param: {level: np.full(len(rhos), np.nan) for level in levels} for param in EXACT_PARAMS}
     curves = {}
     jobs = [(param, i, rho) for param in EXACT_PARAMS for i, rho in enumerate(rhos)]
-    for param, i, rho in tqdm(jobs, desc="rho sweep", disable=not progress, leave=False):
+    for param, i, rho in tqdm(jobs, desc="rho sweep", disable=None if progress else True, leave=False):
         tr = solve(setting.replace(eta_qk=rho * setting.eta_ov), param, until_loss=levels[-1],
                    record_losses=levels[:-1], points=120)
         compiled, p = load(param), setting.numeric()

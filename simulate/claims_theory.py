@@ -20,6 +20,7 @@ from simulate.solve import Trajectory, solve
 from simulate.verdict import Claim
 from theory.asymptotics import log_t_exponents, qk_law
 from theory.compiled import load
+from theory.model import PARAMS as MODEL_PARAMS
 from theory.model import ov as ov_symbol
 from theory.setting import ALL_PARAMS, Setting
 
@@ -156,6 +157,7 @@ def check_a3(setting: Setting, read_at, t_far: float, figures: Path) -> Claim:
                          "exp(qk - qk_law(ov)) - 1": float(np.interp(t, tr.t[late], np.expm1(tr.qk[late] - law_qk)))}
             for t in t_check}
         rows["derived_growth"] = log_t_exponents(param)
+        rows["fitted_vs_derived_constants"] = _fitted_constants(tr, param)
         evidence[param] = rows
         verdicts[param] = {name: rows[name]["holds"] for name in READINGS}
         ax = axes[0, col]
@@ -184,6 +186,21 @@ def check_a3(setting: Setting, read_at, t_far: float, figures: Path) -> Claim:
                  "parameter like log^2 t, with constants set by rho.", verdict,
                  {"held_by_reading": held, "law_error_at_last_time": law_error, "per_param": evidence},
                  summary, [plot])
+
+
+def _fitted_constants(tr: Trajectory, param: str) -> dict[str, dict[str, float]]:
+    """Least-squares constants on the window 1e10 <= t <= 1e15 against the derived ones:
+    the slope of ov in log t (derived: 1) and C in e^qk / qk^i = C ov^j (theory.asymptotics)."""
+    window = (tr.t >= 1e10) & (tr.t <= 1e15)
+    law = qk_law(param)
+    power = int(sp.degree(law.argument, ov_symbol))
+    values = dict(zip(MODEL_PARAMS, tr.setting.numeric()))
+    derived_c = float(sp.simplify(law.argument / ov_symbol**power).subs(values))
+    slope = np.polyfit(np.log(tr.t[window]), tr.ov[window], 1)[0]
+    lhs = np.exp(tr.qk[window]) / tr.qk[window] ** law.power
+    fitted_c = float(np.linalg.lstsq(tr.ov[window, None] ** power, lhs, rcond=None)[0][0])
+    return {"ov slope in log t": {"fitted": float(slope), "derived": 1.0},
+            f"C in e^qk / qk^{law.power} = C ov^{power}": {"fitted": fitted_c, "derived": derived_c}}
 
 
 def _limit_exponents(param: str) -> dict[str, float]:
