@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import sys
 
 from qkdyn.errors import UserError
 from theory.setting import ALL_PARAMS, Setting
@@ -44,6 +45,14 @@ def add_setting_flags(parser: argparse.ArgumentParser, params=ALL_PARAMS) -> Non
 def setting_from_args(args: argparse.Namespace) -> Setting:
     """Build (and so validate) the Setting named by the flags; bad values raise UserError."""
     return Setting(**{f.name: getattr(args, f.name, getattr(_DEFAULTS, f.name)) for f in dataclasses.fields(Setting)})
+
+
+def warn_if_saddle(command: str, param: str, setting: Setting) -> None:
+    """Warn (stderr) when a factorized circuit starts at 0: a saddle of the flow, it never moves."""
+    for circuit, index, value in (("QK", 0, setting.qk0), ("OV", 2, setting.ov0)):
+        if param[index:index + 1] == "F" and value == 0:
+            sys.stderr.write(f"qkdyn {command}: warning: factorized {circuit} circuit starts at 0, a saddle "
+                             "of the flow: it will not move\n")
 
 
 def positive_int(text: str) -> int:

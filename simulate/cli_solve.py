@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from qkdyn.settingflags import finite_float, add_setting_flags, positive_int, setting_from_args
+from qkdyn.settingflags import add_setting_flags, finite_float, positive_int, setting_from_args, warn_if_saddle
 
 HELP = "solve the reduced gradient-flow ODE to --t-max or --until-loss and write a CSV"
 
@@ -29,11 +29,7 @@ def run(args: argparse.Namespace) -> int:
 
     setting = setting_from_args(args)
     check_writable(args.out)
-    factorized_zero = [name for name, flag, value in (("QK", 0, setting.qk0), ("OV", 2, setting.ov0))
-                       if args.param[flag:flag + 1] == "F" and value == 0]
-    for circuit in factorized_zero:
-        sys.stderr.write(f"qkdyn solve: warning: factorized {circuit} circuit starts at 0, a saddle of "
-                         "the flow: it will not move\n")
+    warn_if_saddle("solve", args.param, setting)
     trajectory = solve(setting, args.param, t_max=args.t_max, until_loss=args.until_loss,
                        points=args.points, at=parse_times(args.at), method=args.method, rtol=args.rtol)
     write_columns(args.out, trajectory.columns())

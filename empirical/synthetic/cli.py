@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from qkdyn.settingflags import finite_float, add_setting_flags, positive_int, require_positive, setting_from_args
+from qkdyn.settingflags import (add_setting_flags, finite_float, positive_int, require_positive, setting_from_args,
+                                warn_if_saddle)
 
 HELP = "train the full matrix model (GD, SGD or Adam) from the DESIGN init and write a CSV"
 PARAMS = ("CACO", "FACO", "CAFO", "FAFO")
@@ -62,9 +63,7 @@ def run(args: argparse.Namespace) -> int:
     if at_steps and max(at_steps) > args.steps:
         raise UserError(f"--at time {max(parse_times(args.at))} lies beyond the last step ({args.steps * step:g})")
     check_writable(args.out)
-    for circuit, flag, value in (("QK", 0, setting.qk0), ("OV", 2, setting.ov0)):
-        if args.param[flag] == "F" and value == 0:
-            sys.stderr.write(f"qkdyn sgd: warning: factorized {circuit} circuit starts at 0, a saddle: it will not move\n")
+    warn_if_saddle("sgd", args.param, setting)
     rows = train_run(args.param, setting, step, args.steps, optimizer=args.optimizer, batch=batch, seed=args.seed,
                      points=args.points, extra_steps=at_steps, progress=True)
     names = ["t"] + [k for k in rows[0] if k not in ("t", "step")] + ["step"]
