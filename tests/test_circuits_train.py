@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from empirical.circuits.models import Decoder, ModelConfig
-from empirical.circuits.optim import build_optimizer, cosine_with_warmup, qk_multiplier, qk_parameter_names
+from empirical.circuits.optim import build_optimizer, qk_multiplier, qk_parameter_names
+from empirical.schedule import cosine_with_warmup
 from empirical.circuits.presets import PRESETS, resolve
 from empirical.circuits.train import Run, train
 from qkdyn.cli import main

@@ -8,10 +8,10 @@ follow the same schedule: linear warm-up over ``warmup`` steps, then cosine deca
 """
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import nn
+
+from empirical.schedule import cosine_with_warmup
 
 
 def qk_parameter_names(model: nn.Module, qk_embedding: bool) -> list[str]:
@@ -20,14 +20,6 @@ def qk_parameter_names(model: nn.Module, qk_embedding: bool) -> list[str]:
     if qk_embedding:
         names.append("tok_emb.weight")
     return names
-
-
-def cosine_with_warmup(step: int, warmup: int, total: int) -> float:
-    """Multiplier of the base learning rate at ``step`` (0-based)."""
-    if step < warmup:
-        return (step + 1) / warmup
-    progress = (step - warmup) / max(1, total - warmup)
-    return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
 
 
 def qk_multiplier(step: int, mult: float, ramp_steps: int) -> float:

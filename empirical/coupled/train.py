@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import math
 import os
 import time
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Callable
 import torch
 
 from empirical.coupled.model import GPT, GPTConfig
+from empirical.schedule import cosine_with_warmup
 from qkdyn import atomic
 from qkdyn.errors import UserError
 
@@ -51,10 +51,7 @@ class TrainConfig:
 
 def lr_at(step: int, cfg: TrainConfig) -> float:
     """Linear warm-up to ``lr`` over ``warmup_steps``, then cosine decay to ``min_lr`` at ``max_steps``."""
-    if step < cfg.warmup_steps:
-        return cfg.lr * (step + 1) / cfg.warmup_steps
-    progress = min(1.0, (step - cfg.warmup_steps) / max(1, cfg.max_steps - cfg.warmup_steps))
-    return cfg.min_lr + 0.5 * (1 + math.cos(math.pi * progress)) * (cfg.lr - cfg.min_lr)
+    return cfg.lr * cosine_with_warmup(step, cfg.warmup_steps, cfg.max_steps, floor=cfg.min_lr / cfg.lr)
 
 
 def make_optimizer(model: torch.nn.Module, cfg: TrainConfig, device_type: str) -> torch.optim.AdamW:
