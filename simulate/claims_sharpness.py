@@ -127,4 +127,7 @@ def check_a5(result: Sweep) -> Claim:
         "At matched loss and rho = {:g}: ".format(result.rhos[i_one])
         + "; ".join(f"{key.replace('_', ' ')}: {'yes' if ok else 'no'} (at every level)" if ok else
                     f"{key.replace('_', ' ')}: not at every level" for key, ok in passed.items()) + ".",
-        ["a4_a5_attn_at_matched_loss.png"])
+        ["a4_a5_attn_at_matched_loss.png"],
+        [{"loss": level, **evidence[f"loss={level:g}"]["attn_at_rho_1"],
+          "rho where FAFO reaches CACO(1)": evidence[f"loss={level:g}"]["rho_where_FAFO_reaches_CACO_at_rho_1"]}
+         for level in result.levels])

@@ -182,10 +182,16 @@ def check_a3(setting: Setting, read_at, t_far: float, figures: Path) -> Claim:
         + ", ".join(f"{param} {err:.2%}" for param, err in law_error.items())
         + "; leading-order laws of factorized circuits converge only at log-log rate (corrections of "
         "relative size 1/qk and 1/ov), see law_check.")
+    table = [{"param": param, "reading": name, "claimed": READINGS[name][1],
+              "derived limit": evidence[param][name]["derived_limit_exponent"],
+              **{f"p(t={t})": evidence[param][name]["local_exponent"][t] for t in evidence[param][name]["local_exponent"]},
+              "best fit 1e10-1e15": evidence[param][name]["best_family_on_1e10..1e15"],
+              "holds": "yes" if evidence[param][name]["holds"] else "no"}
+             for param in ALL_PARAMS for name in READINGS]
     return Claim("A3", "Under population gradient flow the OV parameter grows like log t and the QK "
                  "parameter like log^2 t, with constants set by rho.", verdict,
                  {"held_by_reading": held, "law_error_at_last_time": law_error, "per_param": evidence},
-                 summary, [plot])
+                 summary + " Table: local exponent p = d log y / d log log t (y ~ (log t)^p).", [plot], table)
 
 
 def _fitted_constants(tr: Trajectory, param: str) -> dict[str, dict[str, float]]:

@@ -16,6 +16,7 @@ class Claim:
     evidence:  the numbers behind the verdict (JSON-serialisable).
     summary:   a few sentences saying what was measured and why the verdict follows.
     plots:     figure files (relative to the report) that show it.
+    table:     optional rows (dicts with the same keys) shown as a table in report.md.
     """
 
     id: str
@@ -24,6 +25,7 @@ class Claim:
     evidence: dict
     summary: str
     plots: list[str] = dataclasses.field(default_factory=list)
+    table: list[dict] = dataclasses.field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
