@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib
 import sys
 import time
 from pathlib import Path
@@ -81,5 +80,6 @@ def _describe(value):
 
 
 def _empirical_claims(quick: bool, figures: Path):
-    module = importlib.import_module("empirical.synthetic.claim_a6")
-    return module.check_a6(quick, figures)
+    from empirical.synthetic.claim_a6 import check_a6
+
+    return check_a6(quick, figures)

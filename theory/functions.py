@@ -37,8 +37,3 @@ class softplus(sp.Function):  # noqa: N801 - mathematical name
 
     def _latex(self, printer):
         return r"\operatorname{softplus}\left(%s\right)" % printer._print(self.args[0])
-
-
-def to_exp(expr: sp.Expr) -> sp.Expr:
-    """Rewrite the stable primitives as exponentials and logarithms (for symbolic checks)."""
-    return expr.rewrite(sp.exp)

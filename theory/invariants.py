@@ -154,16 +154,12 @@ def line_integrands(derivation: Derivation) -> tuple[sp.Expr, sp.Expr]:
     return sp.simplify(dphi), sp.simplify(dpsi.subs(sp.Abs(ov), ov))
 
 
-def line_coordinates(derivation: Derivation) -> tuple[sp.Expr | None, sp.Expr]:
-    """(Phi(qk), Psi(ov)) in closed form where sympy finds one (Phi is None when it has none)."""
+def line_coordinates(derivation: Derivation) -> tuple[sp.Expr, sp.Expr]:
+    """(Phi(qk), Psi(ov)), closed forms where they exist; Phi of a factorized QK circuit stays an
+    unevaluated integral (numerics use quadrature of :func:`line_integrands`)."""
     dphi, dpsi = line_integrands(derivation)
     # the factorized-QK integrand e^y / sqrt(kappa^2 + 4 y^2/(s^2 c)) has no elementary antiderivative
-    phi = sp.Integral(dphi, qk) if dphi.has(kappa) else sp.integrate(dphi.subs(qk, _y), (_y, 0, qk))
+    phi_y = dphi.subs(qk, _y)
+    phi = sp.Integral(phi_y, (_y, 0, qk)) if dphi.has(kappa) else sp.simplify(sp.integrate(phi_y, (_y, 0, qk)))
     psi = sp.integrate(dpsi.subs(ov, _y), (_y, 0, ov))
-    return (None if phi.has(sp.Integral) else sp.simplify(phi)), sp.simplify(psi)
-
-
-def attention_gap_identity() -> sp.Expr:
-    """alpha(1-alpha) = alpha'(qk): residual of the identity used in (1 - alpha) (should be 0)."""
-    alpha = attention(qk)
-    return sp.simplify((sp.diff(alpha, qk) - alpha * (1 - alpha)).rewrite(sp.exp))
+    return phi, sp.simplify(psi)

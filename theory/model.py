@@ -22,7 +22,7 @@ the data is therefore exact without any sampling. L depends on the state only th
     qk = s (a - b),  ov = u - w,  alpha = expit(qk + log(m/n)) = m e^qk / (m e^qk + n),
     L  = softplus(log(K-1) - alpha ov)                                                  (2)
 
-(the *reduction lemma*, checked by :func:`reduction_lemma_residual`). The ODE (1) is derived by
+(the *reduction lemma*, checked in tests/test_theory_derivation.py). The ODE (1) is derived by
 differentiating (2) composed with qk(x), ov(x) — never typed by hand — and the result is checked
 against autograd on the full matrices in the tests.
 
@@ -234,10 +234,3 @@ def derive(name: str) -> Derivation:
     rhs = tuple(-(ETA[v.circuit] / v.orbit) * sp.diff(loss, v.symbol) for v in variables)
     jacobian = sp.Matrix(rhs).jacobian([v.symbol for v in variables])
     return Derivation(name, qk_c, ov_c, rhs, jacobian)
-
-
-def reduction_lemma_residual(derivation: Derivation, values: dict) -> float:
-    """|model-definition loss - reduced loss (2)| at a numeric point (``values``: symbol -> number)."""
-    full = derivation.model_loss()
-    reduced = sp.sympify(derivation.loss).rewrite(sp.exp)
-    return float(abs(sp.N(full.subs(values), 30) - sp.N(reduced.subs(values), 30)))

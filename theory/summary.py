@@ -39,7 +39,7 @@ def summarise(name: str) -> dict:
         "gradient_ratio dL/dqk / dL/dov": invariants.gradient_ratio(),
         "metric M_QK (rate of qk per -eta_QK dL/dqk)": invariants.balanced_metric(d.qk_circuit),
         "metric M_OV (rate of ov per -eta_OV dL/dov)": invariants.balanced_metric(d.ov_circuit),
-        "line": dict(zip(("Phi(qk)", "Psi(ov)"), _line(d))),
+        "line": dict(zip(("Phi(qk)", "Psi(ov)"), invariants.line_coordinates(d))),
         "law ov(t)": asymptotics.ov_law(name).equation,
         "law qk(ov)": asymptotics.qk_law(name).equation,
         "growth in log t": asymptotics.log_t_exponents(name),
@@ -50,11 +50,3 @@ def summarise(name: str) -> dict:
     else:
         record["mapping to the exact CACO flow"] = paper_mapping()
     return record
-
-
-def _line(d: model.Derivation):
-    phi, psi = invariants.line_coordinates(d)
-    if phi is None:
-        dphi, _ = invariants.line_integrands(d)
-        phi = sp.Integral(dphi.subs(model.qk, sp.Symbol("y")), (sp.Symbol("y"), 0, model.qk))
-    return phi, psi
