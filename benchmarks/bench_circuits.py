@@ -25,8 +25,8 @@ def _steps_per_second(model, opt, sched, ids, lengths, labels, steps: int, warmu
 def main() -> None:
     import torch
 
-    from empirical.circuits.models import Decoder, ModelConfig
-    from empirical.circuits.optim import build_optimizer
+    from qkdyn.empirical.circuits.models import Decoder, ModelConfig
+    from qkdyn.empirical.circuits.optim import build_optimizer
 
     torch.set_num_threads(1)
     cfg = ModelConfig(vocab_size=8000, n_out=2, max_len=48)

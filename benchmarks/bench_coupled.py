@@ -8,8 +8,8 @@ import time
 
 import torch
 
-from empirical.coupled.attention import AttentionConfig
-from empirical.coupled.model import GPT, preset_config
+from qkdyn.empirical.coupled.attention import AttentionConfig
+from qkdyn.empirical.coupled.model import GPT, preset_config
 
 VARIANTS = {
     "standard": AttentionConfig(),

@@ -10,9 +10,9 @@ import time
 import numpy as np
 from scipy.integrate import solve_ivp
 
-from simulate.solve import solve
-from theory.compiled import load
-from theory.setting import EXACT_PARAMS, Setting
+from qkdyn.simulate.solve import solve
+from qkdyn.theory.compiled import load
+from qkdyn.theory.setting import EXACT_PARAMS, Setting
 
 
 def plain(setting: Setting, param: str, t_max: float, until_loss: float | None = None):

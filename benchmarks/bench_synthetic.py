@@ -11,9 +11,9 @@ import time
 
 import torch
 
-from empirical.synthetic import data, experiment, reduced, train
-from empirical.synthetic.model import cross_entropy
-from theory.setting import Setting
+from qkdyn.empirical.synthetic import data, experiment, reduced, train
+from qkdyn.empirical.synthetic.model import cross_entropy
+from qkdyn.theory.setting import Setting
 
 CHUNK = 4096
 

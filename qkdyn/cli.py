@@ -15,16 +15,16 @@ from qkdyn.errors import UserError
 
 #: subcommand name -> module implementing it
 COMMANDS: dict[str, str] = {
-    "derive": "theory.cli",
-    "solve": "simulate.cli_solve",
-    "verify": "simulate.cli_verify",
-    "sgd": "empirical.synthetic.cli",
-    "data": "empirical.data.cli",
-    "train-circuits": "empirical.circuits.cli_train",
-    "compare-circuits": "empirical.circuits.cli_compare",
-    "lm": "empirical.coupled.cli_lm",
-    "mqar": "empirical.coupled.cli_mqar",
-    "compare-coupled": "empirical.coupled.cli_compare",
+    "derive": "qkdyn.theory.cli",
+    "solve": "qkdyn.simulate.cli_solve",
+    "verify": "qkdyn.simulate.cli_verify",
+    "sgd": "qkdyn.empirical.synthetic.cli",
+    "data": "qkdyn.empirical.data.cli",
+    "train-circuits": "qkdyn.empirical.circuits.cli_train",
+    "compare-circuits": "qkdyn.empirical.circuits.cli_compare",
+    "lm": "qkdyn.empirical.coupled.cli_lm",
+    "mqar": "qkdyn.empirical.coupled.cli_mqar",
+    "compare-coupled": "qkdyn.empirical.coupled.cli_compare",
 }
 
 

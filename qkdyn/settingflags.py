@@ -7,7 +7,7 @@ import math
 import sys
 
 from qkdyn.errors import UserError
-from theory.setting import ALL_PARAMS, Setting
+from qkdyn.theory.setting import ALL_PARAMS, Setting
 
 _DEFAULTS = Setting()
 _HELP = {

@@ -17,11 +17,11 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from simulate.plotting import COLOURS, save, subplots
-from simulate.solve import solve
-from simulate.verdict import Claim
-from theory.compiled import load
-from theory.setting import EXACT_PARAMS, Setting
+from qkdyn.simulate.plotting import COLOURS, save, subplots
+from qkdyn.simulate.solve import solve
+from qkdyn.simulate.verdict import Claim
+from qkdyn.theory.compiled import load
+from qkdyn.theory.setting import EXACT_PARAMS, Setting
 
 
 @dataclasses.dataclass

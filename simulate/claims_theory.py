@@ -1,10 +1,10 @@
 """Claims A1-A3: the exact structure of the flow, checked along long numerical solutions.
 
 A1  rate factor: along each factorized solution, the measured rate M_c(x) / M_c^collapsed equals
-    the derived closed form (theory.invariants.balanced_metric) and grows with the magnitude.
+    the derived closed form (qkdyn.theory.invariants.balanced_metric) and grows with the magnitude.
 A2  line: Phi(qk) - rho Psi(ov) and every named polynomial first integral stay constant.
 A3  growth: local exponents in log t of ov, qk, e^qk and the odds, read at late times, against the
-    derived laws (theory.asymptotics), which are also compared with the numbers directly.
+    derived laws (qkdyn.theory.asymptotics), which are also compared with the numbers directly.
 """
 from __future__ import annotations
 
@@ -14,15 +14,15 @@ import numpy as np
 import sympy as sp
 from scipy.integrate import quad
 
-from simulate import growth
-from simulate.plotting import COLOURS, save, subplots
-from simulate.solve import Trajectory, solve
-from simulate.verdict import Claim
-from theory.asymptotics import log_t_exponents, qk_law
-from theory.compiled import load
-from theory.model import PARAMS as MODEL_PARAMS
-from theory.model import ov as ov_symbol
-from theory.setting import ALL_PARAMS, Setting
+from qkdyn.simulate import growth
+from qkdyn.simulate.plotting import COLOURS, save, subplots
+from qkdyn.simulate.solve import Trajectory, solve
+from qkdyn.simulate.verdict import Claim
+from qkdyn.theory.asymptotics import log_t_exponents, qk_law
+from qkdyn.theory.compiled import load
+from qkdyn.theory.model import PARAMS as MODEL_PARAMS
+from qkdyn.theory.model import ov as ov_symbol
+from qkdyn.theory.setting import ALL_PARAMS, Setting
 
 FACTORIZED_CIRCUITS = {"FACO": ("QK",), "CAFO": ("OV",), "FAFO": ("QK", "OV")}
 
@@ -71,7 +71,7 @@ def check_a1(setting: Setting, t_max: float, figures: Path) -> Claim:
         "holds" if ok else "fails", evidence,
         f"Along solutions to t = {t_max:g}, the rate of each factorized circuit divided by the collapsed "
         "rate matches the derived R_QK = sqrt(kappa^2 + 4 qk^2/(s^2 c)) and R_OV = 2 sqrt(D) |ov| "
-        "(theory.invariants; c = 1/(KD) + 1/N, kappa conserved) and increases with |qk| or |ov|: "
+        "(qkdyn.theory.invariants; c = 1/(KD) + 1/N, kappa conserved) and increases with |qk| or |ov|: "
         "small factors learn slower than the collapsed circuit, large ones faster.", [plot])
 
 
@@ -113,7 +113,7 @@ def check_a2(setting: Setting, t_max: float, rhos, figures: Path) -> Claim:
         "A2", "The reduced dynamics have a closed form: QK and OV move along a line in suitable "
         "coordinates, with speed set by eta_QK and eta_OV.",
         "holds" if worst < 1e-8 else "fails", {"max_relative_drift": worst, "per_run": evidence},
-        "First integral Phi(qk) - rho Psi(ov) (rho = eta_QK/eta_OV; Phi, Psi derived in theory.invariants) "
+        "First integral Phi(qk) - rho Psi(ov) (rho = eta_QK/eta_OV; Phi, Psi derived in qkdyn.theory.invariants) "
         f"and the named polynomial invariants (mean modes, factor balance) drift by at most {worst:.2g} "
         f"(relative) along solutions to t = {t_max:g}: in (rho Psi, Phi) coordinates every trajectory is "
         "the line of slope 1.", [plot])
@@ -196,7 +196,7 @@ def check_a3(setting: Setting, read_at, t_far: float, figures: Path) -> Claim:
 
 def _fitted_constants(tr: Trajectory, param: str) -> dict[str, dict[str, float]]:
     """Least-squares constants on the window 1e10 <= t <= 1e15 against the derived ones:
-    the slope of ov in log t (derived: 1) and C in e^qk / qk^i = C ov^j (theory.asymptotics)."""
+    the slope of ov in log t (derived: 1) and C in e^qk / qk^i = C ov^j (qkdyn.theory.asymptotics)."""
     window = (tr.t >= 1e10) & (tr.t <= 1e15)
     law = qk_law(param)
     power = int(sp.degree(law.argument, ov_symbol))

@@ -25,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from qkdyn.atomic import check_writable
     from qkdyn.csvio import parse_times, write_columns
-    from simulate.solve import solve
+    from qkdyn.simulate.solve import solve
 
     setting = setting_from_args(args)
     check_writable(args.out)

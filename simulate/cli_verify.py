@@ -32,9 +32,9 @@ def plan(quick: bool) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     from qkdyn.errors import UserError
-    from simulate import claims_sharpness, claims_theory, overview
-    from simulate.report import write_report
-    from theory.setting import Setting
+    from qkdyn.simulate import claims_sharpness, claims_theory, overview
+    from qkdyn.simulate.report import write_report
+    from qkdyn.theory.setting import Setting
 
     figures = Path(args.figures)
     try:
@@ -80,6 +80,6 @@ def _describe(value):
 
 
 def _empirical_claims(quick: bool, figures: Path):
-    from empirical.synthetic.claim_a6 import check_a6
+    from qkdyn.empirical.synthetic.claim_a6 import check_a6
 
     return check_a6(quick, figures)

@@ -5,10 +5,10 @@ from pathlib import Path
 
 import numpy as np
 
-from simulate.plotting import COLOURS, save, subplots
-from simulate.solve import solve
-from theory.compiled import load
-from theory.setting import ALL_PARAMS, EXACT_PARAMS, Setting
+from qkdyn.simulate.plotting import COLOURS, save, subplots
+from qkdyn.simulate.solve import solve
+from qkdyn.theory.compiled import load
+from qkdyn.theory.setting import ALL_PARAMS, EXACT_PARAMS, Setting
 
 
 def trajectories_plot(setting: Setting, t_max: float, figures: Path) -> str:

@@ -7,7 +7,7 @@ import platform
 from pathlib import Path
 
 from qkdyn.atomic import write_text
-from simulate.verdict import Claim
+from qkdyn.simulate.verdict import Claim
 
 _MARK = {"holds": "HOLDS", "fails": "FAILS", "partial": "PARTIAL"}
 

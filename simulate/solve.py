@@ -4,7 +4,7 @@ With tau = log(1 + t) the flow dx/dt = f(x) becomes dx/dtau = (1 + t) f(x). Late
 f ~ 1/t, so the log-time field stays O(1): the solver takes O(log t_max) steps and reaches
 t = 1e15 (or 1e300) without overflow, because every exponential in f is in stable
 sigmoid/softplus form. The default solver is LSODA (switches to a stiff BDF method when needed)
-with the analytic Jacobian emitted by :mod:`theory.compiled`; Radau, BDF and DOP853 are options.
+with the analytic Jacobian emitted by :mod:`qkdyn.theory.compiled`; Radau, BDF and DOP853 are options.
 In log-time the field is not stiff in practice, so LSODA stays on its Adams branch and solves to
 t = 1e15 in a few hundred steps (``make bench`` measures this).
 """
@@ -20,8 +20,8 @@ import numpy as np
 from scipy.integrate import solve_ivp
 
 from qkdyn.errors import UserError
-from theory.compiled import Compiled, load
-from theory.setting import ALL_PARAMS, Setting
+from qkdyn.theory.compiled import Compiled, load
+from qkdyn.theory.setting import ALL_PARAMS, Setting
 
 #: horizon for ``until_loss`` runs when no t_max is given
 DEFAULT_T_CAP = 1e100

@@ -14,9 +14,9 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from simulate import growth
-from simulate.solve import solve
-from theory.setting import Setting
+from qkdyn.simulate import growth
+from qkdyn.simulate.solve import solve
+from qkdyn.theory.setting import Setting
 
 settings_strategy = st.builds(
     Setting,

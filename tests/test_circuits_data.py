@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from empirical.data import brown, hatexplain, squad, sva, vader
-from empirical.data.examples_circuits import tokenize
+from qkdyn.empirical.data import brown, hatexplain, squad, sva, vader
+from qkdyn.empirical.data.examples_circuits import tokenize
 from qkdyn.errors import UserError
 
 FIX = Path(__file__).parent / "fixtures" / "circuits"
@@ -161,8 +161,8 @@ def test_vader_fixture_labels_follow_the_margin():
 
 
 def test_sources_are_pinned():
-    from empirical.data.fetch import all_sources
-    from empirical.data.sources_circuits import SOURCES
+    from qkdyn.empirical.data.fetch import all_sources
+    from qkdyn.empirical.data.sources_circuits import SOURCES
 
     names = {s.name: s for s in SOURCES}
     assert set(names) == {"brown", "vader"}

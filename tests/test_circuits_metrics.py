@@ -1,11 +1,11 @@
-"""Metric functions of empirical.circuits.metrics against hand-computed values and brute force."""
+"""Metric functions of qkdyn.empirical.circuits.metrics against hand-computed values and brute force."""
 import itertools
 import math
 
 import numpy as np
 import pytest
 
-from empirical.circuits import metrics as M
+from qkdyn.empirical.circuits import metrics as M
 
 
 def test_head_and_layer_combinations_by_hand():

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from empirical.circuits.models import Decoder, ModelConfig
-from empirical.circuits.optim import build_optimizer, qk_multiplier, qk_parameter_names
-from empirical.schedule import cosine_with_warmup
-from empirical.circuits.presets import PRESETS, resolve
-from empirical.circuits.train import Run, train
+from qkdyn.empirical.circuits.models import Decoder, ModelConfig
+from qkdyn.empirical.circuits.optim import build_optimizer, qk_multiplier, qk_parameter_names
+from qkdyn.empirical.schedule import cosine_with_warmup
+from qkdyn.empirical.circuits.presets import PRESETS, resolve
+from qkdyn.empirical.circuits.train import Run, train
 from qkdyn.cli import main
 
 FIX = Path(__file__).parent / "fixtures" / "circuits"
@@ -118,7 +118,7 @@ def test_presets_build_and_take_one_optimisation_step(preset):
 
 
 def test_brown_task_trains(tmp_path):
-    from empirical.data import brown
+    from qkdyn.empirical.data import brown
 
     pkg = tmp_path / "unpacked" / "package"
     pkg.mkdir(parents=True)

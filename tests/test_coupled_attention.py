@@ -5,10 +5,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from empirical.coupled.attention import (AttentionConfig, CausalSelfAttention, DifferentialAttention,
+from qkdyn.empirical.coupled.attention import (AttentionConfig, CausalSelfAttention, DifferentialAttention,
                                          build_attention, extra_parameters, lambda_init_for)
-from empirical.coupled.model import GPT, count_parameters, preset_config
-from empirical.coupled.qk_flow import PerHeadMLP, euler_step, integrate, leapfrog_step
+from qkdyn.empirical.coupled.model import GPT, count_parameters, preset_config
+from qkdyn.empirical.coupled.qk_flow import PerHeadMLP, euler_step, integrate, leapfrog_step
 
 D, H = 32, 4
 CONFIGS = {

@@ -6,7 +6,7 @@ import sys
 import pytest
 import torch
 
-from empirical.coupled.analysis import analyse, load_runs, tokens_to_target
+from qkdyn.empirical.coupled.analysis import analyse, load_runs, tokens_to_target
 from qkdyn.cli import main
 
 
@@ -24,8 +24,8 @@ def test_help_does_not_import_torch():
 
 
 def test_variant_names_of_the_command_match_the_study():
-    from empirical.coupled.cli_compare import VARIANTS
-    from empirical.coupled.study import LM_VARIANTS
+    from qkdyn.empirical.coupled.cli_compare import VARIANTS
+    from qkdyn.empirical.coupled.study import LM_VARIANTS
 
     assert VARIANTS == tuple(LM_VARIANTS)
 

@@ -5,11 +5,11 @@ import numpy as np
 import pytest
 import torch
 
-from empirical.coupled.lm_data import LMBatches, LMEvaluator
-from empirical.data.sources_lm import SOURCES
-from empirical.data.text_bytes import decode, encode
-from empirical.data.text_corpus import load_splits
-from empirical.data.text_markup import detag_brown, strip_wikitext
+from qkdyn.empirical.coupled.lm_data import LMBatches, LMEvaluator
+from qkdyn.empirical.data.sources_lm import SOURCES
+from qkdyn.empirical.data.text_bytes import decode, encode
+from qkdyn.empirical.data.text_corpus import load_splits
+from qkdyn.empirical.data.text_markup import detag_brown, strip_wikitext
 from qkdyn.errors import UserError
 
 

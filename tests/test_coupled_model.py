@@ -2,8 +2,8 @@
 import pytest
 import torch
 
-from empirical.coupled.attention import AttentionConfig
-from empirical.coupled.model import GPT, PRESETS, count_parameters, preset_config
+from qkdyn.empirical.coupled.attention import AttentionConfig
+from qkdyn.empirical.coupled.model import GPT, PRESETS, count_parameters, preset_config
 
 
 @pytest.mark.parametrize("preset,millions", [("60M", 59.8), ("150M", 152.3), ("350M", 353.7)])

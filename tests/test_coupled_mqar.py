@@ -2,7 +2,7 @@
 import numpy as np
 import torch
 
-from empirical.coupled.mqar import PRESETS, MQARBatches, MQAREvaluator, generate
+from qkdyn.empirical.coupled.mqar import PRESETS, MQARBatches, MQAREvaluator, generate
 
 
 def test_semantics_of_a_batch():

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from empirical.coupled.model import GPT, preset_config
-from empirical.coupled.train import TrainConfig, lr_at, make_optimizer
+from qkdyn.empirical.coupled.model import GPT, preset_config
+from qkdyn.empirical.coupled.train import TrainConfig, lr_at, make_optimizer
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -59,7 +59,7 @@ def test_schedule_warms_up_then_decays_to_min_lr():
 
 
 def test_weight_decay_only_on_matrices():
-    from empirical.coupled.attention import AttentionConfig
+    from qkdyn.empirical.coupled.attention import AttentionConfig
 
     model = GPT(preset_config("tiny", attention=AttentionConfig(kind="coupled")))
     decay, no_decay = make_optimizer(model, TrainConfig(), "cpu").param_groups

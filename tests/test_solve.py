@@ -5,8 +5,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from qkdyn.errors import UserError
-from simulate.solve import solve
-from theory.setting import ALL_PARAMS, EXACT_PARAMS, Setting
+from qkdyn.simulate.solve import solve
+from qkdyn.theory.setting import ALL_PARAMS, EXACT_PARAMS, Setting
 
 settings_strategy = st.builds(
     Setting,
@@ -21,7 +21,7 @@ settings_strategy = st.builds(
 @settings(max_examples=6)
 @given(setting=settings_strategy)
 def test_first_integrals_and_balance_hold_to_1e15(param, setting):
-    from simulate.claims_theory import line_coordinates
+    from qkdyn.simulate.claims_theory import line_coordinates
 
     tr = solve(setting, param, t_max=1e15, points=80)
     x_scale = np.max(np.abs(tr.state), axis=0)

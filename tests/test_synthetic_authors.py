@@ -2,8 +2,8 @@
 import numpy as np
 import torch
 
-from empirical.synthetic import authors, reduced
-from empirical.synthetic.model import PARAMS
+from qkdyn.empirical.synthetic import authors, reduced
+from qkdyn.empirical.synthetic.model import PARAMS
 
 
 def test_sampler_counts_and_frequencies():

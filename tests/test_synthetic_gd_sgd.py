@@ -2,9 +2,9 @@
 the batch grows."""
 import pytest
 
-from empirical.synthetic.experiment import flow_error, run, sgd_deviation
-from empirical.synthetic.model import PARAMS
-from theory.setting import Setting
+from qkdyn.empirical.synthetic.experiment import flow_error, run, sgd_deviation
+from qkdyn.empirical.synthetic.model import PARAMS
+from qkdyn.theory.setting import Setting
 
 SETTING = Setting(eta_qk=2.0, eta_ov=1.0, qk0=0.5, ov0=0.5)
 T = 4.0

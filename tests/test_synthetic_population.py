@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from empirical.synthetic import data, reduced
-from empirical.synthetic.layout import Layout
-from empirical.synthetic.model import PARAMS, AttentionHead, cross_entropy
-from theory.compiled import load
-from theory.setting import Setting
+from qkdyn.empirical.synthetic import data, reduced
+from qkdyn.empirical.synthetic.layout import Layout
+from qkdyn.empirical.synthetic.model import PARAMS, AttentionHead, cross_entropy
+from qkdyn.theory.compiled import load
+from qkdyn.theory.setting import Setting
 
 TINY = Setting(classes=3, distinct=2, commons=2, m=2, n=3, scale=0.7)
 

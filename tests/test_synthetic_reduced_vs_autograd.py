@@ -1,9 +1,9 @@
 """The reduced ODE of theory/ equals the full-matrix gradient flow, to round-off (DESIGN.md sec. 1).
 
-At a random symmetric state x (reduced variables of theory.model.derive(P).variables embedded in the
+At a random symmetric state x (reduced variables of qkdyn.theory.model.derive(P).variables embedded in the
 matrices as theory/model.py states), -eta_c times the autograd gradient of the exact population
 loss (every count vector with its probability) at a representative entry of each orbit must equal
-``theory.compiled.load(P).rhs(x, p)``; and the whole gradient must lie in the embedded subspace
+``qkdyn.theory.compiled.load(P).rhs(x, p)``; and the whole gradient must lie in the embedded subspace
 (every orbit entry equal, every other entry zero), so the flow stays there.
 """
 import numpy as np
@@ -11,11 +11,11 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from empirical.synthetic import data, reduced
-from empirical.synthetic.layout import Layout
-from empirical.synthetic.model import PARAMS, AttentionHead, cross_entropy
-from theory.compiled import load
-from theory.setting import Setting
+from qkdyn.empirical.synthetic import data, reduced
+from qkdyn.empirical.synthetic.layout import Layout
+from qkdyn.empirical.synthetic.model import PARAMS, AttentionHead, cross_entropy
+from qkdyn.theory.compiled import load
+from qkdyn.theory.setting import Setting
 
 
 @st.composite

@@ -7,9 +7,9 @@ import sympy as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from theory import invariants, model
-from theory.compiled import load
-from theory.setting import EXACT_PARAMS, Setting
+from qkdyn.theory import invariants, model
+from qkdyn.theory.compiled import load
+from qkdyn.theory.setting import EXACT_PARAMS, Setting
 
 settings_strategy = st.builds(
     Setting,
@@ -98,7 +98,7 @@ def test_balanced_init_gives_the_requested_gap_and_margin(param):
 
 def test_paper_form_is_exact_caco_with_mapped_constants():
     """paper(M=K, b=D) equals the exact CACO flow when s^2 = N / (D (N + K D))."""
-    from simulate.solve import solve
+    from qkdyn.simulate.solve import solve
 
     base = Setting(classes=5, distinct=7, commons=9, m=3, n=11, b=7.0, eta_qk=3.0, qk0=0.05, ov0=0.1)
     setting = base.replace(scale=math.sqrt(9 / (7 * (9 + 5 * 7))))

@@ -8,7 +8,7 @@ j = 1 factorized) and int^ov e^y / M_OV(y) dy ~ e^ov / M_OV(ov) (M_OV varies slo
     =>  ov = log T                    (j = 0)
         ov = -W_{-1}(-1/T) = log T + log log T + o(1)      (j = 1, Lambert W, lower branch)
 
-The QK circuit follows from the line Phi(qk) - rho Psi(ov) = const (:mod:`theory.invariants`):
+The QK circuit follows from the line Phi(qk) - rho Psi(ov) = const (:mod:`qkdyn.theory.invariants`):
 Phi(qk) ~ (m/n) e^qk / M_QK(qk) with M_QK ~ c_QK qk^i (i = 0 collapsed, i = 1 factorized), so
 
     e^qk / qk^i = Y,     Y = (n/m) c_QK rho Psi(ov)          (Psi ~ ov^2 collapsed OV, ~ ov factorized)
@@ -24,8 +24,8 @@ import functools
 
 import sympy as sp
 
-from theory.invariants import balanced_metric, line_coordinates
-from theory.model import K, Derivation, derive, eta_ov, eta_qk, m, n, ov, qk, t
+from qkdyn.theory.invariants import balanced_metric, line_coordinates
+from qkdyn.theory.model import K, Derivation, derive, eta_ov, eta_qk, m, n, ov, qk, t
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,7 +8,7 @@ HELP = "print the derived reduced ODE, conserved quantities and late-time laws (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from theory.setting import ALL_PARAMS
+    from qkdyn.theory.setting import ALL_PARAMS
 
     parser.add_argument("--param", required=True, choices=ALL_PARAMS, metavar="P",
                         help=f"parameterisation: {', '.join(ALL_PARAMS)}")
@@ -44,7 +44,7 @@ def _text(record, indent=0) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     import sympy as sp
 
-    from theory.summary import summarise
+    from qkdyn.theory.summary import summarise
 
     record = summarise(args.param)
     if args.format == "json":

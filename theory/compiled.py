@@ -29,7 +29,7 @@ from typing import Callable
 
 import sympy as sp
 
-from theory import asymptotics, codegen, invariants, model
+from qkdyn.theory import asymptotics, codegen, invariants, model
 
 _THEORY_DIR = Path(__file__).parent
 

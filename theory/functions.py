@@ -2,7 +2,7 @@
 
 The derivation keeps the logistic sigmoid and softplus as opaque functions with exact derivative
 rules, so differentiation never produces ``exp(qk)/(1 + exp(qk))`` style expressions that overflow;
-code generation prints them as stable numeric calls (see :mod:`theory.codegen`).
+code generation prints them as stable numeric calls (see :mod:`qkdyn.theory.codegen`).
 
     expit(x)    = 1 / (1 + e^-x),          expit'(x)    = expit(x) expit(-x)
     softplus(x) = log(1 + e^x),            softplus'(x) = expit(x)

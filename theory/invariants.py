@@ -1,6 +1,6 @@
 """Conserved quantities and the implicit learning-rate rescaling (claims A1, A2).
 
-Within one circuit c with feature f (qk or ov), equation (1) of :mod:`theory.model` reads
+Within one circuit c with feature f (qk or ov), equation (1) of :mod:`qkdyn.theory.model` reads
 dx_i/dt = -(eta_c / w_i) (dL/df) (df/dx_i): every variable moves along the *same* scalar dL/df.
 
 * Polynomial first integrals of a circuit (:func:`polynomial_invariants`): I(x) is conserved for
@@ -30,7 +30,7 @@ import itertools
 
 import sympy as sp
 
-from theory.model import D, K, N, Circuit, Derivation, attention, m, n, ov, qk, reduced_loss, s
+from qkdyn.theory.model import D, K, N, Circuit, Derivation, attention, m, n, ov, qk, reduced_loss, s
 
 kappa = sp.Symbol("kappa", nonnegative=True)
 _y = sp.Symbol("y", real=True)
@@ -90,7 +90,7 @@ def lie_derivative(circuit: Circuit, invariant: sp.Expr) -> sp.Expr:
 
 
 def first_integrals(derivation: Derivation) -> dict[str, sp.Expr]:
-    """The named conserved polynomials of both circuits (see :class:`theory.model.Circuit`)."""
+    """The named conserved polynomials of both circuits (see :class:`qkdyn.theory.model.Circuit`)."""
     return {**derivation.qk_circuit.invariants, **derivation.ov_circuit.invariants}
 
 
@@ -134,7 +134,7 @@ def balanced_metric_residual(circuit: Circuit) -> sp.Expr:
 
 def rate_factor(circuit: Circuit) -> sp.Expr:
     """R_c = M_c / M_c^collapsed on the balanced manifold: the implicit learning-rate rescaling."""
-    from theory.model import ov_circuit, qk_circuit
+    from qkdyn.theory.model import ov_circuit, qk_circuit
 
     collapsed = qk_circuit("collapsed") if circuit.variables[0].circuit == "QK" else ov_circuit("collapsed")
     return sp.simplify(balanced_metric(circuit) / metric(collapsed))

@@ -32,7 +32,7 @@ collapsed (u, w, z) or factorized W_OV = W_O W_V with inner index i = class (o1 
 o2 = W_O[label_j, i], v1 = W_V[i, d in class i], v2 = W_V[i, d in class j], v3 = W_V[i, c]).
 Each circuit also names its conserved polynomials (the mean modes the loss cannot see, and for
 factors the balance W_Q^T W_Q - W_K^T W_K, W_O^T W_O - W_V W_V^T restricted to the gradient's
-singular subspace); :mod:`theory.invariants` proves them conserved and complete up to degree 2.
+singular subspace); :mod:`qkdyn.theory.invariants` proves them conserved and complete up to degree 2.
 The ``paper`` form is the authors' reduced system: two variables (mu_QK, mu_OV) flowing by (1) with
 divisors M b^2 and b (M-1) in place of orbit sizes.
 """
@@ -43,10 +43,10 @@ import functools
 
 import sympy as sp
 
-from theory.functions import expit, softplus
+from qkdyn.theory.functions import expit, softplus
 
 K, D, N, m, n, s, eta_qk, eta_ov, b = sp.symbols("K D N m n s eta_QK eta_OV b", positive=True)
-#: order of the numeric parameter vector (theory.setting.Setting.numeric)
+#: order of the numeric parameter vector (qkdyn.theory.setting.Setting.numeric)
 PARAMS = (K, D, N, m, n, s, eta_qk, eta_ov, b)
 qk, ov, t = sp.symbols("qk ov t", real=True)
 qk0, ov0 = sp.symbols("qk0 ov0", positive=True)

@@ -64,7 +64,7 @@ class Setting:
         return self.classes * self.distinct + self.commons + 1 + self.classes
 
     def numeric(self) -> tuple[float, ...]:
-        """The parameter vector the generated numeric functions take (order of theory.model.PARAMS)."""
+        """The parameter vector the generated numeric functions take (order of qkdyn.theory.model.PARAMS)."""
         return (
             float(self.classes), float(self.distinct), float(self.commons), float(self.m),
             float(self.n), self.scale, self.eta_qk, self.eta_ov, self.b,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from theory import asymptotics, invariants, model
+from qkdyn.theory import asymptotics, invariants, model
 
 
 def paper_mapping() -> dict[str, sp.Expr]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from empirical.circuits.presets import PRESETS, TASKS, RunConfig, resolve
+from qkdyn.empirical.circuits.presets import PRESETS, TASKS, RunConfig, resolve
 
 #: fields that the compare command sets itself
 COMPARE_OWNED = ("qk_lr_mult", "seed")

@@ -7,7 +7,7 @@ import dataclasses
 import json
 from pathlib import Path
 
-from empirical.circuits.cli_common import COMPARE_OWNED, add_config_arguments, config_from_args, set_threads
+from qkdyn.empirical.circuits.cli_common import COMPARE_OWNED, add_config_arguments, config_from_args, set_threads
 
 HELP = "compare same-lr and faster-QK training over seeds: table, plots and verdict in figures/circuits/"
 
@@ -66,8 +66,8 @@ def task_notes(task: str) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from empirical.circuits import plots, report
-    from empirical.circuits.train import train
+    from qkdyn.empirical.circuits import plots, report
+    from qkdyn.empirical.circuits.train import train
     from qkdyn import atomic
     from qkdyn.errors import UserError
 
@@ -117,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
 def write_report(out_dir: Path) -> None:
     """report.md = every task's section, README-section.md = the short summary, both from the
     ``*.json`` task summaries present in ``out_dir``."""
-    from empirical.circuits.report import readme_section
+    from qkdyn.empirical.circuits.report import readme_section
     from qkdyn import atomic
 
     payloads = [json.loads(p.read_text()) for p in sorted(out_dir.glob("*.json"))]

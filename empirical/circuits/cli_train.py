@@ -5,7 +5,7 @@ import argparse
 import json
 from pathlib import Path
 
-from empirical.circuits.cli_common import add_config_arguments, config_from_args, set_threads
+from qkdyn.empirical.circuits.cli_common import add_config_arguments, config_from_args, set_threads
 
 HELP = "train a transformer with a QK learning-rate multiplier on a real task (resumable)"
 
@@ -17,7 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from empirical.circuits.train import train
+    from qkdyn.empirical.circuits.train import train
     from qkdyn.errors import UserError
 
     set_threads(args.threads)

@@ -9,8 +9,8 @@ import dataclasses
 
 import torch
 
-from empirical.circuits.vocab import Vocab
-from empirical.data.examples_circuits import Example, QAExample
+from qkdyn.empirical.circuits.vocab import Vocab
+from qkdyn.empirical.data.examples_circuits import Example, QAExample
 
 MAX_QUESTION = 32
 

@@ -1,5 +1,5 @@
 """Score a trained model on a split: predictive metrics and the attention metrics of
-:mod:`empirical.circuits.metrics` at the read-out position.
+:mod:`qkdyn.empirical.circuits.metrics` at the read-out position.
 
 One layer: the head-mean map. Several layers: layer average (the primary number, as the authors'
 SQuAD table), layer max-pool and attention rollout, all reported.
@@ -9,11 +9,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from empirical.circuits import metrics
-from empirical.circuits.encode import QASequence, encode_qa, pad, qa_batch
-from empirical.circuits.models import Decoder
-from empirical.circuits.presets import RunConfig
-from empirical.circuits.vocab import Vocab
+from qkdyn.empirical.circuits import metrics
+from qkdyn.empirical.circuits.encode import QASequence, encode_qa, pad, qa_batch
+from qkdyn.empirical.circuits.models import Decoder
+from qkdyn.empirical.circuits.presets import RunConfig
+from qkdyn.empirical.circuits.vocab import Vocab
 
 THRESHOLDS = np.linspace(0.0, 1.0, 21)
 EVAL_BATCH = 256
@@ -144,7 +144,7 @@ def evaluate_qa(model: Decoder, examples: list, vocab: Vocab, cfg: RunConfig, fu
     """Teacher-forced answer loss, attention mass on the answer span at the ``<a>`` position (per
     method); with ``full`` also greedy-decoding EM/F1 and AC/ACMC/DTAP (confidence = probability
     of the first generated token, p_true = probability of the first gold answer token)."""
-    from empirical.circuits.models import lm_loss
+    from qkdyn.empirical.circuits.models import lm_loss
 
     examples, seqs = qa_sequences(examples, vocab, cfg)
     model.eval()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from empirical.schedule import cosine_with_warmup
+from qkdyn.empirical.schedule import cosine_with_warmup
 
 
 def qk_parameter_names(model: nn.Module, qk_embedding: bool) -> list[str]:

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from empirical.data.examples_circuits import Splits
-from empirical.circuits.presets import RunConfig
+from qkdyn.empirical.data.examples_circuits import Splits
+from qkdyn.empirical.circuits.presets import RunConfig
 from qkdyn.errors import UserError
 
 #: task -> registry source used when --data is not given
@@ -24,14 +24,14 @@ def data_path(cfg: RunConfig) -> Path:
         return path
     if cfg.task not in FETCHED:
         raise UserError(f"task {cfg.task} needs --data PATH (the corpus cannot be downloaded here)")
-    from empirical.data.fetch import fetch
+    from qkdyn.empirical.data.fetch import fetch
 
     return fetch(FETCHED[cfg.task])
 
 
 def load_splits(cfg: RunConfig) -> Splits:
     """The examples of ``cfg.task``; a task without training or test examples is a UserError."""
-    from empirical.data import brown, hatexplain, squad, sva, vader
+    from qkdyn.empirical.data import brown, hatexplain, squad, sva, vader
 
     path = data_path(cfg)
     if cfg.task == "hatexplain":

@@ -17,13 +17,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from empirical.circuits import evaluate
-from empirical.circuits.encode import classification_batch, qa_batch
-from empirical.circuits.models import Decoder, ModelConfig, classification_loss, lm_loss
-from empirical.circuits.optim import build_optimizer
-from empirical.circuits.presets import RunConfig
-from empirical.circuits.tasks import is_qa, load_splits
-from empirical.circuits.vocab import Vocab
+from qkdyn.empirical.circuits import evaluate
+from qkdyn.empirical.circuits.encode import classification_batch, qa_batch
+from qkdyn.empirical.circuits.models import Decoder, ModelConfig, classification_loss, lm_loss
+from qkdyn.empirical.circuits.optim import build_optimizer
+from qkdyn.empirical.circuits.presets import RunConfig
+from qkdyn.empirical.circuits.tasks import is_qa, load_splits
+from qkdyn.empirical.circuits.vocab import Vocab
 from qkdyn import atomic
 from qkdyn.errors import UserError
 

@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from empirical.coupled.study import variant_label
+from qkdyn.empirical.coupled.study import variant_label
 
 ALPHA = 0.05
 

@@ -2,7 +2,7 @@
 
 * ``standard``  - multi-head attention, scored by ``F.scaled_dot_product_attention``.
 * ``coupled``   - paper B: after the Q/K projections, (q, k) follow ``steps`` steps of the flow
-  dq/dt = k, dk/dt = f(q) (:mod:`empirical.coupled.qk_flow`, Euler or kick-drift-kick leapfrog),
+  dq/dt = k, dk/dt = f(q) (:mod:`qkdyn.empirical.coupled.qk_flow`, Euler or kick-drift-kick leapfrog),
   then standard attention scores (q', k'). f is a per-head two-layer SiLU MLP without bias
   (``hidden`` units). dt is one learnable scalar per head, used as is (no positivity constraint:
   dt = 0 is the identity and negative dt integrates backwards), initialised to ``dt_init``.
@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from empirical.coupled.qk_flow import INTEGRATORS, PerHeadMLP, integrate
+from qkdyn.empirical.coupled.qk_flow import INTEGRATORS, PerHeadMLP, integrate
 
 KINDS = ("standard", "coupled", "mlp-only", "diff")
 

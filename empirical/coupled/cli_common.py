@@ -44,7 +44,7 @@ def add_train_arguments(parser: argparse.ArgumentParser, max_steps: int, lr: flo
 
 
 def attention_config(args):
-    from empirical.coupled.attention import AttentionConfig
+    from qkdyn.empirical.coupled.attention import AttentionConfig
 
     try:
         return AttentionConfig(kind=args.attention, integrator=args.integrator, steps=args.coupling_steps,
@@ -54,7 +54,7 @@ def attention_config(args):
 
 
 def train_config(args):
-    from empirical.coupled.train import TrainConfig
+    from qkdyn.empirical.coupled.train import TrainConfig
 
     positive = {"--max-steps": args.max_steps, "--batch-size": args.batch_size, "--grad-accum": args.grad_accum,
                 "--eval-interval": args.eval_interval, "--ckpt-interval": args.ckpt_interval}

@@ -41,8 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _study_config(args):
-    from empirical.coupled.mqar import PRESETS
-    from empirical.coupled.study import StudyConfig
+    from qkdyn.empirical.coupled.mqar import PRESETS
+    from qkdyn.empirical.coupled.study import StudyConfig
     from qkdyn.errors import UserError
 
     tasks = tuple(t for t in args.mqar_tasks.split(",") if t)
@@ -67,8 +67,8 @@ def _study_config(args):
 
 
 def _context(study, runs: list[dict], runs_dir: str) -> dict:
-    from empirical.coupled.attention import AttentionConfig
-    from empirical.coupled.model import count_parameters, preset_config
+    from qkdyn.empirical.coupled.attention import AttentionConfig
+    from qkdyn.empirical.coupled.model import count_parameters, preset_config
 
     lm = [r for r in runs if r["task"] == "lm"]
     overhead = [(p, count_parameters(preset_config(p)), count_parameters(preset_config(p, attention=AttentionConfig(kind="coupled"))))
@@ -85,9 +85,9 @@ def run(args: argparse.Namespace) -> int:
 
     from qkdyn.atomic import check_writable
     from qkdyn.errors import UserError
-    from empirical.coupled.analysis import analyse, load_runs
-    from empirical.coupled.report import write_report
-    from empirical.coupled.study import run_study
+    from qkdyn.empirical.coupled.analysis import analyse, load_runs
+    from qkdyn.empirical.coupled.report import write_report
+    from qkdyn.empirical.coupled.study import run_study
 
     study = _study_config(args)
     Path(args.out).mkdir(parents=True, exist_ok=True)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from empirical.coupled.cli_common import add_model_arguments, add_train_arguments, attention_config, train_config
+from qkdyn.empirical.coupled.cli_common import add_model_arguments, add_train_arguments, attention_config, train_config
 
 HELP = "train a byte-level GPT LM with standard, coupled-QK, MLP-only or differential attention"
 
@@ -20,7 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from qkdyn.errors import UserError
-    from empirical.coupled.experiment import run_lm
+    from qkdyn.empirical.coupled.experiment import run_lm
 
     if not 0 < args.val_fraction < 1:
         raise UserError("--val-fraction must be in (0, 1)")

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from empirical.coupled.cli_common import add_model_arguments, add_train_arguments, attention_config, train_config
+from qkdyn.empirical.coupled.cli_common import add_model_arguments, add_train_arguments, attention_config, train_config
 
 HELP = "train on multi-query associative recall (easy/medium/hard) and report accuracy"
 
@@ -17,7 +17,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from qkdyn.errors import UserError
-    from empirical.coupled.experiment import run_mqar
+    from qkdyn.empirical.coupled.experiment import run_mqar
 
     if args.n_test < 1:
         raise UserError("--n-test must be >= 1")

@@ -4,17 +4,17 @@ Shared by the command line (``qkdyn lm``, ``qkdyn mqar``) and the study runner.
 """
 from __future__ import annotations
 
-from empirical.coupled.attention import AttentionConfig
-from empirical.coupled.model import preset_config
-from empirical.coupled.train import TrainConfig, train
+from qkdyn.empirical.coupled.attention import AttentionConfig
+from qkdyn.empirical.coupled.model import preset_config
+from qkdyn.empirical.coupled.train import TrainConfig, train
 
 
 def run_lm(data: str, preset: str, attention: AttentionConfig, cfg: TrainConfig, out_dir: str,
            block_size: int | None = None, eval_tokens: int = 65536, val_fraction: float = 0.05) -> dict:
     """Train a byte-level LM of shape ``preset`` on corpus ``data`` (name or path)."""
-    from empirical.data.text_bytes import VOCAB_SIZE
-    from empirical.data.text_corpus import load_splits
-    from empirical.coupled.lm_data import LMBatches, LMEvaluator
+    from qkdyn.empirical.data.text_bytes import VOCAB_SIZE
+    from qkdyn.empirical.data.text_corpus import load_splits
+    from qkdyn.empirical.coupled.lm_data import LMBatches, LMEvaluator
 
     overrides = {"vocab_size": VOCAB_SIZE, "attention": attention}
     if block_size:
@@ -33,7 +33,7 @@ def run_lm(data: str, preset: str, attention: AttentionConfig, cfg: TrainConfig,
 def run_mqar(task: str, preset: str, attention: AttentionConfig, cfg: TrainConfig, out_dir: str,
              n_test: int = 256) -> dict:
     """Train a model of shape ``preset`` on MQAR preset ``task`` (easy, medium, hard)."""
-    from empirical.coupled.mqar import PRESETS, MQARBatches, MQAREvaluator
+    from qkdyn.empirical.coupled.mqar import PRESETS, MQARBatches, MQAREvaluator
 
     mqar = PRESETS[task]
     model_cfg = preset_config(preset, vocab_size=mqar.vocab_size, block_size=mqar.block_size, attention=attention)

@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from empirical.coupled.attention import AttentionConfig, build_attention, extra_parameters
+from qkdyn.empirical.coupled.attention import AttentionConfig, build_attention, extra_parameters
 
 
 @dataclasses.dataclass(frozen=True)

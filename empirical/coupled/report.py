@@ -1,6 +1,6 @@
 """Write the coupled-QK study's report: ``report.md``, ``summary.json``, plots, and a README section.
 
-Every number is taken from :func:`empirical.coupled.analysis.analyse`; nothing is typed in.
+Every number is taken from :func:`qkdyn.empirical.coupled.analysis.analyse`; nothing is typed in.
 """
 from __future__ import annotations
 

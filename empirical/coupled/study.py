@@ -17,8 +17,8 @@ import dataclasses
 import multiprocessing
 from pathlib import Path
 
-from empirical.coupled.attention import AttentionConfig
-from empirical.coupled.train import TrainConfig
+from qkdyn.empirical.coupled.attention import AttentionConfig
+from qkdyn.empirical.coupled.train import TrainConfig
 
 LM_VARIANTS = {
     "standard": AttentionConfig(),
@@ -110,7 +110,7 @@ def execute(spec: RunSpec, runs_dir: str, threads: int | None = None) -> str:
     """Run one spec (resuming it if interrupted) with ``threads`` torch threads; returns its name."""
     import torch
 
-    from empirical.coupled.experiment import run_lm, run_mqar
+    from qkdyn.empirical.coupled.experiment import run_lm, run_mqar
 
     if threads:
         torch.set_num_threads(threads)
@@ -131,7 +131,7 @@ def run_study(study: StudyConfig, runs_dir: str, workers: int) -> list[str]:
     from tqdm import tqdm
 
     todo = [s for s in study_runs(study) if not (Path(runs_dir) / s.name / "result.json").exists()]
-    from empirical.data.text_corpus import load_splits
+    from qkdyn.empirical.data.text_corpus import load_splits
 
     for corpus in corpora(study):  # fetch once, before the workers start
         load_splits(corpus)

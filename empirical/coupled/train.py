@@ -7,7 +7,7 @@ exactly (same batches, same updates). Metrics go to ``metrics.jsonl`` (one JSON 
 ``kind`` "train" or "eval"), the summary to ``result.json``.
 
 Data parallel: launched by ``torchrun``, each process takes its rank's slice of every step's
-micro-batches (see :mod:`empirical.coupled.lm_data`); gradients are averaged by DDP on the last
+micro-batches (see :mod:`qkdyn.empirical.coupled.lm_data`); gradients are averaged by DDP on the last
 micro-step only. Rank 0 evaluates, logs and checkpoints.
 """
 from __future__ import annotations
@@ -22,8 +22,8 @@ from typing import Callable
 
 import torch
 
-from empirical.coupled.model import GPT, GPTConfig
-from empirical.schedule import cosine_with_warmup
+from qkdyn.empirical.coupled.model import GPT, GPTConfig
+from qkdyn.empirical.schedule import cosine_with_warmup
 from qkdyn import atomic
 from qkdyn.errors import UserError
 

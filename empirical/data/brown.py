@@ -24,7 +24,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from empirical.data.examples_circuits import Example, Splits
+from qkdyn.empirical.data.examples_circuits import Example, Splits
 
 CLASSES = ("singular", "plural")
 VERB_TOKEN = "<verb>"

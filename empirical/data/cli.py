@@ -14,7 +14,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from empirical.data.fetch import all_sources, cache_dir, fetch
+    from qkdyn.empirical.data.fetch import all_sources, cache_dir, fetch
 
     if args.data_command == "list":
         for name, source in sorted(all_sources().items()):

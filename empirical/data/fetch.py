@@ -26,7 +26,7 @@ from typing import Callable
 from qkdyn.errors import UserError
 
 #: modules that define ``SOURCES``; each experiment family owns its own module
-SOURCE_MODULES = ("empirical.data.sources_circuits", "empirical.data.sources_lm")
+SOURCE_MODULES = ("qkdyn.empirical.data.sources_circuits", "qkdyn.empirical.data.sources_lm")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,7 +12,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from empirical.data.examples_circuits import Example, Splits
+from qkdyn.empirical.data.examples_circuits import Example, Splits
 from qkdyn.errors import UserError
 
 CLASSES = ("hatespeech", "normal", "offensive")

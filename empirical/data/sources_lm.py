@@ -1,7 +1,7 @@
 """Corpora for the coupled query-key language-model study (paper B), carried by registries.
 
 Each prepared directory holds one UTF-8 file ``text.txt`` (documents separated by blank lines),
-which :mod:`empirical.data.text_corpus` reads.
+which :mod:`qkdyn.empirical.data.text_corpus` reads.
 
 Domain-coherent: ``wiki`` (English Wikipedia articles of gensim's test data), ``pydocs`` (the
 reST sources of the Python 3.11 documentation), ``brown-learned`` (the Brown corpus "learned"
@@ -14,8 +14,8 @@ import json
 import re
 from pathlib import Path
 
-from empirical.data.fetch import Source
-from empirical.data.text_markup import detag_brown, wiki_dump_articles
+from qkdyn.empirical.data.fetch import Source
+from qkdyn.empirical.data.text_markup import detag_brown, wiki_dump_articles
 
 
 _WIKI_DUMP = "gensim/test/test_data/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"

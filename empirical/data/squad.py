@@ -12,7 +12,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from empirical.data.examples_circuits import QAExample, Splits, tokenize
+from qkdyn.empirical.data.examples_circuits import QAExample, Splits, tokenize
 from qkdyn.errors import UserError
 
 

@@ -12,7 +12,7 @@ import csv
 import hashlib
 from pathlib import Path
 
-from empirical.data.examples_circuits import Example, Splits
+from qkdyn.empirical.data.examples_circuits import Example, Splits
 from qkdyn.errors import UserError
 
 CLASSES = ("singular", "plural")

@@ -1,7 +1,7 @@
 """Load a text corpus as byte tokens, split into training and validation parts.
 
 ``load_splits(spec)`` accepts
-* the name of a registry corpus of :mod:`empirical.data.sources_lm` (fetched and cached), or
+* the name of a registry corpus of :mod:`qkdyn.empirical.data.sources_lm` (fetched and cached), or
 * a path: a text file, or a directory. A directory holding one file whose name contains ``train``
   and one containing ``valid`` or ``val`` (WikiText-103's ``wiki.train.tokens`` /
   ``wiki.valid.tokens``, or a user's PubMed / OpenWebText dump) uses those as the two splits;
@@ -43,11 +43,11 @@ def _directory_splits(root: Path, val_fraction: float) -> tuple[np.ndarray, np.n
 
 def load_splits(spec: str, val_fraction: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
     """(train, validation) byte tokens of corpus ``spec`` (a registry name or a path)."""
-    from empirical.data.sources_lm import SOURCES
+    from qkdyn.empirical.data.sources_lm import SOURCES
 
     names = {s.name for s in SOURCES}
     if spec in names:
-        from empirical.data.fetch import fetch
+        from qkdyn.empirical.data.fetch import fetch
 
         return _split(_bytes_of(fetch(spec) / "text.txt"), val_fraction)
     path = Path(spec)

@@ -13,7 +13,7 @@ import hashlib
 import tarfile
 from pathlib import Path
 
-from empirical.data.examples_circuits import Example, Splits, tokenize
+from qkdyn.empirical.data.examples_circuits import Example, Splits, tokenize
 
 CLASSES = ("negative", "positive")
 CLS_TOKEN = "<cls>"

@@ -24,9 +24,9 @@ from collections import deque
 import numpy as np
 import torch
 
-from empirical.synthetic import reduced
-from empirical.synthetic.layout import Layout
-from empirical.synthetic.model import DTYPE, AttentionHead, cross_entropy
+from qkdyn.empirical.synthetic import reduced
+from qkdyn.empirical.synthetic.layout import Layout
+from qkdyn.empirical.synthetic.model import DTYPE, AttentionHead, cross_entropy
 
 LAYOUT = Layout(classes=4, distinct=10, commons=10)
 CONTEXT = 62

@@ -4,13 +4,13 @@ init; and claims A4/A5 on sampled data from the authors' experiment. Called by `
 Measurements (setting S6 = Setting(qk0=0.5, ov0=0.5), other fields default: the loss falls from
 1.26 to 0.08 by t = 40 for FAFO, so the runs cover the whole transition):
 * GD from the DESIGN init at steps h, 2h, ...: err(h) = max relative error of (qk, ov) against
-  ``simulate.solve.solve`` at the same times; order = log2(err(h) / err(h/2)) (Euler: 1).
+  ``qkdyn.simulate.solve.solve`` at the same times; order = log2(err(h) / err(h/2)) (Euler: 1).
 * SGD (FAFO) at batch sizes B, seeds averaged: dev = max sqrt(err^2 + sym_dist^2)
-  (:func:`empirical.synthetic.experiment.sgd_deviation`); slope of log dev vs log B (noise: -1/2).
+  (:func:`qkdyn.empirical.synthetic.experiment.sgd_deviation`); slope of log dev vs log B (noise: -1/2).
 * Adam (lr h eta_c per circuit, population batch) to a loss target, for rho in a sweep: attn at
   that loss against the ODE's attn at the same loss (solve ``until_loss``), and sym_dist.
 * Non-symmetric init: DESIGN init plus N(0, sigma^2) on every entry, SGD (B = 32): sym_dist over t.
-* The authors' experiment (:mod:`empirical.synthetic.authors`): 4 parameterisations x 3 learning-rate
+* The authors' experiment (:mod:`qkdyn.empirical.synthetic.authors`): 4 parameterisations x 3 learning-rate
   schedules; mean attention on distinct tokens, DTAP heatmaps, factor balance over training.
 """
 from __future__ import annotations
@@ -21,11 +21,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from empirical.synthetic import authors, experiment, observe, plots, reduced, train
-from empirical.synthetic.model import PARAMS
-from simulate.solve import solve
-from simulate.verdict import Claim
-from theory.setting import Setting
+from qkdyn.empirical.synthetic import authors, experiment, observe, plots, reduced, train
+from qkdyn.empirical.synthetic.model import PARAMS
+from qkdyn.simulate.solve import solve
+from qkdyn.simulate.verdict import Claim
+from qkdyn.theory.setting import Setting
 
 S6 = Setting(qk0=0.5, ov0=0.5)
 #: attention differences below this are "no difference" in the A4/A5 comparisons

@@ -47,7 +47,7 @@ def parse_batch(text: str) -> int | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from empirical.synthetic.experiment import run as train_run
+    from qkdyn.empirical.synthetic.experiment import run as train_run
     from qkdyn.atomic import check_writable
     from qkdyn.csvio import parse_times, write_columns
     from qkdyn.errors import UserError

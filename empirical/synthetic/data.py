@@ -1,6 +1,6 @@
 """Batches of the canonical setting: (counts (B, V), labels (B,), weights (B,)), sum of weights 1.
 
-The loss of a context depends only on its token-count vector (:mod:`empirical.synthetic.model`), so
+The loss of a context depends only on its token-count vector (:mod:`qkdyn.empirical.synthetic.model`), so
 every data source here is a weighted set of count vectors; the population loss is
 sum_b weights_b CE(model(counts_b), label_b) when the weights are the probabilities.
 
@@ -27,8 +27,8 @@ import math
 import numpy as np
 import torch
 
-from empirical.synthetic.layout import Layout
-from empirical.synthetic.model import DTYPE
+from qkdyn.empirical.synthetic.layout import Layout
+from qkdyn.empirical.synthetic.model import DTYPE
 
 Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 

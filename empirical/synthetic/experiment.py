@@ -2,7 +2,7 @@
 
 ``run`` composes the pieces (model, per-circuit optimiser, batches, observer, loop) and returns one
 row per recorded step with ``t = step * h``. ``flow_error`` compares rows with the reduced flow
-solved by :func:`simulate.solve.solve` at exactly those times:
+solved by :func:`qkdyn.simulate.solve.solve` at exactly those times:
 
     err = max over rows and over f in (qk, ov) of |f_run(t) - f_ODE(t)| / |f_ODE(t)|.
 
@@ -22,8 +22,8 @@ from typing import Iterable, Sequence
 import numpy as np
 import torch
 
-from empirical.synthetic import observe, reduced, train
-from simulate.solve import solve
+from qkdyn.empirical.synthetic import observe, reduced, train
+from qkdyn.simulate.solve import solve
 
 
 def run(param: str, setting, step: float, steps: int, *, optimizer: str = "gd", batch: int | None = None,

@@ -1,6 +1,6 @@
 """One attention head on one-hot tokens (DESIGN.md section 1), in four parameterisations.
 
-Matrices are V x V over the one-hot vocabulary (indices: :mod:`empirical.synthetic.layout`):
+Matrices are V x V over the one-hot vocabulary (indices: :mod:`qkdyn.empirical.synthetic.layout`):
 W_QK collapsed, or W_QK = W_Q W_K^T with W_Q, W_K of shape V x r; W_OV collapsed, or
 W_OV = W_O W_V with W_O of shape V x r and W_V of shape r x V. Only the query row of W_QK and the
 K label rows of W_OV reach the loss; every other entry has zero gradient and never moves.
@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from empirical.synthetic.layout import Layout
+from qkdyn.empirical.synthetic.layout import Layout
 
 PARAMS = ("CACO", "FACO", "CAFO", "FAFO")
 #: every tensor of the synthetic model is float64 (round-off ~1e-16 for the exactness tests)

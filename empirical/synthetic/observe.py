@@ -1,7 +1,7 @@
 """One output row of DESIGN.md section 2 from the current matrices.
 
 ``qk``, ``ov``, ``attn`` and ``loss`` are those of the reduced state read from the matrices
-(:func:`empirical.synthetic.reduced.read`, orbit means in the polar gauge), through the compiled
+(:func:`qkdyn.empirical.synthetic.reduced.read`, orbit means in the polar gauge), through the compiled
 theory functions: on the symmetric subspace this *is* the population loss, exactly; off it
 (``sym_dist`` > 0: SGD noise, Adam, a random init) it is the population loss of the symmetrised
 model. ``acc`` is the accuracy on a fixed sampled test batch.
@@ -12,9 +12,9 @@ from typing import Callable
 
 import torch
 
-from empirical.synthetic import data, reduced
-from empirical.synthetic.model import AttentionHead
-from theory.compiled import load
+from qkdyn.empirical.synthetic import data, reduced
+from qkdyn.empirical.synthetic.model import AttentionHead
+from qkdyn.theory.compiled import load
 
 
 def observer(param: str, setting, test_size: int = 2048, seed: int = 12345) -> Callable[[AttentionHead], dict]:

@@ -1,6 +1,6 @@
-"""The reduced state of :mod:`theory.model` and the full matrices, both ways; the DESIGN init.
+"""The reduced state of :mod:`qkdyn.theory.model` and the full matrices, both ways; the DESIGN init.
 
-Orbits. Each reduced variable of ``theory.model.derive(P).variables`` is the common value of one
+Orbits. Each reduced variable of ``qkdyn.theory.model.derive(P).variables`` is the common value of one
 orbit of matrix entries (the embedding stated in ``theory/model.py``): factorized QK uses inner
 column 0, factorized OV uses inner index i = class i. :func:`orbits` lists the entries of every
 orbit; :func:`embed` writes a reduced state into the matrices (all other entries 0).
@@ -25,8 +25,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from empirical.synthetic.layout import Layout
-from empirical.synthetic.model import AttentionHead
+from qkdyn.empirical.synthetic.layout import Layout
+from qkdyn.empirical.synthetic.model import AttentionHead
 
 Orbit = tuple[str, np.ndarray, np.ndarray]  # parameter name, row indices, column indices
 
@@ -41,7 +41,7 @@ def _concat(blocks) -> tuple[np.ndarray, np.ndarray]:
 
 
 def orbits(param: str, lay: Layout) -> dict[str, Orbit]:
-    """Reduced variable name -> the matrix entries sharing its value (names as in theory.model)."""
+    """Reduced variable name -> the matrix entries sharing its value (names as in qkdyn.theory.model)."""
     K, q, lab = lay.classes, lay.query, lay.labels
     out: dict[str, Orbit] = {}
     if param[0] == "C":
@@ -111,7 +111,7 @@ def _complete_rows(Q: torch.Tensor) -> torch.Tensor:
 
 
 def read(model: AttentionHead) -> np.ndarray:
-    """The reduced state (order of theory.model.derive(P).variables): orbit means, polar gauge."""
+    """The reduced state (order of qkdyn.theory.model.derive(P).variables): orbit means, polar gauge."""
     values = orbit_values(model.param, model.layout, polar_gauge(model))
     return np.array(list(values.values()))
 

@@ -16,8 +16,8 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from empirical.synthetic import data
-from empirical.synthetic.model import AttentionHead, cross_entropy
+from qkdyn.empirical.synthetic import data
+from qkdyn.empirical.synthetic.model import AttentionHead, cross_entropy
 from qkdyn.errors import UserError
 
 OPTIMIZERS = ("gd", "sgd", "adam")
