@@ -10,19 +10,19 @@ import tempfile
 from pathlib import Path
 from typing import Iterator
 
-from qkdyn.errors import UserError
+from qkdyn.errors import InputError
 
 
 def check_writable(path: str | os.PathLike) -> Path:
-    """Fail early (as a :class:`UserError`) if ``path`` cannot be created or replaced."""
+    """Fail early (as a :class:`InputError`) if ``path`` cannot be created or replaced."""
     target = Path(path)
     parent = target.parent if str(target.parent) else Path(".")
     if target.is_dir():
-        raise UserError(f"output path is a directory: {target}")
+        raise InputError(f"output path is a directory: {target}")
     if not parent.is_dir():
-        raise UserError(f"output directory does not exist: {parent}")
+        raise InputError(f"output directory does not exist: {parent}")
     if not os.access(parent, os.W_OK):
-        raise UserError(f"output directory is not writable: {parent}")
+        raise InputError(f"output directory is not writable: {parent}")
     return target
 
 

@@ -11,7 +11,7 @@ import importlib
 import os
 import sys
 
-from qkdyn.errors import UserError
+from qkdyn.errors import InputError
 
 #: subcommand name -> module implementing it
 COMMANDS: dict[str, str] = {
@@ -53,8 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return int(args._module.run(args) or 0)
-    except UserError as exc:
-        sys.stderr.write(f"qkdyn {args.command}: error: {exc}\n")
+    except InputError as exc:
+        sys.stderr.write(f"qkdyn {args.command}: error: {exc.cli_message()}\n")
         return 2
     except KeyboardInterrupt:
         sys.stderr.write("qkdyn: interrupted\n")

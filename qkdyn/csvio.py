@@ -9,7 +9,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from qkdyn.atomic import atomic_path
-from qkdyn.errors import UserError
+from qkdyn.errors import InputError
 
 
 def write_columns(path: str | os.PathLike, columns: Mapping[str, Sequence[float]]) -> None:
@@ -33,8 +33,8 @@ def parse_times(text: str | None) -> list[float]:
         try:
             value = float(item)
         except ValueError:
-            raise UserError(f"--at expects comma-separated numbers, got {item!r}")
+            raise InputError(f"--at expects comma-separated numbers, got {item!r}")
         if not (math.isfinite(value) and value >= 0):
-            raise UserError(f"--at times must be finite and non-negative, got {item!r}")
+            raise InputError(f"--at times must be finite and non-negative, got {item!r}")
         values.append(value)
     return sorted(values)

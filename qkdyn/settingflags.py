@@ -6,7 +6,7 @@ import dataclasses
 import math
 import sys
 
-from qkdyn.errors import UserError
+from qkdyn.errors import InputError, flag_name
 from qkdyn.theory.setting import ALL_PARAMS, Setting
 
 _DEFAULTS = Setting()
@@ -37,13 +37,13 @@ def add_setting_flags(parser: argparse.ArgumentParser, params=ALL_PARAMS) -> Non
         if field.name == "b" and "paper" not in params:
             continue  # the authors' scale constant exists only in their reduced form
         kind = int if field.type in ("int", int) else finite_float
-        parser.add_argument(f"--{Setting.flag(field.name)}", dest=field.name, type=kind,
+        parser.add_argument(f"--{flag_name(field.name)}", dest=field.name, type=kind,
                             default=getattr(_DEFAULTS, field.name),
                             help=f"{_HELP[field.name]} (default {getattr(_DEFAULTS, field.name)})")
 
 
 def setting_from_args(args: argparse.Namespace) -> Setting:
-    """Build (and so validate) the Setting named by the flags; bad values raise UserError."""
+    """Build (and so validate) the Setting named by the flags; bad values raise InputError."""
     return Setting(**{f.name: getattr(args, f.name, getattr(_DEFAULTS, f.name)) for f in dataclasses.fields(Setting)})
 
 
@@ -67,5 +67,5 @@ def positive_int(text: str) -> int:
 
 def require_positive(value: float, flag: str) -> float:
     if not (math.isfinite(value) and value > 0):
-        raise UserError(f"{flag} must be a positive finite number, got {value!r}")
+        raise InputError(f"{flag} must be a positive finite number, got {value!r}")
     return value

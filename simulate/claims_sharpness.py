@@ -19,7 +19,7 @@ from tqdm import tqdm
 
 from qkdyn.simulate.plotting import COLOURS, save, subplots
 from qkdyn.simulate.solve import solve
-from qkdyn.simulate.verdict import Claim
+from qkdyn.claims import Claim, combine, parts_from_checks
 from qkdyn.theory.compiled import load
 from qkdyn.theory.setting import EXACT_PARAMS, Setting
 
@@ -87,16 +87,17 @@ def check_a4(result: Sweep, figures: Path) -> Claim:
         axes[0, col].set(xlabel="rho = eta_QK / eta_OV", ylabel="attn at matched loss", title=f"loss = {level:g}")
         axes[0, col].legend(fontsize=7)
     matched = save(fig, figures, "a4_a5_attn_at_matched_loss.png")
-    verdict = "holds" if monotone_all and reached_all else "partial" if reached_all else "fails"
+    parts = parts_from_checks({"sharper attention at the same loss": monotone_all,
+                               "the same losses are reached": reached_all})
     return Claim(
         "A4", "Larger rho gives sharper attention (larger attn) at the same loss, without changing the "
-        "loss that can be reached.", verdict,
+        "loss that can be reached.", combine(parts),
         {"rhos": [float(r) for r in result.rhos], "levels": list(result.levels), "per_param": evidence},
         f"Over {len(result.rhos)} values of rho in [{result.rhos[0]:g}, {result.rhos[-1]:g}] and loss levels "
         f"{', '.join(f'{lv:g}' for lv in result.levels)}: attention at matched loss is "
         f"{'non-decreasing in rho everywhere' if monotone_all else 'NOT monotone in rho everywhere (see evidence)'}; "
         f"{'every run reached every level' if reached_all else 'some runs did not reach a level'}.",
-        [curves, matched])
+        [curves, matched], parts=parts)
 
 
 def check_a5(result: Sweep) -> Claim:
@@ -118,10 +119,10 @@ def check_a5(result: Sweep) -> Claim:
             checks.setdefault(key, []).append(row[key])
         checks.setdefault("FAFO_reaches_CACO", []).append(crossing is not None)
     passed = {key: all(values) for key, values in checks.items()}
-    verdict = "holds" if all(passed.values()) else "fails" if not any(passed.values()) else "partial"
+    parts = parts_from_checks(passed)
     return Claim(
         "A5", "Parameterisation orders sharpness at equal learning rates: factorized QK sharpens, factorized "
-        "OV softens; raising rho moves FAFO towards the collapsed-OV behaviour.", verdict,
+        "OV softens; raising rho moves FAFO towards the collapsed-OV behaviour.", combine(parts),
         {"checks_at_every_level": passed, "rho_index_used_as_equal_rates": float(result.rhos[i_one]),
          "per_level": evidence},
         "At matched loss and rho = {:g}: ".format(result.rhos[i_one])
@@ -130,4 +131,4 @@ def check_a5(result: Sweep) -> Claim:
         ["a4_a5_attn_at_matched_loss.png"],
         [{"loss": level, **evidence[f"loss={level:g}"]["attn_at_rho_1"],
           "rho where FAFO reaches CACO(1)": evidence[f"loss={level:g}"]["rho_where_FAFO_reaches_CACO_at_rho_1"]}
-         for level in result.levels])
+         for level in result.levels], parts=parts)

@@ -17,7 +17,7 @@ from scipy.integrate import quad
 from qkdyn.simulate import growth
 from qkdyn.simulate.plotting import COLOURS, save, subplots
 from qkdyn.simulate.solve import Trajectory, solve
-from qkdyn.simulate.verdict import Claim
+from qkdyn.claims import Claim, combine, parts_from_checks
 from qkdyn.theory.asymptotics import log_t_exponents, qk_law
 from qkdyn.theory.compiled import load
 from qkdyn.theory.model import PARAMS as MODEL_PARAMS
@@ -169,10 +169,9 @@ def check_a3(setting: Setting, read_at, t_far: float, figures: Path) -> Claim:
     held = {name: [param for param in ALL_PARAMS if verdicts[param][name]] for name in READINGS}
     last = f"{read_at[-1]:.0e}"
     law_error = {param: max(abs(v) for v in evidence[param]["law_check"][last].values()) for param in ALL_PARAMS}
-    ov_all = len(held["ov"]) == len(ALL_PARAMS)
-    qk_some = any(held[name] for name in ("qk", "exp(qk)", "odds"))
-    verdict = "holds" if ov_all and all(len(held[n]) == len(ALL_PARAMS) for n in ("qk", "exp(qk)", "odds")) \
-        else "partial" if ov_all and qk_some else "fails"
+    # one part per reading: it holds when it holds for every parameterisation (which ones do: evidence)
+    parts = parts_from_checks({f"{name} ~ log^{READINGS[name][1]:g} t": len(held[name]) == len(ALL_PARAMS)
+                               for name in READINGS})
     summary = (
         "OV grows like log t in every parameterisation. Which QK reading grows like log^2 t: "
         + "; ".join(f"{name}: {', '.join(held[name]) or 'none'}" for name in ("qk", "exp(qk)", "odds"))
@@ -189,9 +188,10 @@ def check_a3(setting: Setting, read_at, t_far: float, figures: Path) -> Claim:
               "holds": "yes" if evidence[param][name]["holds"] else "no"}
              for param in ALL_PARAMS for name in READINGS]
     return Claim("A3", "Under population gradient flow the OV parameter grows like log t and the QK "
-                 "parameter like log^2 t, with constants set by rho.", verdict,
+                 "parameter like log^2 t, with constants set by rho.", combine(parts),
                  {"held_by_reading": held, "law_error_at_last_time": law_error, "per_param": evidence},
-                 summary + " Table: local exponent p = d log y / d log log t (y ~ (log t)^p).", [plot], table)
+                 summary + " Table: local exponent p = d log y / d log log t (y ~ (log t)^p).", [plot], table,
+                 parts=parts)
 
 
 def _fitted_constants(tr: Trajectory, param: str) -> dict[str, dict[str, float]]:

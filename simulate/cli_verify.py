@@ -31,16 +31,16 @@ def plan(quick: bool) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from qkdyn.errors import UserError
+    from qkdyn.errors import InputError
     from qkdyn.simulate import claims_sharpness, claims_theory, overview
-    from qkdyn.simulate.report import write_report
+    from qkdyn.report import write_report
     from qkdyn.theory.setting import Setting
 
     figures = Path(args.figures)
     try:
         figures.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise UserError(f"cannot create figures directory {figures}: {exc.strerror}")
+        raise InputError(f"cannot create figures directory {figures}: {exc.strerror}")
     setting, cfg, start = Setting(), plan(args.quick), time.perf_counter()
 
     def step(name):

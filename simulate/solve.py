@@ -19,7 +19,7 @@ from typing import Sequence
 import numpy as np
 from scipy.integrate import solve_ivp
 
-from qkdyn.errors import UserError
+from qkdyn.errors import InputError
 from qkdyn.theory.compiled import Compiled, load
 from qkdyn.theory.setting import ALL_PARAMS, Setting
 
@@ -93,7 +93,7 @@ def output_times(t_end: float, points: int, at: Sequence[float] = ()) -> np.ndar
 
 def check_param(param: str) -> None:
     if param not in ALL_PARAMS:
-        raise UserError(f"unknown parameterisation {param!r}; choose one of {', '.join(ALL_PARAMS)}")
+        raise InputError(f"must be one of {', '.join(ALL_PARAMS)}, got {param!r}", "param")
 
 
 def solve(
@@ -117,14 +117,14 @@ def solve(
     """
     check_param(param)
     if t_max is None and until_loss is None:
-        raise UserError("give --t-max or --until-loss")
+        raise InputError("give t_max or until_loss (or both)")
     if t_max is not None and not (math.isfinite(t_max) and t_max > 0):
-        raise UserError(f"--t-max must be a positive finite number, got {t_max!r}")
+        raise InputError(f"must be a positive finite number, got {t_max!r}", "t_max")
     if points < 1:
-        raise UserError(f"--points must be at least 1, got {points}")
+        raise InputError(f"must be at least 1, got {points}", "points")
     for value in at:
         if not (math.isfinite(value) and value >= 0):
-            raise UserError(f"--at times must be finite and non-negative, got {value!r}")
+            raise InputError(f"times must be finite and non-negative, got {value!r}", "at")
     compiled, p = load(param), setting.numeric()
     x0 = compiled.init(p, setting.qk0, setting.ov0)
     loss0 = float(compiled.loss(*compiled.features(x0, p), p)[0])
@@ -140,11 +140,11 @@ def solve(
     events = [crossing(level, False) for level in record_losses]
     if until_loss is not None:
         if not (math.isfinite(until_loss) and 0 < until_loss < loss0):
-            raise UserError(f"--until-loss must lie in (0, {loss0:.6g}) (the initial loss), got {until_loss!r}")
+            raise InputError(f"must lie in (0, {loss0:.6g}) (the initial loss), got {until_loss!r}", "until_loss")
         events.append(crossing(until_loss, True))
     horizon = t_max if t_max is not None else DEFAULT_T_CAP
     if max(at, default=0.0) > horizon:
-        raise UserError(f"--at time {max(at)} lies beyond the horizon {horizon}")
+        raise InputError(f"time {max(at)} lies beyond the horizon {horizon}", "at")
 
     def field(tau, x):
         return math.exp(tau) * compiled.rhs(x, p)
@@ -162,7 +162,7 @@ def solve(
     event_t = None
     if until_loss is not None:
         if sol.status != 1:
-            raise UserError(
+            raise InputError(
                 f"{param}: the loss did not reach {until_loss:g} by t = {horizon:g} (final loss "
                 f"{float(compiled.loss(*compiled.features(sol.y[:, -1], p), p)[0]):.3g}); "
                 "a factorized circuit started at 0 sits on a saddle and never moves")

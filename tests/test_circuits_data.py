@@ -9,7 +9,7 @@ import pytest
 
 from qkdyn.empirical.data import brown, hatexplain, squad, sva, vader
 from qkdyn.empirical.data.examples_circuits import tokenize
-from qkdyn.errors import UserError
+from qkdyn.errors import InputError
 
 FIX = Path(__file__).parent / "fixtures" / "circuits"
 HANDCHECK = FIX / "brown_sva_handcheck.tsv"
@@ -38,7 +38,7 @@ def test_hatexplain_majority_labels_undecided_and_rationales():
 
 
 def test_hatexplain_missing_files_are_a_user_error(tmp_path):
-    with pytest.raises(UserError):
+    with pytest.raises(InputError):
         hatexplain.load(tmp_path)
 
 
@@ -56,7 +56,7 @@ def test_linzen_tsv_labels_and_rationales():
 def test_linzen_tsv_without_index_columns_is_a_user_error(tmp_path):
     bad = tmp_path / "bad.tsv"
     bad.write_text("sentence\tverb_pos\nthe dog runs\tVBZ\n")
-    with pytest.raises(UserError):
+    with pytest.raises(InputError):
         sva.load(bad)
 
 
@@ -79,7 +79,7 @@ def test_squad_windows_spans_and_unanswerable(tmp_path, v2):
 
 
 def test_squad_needs_train_and_dev_files(tmp_path):
-    with pytest.raises(UserError):
+    with pytest.raises(InputError):
         squad.load(tmp_path)
 
 

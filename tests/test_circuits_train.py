@@ -87,10 +87,10 @@ def test_resume_after_kill_reproduces_the_uninterrupted_run(tmp_path):
 
 
 def test_resume_refuses_a_checkpoint_of_another_configuration(tmp_path):
-    from qkdyn.errors import UserError
+    from qkdyn.errors import InputError
 
     train(tiny(max_steps=2), tmp_path, progress=False)
-    with pytest.raises(UserError):
+    with pytest.raises(InputError):
         train(tiny(max_steps=2, lr=0.5), tmp_path, progress=False)
 
 

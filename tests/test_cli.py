@@ -78,3 +78,9 @@ def test_derive_prints_every_section(capsys, fmt):
 def test_derive_paper_states_the_constant_mapping(capsys):
     code, out, _ = run_cli(capsys, "derive", "--param", "paper")
     assert code == 0 and "b (from the OV rate): D" in out
+
+
+def test_the_cli_names_the_flag_of_a_bad_setting_field(tmp_path, capsys):
+    code, _, err = run_cli(capsys, "solve", "--param", "CACO", "--eta-ov", "-1", "--t-max", "1",
+                           "--out", str(tmp_path / "x.csv"))
+    assert code == 2 and err.strip().endswith("--eta-ov must be a positive finite number, got -1.0")

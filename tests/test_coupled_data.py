@@ -10,7 +10,7 @@ from qkdyn.empirical.data.sources_lm import SOURCES
 from qkdyn.empirical.data.text_bytes import decode, encode
 from qkdyn.empirical.data.text_corpus import load_splits
 from qkdyn.empirical.data.text_markup import detag_brown, strip_wikitext
-from qkdyn.errors import UserError
+from qkdyn.errors import InputError
 
 
 def test_bytes_round_trip():
@@ -35,10 +35,10 @@ def test_directory_with_train_and_valid_files_uses_them(tmp_path):
 
 
 def test_unknown_corpus_is_a_user_error(tmp_path):
-    with pytest.raises(UserError):
+    with pytest.raises(InputError):
         load_splits(str(tmp_path / "missing"))
     (tmp_path / "empty.txt").write_text("")
-    with pytest.raises(UserError):
+    with pytest.raises(InputError):
         load_splits(str(tmp_path / "empty.txt"))
 
 

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from qkdyn.errors import UserError
+from qkdyn.errors import InputError
 from qkdyn.simulate.solve import solve
 from qkdyn.theory.setting import ALL_PARAMS, EXACT_PARAMS, Setting
 
@@ -71,17 +71,19 @@ def test_dense_rows_agree_with_a_direct_solve():
     {"t_max": 10.0, "at": [20.0]}, {"t_max": 10.0, "points": 0},
 ])
 def test_bad_requests_are_user_errors(kwargs):
-    with pytest.raises(UserError):
+    with pytest.raises(InputError):
         solve(Setting(), "CACO", **kwargs)
 
 
 def test_factorized_saddle_is_reported_for_loss_targets():
-    with pytest.raises(UserError, match="saddle"):
+    with pytest.raises(InputError, match="saddle"):
         solve(Setting(ov0=0.0), "CAFO", until_loss=0.5, t_max=1e6)
 
 
 @pytest.mark.parametrize("field,value", [("classes", 1), ("distinct", 0), ("m", -2), ("eta_qk", 0.0),
                                          ("eta_ov", -1.0), ("scale", float("nan")), ("qk0", float("inf"))])
 def test_bad_settings_are_user_errors(field, value):
-    with pytest.raises(UserError):
+    with pytest.raises(ValueError) as caught:  # a plain ValueError for library users ...
         Setting(**{field: value})
+    assert isinstance(caught.value, InputError) and caught.value.field == field  # ... naming the field
+    assert str(caught.value).startswith(field)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from qkdyn.errors import UserError
+from qkdyn.errors import InputError
 
 #: the four exact parameterisations (QK circuit first, OV circuit second)
 EXACT_PARAMS = ("CACO", "FACO", "CAFO", "FAFO")
@@ -37,31 +37,21 @@ class Setting:
         for name in ("classes", "distinct", "commons", "m", "n"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise UserError(f"--{self.flag(name)} must be a positive integer, got {value!r}")
+                raise InputError(f"must be a positive integer, got {value!r}", name)
         if self.classes < 2:
-            raise UserError(f"--classes must be at least 2 (one class has nothing to predict), got {self.classes}")
+            raise InputError(f"must be at least 2 (one class has nothing to predict), got {self.classes}", "classes")
         for name in ("scale", "eta_qk", "eta_ov", "b"):
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
-                raise UserError(f"--{self.flag(name)} must be a positive finite number, got {value!r}")
+                raise InputError(f"must be a positive finite number, got {value!r}", name)
         for name in ("qk0", "ov0"):
             if not math.isfinite(getattr(self, name)):
-                raise UserError(f"--{self.flag(name)} must be finite, got {getattr(self, name)!r}")
-
-    @staticmethod
-    def flag(field: str) -> str:
-        """The command-line spelling of a field (DESIGN.md section 4)."""
-        return field.replace("_", "-")
+                raise InputError(f"must be finite, got {getattr(self, name)!r}", name)
 
     @property
     def rho(self) -> float:
         """The learning-rate ratio eta_QK / eta_OV."""
         return self.eta_qk / self.eta_ov
-
-    @property
-    def vocab(self) -> int:
-        """V = K D distinct + N commons + 1 query + K labels."""
-        return self.classes * self.distinct + self.commons + 1 + self.classes
 
     def numeric(self) -> tuple[float, ...]:
         """The parameter vector the generated numeric functions take (order of qkdyn.theory.model.PARAMS)."""

@@ -34,8 +34,8 @@ def config_from_args(args: argparse.Namespace, **fixed) -> RunConfig:
 def set_threads(n: int) -> None:
     import torch
 
-    from qkdyn.errors import UserError
+    from qkdyn.errors import InputError
 
     if n < 1:
-        raise UserError("--threads must be >= 1")
+        raise InputError("--threads must be >= 1")
     torch.set_num_threads(n)

@@ -15,26 +15,26 @@ HANDCHECK = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "circui
 
 
 def _floats(text: str) -> list[float]:
-    from qkdyn.errors import UserError
+    from qkdyn.errors import InputError
 
     try:
         values = [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise UserError(f"expected comma-separated numbers, got {text!r}")
+        raise InputError(f"expected comma-separated numbers, got {text!r}")
     if not values or any(not v > 0 for v in values):
-        raise UserError(f"expected positive numbers, got {text!r}")
+        raise InputError(f"expected positive numbers, got {text!r}")
     return values
 
 
 def _seeds(text: str) -> list[int]:
-    from qkdyn.errors import UserError
+    from qkdyn.errors import InputError
 
     try:
         seeds = sorted({int(x) for x in text.split(",") if x.strip()})
     except ValueError:
-        raise UserError(f"--seeds expects comma-separated integers, got {text!r}")
+        raise InputError(f"--seeds expects comma-separated integers, got {text!r}")
     if not seeds or seeds[0] < 0:
-        raise UserError(f"--seeds expects non-negative integers, got {text!r}")
+        raise InputError(f"--seeds expects non-negative integers, got {text!r}")
     return seeds
 
 
@@ -69,14 +69,14 @@ def run(args: argparse.Namespace) -> int:
     from qkdyn.empirical.circuits import plots, report
     from qkdyn.empirical.circuits.train import train
     from qkdyn import atomic
-    from qkdyn.errors import UserError
+    from qkdyn.errors import InputError
 
     set_threads(args.threads)
     mults = sorted(set([1.0] + _floats(args.mults)))
     seeds = _seeds(args.seeds)
     out_dir = Path(args.out_dir)
     if out_dir.exists() and not out_dir.is_dir():
-        raise UserError(f"--out-dir is a file: {out_dir}")
+        raise InputError(f"--out-dir is a file: {out_dir}")
     out_dir.mkdir(parents=True, exist_ok=True)
     results: dict[float, list[dict]] = {m: [] for m in mults}
     run_dirs: dict[float, list[Path]] = {m: [] for m in mults}

@@ -18,13 +18,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from qkdyn.empirical.circuits.train import train
-    from qkdyn.errors import UserError
+    from qkdyn.errors import InputError
 
     set_threads(args.threads)
     cfg = config_from_args(args)
     out = Path(args.out or f"runs/circuits/{cfg.task}/qk{cfg.qk_lr_mult:g}_s{cfg.seed}")
     if out.exists() and not out.is_dir():
-        raise UserError(f"--out is a file: {out}")
+        raise InputError(f"--out is a file: {out}")
     result = train(cfg, out, progress=not args.no_progress)
     test = result["test"]
     keys = ("accuracy", "macro_f1", "exact_match", "f1", "attention_mass", "ac_area", "acmc_area",

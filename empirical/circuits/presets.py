@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from qkdyn.errors import UserError
+from qkdyn.errors import InputError
 
 TASKS = ("hatexplain", "sva", "squad", "brown-sva", "vader")
 
@@ -90,10 +90,10 @@ def default_preset(task: str) -> str:
 def resolve(task: str, preset: str | None, overrides: dict) -> RunConfig:
     """The preset's fields, then ``overrides`` (None values ignored), then ``task``."""
     if task not in TASKS:
-        raise UserError(f"unknown task {task!r}; known: {', '.join(TASKS)}")
+        raise InputError(f"unknown task {task!r}; known: {', '.join(TASKS)}")
     name = preset or default_preset(task)
     if name not in PRESETS:
-        raise UserError(f"unknown preset {name!r}; known: {', '.join(PRESETS)}")
+        raise InputError(f"unknown preset {name!r}; known: {', '.join(PRESETS)}")
     fields = {**PRESETS[name], **{k: v for k, v in overrides.items() if v is not None}, "task": task}
     cfg = RunConfig(**fields)
     validate(cfg)
@@ -101,19 +101,19 @@ def resolve(task: str, preset: str | None, overrides: dict) -> RunConfig:
 
 
 def validate(cfg: RunConfig) -> None:
-    """UserError for values no run can use."""
+    """InputError for values no run can use."""
     positive = ("d_model", "n_head", "n_layer", "max_len", "vocab_size", "batch_size", "eval_every",
                 "ckpt_every", "lr", "qk_lr_mult")
     for name in positive:
         if not getattr(cfg, name) > 0:
-            raise UserError(f"--{name.replace('_', '-')} must be positive, got {getattr(cfg, name)}")
+            raise InputError(f"--{name.replace('_', '-')} must be positive, got {getattr(cfg, name)}")
     if cfg.d_model % cfg.n_head:
-        raise UserError("--d-model must be divisible by --n-head")
+        raise InputError("--d-model must be divisible by --n-head")
     if cfg.optimizer not in ("adamw", "sgd"):
-        raise UserError(f"--optimizer must be adamw or sgd, got {cfg.optimizer!r}")
+        raise InputError(f"--optimizer must be adamw or sgd, got {cfg.optimizer!r}")
     if cfg.max_steps <= 0 and not cfg.epochs > 0:
-        raise UserError("give --epochs > 0 or --max-steps > 0")
+        raise InputError("give --epochs > 0 or --max-steps > 0")
     if cfg.readout != "last" and not (cfg.readout.isdigit() and int(cfg.readout) < cfg.max_len):
-        raise UserError("--readout must be 'last' or a position index below --max-len")
+        raise InputError("--readout must be 'last' or a position index below --max-len")
     if not 0 <= cfg.warmup_frac < 1:
-        raise UserError("--warmup-frac must be in [0, 1)")
+        raise InputError("--warmup-frac must be in [0, 1)")

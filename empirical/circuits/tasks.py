@@ -5,7 +5,7 @@ from pathlib import Path
 
 from qkdyn.empirical.data.examples_circuits import Splits
 from qkdyn.empirical.circuits.presets import RunConfig
-from qkdyn.errors import UserError
+from qkdyn.errors import InputError
 
 #: task -> registry source used when --data is not given
 FETCHED = {"brown-sva": "brown", "vader": "vader"}
@@ -20,17 +20,17 @@ def data_path(cfg: RunConfig) -> Path:
     if cfg.data:
         path = Path(cfg.data)
         if not path.exists():
-            raise UserError(f"--data path does not exist: {path}")
+            raise InputError(f"--data path does not exist: {path}")
         return path
     if cfg.task not in FETCHED:
-        raise UserError(f"task {cfg.task} needs --data PATH (the corpus cannot be downloaded here)")
+        raise InputError(f"task {cfg.task} needs --data PATH (the corpus cannot be downloaded here)")
     from qkdyn.empirical.data.fetch import fetch
 
     return fetch(FETCHED[cfg.task])
 
 
 def load_splits(cfg: RunConfig) -> Splits:
-    """The examples of ``cfg.task``; a task without training or test examples is a UserError."""
+    """The examples of ``cfg.task``; a task without training or test examples is a InputError."""
     from qkdyn.empirical.data import brown, hatexplain, squad, sva, vader
 
     path = data_path(cfg)
@@ -45,5 +45,5 @@ def load_splits(cfg: RunConfig) -> Splits:
     else:
         splits = squad.load(path, cfg.squad_window)
     if not splits.train or not splits.test:
-        raise UserError(f"{path}: no training or no test examples for task {cfg.task}")
+        raise InputError(f"{path}: no training or no test examples for task {cfg.task}")
     return splits

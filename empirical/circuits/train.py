@@ -25,7 +25,7 @@ from qkdyn.empirical.circuits.presets import RunConfig
 from qkdyn.empirical.circuits.tasks import is_qa, load_splits
 from qkdyn.empirical.circuits.vocab import Vocab
 from qkdyn import atomic
-from qkdyn.errors import UserError
+from qkdyn.errors import InputError
 
 
 def epoch_order(n: int, seed: int, epoch: int) -> torch.Tensor:
@@ -118,7 +118,7 @@ def _resume(run: Run, out_dir: Path) -> int:
         return 0
     state = torch.load(ckpt, weights_only=False)
     if state["config"] != dataclasses.asdict(run.cfg):
-        raise UserError(f"{out_dir} holds a checkpoint of a different configuration; use another --out")
+        raise InputError(f"{out_dir} holds a checkpoint of a different configuration; use another --out")
     step = run.restore(state)
     if log.exists():
         rows = [line for line in log.read_text().splitlines() if line and json.loads(line)["step"] <= step]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import argparse
 
-from qkdyn.errors import UserError
+from qkdyn.errors import InputError
 
 PRESET_NAMES = ("tiny", "60M", "150M", "350M")
 
@@ -50,7 +50,7 @@ def attention_config(args):
         return AttentionConfig(kind=args.attention, integrator=args.integrator, steps=args.coupling_steps,
                                hidden=args.coupling_hidden, dt_init=args.dt_init)
     except ValueError as exc:
-        raise UserError(str(exc))
+        raise InputError(str(exc))
 
 
 def train_config(args):
@@ -60,9 +60,9 @@ def train_config(args):
                 "--eval-interval": args.eval_interval, "--ckpt-interval": args.ckpt_interval}
     for flag, value in positive.items():
         if value < 1:
-            raise UserError(f"{flag} must be >= 1, got {value}")
+            raise InputError(f"{flag} must be >= 1, got {value}")
     if args.lr <= 0:
-        raise UserError("--lr must be positive")
+        raise InputError("--lr must be positive")
     if args.threads:
         import torch
 

@@ -43,24 +43,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _study_config(args):
     from qkdyn.empirical.coupled.mqar import PRESETS
     from qkdyn.empirical.coupled.study import StudyConfig
-    from qkdyn.errors import UserError
+    from qkdyn.errors import InputError
 
     tasks = tuple(t for t in args.mqar_tasks.split(",") if t)
     try:
         sweep = tuple(int(n) for n in args.sweep_steps.split(",") if n)
     except ValueError:
-        raise UserError(f"--sweep-steps must be comma-separated integers, got {args.sweep_steps!r}")
+        raise InputError(f"--sweep-steps must be comma-separated integers, got {args.sweep_steps!r}")
     variants = tuple(v for v in args.variants.split(",") if v)
     if not variants or set(variants) - set(VARIANTS):
-        raise UserError(f"--variants must be a comma-separated subset of {', '.join(VARIANTS)}")
+        raise InputError(f"--variants must be a comma-separated subset of {', '.join(VARIANTS)}")
     if any(n < 1 for n in sweep):
-        raise UserError("--sweep-steps must be >= 1")
+        raise InputError("--sweep-steps must be >= 1")
     unknown = set(tasks) - set(PRESETS)
     if unknown:
-        raise UserError(f"unknown MQAR task(s) {sorted(unknown)}; known: {', '.join(PRESETS)}")
+        raise InputError(f"unknown MQAR task(s) {sorted(unknown)}; known: {', '.join(PRESETS)}")
     for flag in ("workers", "seeds", "lm_steps", "batch_size", "grad_accum", "mqar_steps"):
         if getattr(args, flag) < 1:
-            raise UserError(f"--{flag.replace('_', '-')} must be >= 1")
+            raise InputError(f"--{flag.replace('_', '-')} must be >= 1")
     return StudyConfig(preset=args.preset, coherent=args.coherent, heterogeneous=args.heterogeneous,
                        seeds=args.seeds, variants=variants, lm_steps=args.lm_steps, sweep_steps=sweep, mqar_tasks=tasks, mqar_steps=args.mqar_steps,
                        batch_size=args.batch_size, grad_accum=args.grad_accum, lm_lr=args.lr, device=args.device)
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from qkdyn.atomic import check_writable
-    from qkdyn.errors import UserError
+    from qkdyn.errors import InputError
     from qkdyn.empirical.coupled.analysis import analyse, load_runs
     from qkdyn.empirical.coupled.report import write_report
     from qkdyn.empirical.coupled.study import run_study
@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
         run_study(study, args.runs, args.workers)
     runs = load_runs(args.runs, study.preset)
     if not runs:
-        raise UserError(f"no finished runs of preset {study.preset} under {args.runs}; add --train to run the study")
+        raise InputError(f"no finished runs of preset {study.preset} under {args.runs}; add --train to run the study")
     result = analyse(runs, study.coherent, study.heterogeneous)
     written = write_report(result, _context(study, runs, args.runs), args.out)
     for claim in result["claims"]:

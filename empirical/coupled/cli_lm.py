@@ -19,13 +19,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from qkdyn.errors import UserError
+    from qkdyn.errors import InputError
     from qkdyn.empirical.coupled.experiment import run_lm
 
     if not 0 < args.val_fraction < 1:
-        raise UserError("--val-fraction must be in (0, 1)")
+        raise InputError("--val-fraction must be in (0, 1)")
     if args.block_size is not None and args.block_size < 2:
-        raise UserError("--block-size must be >= 2")
+        raise InputError("--block-size must be >= 2")
     summary = run_lm(args.data, args.preset, attention_config(args), train_config(args), args.out,
                      args.block_size, args.eval_tokens, args.val_fraction)
     if summary:

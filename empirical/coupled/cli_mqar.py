@@ -16,11 +16,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from qkdyn.errors import UserError
+    from qkdyn.errors import InputError
     from qkdyn.empirical.coupled.experiment import run_mqar
 
     if args.n_test < 1:
-        raise UserError("--n-test must be >= 1")
+        raise InputError("--n-test must be >= 1")
     summary = run_mqar(args.task, args.preset, attention_config(args), train_config(args), args.out, args.n_test)
     for key, value in summary.get("final", {}).items():
         print(f"{key}: {value:.4f}")

@@ -25,7 +25,7 @@ import torch
 from qkdyn.empirical.coupled.model import GPT, GPTConfig
 from qkdyn.empirical.schedule import cosine_with_warmup
 from qkdyn import atomic
-from qkdyn.errors import UserError
+from qkdyn.errors import InputError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,7 +130,7 @@ def train(model_cfg: GPTConfig, cfg: TrainConfig, make_batches: Callable, evalua
     if ckpt_path.exists():
         ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=False)  # RNG states must stay on CPU
         if ckpt["config"] != record:
-            raise UserError(f"{ckpt_path} was written by a different configuration; use a new --out")
+            raise InputError(f"{ckpt_path} was written by a different configuration; use a new --out")
         model.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])
         batches.load_state_dict(ckpt["data"])

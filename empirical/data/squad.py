@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from qkdyn.empirical.data.examples_circuits import QAExample, Splits, tokenize
-from qkdyn.errors import UserError
+from qkdyn.errors import InputError
 
 
 def examples_from(squad: dict, window: int = 200) -> list[tuple[str, QAExample]]:
@@ -48,7 +48,7 @@ def _read(path: Path) -> dict:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise UserError(f"cannot read SQuAD file {path}: {exc}")
+        raise InputError(f"cannot read SQuAD file {path}: {exc}")
 
 
 def load(path: str | Path, window: int = 200) -> Splits:
@@ -56,7 +56,7 @@ def load(path: str | Path, window: int = 200) -> Splits:
     path = Path(path)
     train_files, dev_files = sorted(path.glob("train*.json")), sorted(path.glob("dev*.json"))
     if len(train_files) != 1 or len(dev_files) != 1:
-        raise UserError(f"{path}: expected exactly one train*.json and one dev*.json")
+        raise InputError(f"{path}: expected exactly one train*.json and one dev*.json")
     train, dev = [], []
     for title, example in examples_from(_read(train_files[0]), window):
         held_out = int(hashlib.sha256(title.encode()).hexdigest(), 16) % 20 == 0

@@ -13,7 +13,7 @@ import hashlib
 from pathlib import Path
 
 from qkdyn.empirical.data.examples_circuits import Example, Splits
-from qkdyn.errors import UserError
+from qkdyn.errors import InputError
 
 CLASSES = ("singular", "plural")
 CLS_TOKEN = "<cls>"
@@ -28,9 +28,9 @@ def load(path: str | Path, max_len: int = 64) -> Splits:
         with open(path, newline="", encoding="utf-8") as fh:
             rows = list(csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE))
     except OSError as exc:
-        raise UserError(f"cannot read agreement TSV {path}: {exc}")
+        raise InputError(f"cannot read agreement TSV {path}: {exc}")
     if rows and not {"verb_pos", "subj_index", "verb_index"} <= rows[0].keys():
-        raise UserError(f"{path}: expected columns verb_pos, subj_index, verb_index")
+        raise InputError(f"{path}: expected columns verb_pos, subj_index, verb_index")
     for n, row in enumerate(rows):
         if row["verb_pos"] not in VERB_TAGS:
             continue

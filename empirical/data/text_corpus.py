@@ -16,12 +16,12 @@ from pathlib import Path
 
 import numpy as np
 
-from qkdyn.errors import UserError
+from qkdyn.errors import InputError
 
 
 def _bytes_of(path: Path) -> np.ndarray:
     if path.stat().st_size == 0:
-        raise UserError(f"corpus file is empty: {path}")
+        raise InputError(f"corpus file is empty: {path}")
     return np.memmap(path, dtype=np.uint8, mode="r")
 
 
@@ -33,7 +33,7 @@ def _split(tokens: np.ndarray, val_fraction: float) -> tuple[np.ndarray, np.ndar
 def _directory_splits(root: Path, val_fraction: float) -> tuple[np.ndarray, np.ndarray]:
     files = sorted(p for p in root.iterdir() if p.is_file() and not p.name.startswith("."))
     if not files:
-        raise UserError(f"no corpus files in {root}")
+        raise InputError(f"no corpus files in {root}")
     train = [p for p in files if "train" in p.name]
     valid = [p for p in files if "valid" in p.name or ".val" in p.name or "_val" in p.name]
     if len(train) == 1 and len(valid) == 1:
@@ -55,4 +55,4 @@ def load_splits(spec: str, val_fraction: float = 0.05) -> tuple[np.ndarray, np.n
         return _split(_bytes_of(path), val_fraction)
     if path.is_dir():
         return _directory_splits(path, val_fraction)
-    raise UserError(f"--data {spec!r} is neither a corpus name ({', '.join(sorted(names))}) nor an existing path")
+    raise InputError(f"--data {spec!r} is neither a corpus name ({', '.join(sorted(names))}) nor an existing path")

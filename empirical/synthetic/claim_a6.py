@@ -24,7 +24,7 @@ import torch
 from qkdyn.empirical.synthetic import authors, experiment, observe, plots, reduced, train
 from qkdyn.empirical.synthetic.model import PARAMS
 from qkdyn.simulate.solve import solve
-from qkdyn.simulate.verdict import Claim
+from qkdyn.claims import Claim, combine, parts_from_checks
 from qkdyn.theory.setting import Setting
 
 S6 = Setting(qk0=0.5, ov0=0.5)
@@ -147,10 +147,6 @@ def matched(runs: dict, keys: list[str]) -> tuple[float | None, dict]:
     return float(level), {k: runs[k]["attn_at_loss"][level] for k in keys}
 
 
-def _verdict(passed: int, total: int) -> str:
-    return "holds" if passed == total else ("fails" if passed == 0 else "partial")
-
-
 def check_a6(quick: bool, figures_dir: Path) -> list[Claim]:
     """Claims A6, A6-adam, A4-sampled, A5-sampled with computed verdicts; plots into figures_dir.
     Runs on one torch thread (the matrices are tiny; more threads only contend)."""
@@ -186,9 +182,12 @@ def _check_a6(quick: bool, figures_dir: Path) -> list[Claim]:
     small_ok = all(e[-1] < 2e-3 for e in ev["gd_error"].values())
     sgd_ok = all(a > b for a, b in zip(ev["sgd_deviation"], ev["sgd_deviation"][1:]))
     finest = {p: e[-1] for p, e in ev["gd_error"].items()}
+    a6_parts = parts_from_checks({"GD error is first order in the step": order_ok,
+                                  "GD error < 2e-3 at the finest step": small_ok,
+                                  "SGD deviation shrinks with the batch": sgd_ok})
     a6 = Claim(
         "A6", "Gradient descent and SGD on the full matrix model follow the ODE (error shrinking with step "
-        "size and with batch size).", _verdict(order_ok + small_ok + sgd_ok, 3), ev,
+        "size and with batch size).", combine(a6_parts), ev,
         f"GD from the DESIGN init vs the ODE over t <= {cfg['T']:g}: max relative error of (qk, ov) at the finest "
         f"step h = {cfg['steps'][-1]} is {', '.join(f'{p} {e:.2e}' for p, e in finest.items())}; halving h divides "
         f"it by {', '.join(f'{p} ' + '/'.join(f'{r:.3f}' for r in rs) for p, rs in ev['gd_error_ratio'].items())} "
@@ -201,7 +200,7 @@ def _check_a6(quick: bool, figures_dir: Path) -> list[Claim]:
         f"(B = 32); the same SGD from the exact DESIGN init ends at "
         f"{ev['sgd_b32_final_sym_dist_from_design_init']['CACO']:.3g} (CACO), "
         f"{ev['sgd_b32_final_sym_dist_from_design_init']['FAFO']:.3g} (FAFO).",
-        a6_plots + nonsym_plots)
+        a6_plots + nonsym_plots, parts=a6_parts)
     gaps = [abs(r["attn_adam"] - r["attn_ode"]) for r in adam_rows]
     by_param = {p: [r for r in adam_rows if r["param"] == p] for p in cfg["adam_params"]}
     monotone = {p: all(b["attn_adam"] > a["attn_adam"] for a, b in zip(rs, rs[1:])) for p, rs in by_param.items()}
@@ -230,12 +229,12 @@ def _check_a6(quick: bool, figures_dir: Path) -> list[Claim]:
     a4 = Claim(
         "A4-sampled", "In the authors' sampled experiment a faster QK circuit (20x, or ramped 1x -> 40x) puts more "
         "attention on the distinct tokens than equal learning rates, at the same loss.",
-        _verdict(sum(a4_checks.values()), len(a4_checks)), {"checks": a4_checks, "runs": au},
+        combine(parts_from_checks(a4_checks)), {"checks": a4_checks, "runs": au},
         "Mean test attention on the class's distinct tokens (equal / qk20 / ramp) when the running SGD loss first "
         "falls below the lowest level all three runs reach: " + "; ".join(a4_text) +
         f". Runs: lr 1.0 (the authors' 1e-2 is too slow for the time budget), batch 32, up to "
         f"{cfg['authors_steps']} steps or loss {cfg['authors_target']:g}. A difference counts when it exceeds "
-        f"{MARGIN}.", au_plots)
+        f"{MARGIN}.", au_plots, parts=parts_from_checks(a4_checks))
     eq_level, eq = matched(au, [f"{p} equal" for p in PARAMS])
     fafo_keys = ["FAFO qk20", "FAFO equal", "CACO equal", "FACO equal"]
     fafo_level, fafo = matched(au, fafo_keys)
@@ -252,14 +251,15 @@ def _check_a6(quick: bool, figures_dir: Path) -> list[Claim]:
     a5 = Claim(
         "A5-sampled", "In the authors' sampled experiment, at equal learning rates factorized QK sharpens and "
         "factorized OV softens attention; a faster QK moves FAFO towards the collapsed-OV behaviour.",
-        _verdict(sum(a5_checks.values()), len(a5_checks)),
+        combine(parts_from_checks(a5_checks)),
         {"checks": a5_checks, "equal_rates_level": eq_level, "equal_rates_attn": eq, "fafo_level": fafo_level,
          "fafo_attn": fafo},
         f"Test attention on distinct tokens at matched loss. Equal rates (loss {eq_level}): " +
         ", ".join(f"{k.split()[0]} {v:.3f}" for k, v in eq.items()) +
         f"; FAFO QK 20x vs equal vs CACO, FACO equal (loss {fafo_level}): " +
         ", ".join(f"{v:.3f}" for v in fafo.values()) + ". " +
-        "; ".join(f"{k}: {'yes' if v else 'no'}" for k, v in a5_checks.items()) + ".", au_plots)
+        "; ".join(f"{k}: {'yes' if v else 'no'}" for k, v in a5_checks.items()) + ".", au_plots,
+        parts=parts_from_checks(a5_checks))
     for claim in (a6, adam_claim, a4, a5):
         claim.evidence["seconds"] = seconds
     return [a6, adam_claim, a4, a5]

@@ -32,17 +32,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def parse_batch(text: str) -> int | None:
-    """'population' -> None, a positive integer -> itself; anything else is a UserError."""
-    from qkdyn.errors import UserError
+    """'population' -> None, a positive integer -> itself; anything else is a InputError."""
+    from qkdyn.errors import InputError
 
     if text == "population":
         return None
     try:
         value = int(text)
     except ValueError:
-        raise UserError(f"--batch must be 'population' or a positive integer, got {text!r}")
+        raise InputError(f"--batch must be 'population' or a positive integer, got {text!r}")
     if value < 1:
-        raise UserError(f"--batch must be 'population' or a positive integer, got {text!r}")
+        raise InputError(f"--batch must be 'population' or a positive integer, got {text!r}")
     return value
 
 
@@ -50,18 +50,18 @@ def run(args: argparse.Namespace) -> int:
     from qkdyn.empirical.synthetic.experiment import run as train_run
     from qkdyn.atomic import check_writable
     from qkdyn.csvio import parse_times, write_columns
-    from qkdyn.errors import UserError
+    from qkdyn.errors import InputError
 
     setting = setting_from_args(args)
     step = require_positive(args.step, "--step")
     if args.steps < 1:
-        raise UserError(f"--steps must be a positive integer, got {args.steps}")
+        raise InputError(f"--steps must be a positive integer, got {args.steps}")
     batch = parse_batch(args.batch)
     if args.optimizer == "gd" and batch is not None:
-        raise UserError("--optimizer gd uses the population gradient; use --optimizer sgd with --batch B")
+        raise InputError("--optimizer gd uses the population gradient; use --optimizer sgd with --batch B")
     at_steps = [round(t / step) for t in parse_times(args.at)]
     if at_steps and max(at_steps) > args.steps:
-        raise UserError(f"--at time {max(parse_times(args.at))} lies beyond the last step ({args.steps * step:g})")
+        raise InputError(f"--at time {max(parse_times(args.at))} lies beyond the last step ({args.steps * step:g})")
     check_writable(args.out)
     warn_if_saddle("sgd", args.param, setting)
     rows = train_run(args.param, setting, step, args.steps, optimizer=args.optimizer, batch=batch, seed=args.seed,

@@ -18,7 +18,7 @@ from tqdm import tqdm
 
 from qkdyn.empirical.synthetic import data
 from qkdyn.empirical.synthetic.model import AttentionHead, cross_entropy
-from qkdyn.errors import UserError
+from qkdyn.errors import InputError
 
 OPTIMIZERS = ("gd", "sgd", "adam")
 
@@ -55,7 +55,7 @@ def train(model: AttentionHead, optimizer, next_batch: Callable[[], data.Batch],
           stop_below: float | None = None, progress: bool = False) -> list[dict]:
     """Run ``steps`` optimiser steps; ``observe(model)`` at every step in ``record`` (the row gets
     its ``step``). With ``stop_below``, stop (and record) once the batch loss falls below it.
-    ``progress`` shows a tqdm bar on a terminal. A non-finite loss (divergence) is a UserError."""
+    ``progress`` shows a tqdm bar on a terminal. A non-finite loss (divergence) is a InputError."""
     record = set(int(s) for s in record)
     rows = []
     for step in tqdm(range(steps + 1), disable=None if progress else True, unit="step", mininterval=1.0):
@@ -63,7 +63,7 @@ def train(model: AttentionHead, optimizer, next_batch: Callable[[], data.Batch],
         logits, _ = model(counts)
         loss = cross_entropy(logits, labels, weights)
         if not math.isfinite(loss.item()):
-            raise UserError(f"the loss is not finite at step {step}: training diverged, reduce --step")
+            raise InputError(f"the loss is not finite at step {step}: training diverged, reduce --step")
         done = step == steps or (stop_below is not None and loss.item() < stop_below)
         if step in record or done:
             rows.append({"step": step, **observe(model)})

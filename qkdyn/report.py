@@ -7,9 +7,9 @@ import platform
 from pathlib import Path
 
 from qkdyn.atomic import write_text
-from qkdyn.simulate.verdict import Claim
+from qkdyn.claims import Claim
 
-_MARK = {"holds": "HOLDS", "fails": "FAILS", "partial": "PARTIAL"}
+_MARK = {"holds": "HOLDS", "fails": "FAILS", "inconclusive": "INCONCLUSIVE", "partial": "PARTIAL"}
 
 
 def _compact(value, depth=0, max_depth=2):

@@ -1,0 +1,114 @@
+"""The one statistical rule for empirical claims (DESIGN.md section 3), shared by every study.
+
+Runs with the same seed are paired (same initial weights where they share shapes, same data order),
+so an effect is measured on the per-seed differences ``d_i = treatment_i - control_i``:
+
+* effect   = mean(d), spread = sample standard deviation of d over seeds, n = number of seeds;
+* p        = two-sided paired t-test of mean(d) = 0 (a one-sample t-test on d);
+* interval = 95% t-interval of mean(d).
+
+Directional claims (``claimed="increase"`` or ``"decrease"``):
+  ``holds`` when the effect goes the claimed way with p < alpha; ``fails`` when it goes the other
+  way with p < alpha, or when the interval excludes the smallest effect the paper reports (the
+  effect, if any, is smaller than what the paper claims); otherwise ``inconclusive``.
+Equivalence claims (``claimed="same"``, within ``margin``): two one-sided tests (TOST);
+  ``holds`` when p_TOST < alpha (the interval lies within +-margin); ``fails`` when the difference
+  is significant (p < alpha) and the interval lies wholly outside +-margin; otherwise
+  ``inconclusive``.
+Fewer than two seeds cannot give a spread: always ``inconclusive``. Identical differences (zero
+spread, as deterministic runs give) are decided by their sign: p = 0 when the effect is non-zero.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Sequence
+
+import numpy as np
+
+ALPHA = 0.05
+CLAIMS = ("increase", "decrease", "same")
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    """A paired comparison over seeds and its verdict (see the module docstring for the rule)."""
+
+    claimed: str
+    effect: float
+    spread: float
+    n: int
+    p_value: float
+    interval: tuple[float, float]
+    verdict: str
+    margin: float | None = None
+    smallest_effect: float | None = None
+    test: str = "paired t-test"
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def describe(self) -> str:
+        """One line for reports: effect +- spread (n seeds), interval, p."""
+        lo, hi = self.interval
+        return (f"effect {self.effect:+.4g} (sd {self.spread:.3g} over {self.n} seeds; 95% CI "
+                f"[{lo:+.4g}, {hi:+.4g}]), {self.test} p = {self.p_value:.3g}")
+
+
+def compare(treatment: Sequence[float], control: Sequence[float], claimed: str, *,
+            smallest_effect: float | None = None, margin: float | None = None,
+            alpha: float = ALPHA) -> Comparison:
+    """Judge ``treatment - control`` (paired by position: one entry per seed) against a claim.
+
+    ``smallest_effect`` (directional claims): the smallest effect the paper reports, as a positive
+    magnitude in the claimed direction. ``margin`` (``claimed="same"``): the largest difference that
+    still counts as "the same", a positive number in the units of the data.
+    """
+    from scipy import stats
+
+    if claimed not in CLAIMS:
+        raise ValueError(f"claimed must be one of {CLAIMS}, got {claimed!r}")
+    if claimed == "same" and not (margin is not None and margin > 0):
+        raise ValueError("an equivalence claim needs a positive margin")
+    a, b = np.asarray(treatment, dtype=float), np.asarray(control, dtype=float)
+    if a.shape != b.shape or a.ndim != 1:
+        raise ValueError(f"paired samples must be two equal-length vectors, got {a.shape} and {b.shape}")
+    d = a - b
+    n = len(d)
+    effect = float(d.mean()) if n else math.nan
+    if n < 2:
+        return Comparison(claimed, effect, math.nan, n, math.nan, (math.nan, math.nan), "inconclusive",
+                          margin, smallest_effect)
+    spread = float(d.std(ddof=1))
+    se = spread / math.sqrt(n)
+    half = float(stats.t.ppf(1 - alpha / 2, n - 1)) * se
+    interval = (effect - half, effect + half)
+
+    def p_greater(shift: float) -> float:
+        """One-sided p-value of the hypothesis mean(d) <= shift (small: the mean exceeds shift)."""
+        if se == 0:
+            return 0.0 if effect > shift else 1.0
+        return float(stats.t.sf((effect - shift) / se, n - 1))
+
+    def p_less(shift: float) -> float:
+        """One-sided p-value of the hypothesis mean(d) >= shift (small: the mean is below shift)."""
+        if se == 0:
+            return 0.0 if effect < shift else 1.0
+        return float(stats.t.cdf((effect - shift) / se, n - 1))
+
+    p_two = min(1.0, 2 * min(p_greater(0.0), p_less(0.0)))
+    if claimed == "same":
+        p_tost = max(p_greater(-margin), p_less(margin))
+        outside = interval[0] > margin or interval[1] < -margin
+        verdict = "holds" if p_tost < alpha else "fails" if (p_two < alpha and outside) else "inconclusive"
+        return Comparison(claimed, effect, spread, n, p_tost, interval, verdict, margin, None, "TOST (paired)")
+    sign = 1.0 if claimed == "increase" else -1.0
+    toward = sign * effect > 0
+    below_paper = smallest_effect is not None and sign * (interval[1] if sign > 0 else interval[0]) < smallest_effect
+    if toward and p_two < alpha and not below_paper:
+        verdict = "holds"
+    elif (not toward and effect != 0 and p_two < alpha) or below_paper:
+        verdict = "fails"
+    else:
+        verdict = "inconclusive"
+    return Comparison(claimed, effect, spread, n, p_two, interval, verdict, None, smallest_effect)
