@@ -15,9 +15,9 @@ from qkdyn.errors import InputError
 
 #: subcommand name -> module implementing it
 COMMANDS: dict[str, str] = {
-    "derive": "qkdyn.theory.cli",
-    "solve": "qkdyn.simulate.cli_solve",
-    "verify": "qkdyn.simulate.cli_verify",
+    "derive": "qkdyn.commands.derive",
+    "solve": "qkdyn.commands.solve",
+    "verify": "qkdyn.commands.verify",
     "sgd": "qkdyn.empirical.synthetic.cli",
     "data": "qkdyn.empirical.data.cli",
     "train-circuits": "qkdyn.empirical.circuits.cli_train",

@@ -1,19 +1,14 @@
-"""``qkdyn verify``: check every claim, write figures and ``figures/report.md`` + ``report.json``."""
+"""Check every claim: figures, ``report.md`` and ``report.json`` (the top layer: it runs everything).
+
+``verify`` runs the theory claims A1-A5 (:mod:`qkdyn.simulate`) and, unless told not to, the torch
+experiments (A6 and the sampled-data claims, :mod:`qkdyn.empirical.synthetic`).
+"""
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import sys
 import time
 from pathlib import Path
-
-HELP = "check claims A1-A6 with verdicts, figures and figures/report.md + report.json"
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--quick", action="store_true", help="shorter horizons and coarser sweeps (< 2 min)")
-    parser.add_argument("--figures", default="figures", help="output directory (default figures/)")
-    parser.add_argument("--skip-empirical", action="store_true", help="theory claims only (no torch runs)")
 
 
 def plan(quick: bool) -> dict:
@@ -30,18 +25,27 @@ def plan(quick: bool) -> dict:
     }
 
 
-def run(args: argparse.Namespace) -> int:
+def verify(quick: bool = False, figures: str | Path = "figures", empirical: bool = True) -> list:
+    """Check every claim and write ``figures/report.md`` + ``report.json`` and the plots.
+
+    Returns the list of :class:`qkdyn.claims.Claim` (verdict, evidence, summary, plots). ``quick``
+    uses shorter horizons and coarser sweeps (about a minute); ``empirical=False`` skips the torch runs.
+
+    >>> claims = qkdyn.verify(quick=True, figures="out", empirical=False)  # doctest: +SKIP
+    >>> {c.id: c.verdict for c in claims}["A2"]  # doctest: +SKIP
+    'holds'
+    """
     from qkdyn.errors import InputError
     from qkdyn.simulate import claims_sharpness, claims_theory, overview
     from qkdyn.report import write_report
     from qkdyn.theory.setting import Setting
 
-    figures = Path(args.figures)
+    figures = Path(figures)
     try:
         figures.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise InputError(f"cannot create figures directory {figures}: {exc.strerror}")
-    setting, cfg, start = Setting(), plan(args.quick), time.perf_counter()
+    setting, cfg, start = Setting(), plan(quick), time.perf_counter()
 
     def step(name):
         sys.stderr.write(f"[{time.perf_counter() - start:6.1f}s] {name}\n")
@@ -58,17 +62,15 @@ def run(args: argparse.Namespace) -> int:
     step("overview figures")
     extra = [overview.trajectories_plot(setting, cfg["t_max"], figures),
              overview.phase_portrait(setting, (0.1, 1.0, 10.0), 1e6, figures)]
-    if not args.skip_empirical:
+    if empirical:
         step("A6 and sampled-data experiments (torch)")
-        claims += _empirical_claims(args.quick, figures)
-    context = {"setting": dataclasses.asdict(setting), "quick": args.quick,
+        claims += _empirical_claims(quick, figures)
+    context = {"setting": dataclasses.asdict(setting), "quick": quick,
                "plan": {k: _describe(v) for k, v in cfg.items()},
                "seconds": round(time.perf_counter() - start, 1)}
     write_report(claims, context, figures, extra)
     step(f"wrote {figures / 'report.md'}")
-    for claim in claims:
-        print(f"{claim.id:14s} {claim.verdict:8s} {claim.statement}")
-    return 0
+    return claims
 
 
 def _describe(value):

@@ -1,0 +1,1 @@
+"""The ``qkdyn`` subcommands that wrap the theory, simulation and verification API (one module each)."""
