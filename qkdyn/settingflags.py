@@ -7,7 +7,7 @@ import math
 import sys
 
 from qkdyn.errors import InputError, flag_name
-from qkdyn.theory.setting import ALL_PARAMS, Setting
+from qkdyn.theory.setting import ALL_PARAMS, Setting, factorized
 
 _DEFAULTS = Setting()
 _HELP = {
@@ -49,8 +49,8 @@ def setting_from_args(args: argparse.Namespace) -> Setting:
 
 def warn_if_saddle(command: str, param: str, setting: Setting) -> None:
     """Warn (stderr) when a factorized circuit starts at 0: a saddle of the flow, it never moves."""
-    for circuit, index, value in (("QK", 0, setting.qk0), ("OV", 2, setting.ov0)):
-        if param[index:index + 1] == "F" and value == 0:
+    for circuit, is_factorized, value in zip(("QK", "OV"), factorized(param), (setting.qk0, setting.ov0)):
+        if is_factorized and value == 0:
             sys.stderr.write(f"qkdyn {command}: warning: factorized {circuit} circuit starts at 0, a saddle "
                              "of the flow: it will not move\n")
 

@@ -44,6 +44,7 @@ import functools
 import sympy as sp
 
 from qkdyn.theory.functions import expit, softplus
+from qkdyn.theory.setting import factorized
 
 K, D, N, m, n, s, eta_qk, eta_ov, b = sp.symbols("K D N m n s eta_QK eta_OV b", positive=True)
 #: order of the numeric parameter vector (qkdyn.theory.setting.Setting.numeric)
@@ -219,10 +220,9 @@ class Derivation:
 def circuits(name: str) -> tuple[Circuit, Circuit]:
     if name == "paper":
         return paper_circuits()
-    kinds = {"C": "collapsed", "F": "factorized"}
-    if len(name) != 4 or name[1:2] != "A" or name[3:] != "O" or name[0] not in kinds or name[2] not in kinds:
-        raise ValueError(f"unknown parameterisation {name!r}")
-    return qk_circuit(kinds[name[0]]), ov_circuit(kinds[name[2]])
+    kind = {True: "factorized", False: "collapsed"}
+    qk_factorized, ov_factorized = factorized(name)
+    return qk_circuit(kind[qk_factorized]), ov_circuit(kind[ov_factorized])
 
 
 @functools.lru_cache(maxsize=None)

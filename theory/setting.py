@@ -17,6 +17,18 @@ EXACT_PARAMS = ("CACO", "FACO", "CAFO", "FAFO")
 ALL_PARAMS = EXACT_PARAMS + ("paper",)
 
 
+def factorized(param: str) -> tuple[bool, bool]:
+    """Whether the (QK, OV) circuits of form ``param`` are factorized: "FACO" -> (True, False).
+
+    The authors' reduced form ``paper`` has collapsed circuits; anything else is an InputError.
+    """
+    if param == "paper":
+        return False, False
+    if param not in EXACT_PARAMS:
+        raise InputError(f"must be one of {', '.join(ALL_PARAMS)}, got {param!r}", "param")
+    return param[0] == "F", param[2] == "F"
+
+
 @dataclasses.dataclass(frozen=True)
 class Setting:
     """One point of the canonical setting (symbols as in DESIGN.md)."""

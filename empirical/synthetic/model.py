@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from qkdyn.empirical.synthetic.layout import Layout
+from qkdyn.theory.setting import factorized
 
 PARAMS = ("CACO", "FACO", "CAFO", "FAFO")
 #: every tensor of the synthetic model is float64 (round-off ~1e-16 for the exactness tests)
@@ -53,11 +54,11 @@ class AttentionHead(nn.Module):
 
     @property
     def qk_factorized(self) -> bool:
-        return self.param[0] == "F"
+        return factorized(self.param)[0]
 
     @property
     def ov_factorized(self) -> bool:
-        return self.param[2] == "F"
+        return factorized(self.param)[1]
 
     def circuit_parameters(self, circuit: str) -> list[nn.Parameter]:
         """The parameters of circuit ``"QK"`` or ``"OV"`` (one optimiser group each)."""

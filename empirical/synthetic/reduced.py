@@ -27,6 +27,7 @@ import torch
 
 from qkdyn.empirical.synthetic.layout import Layout
 from qkdyn.empirical.synthetic.model import AttentionHead
+from qkdyn.theory.setting import factorized
 
 Orbit = tuple[str, np.ndarray, np.ndarray]  # parameter name, row indices, column indices
 
@@ -44,7 +45,8 @@ def orbits(param: str, lay: Layout) -> dict[str, Orbit]:
     """Reduced variable name -> the matrix entries sharing its value (names as in qkdyn.theory.model)."""
     K, q, lab = lay.classes, lay.query, lay.labels
     out: dict[str, Orbit] = {}
-    if param[0] == "C":
+    qk_factorized, ov_factorized = factorized(param)
+    if not qk_factorized:
         out["qk_distinct"] = ("W_QK", *_pairs([q], np.concatenate([lay.distinct_of(k) for k in range(K)])))
         out["qk_common"] = ("W_QK", *_pairs([q], lay.common))
     else:
@@ -53,7 +55,7 @@ def orbits(param: str, lay: Layout) -> dict[str, Orbit]:
         out["k_common"] = ("W_K", lay.common, np.zeros(lay.commons, int))
     own = [(i, k) for i in range(K) for k in range(K) if i == k]
     cross = [(i, k) for i in range(K) for k in range(K) if i != k]
-    if param[2] == "C":
+    if not ov_factorized:
         block = lambda pairs: _concat([_pairs([lab[i]], lay.distinct_of(k)) for i, k in pairs])
         out["ov_own"] = ("W_OV", *block(own))
         out["ov_cross"] = ("W_OV", *block(cross))
