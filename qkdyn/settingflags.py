@@ -6,7 +6,7 @@ import dataclasses
 import math
 import sys
 
-from qkdyn.errors import InputError, flag_name
+from qkdyn.errors import flag_name
 from qkdyn.theory.setting import ALL_PARAMS, Setting, factorized
 
 _DEFAULTS = Setting()
@@ -62,10 +62,4 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not an integer: {text!r}")
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value
-
-
-def require_positive(value: float, flag: str) -> float:
-    if not (math.isfinite(value) and value > 0):
-        raise InputError(f"{flag} must be a positive finite number, got {value!r}")
     return value

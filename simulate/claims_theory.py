@@ -12,7 +12,6 @@ from pathlib import Path
 
 import numpy as np
 import sympy as sp
-from scipy.integrate import quad
 
 from qkdyn.simulate import growth
 from qkdyn.simulate.plotting import COLOURS, save, subplots
@@ -75,18 +74,6 @@ def check_a1(setting: Setting, t_max: float, figures: Path) -> Claim:
         "small factors learn slower than the collapsed circuit, large ones faster.", [plot])
 
 
-def line_coordinates(tr: Trajectory) -> tuple[np.ndarray, np.ndarray]:
-    """(Phi(qk), Psi(ov)) along ``tr``; Phi by adaptive quadrature of its derived integrand."""
-    p = tr.setting.numeric()
-    compiled = tr.compiled
-    kappa = float(np.ravel(compiled.kappa(tr.state[:, 0], p)[0])[0])
-    qk, ov = tr.qk, tr.ov
-    pieces = [quad(lambda x: float(compiled.dphi(x, kappa, p)[0]), a, b, epsabs=0, epsrel=1e-13, limit=200)[0]
-              for a, b in zip(np.concatenate([[0.0], qk[:-1]]), qk)]
-    psi = np.asarray(compiled.psi(ov, p)[0], dtype=float) * np.ones_like(ov)
-    return np.cumsum(pieces), psi
-
-
 def check_a2(setting: Setting, t_max: float, rhos, figures: Path) -> Claim:
     fig, axes = subplots(1, len(ALL_PARAMS))
     evidence, worst = {}, 0.0
@@ -94,13 +81,9 @@ def check_a2(setting: Setting, t_max: float, rhos, figures: Path) -> Claim:
         ax = axes[0, col]
         for rho in rhos:
             tr = solve(setting.replace(eta_qk=rho * setting.eta_ov), param, t_max=t_max, points=300)
-            phi, psi = line_coordinates(tr)
+            phi, psi = tr.line()
             line = phi - rho * psi
-            scale = np.max(np.maximum(np.abs(phi), rho * np.abs(psi)))
-            drifts = {"line": float(np.max(np.abs(line - line[0])) / scale)}
-            x_scale = np.max(np.abs(tr.state), axis=0)
-            for (name, values), degree in zip(tr.invariants().items(), tr.compiled.invariant_degrees):
-                drifts[name] = float(np.max(np.abs(values - values[0]) / np.maximum(x_scale**degree, 1e-300)))
+            drifts = tr.drifts()
             evidence[f"{param}/rho={rho:g}"] = drifts
             worst = max(worst, *drifts.values())
             ax.loglog(rho * (psi[1:] - psi[0]), phi[1:] - phi[0], "-", label=f"rho={rho:g}")

@@ -12,18 +12,14 @@ in test_solve.py.
 import numpy as np
 import pytest
 from hypothesis import assume, given, settings
-from hypothesis import strategies as st
 
+from qkdyn import testing
 from qkdyn.simulate import growth
 from qkdyn.simulate.solve import solve
 from qkdyn.theory.setting import Setting
 
-settings_strategy = st.builds(
-    Setting,
-    classes=st.integers(2, 8), distinct=st.integers(1, 20), commons=st.integers(1, 40),
-    m=st.integers(1, 20), n=st.integers(1, 40), scale=st.floats(0.5, 2.0),
-    eta_ov=st.floats(0.1, 10.0), qk0=st.floats(0.001, 0.5), ov0=st.floats(0.001, 0.5),
-)
+#: the laws' property tests draw from qkdyn.testing, narrowed to the range the laws are stated for
+settings_strategy = testing.settings(scale=(0.5, 2.0), eta_qk=1.0, qk0=(0.001, 0.5), ov0=(0.001, 0.5))
 
 
 def law_errors(tr):
@@ -36,7 +32,7 @@ def law_errors(tr):
 
 @pytest.mark.parametrize("param", ["CACO", "paper"])
 @settings(max_examples=12)
-@given(setting=settings_strategy, rho=st.floats(1.0, 100.0))
+@given(setting=settings_strategy, rho=testing.rhos(1.0, 100.0))
 def test_collapsed_laws_hold_within_two_percent(param, setting, rho):
     setting = setting.replace(eta_qk=rho * setting.eta_ov, b=float(setting.distinct))
     tr = solve(setting, param, t_max=1e80, points=2, at=[1e80])
@@ -47,7 +43,7 @@ def test_collapsed_laws_hold_within_two_percent(param, setting, rho):
 
 @pytest.mark.parametrize("param", ["FACO", "CAFO", "FAFO"])
 @settings(max_examples=5)
-@given(setting=settings_strategy, rho=st.floats(1.0, 100.0))
+@given(setting=settings_strategy, rho=testing.rhos(1.0, 100.0))
 def test_factorized_laws_converge_at_log_log_rate(param, setting, rho):
     """Leading-order laws of factorized circuits: checked where they apply (the law puts qk above 4
     by t = 1e30, else e^x/x = Y has no large root yet) and only to their log-log accuracy: the OV
@@ -83,3 +79,24 @@ def test_growth_fit_picks_the_generating_family():
     for name, y in {"log t": 3 * L + 1, "log^2 t": 0.5 * L**2 - 2, "log log t": 2 * np.log(L) + 1}.items():
         assert growth.best_family(growth.fit_families(t, y)) == name
     assert growth.best_family(growth.fit_families(t, t**0.3)) == "t^a"
+
+
+@pytest.mark.parametrize("param", ["CACO", "paper"])
+@settings(max_examples=5, deadline=None)
+@given(setting=settings_strategy, rho=testing.rhos(1.0, 100.0))
+def test_ov_grows_like_log_t_and_exp_qk_like_log_squared_t(param, setting, rho):
+    """Claim A3 for collapsed circuits, with the assertions a user of qkdyn.testing would write."""
+    setting = setting.replace(eta_qk=rho * setting.eta_ov, b=float(setting.distinct))
+    tr = solve(setting, param, t_max=1e30, points=200)
+    testing.assert_grows_like(tr, "ov", "log t", window=(1e20, 1e30), rel=0.02)
+    testing.assert_grows_like(tr, "exp(qk)", "log^2 t", window=(1e20, 1e30), rel=0.05)
+    testing.assert_grows_like(tr, "qk", "log log t", window=(1e20, 1e30), rel=0.05)
+
+
+def test_assert_grows_like_names_the_law_the_window_and_the_miss():
+    tr = solve(Setting(eta_qk=10.0), "CACO", t_max=1e30, points=200)
+    with pytest.raises(AssertionError, match=r"CACO .*ov on t in \[1e\+20, 1e\+30\] does not grow like log\^2 t"):
+        testing.assert_grows_like(tr, "ov", "log^2 t", window=(1e20, 1e30))
+    with pytest.raises(AssertionError, match="local exponent"):
+        testing.assert_grows_like(tr, "ov", 2.0, window=(1e20, 1e30))
+    testing.assert_grows_like(tr, "ov", 1.0, window=(1e20, 1e30), rel=0.1)

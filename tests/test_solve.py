@@ -2,35 +2,27 @@
 import numpy as np
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
+from qkdyn import testing
 from qkdyn.errors import InputError
 from qkdyn.simulate.solve import solve
 from qkdyn.theory.setting import ALL_PARAMS, EXACT_PARAMS, Setting
 
-settings_strategy = st.builds(
-    Setting,
-    classes=st.integers(2, 8), distinct=st.integers(1, 20), commons=st.integers(1, 40),
-    m=st.integers(1, 20), n=st.integers(1, 40), scale=st.floats(0.3, 2.0),
-    eta_qk=st.floats(0.01, 100.0), eta_ov=st.floats(0.1, 10.0),
-    qk0=st.floats(0.001, 1.0), ov0=st.floats(0.001, 1.0),
-)
-
-
 @pytest.mark.parametrize("param", EXACT_PARAMS)
 @settings(max_examples=6)
-@given(setting=settings_strategy)
+@given(setting=testing.settings())
 def test_first_integrals_and_balance_hold_to_1e15(param, setting):
-    from qkdyn.simulate.claims_theory import line_coordinates
-
     tr = solve(setting, param, t_max=1e15, points=80)
-    x_scale = np.max(np.abs(tr.state), axis=0)
-    for (name, values), degree in zip(tr.invariants().items(), tr.compiled.invariant_degrees):
-        drift = np.max(np.abs(values - values[0]) / x_scale**degree)
-        assert drift < (1e-10 if "balance" in name else 1e-8), name
-    phi, psi = line_coordinates(tr)
-    line = phi - setting.rho * psi
-    assert np.max(np.abs(line - line[0])) / np.max(np.maximum(np.abs(phi), setting.rho * np.abs(psi))) < 1e-8
+    testing.assert_conserved(tr, rel=1e-8)
+    balance = {name: drift for name, drift in tr.drifts().items() if "balance" in name}
+    assert all(drift < 1e-10 for drift in balance.values()), balance
+
+
+def test_assert_conserved_reports_a_broken_invariant():
+    tr = solve(Setting(), "FAFO", t_max=1e6, points=20)
+    tr.state[0, -1] *= 1.01  # break the balance of the QK factors at the last row
+    with pytest.raises(AssertionError, match=r"FAFO .*drift beyond rel = 1e-08.*balance"):
+        testing.assert_conserved(tr, rel=1e-8)
 
 
 @pytest.mark.parametrize("param", ALL_PARAMS)

@@ -9,8 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from qkdyn.settingflags import (add_setting_flags, finite_float, positive_int, require_positive, setting_from_args,
-                                warn_if_saddle)
+from qkdyn.settingflags import add_setting_flags, finite_float, positive_int, setting_from_args, warn_if_saddle
 
 HELP = "train the full matrix model (GD, SGD or Adam) from the DESIGN init and write a CSV"
 PARAMS = ("CACO", "FACO", "CAFO", "FAFO")
@@ -47,28 +46,24 @@ def parse_batch(text: str) -> int | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from qkdyn.empirical.synthetic.experiment import run as train_run
     from qkdyn.atomic import check_writable
-    from qkdyn.csvio import parse_times, write_columns
+    from qkdyn.csvio import parse_times
+    from qkdyn.empirical.synthetic.experiment import gd, sgd
     from qkdyn.errors import InputError
 
     setting = setting_from_args(args)
-    step = require_positive(args.step, "--step")
-    if args.steps < 1:
-        raise InputError(f"--steps must be a positive integer, got {args.steps}")
     batch = parse_batch(args.batch)
     if args.optimizer == "gd" and batch is not None:
         raise InputError("--optimizer gd uses the population gradient; use --optimizer sgd with --batch B")
-    at_steps = [round(t / step) for t in parse_times(args.at)]
-    if at_steps and max(at_steps) > args.steps:
-        raise InputError(f"--at time {max(parse_times(args.at))} lies beyond the last step ({args.steps * step:g})")
     check_writable(args.out)
     warn_if_saddle("sgd", args.param, setting)
-    rows = train_run(args.param, setting, step, args.steps, optimizer=args.optimizer, batch=batch, seed=args.seed,
-                     points=args.points, extra_steps=at_steps, progress=True)
-    names = ["t"] + [k for k in rows[0] if k not in ("t", "step")] + ["step"]
-    write_columns(args.out, {name: [row[name] for row in rows] for name in names})
-    last = rows[-1]
-    sys.stderr.write(f"{args.param} {args.optimizer}: {len(rows)} rows to {args.out}; final t = {last['t']:.6g}, "
-                     f"loss {last['loss']:.6g}, attn {last['attn']:.4g}, sym_dist {last['sym_dist']:.2g}\n")
+    common = dict(points=args.points, at=parse_times(args.at), progress=True)
+    if args.optimizer == "gd":
+        rec = gd(setting, args.param, args.step, args.steps, **common)
+    else:
+        rec = sgd(setting, args.param, args.step, args.steps, batch=batch, seed=args.seed, optimizer=args.optimizer,
+                  **common)
+    rec.to_csv(args.out)
+    sys.stderr.write(f"{args.param} {args.optimizer}: {len(rec.t)} rows to {args.out}; final t = {rec.t[-1]:.6g}, "
+                     f"loss {rec.loss[-1]:.6g}, attn {rec.attn[-1]:.4g}, sym_dist {rec.sym_dist[-1]:.2g}\n")
     return 0

@@ -17,6 +17,8 @@ directions off the symmetric subspace (and feeds back into qk, ov only at second
 """
 from __future__ import annotations
 
+import dataclasses
+import math
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -63,3 +65,71 @@ def flow_error(rows: Sequence[dict], param: str, setting) -> float:
 def sgd_deviation(rows: Sequence[dict], param: str, setting) -> float:
     """dev = max over rows of sqrt(err^2 + sym_dist^2) (module docstring)."""
     return float(np.max(np.hypot(relative_errors(rows, param, setting), [row["sym_dist"] for row in rows])))
+
+
+@dataclasses.dataclass
+class Recording:
+    """A training run of the full matrix model, as numpy columns (DESIGN.md section 2 names):
+    t = step * h, qk, ov, attn, loss, the reduced state read from the matrices (orbit means), acc
+    (fixed sampled test batch), sym_dist (relative distance from the symmetric subspace), step.
+    Columns are also attributes: ``rec.attn``."""
+
+    param: str
+    setting: object
+    columns: dict[str, np.ndarray]
+
+    def __getattr__(self, name: str) -> np.ndarray:
+        try:
+            return self.__dict__["columns"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def to_csv(self, path) -> None:
+        """Write the columns as CSV atomically: what ``qkdyn sgd`` writes."""
+        from qkdyn.csvio import write_columns
+
+        write_columns(path, self.columns)
+
+
+def _recording(param: str, setting, rows: list[dict]) -> Recording:
+    names = ["t"] + [k for k in rows[0] if k not in ("t", "step")] + ["step"]
+    return Recording(param, setting, {name: np.array([row[name] for row in rows], dtype=float) for name in names})
+
+
+def gd(setting, param: str, step: float, steps: int, *, points: int = 200, at: Sequence[float] = (),
+       progress: bool = False) -> Recording:
+    """Full-batch gradient descent on the population loss: ``steps`` steps of size ``step`` from the
+    DESIGN init, per-circuit rates h eta_QK, h eta_OV. It tracks the flow at t = k h with an error
+    O(h) (claim A6). Rows at ``points`` log-spaced steps plus the step nearest each ``at`` time.
+
+    >>> rec = qkdyn.gd(qkdyn.Setting(), "CACO", step=0.01, steps=1000)   # doctest: +SKIP
+    >>> rec.t[-1], rec.attn[-1]                                          # doctest: +SKIP
+    """
+    return _train(setting, param, step, steps, "gd", None, 0, points, at, progress)
+
+
+def sgd(setting, param: str, step: float, steps: int, *, batch: int = 32, seed: int = 0, optimizer: str = "sgd",
+        points: int = 200, at: Sequence[float] = (), progress: bool = False) -> Recording:
+    """Stochastic training on sampled batches of ``batch`` sequences (``optimizer`` "sgd" or "adam",
+    lr = h eta_c per circuit), seeded; otherwise as :func:`gd`.
+
+    >>> rec = qkdyn.sgd(qkdyn.Setting(), "FAFO", step=0.01, steps=500, batch=64, seed=1)  # doctest: +SKIP
+    """
+    return _train(setting, param, step, steps, optimizer, batch, seed, points, at, progress)
+
+
+def _train(setting, param, step, steps, optimizer, batch, seed, points, at, progress) -> Recording:
+    from qkdyn.errors import InputError
+
+    if not (math.isfinite(step) and step > 0):
+        raise InputError(f"must be a positive finite number, got {step!r}", "step")
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+        raise InputError(f"must be a positive integer, got {steps!r}", "steps")
+    if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int) or batch < 1):
+        raise InputError(f"must be a positive integer, got {batch!r}", "batch")
+    at_steps = [round(t / step) for t in at]
+    if at_steps and max(at_steps) > steps:
+        raise InputError(f"time {max(at)} lies beyond the last step ({steps * step:g})", "at")
+    rows = run(param, setting, step, steps, optimizer=optimizer, batch=batch, seed=seed, points=points,
+               extra_steps=at_steps, progress=progress)
+    return _recording(param, setting, rows)

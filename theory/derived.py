@@ -1,0 +1,51 @@
+"""The symbolic result for one parameterisation, as one object: what ``qkdyn.derive(param)`` returns.
+
+Symbols as in DESIGN.md: the reduced state x (orbit values of the matrix entries), the features
+qk(x) and ov(x), attn = m e^qk / (m e^qk + n), the population loss L(qk, ov), the reduced flow
+dx_i/dt = -(eta_c / w_i) dL/dx_i, its conserved polynomials, the first-integral line
+Phi(qk) - rho Psi(ov) = const, the rate factors M_c and the late-time laws.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import sympy as sp
+
+from qkdyn.theory import asymptotics, invariants, model
+
+
+@dataclasses.dataclass(frozen=True)
+class Derived:
+    """Sympy objects for one parameterisation (see the module docstring for the maths).
+
+    >>> d = qkdyn.derive("CACO")                     # doctest: +SKIP
+    >>> d.ode[d.variables[0]]                        # dx_0/dt as a sympy expression  # doctest: +SKIP
+    """
+
+    param: str
+    variables: tuple[sp.Symbol, ...]        # the reduced state x
+    ode: dict                                # x_i -> dx_i/dt
+    jacobian: sp.Matrix                      # d(dx/dt)/dx
+    qk: sp.Expr                              # qk(x)
+    ov: sp.Expr                              # ov(x)
+    attn: sp.Expr                            # attn(qk)
+    loss: sp.Expr                            # L(qk, ov)
+    invariants: dict                         # name -> conserved polynomial of x
+    line: tuple[sp.Expr, sp.Expr]            # (Phi(qk), Psi(ov)): Phi - rho Psi is conserved
+    metric: tuple[sp.Expr, sp.Expr]          # (M_QK, M_OV): dqk/dt = -eta_QK M_QK dL/dqk, likewise ov
+    laws: dict                               # "ov(t)", "qk(ov)" -> sympy Eq (leading-order, explicit constants)
+    growth: dict                             # quantity -> growth in log t (text)
+
+
+@functools.lru_cache(maxsize=None)
+def derive(param: str) -> Derived:
+    """Derive everything for ``param`` (CACO, FACO, CAFO, FAFO or paper); cached per process."""
+    d = model.derive(param)
+    return Derived(
+        param=param, variables=d.symbols, ode=dict(zip(d.symbols, d.rhs)), jacobian=d.jacobian,
+        qk=d.qk, ov=d.ov, attn=model.attention(model.qk), loss=model.reduced_loss(model.qk, model.ov),
+        invariants=invariants.first_integrals(d), line=tuple(invariants.line_coordinates(d)),
+        metric=(invariants.balanced_metric(d.qk_circuit), invariants.balanced_metric(d.ov_circuit)),
+        laws={"ov(t)": asymptotics.ov_law(param).equation, "qk(ov)": asymptotics.qk_law(param).equation},
+        growth=asymptotics.log_t_exponents(param))
