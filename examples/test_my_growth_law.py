@@ -1,0 +1,24 @@
+"""A researcher's own property test of a growth law, with qkdyn.testing (run: pytest examples/).
+
+Claim checked: under gradient flow the output margin ov grows like log t, for any setting and any
+learning-rate ratio rho in [1, 100], in every parameterisation; and the flow conserves its first
+integral. Narrow the strategies to the settings you care about.
+"""
+import os
+
+from hypothesis import given, settings
+
+import qkdyn
+from qkdyn import testing
+
+#: QKDYN_EXAMPLES_FAST=1 (set by the project's test suite) runs fewer examples
+EXAMPLES = 2 if os.environ.get("QKDYN_EXAMPLES_FAST") else 10
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(setting=testing.settings(classes=(2, 6), scale=1.0), param=testing.params(), rho=testing.rhos(1.0, 100.0))
+def test_ov_grows_like_log_t(setting, param, rho):
+    setting = setting.replace(eta_qk=rho * setting.eta_ov)
+    trajectory = qkdyn.solve(setting, param, t_max=1e40, points=200)
+    testing.assert_conserved(trajectory, rel=1e-7)
+    testing.assert_grows_like(trajectory, "ov", "log t", window=(1e30, 1e40), rel=0.05)
