@@ -24,8 +24,9 @@ import importlib
 
 __version__ = "0.1.0"
 
-#: public name -> (module, attribute); imported on first access
+#: public name -> (module, attribute or None for the module itself); imported on first access
 _API = {
+    "testing": ("qkdyn.testing", None),
     "Setting": ("qkdyn.theory.setting", "Setting"),
     "PARAMS": ("qkdyn.theory.setting", "ALL_PARAMS"),
     "InputError": ("qkdyn.errors", "InputError"),
@@ -48,7 +49,8 @@ def __getattr__(name: str):
         module, attribute = _API[name]
     except KeyError:
         raise AttributeError(f"module 'qkdyn' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(module), attribute)
+    value = importlib.import_module(module)
+    value = value if attribute is None else getattr(value, attribute)
     globals()[name] = value  # later look-ups skip this function
     return value
 

@@ -49,6 +49,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def reference() -> str:
+    """The command-line reference (docs/cli.md): every subcommand's help, at a fixed width of 100."""
+    saved = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "100"
+    try:
+        parser = build_parser()
+        subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        parts = ["# Command-line reference", "",
+                 "Generated from the parser: `python -c \"from qkdyn.cli import reference; print(reference(), end='')\" "
+                 "> docs/cli.md` (a test checks it is current).", "",
+                 "Bad input gets one line on stderr (`qkdyn COMMAND: error: ...`) and exit code 2; outputs are "
+                 "written atomically.", "", "```", parser.format_help().rstrip(), "```", ""]
+        for name, sub in subparsers.choices.items():
+            parts += [f"## qkdyn {name}", "", "```", sub.format_help().rstrip(), "```", ""]
+        return "\n".join(parts)
+    finally:
+        if saved is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = saved
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:

@@ -1,0 +1,25 @@
+"""The docs travel with the repository: links resolve inside it, and the CLI reference is current."""
+import re
+from pathlib import Path
+
+from qkdyn.cli import reference
+
+ROOT = Path(__file__).resolve().parents[1]
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+def test_cli_reference_is_current():
+    assert (ROOT / "docs" / "cli.md").read_text() == reference(), (
+        "docs/cli.md is stale: regenerate it with "
+        "python -c \"from qkdyn.cli import reference; print(reference(), end='')\" > docs/cli.md")
+
+
+def test_readme_and_docs_link_only_to_files_inside_the_repository():
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = page.read_text()
+        assert "../shared" not in text, page
+        for target in LINK.findall(text):
+            if target.startswith(("http://", "https://")):
+                continue
+            resolved = (page.parent / target).resolve()
+            assert resolved.is_relative_to(ROOT) and resolved.exists(), f"{page.name} links to {target}"
