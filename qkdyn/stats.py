@@ -11,6 +11,9 @@ Directional claims (``claimed="increase"`` or ``"decrease"``):
   ``holds`` when the effect goes the claimed way with p < alpha; ``fails`` when it goes the other
   way with p < alpha, or when the interval excludes the smallest effect the paper reports (the
   effect, if any, is smaller than what the paper claims); otherwise ``inconclusive``.
+Non-inferiority claims (``claimed="no-worse"``, "stable or better", within ``margin``): one-sided
+  test of mean(d) > -margin; ``holds`` when p < alpha; ``fails`` when the mean is significantly
+  below -margin (p < alpha the other way); otherwise ``inconclusive``.
 Equivalence claims (``claimed="same"``, within ``margin``): two one-sided tests (TOST);
   ``holds`` when p_TOST < alpha (the interval lies within +-margin); ``fails`` when the difference
   is significant (p < alpha) and the interval lies wholly outside +-margin; otherwise
@@ -27,7 +30,7 @@ from typing import Sequence
 import numpy as np
 
 ALPHA = 0.05
-CLAIMS = ("increase", "decrease", "same")
+CLAIMS = ("increase", "decrease", "same", "no-worse")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,15 +64,15 @@ def compare(treatment: Sequence[float], control: Sequence[float], claimed: str, 
     """Judge ``treatment - control`` (paired by position: one entry per seed) against a claim.
 
     ``smallest_effect`` (directional claims): the smallest effect the paper reports, as a positive
-    magnitude in the claimed direction. ``margin`` (``claimed="same"``): the largest difference that
-    still counts as "the same", a positive number in the units of the data.
+    magnitude in the claimed direction. ``margin`` (``"same"``, ``"no-worse"``): the largest difference
+    that still counts as "the same" / "not worse", a positive number in the units of the data.
     """
     from scipy import stats
 
     if claimed not in CLAIMS:
         raise ValueError(f"claimed must be one of {CLAIMS}, got {claimed!r}")
-    if claimed == "same" and not (margin is not None and margin > 0):
-        raise ValueError("an equivalence claim needs a positive margin")
+    if claimed in ("same", "no-worse") and not (margin is not None and margin > 0):
+        raise ValueError(f"a {claimed!r} claim needs a positive margin")
     a, b = np.asarray(treatment, dtype=float), np.asarray(control, dtype=float)
     if a.shape != b.shape or a.ndim != 1:
         raise ValueError(f"paired samples must be two equal-length vectors, got {a.shape} and {b.shape}")
@@ -102,6 +105,11 @@ def compare(treatment: Sequence[float], control: Sequence[float], claimed: str, 
         outside = interval[0] > margin or interval[1] < -margin
         verdict = "holds" if p_tost < alpha else "fails" if (p_two < alpha and outside) else "inconclusive"
         return Comparison(claimed, effect, spread, n, p_tost, interval, verdict, margin, None, "TOST (paired)")
+    if claimed == "no-worse":
+        p_above, p_below = p_greater(-margin), p_less(-margin)
+        verdict = "holds" if p_above < alpha else "fails" if p_below < alpha else "inconclusive"
+        return Comparison(claimed, effect, spread, n, p_above, interval, verdict, margin, None,
+                          "one-sided paired t-test (non-inferiority)")
     sign = 1.0 if claimed == "increase" else -1.0
     toward = sign * effect > 0
     below_paper = smallest_effect is not None and sign * (interval[1] if sign > 0 else interval[0]) < smallest_effect

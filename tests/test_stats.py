@@ -47,6 +47,12 @@ def test_equivalence_needs_the_interval_inside_the_margin():
     assert vague.verdict == "inconclusive"
 
 
+def test_no_worse_holds_for_a_rise_and_fails_for_a_clear_drop():
+    assert compare([c + 0.05 + 0.001 * i for i, c in enumerate(CONTROL)], CONTROL, "no-worse", margin=0.01).verdict == "holds"
+    assert compare([c - 0.2 - 0.001 * i for i, c in enumerate(CONTROL)], CONTROL, "no-worse", margin=0.01).verdict == "fails"
+    assert compare([c + 0.3 * (-1) ** i for i, c in enumerate(CONTROL)], CONTROL, "no-worse", margin=0.01).verdict == "inconclusive"
+
+
 def test_one_seed_is_always_inconclusive_and_zero_spread_decides_by_sign():
     assert compare([2.0], [1.0], "increase").verdict == "inconclusive"
     assert compare([2.0, 3.0], [1.0, 2.0], "increase").verdict == "holds"
