@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from qkdyn.claims import VERDICTS
 from qkdyn.empirical.circuits.models import Decoder, ModelConfig
 from qkdyn.empirical.circuits.optim import build_optimizer, qk_multiplier, qk_parameter_names
 from qkdyn.empirical.schedule import cosine_with_warmup
@@ -164,7 +165,10 @@ def test_cli_compare_writes_table_plots_and_verdict(tmp_path):
                  "--no-progress"]) == 0
     payload = json.loads((out / "vader.json").read_text())
     assert payload["mults"] == [1.0, 30.0] and payload["seeds"] == [0, 1]
-    assert payload["verdicts"][0]["claim"] in ("holds", "does not hold", "inconclusive")
+    claims = json.loads((out / "report.json").read_text())["claims"]
+    assert [c["id"] for c in claims] == ["vader QK x30"]
+    assert claims[0]["verdict"] in VERDICTS and set(claims[0]["stats"]) == {"attention mass", "accuracy"}
+    assert claims[0]["stats"]["attention mass"]["n"] == 2  # paired over the two seeds
     assert payload["summary"]["30"]["accuracy"]["n"] == 2
     assert "PROXY" in (out / "report.md").read_text()
     assert "claim" in (out / "README-section.md").read_text()
