@@ -208,3 +208,11 @@ def pin_threads(n: int | None) -> None:
     import torch
 
     torch.set_num_threads(n)
+
+
+def read_json(path: str | os.PathLike):
+    """The JSON document in ``path``; unreadable or malformed is one InputError naming the file."""
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise InputError(f"{path} is not readable JSON ({type(exc).__name__}); delete it to recompute it")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from qkdyn.settingflags import (add_setting_flags, finite_float, positive_int, require_positive, setting_from_args,
+from qkdyn.settingflags import (add_setting_flags, non_negative_int, positive_float, positive_int, setting_from_args,
                                 warn_if_saddle)
 
 HELP = "train the full matrix model (GD, SGD or Adam) from the DESIGN init and write a CSV"
@@ -18,14 +18,14 @@ PARAMS = ("CACO", "FACO", "CAFO", "FAFO")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_setting_flags(parser, params=PARAMS)
-    parser.add_argument("--step", type=finite_float, required=True, help="step size H (time per step)")
-    parser.add_argument("--steps", type=int, required=True, help="number of optimiser steps S")
+    parser.add_argument("--step", type=positive_float, required=True, help="step size H (time per step)")
+    parser.add_argument("--steps", type=positive_int, required=True, help="number of optimiser steps S")
     parser.add_argument("--batch", default="population",
                         help="'population' (the mean-count batch: the exact population gradient on the symmetric "
                              "subspace, where GD stays; Adam leaves it) or a batch size B (default population)")
     parser.add_argument("--optimizer", choices=("gd", "sgd", "adam"), default="gd",
                         help="gd (population), sgd (sampled batches) or adam; lr = H * eta_c per circuit")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the sampled batches (default 0)")
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of the sampled batches (default 0)")
     parser.add_argument("--points", type=positive_int, default=200, help="log-spaced output rows (default 200)")
     parser.add_argument("--at", help="comma-separated times; the step nearest each appears as a row")
     parser.add_argument("--out", required=True, help="output CSV path")
@@ -53,9 +53,7 @@ def run(args: argparse.Namespace) -> int:
     from qkdyn.errors import InputError
 
     setting = setting_from_args(args)
-    step = require_positive(args.step, "--step")
-    if args.steps < 1:
-        raise InputError(f"--steps must be a positive integer, got {args.steps}")
+    step = args.step
     batch = parse_batch(args.batch)
     if args.optimizer == "gd" and batch is not None:
         raise InputError("--optimizer gd uses the population gradient; use --optimizer sgd with --batch B")
