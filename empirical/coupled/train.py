@@ -22,32 +22,12 @@ from typing import Callable
 
 import torch
 
+from qkdyn.empirical.coupled.configs import TrainConfig
 from qkdyn.empirical.coupled.model import GPT, GPTConfig
 from qkdyn.empirical.schedule import cosine_with_warmup
 from qkdyn import atomic
 from qkdyn.errors import InputError
 from qkdyn.runs import RunDir, capture_rng, restore_rng
-
-
-@dataclasses.dataclass(frozen=True)
-class TrainConfig:
-    max_steps: int = 300
-    batch_size: int = 16          # sequences per micro-batch per process
-    grad_accum: int = 1
-    lr: float = 3e-3
-    min_lr: float = 3e-4
-    warmup_steps: int = 30
-    weight_decay: float = 0.1
-    beta1: float = 0.9
-    beta2: float = 0.95
-    grad_clip: float = 1.0
-    eval_interval: int = 50
-    ckpt_interval: int = 50
-    log_interval: int = 10
-    seed: int = 0
-    device: str = "auto"          # "auto" = cuda if available, else cpu
-    compile: bool = False
-    progress: bool = True
 
 
 def lr_at(step: int, cfg: TrainConfig) -> float:
