@@ -1,16 +1,23 @@
 """Atomic file output: write to a temporary file beside the target, then rename.
 
-A reader never sees a half-written file, and a failed run leaves nothing behind.
+A reader never sees a half-written file, and a failed run leaves nothing behind: the temporary file
+``.NAME.PID.XXXXXXXX.tmp`` is removed when the write fails or is interrupted (the command line turns
+SIGTERM into an interrupt), and one left by a killed process (SIGKILL) is removed by the next write
+to the same target, or by :func:`remove_stale_temporaries`, once that process is gone. The result
+gets the mode of a plain ``open()`` (0666 less the umask), not ``mkstemp``'s 0600.
 """
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Iterator
 
 from qkdyn.errors import InputError
+
+_TEMPORARY = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.[A-Za-z0-9_]{8}\.tmp$")
 
 
 def check_writable(path: str | os.PathLike) -> Path:
@@ -26,14 +33,46 @@ def check_writable(path: str | os.PathLike) -> Path:
     return target
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_temporaries(directory: str | os.PathLike, name: str | None = None) -> None:
+    """Remove our temporary files in ``directory`` (of target ``name``, or all) whose writer is gone."""
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return
+    for entry in entries:
+        match = _TEMPORARY.match(entry.name)
+        if match and (name is None or match["name"] == name) and not _alive(int(match["pid"])):
+            with contextlib.suppress(OSError):
+                os.unlink(entry.path)
+
+
+def _umask_mode() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path to write; on success it replaces ``path`` atomically."""
     target = check_writable(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or ".")
+    directory = target.parent or Path(".")
+    remove_stale_temporaries(directory, target.name)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp", dir=directory)
     os.close(fd)
     try:
         yield Path(tmp)
+        os.chmod(tmp, _umask_mode())
         os.replace(tmp, target)
     finally:
         if os.path.exists(tmp):

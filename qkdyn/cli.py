@@ -9,7 +9,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
+import threading
 
 from qkdyn.errors import InputError
 
@@ -71,8 +73,20 @@ def reference() -> str:
             os.environ["COLUMNS"] = saved
 
 
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    """Run one command; the exit status is returned (a usage error: 2), never raised."""
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a usage error (2, its line already written)
+        return exc.code if isinstance(exc.code, int) else 2
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        # SIGTERM unwinds like Ctrl-C, so atomic writes remove their temporary files
+        previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         return int(args._module.run(args) or 0)
     except InputError as exc:
@@ -84,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into `head` etc.
         sys.stdout = open(os.devnull, "w")
         return 0
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

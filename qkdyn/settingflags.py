@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
 import sys
 
+from qkdyn import configflags
 from qkdyn.errors import flag_name
 from qkdyn.theory.setting import ALL_PARAMS, Setting, factorized
 
@@ -20,14 +20,12 @@ _HELP = {
 }
 
 
-def finite_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}")
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"not a finite number: {text!r}")
-    return value
+#: argparse types that parse and check one value (the domains of :mod:`qkdyn.configflags`)
+finite_float = configflags.parser(configflags.finite())
+positive_float = configflags.parser(configflags.positive())
+non_negative_float = configflags.parser(configflags.non_negative())
+positive_int = configflags.parser(configflags.positive_int())
+non_negative_int = configflags.parser(configflags.non_negative_int())
 
 
 def add_setting_flags(parser: argparse.ArgumentParser, params=ALL_PARAMS) -> None:
@@ -53,13 +51,3 @@ def warn_if_saddle(command: str, param: str, setting: Setting) -> None:
         if is_factorized and value == 0:
             sys.stderr.write(f"qkdyn {command}: warning: factorized {circuit} circuit starts at 0, a saddle "
                              "of the flow: it will not move\n")
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}")
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return value

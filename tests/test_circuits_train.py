@@ -79,8 +79,8 @@ def test_resume_after_kill_reproduces_the_uninterrupted_run(tmp_path):
     assert train(cfg, tmp_path / "b", stop_after=7, progress=False) is None  # killed after step 7, ckpt at 6
     assert [json.loads(l)["step"] for l in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()] == [2, 4, 6]
     resumed = train(cfg, tmp_path / "b", progress=False)
-    a = torch.load(tmp_path / "a" / "checkpoint.pt", weights_only=False)
-    b = torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=False)
+    a = torch.load(tmp_path / "a" / "checkpoint.pt", weights_only=True)
+    b = torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=True)
     for name, tensor in a["model"].items():
         assert torch.equal(tensor, b["model"][name]), name
     assert (tmp_path / "a" / "metrics.jsonl").read_text() == (tmp_path / "b" / "metrics.jsonl").read_text()

@@ -84,8 +84,8 @@ def test_resume_after_kill_reproduces_uninterrupted_run(tmp_path):
     subprocess.run(_lm_cmd(data, killed, *args), check=True, env=_env(), capture_output=True)
 
     assert _metrics(killed) == _metrics(full)
-    a = torch.load(full / "ckpt.pt", weights_only=False)
-    b = torch.load(killed / "ckpt.pt", weights_only=False)
+    a = torch.load(full / "ckpt.pt", weights_only=True)
+    b = torch.load(killed / "ckpt.pt", weights_only=True)
     assert a["step"] == b["step"] == 150
     assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
 
@@ -107,7 +107,7 @@ def test_ddp_two_processes_equal_one_process_with_accumulation(tmp_path):
            *_lm_cmd(data, ddp, *common)[1:]]
     res = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr[-2000:]
-    a, b = (torch.load(d / "ckpt.pt", weights_only=False)["model"] for d in (single, ddp))
+    a, b = (torch.load(d / "ckpt.pt", weights_only=True)["model"] for d in (single, ddp))
     assert all(torch.allclose(a[k], b[k], atol=1e-5) for k in a)
     r = json.loads((ddp / "result.json").read_text())
     assert r["world_size"] == 2 and r["tokens"] == 4 * 2 * 2 * 32

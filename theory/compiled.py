@@ -3,7 +3,11 @@
 ``load(name)`` returns a :class:`Compiled` whose attributes are plain Python functions; solving
 never runs sympy. The generated module is cached under ``$QKDYN_CACHE/theory`` (default
 ``~/.cache/qkdyn/theory``), keyed by a hash of the theory sources and the sympy version, so a
-change to the derivation regenerates it.
+change to the derivation regenerates it. Beside each ``NAME.py`` the cache keeps ``NAME.sha256``, the
+sha256 of the generated source, written after it; the file is imported only if its content has that
+hash. A file that does not (appended code, an edited right-hand side, a truncated write) is
+regenerated, with one warning line on stderr; the imported code is the verified bytes themselves
+(compiled from memory, not re-read from disk).
 
 Generated functions (x: the reduced state, p: Setting.numeric(), vector flavour broadcasts):
     rhs(x, p), jac(x, p)                      eq. (1) and its Jacobian            [scalar]
@@ -22,13 +26,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import importlib.util
 import os
+import sys
 from pathlib import Path
 from typing import Callable
 
 import sympy as sp
 
+from qkdyn.errors import InputError
 from qkdyn.theory import asymptotics, codegen, invariants, model
 
 _THEORY_DIR = Path(__file__).parent
@@ -102,18 +107,48 @@ def cache_dir() -> Path:
     return root / "theory" / _cache_key()
 
 
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def _verified_source(name: str) -> bytes:
+    """The cached source of ``name`` if its sha256 matches the recorded one, else freshly generated
+    (and cached). Damage is reported as one warning line."""
+    directory = cache_dir()
+    path, digest_path = directory / f"{name}.py", directory / f"{name}.sha256"
+    try:
+        if path.exists() or digest_path.exists():
+            try:
+                source, recorded = path.read_bytes(), digest_path.read_text().strip()
+            except (OSError, UnicodeDecodeError):
+                source, recorded = b"", ""
+            if hashlib.sha256(source).hexdigest() == recorded:
+                return source
+            sys.stderr.write(f"qkdyn: warning: generated code {path} does not match its recorded sha256; "
+                             "regenerating it\n")
+        directory.mkdir(parents=True, exist_ok=True)
+        source = generate_source(name).encode()
+        _write_atomic(path, source)
+        _write_atomic(digest_path, (hashlib.sha256(source).hexdigest() + "\n").encode())
+        return source
+    except OSError as exc:
+        raise InputError(f"the code cache {directory} (under $QKDYN_CACHE) is unusable: {exc.strerror or exc}")
+
+
 @functools.lru_cache(maxsize=None)
 def load(name: str) -> Compiled:
     """The compiled numeric functions of parameterisation ``name`` (generated once, then cached)."""
+    source = _verified_source(name)
     path = cache_dir() / f"{name}.py"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(generate_source(name))
-        os.replace(tmp, path)
-    spec = importlib.util.spec_from_file_location(f"qkdyn_generated_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = type(sys)(f"qkdyn_generated_{name}")
+    module.__file__ = str(path)
+    exec(compile(source, str(path), "exec"), module.__dict__)
     functions = {f.name: getattr(module, f.name) for f in dataclasses.fields(Compiled)
                  if f.name not in ("name", "variables", "invariant_names", "invariant_degrees")}
     return Compiled(name, module.VARIABLES, module.INVARIANT_NAMES, module.INVARIANT_DEGREES, **functions)

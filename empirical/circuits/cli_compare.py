@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 from pathlib import Path
 
-from qkdyn.empirical.circuits.cli_common import COMPARE_OWNED, add_config_arguments, config_from_args, set_threads
+from qkdyn.empirical.circuits.cli_common import COMPARE_OWNED, add_config_arguments, config_from_args
+from qkdyn.settingflags import non_negative_float
 
 HELP = "compare same-lr and faster-QK training over seeds: table, plots and verdict in figures/circuits/"
 
@@ -20,9 +22,9 @@ def _floats(text: str) -> list[float]:
     try:
         values = [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
-        raise InputError(f"expected comma-separated numbers, got {text!r}")
-    if not values or any(not v > 0 for v in values):
-        raise InputError(f"expected positive numbers, got {text!r}")
+        raise InputError(f"--mults expects comma-separated numbers, got {text!r}")
+    if not values or any(not (math.isfinite(v) and v > 0) for v in values):
+        raise InputError(f"--mults expects positive finite numbers, got {text!r}")
     return values
 
 
@@ -44,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--runs-dir", default="runs/circuits", help="one sub-directory per run (resumable)")
     parser.add_argument("--out-dir", default="figures/circuits")
-    parser.add_argument("--acc-tolerance", type=float, default=0.01,
+    parser.add_argument("--acc-tolerance", type=non_negative_float, default=0.01,
                         help="largest accuracy drop that still counts as 'no accuracy loss' (non-inferiority margin)")
     parser.add_argument("--no-progress", action="store_true")
 
@@ -69,24 +71,24 @@ def run(args: argparse.Namespace) -> int:
     from qkdyn.empirical.circuits import plots, report
     from qkdyn.empirical.circuits.train import train
     from qkdyn import atomic
-    from qkdyn.errors import InputError
+    from qkdyn.runs import check_run_dir, pin_threads, read_json
 
-    set_threads(args.threads)
     mults = sorted(set([1.0] + _floats(args.mults)))
     seeds = _seeds(args.seeds)
-    out_dir = Path(args.out_dir)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise InputError(f"--out-dir is a file: {out_dir}")
+    configs = {(seed, mult): config_from_args(args, qk_lr_mult=mult, seed=seed) for seed in seeds for mult in mults}
+    out_dir = check_run_dir(args.out_dir, "--out-dir")
+    check_run_dir(args.runs_dir, "--runs-dir")
+    pin_threads(args.threads)
     out_dir.mkdir(parents=True, exist_ok=True)
     results: dict[float, list[dict]] = {m: [] for m in mults}
     run_dirs: dict[float, list[Path]] = {m: [] for m in mults}
     for seed in seeds:
         for mult in mults:
-            cfg = config_from_args(args, qk_lr_mult=mult, seed=seed)
+            cfg = configs[seed, mult]
             run_dir = Path(args.runs_dir) / cfg.task / f"qk{mult:g}_s{seed}"
             final = run_dir / "final.json"
-            cached = json.loads(final.read_text()) if final.exists() else None
-            if cached is None or cached["config"] != dataclasses.asdict(cfg):
+            cached = read_json(final) if final.exists() else None
+            if cached is None or cached.get("config") != dataclasses.asdict(cfg):
                 cached = train(cfg, run_dir, progress=not args.no_progress)
             results[mult].append(cached)
             run_dirs[mult].append(run_dir)
@@ -119,9 +121,10 @@ def write_report(out_dir: Path) -> dict:
     from qkdyn import atomic
     from qkdyn.empirical.circuits import report
     from qkdyn.report import write_claims_report
+    from qkdyn.runs import read_json
 
-    payloads = [json.loads(p.read_text()) for p in sorted(out_dir.glob("*.json")) if p.name != "report.json"]
-    payloads = [p for p in payloads if "summary" in p and "task" in p]
+    payloads = [read_json(p) for p in sorted(out_dir.glob("*.json")) if p.name != "report.json"]
+    payloads = [p for p in payloads if isinstance(p, dict) and "summary" in p and "task" in p]
     task_claims, sections = {}, []
     for p in payloads:
         summary = {float(m): s for m, s in p["summary"].items()}

@@ -5,7 +5,7 @@ import argparse
 import json
 from pathlib import Path
 
-from qkdyn.empirical.circuits.cli_common import add_config_arguments, config_from_args, set_threads
+from qkdyn.empirical.circuits.cli_common import add_config_arguments, config_from_args
 
 HELP = "train a transformer with a QK learning-rate multiplier on a real task (resumable)"
 
@@ -18,13 +18,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from qkdyn.empirical.circuits.train import train
-    from qkdyn.errors import InputError
+    from qkdyn.runs import pin_threads
 
-    set_threads(args.threads)
     cfg = config_from_args(args)
     out = Path(args.out or f"runs/circuits/{cfg.task}/qk{cfg.qk_lr_mult:g}_s{cfg.seed}")
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--out is a file: {out}")
+    pin_threads(args.threads)
     result = train(cfg, out, progress=not args.no_progress)
     test = result["test"]
     keys = ("accuracy", "macro_f1", "exact_match", "f1", "attention_mass", "ac_area", "acmc_area",

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from qkdyn.configflags import (check_config, choice, existing_path, flag, fraction, non_negative, non_negative_int,
+                               positive, positive_int, probability, text)
 from qkdyn.errors import InputError
 
 TASKS = ("hatexplain", "sva", "squad", "brown-sva", "vader")
@@ -15,44 +17,45 @@ TASKS = ("hatexplain", "sva", "squad", "brown-sva", "vader")
 
 @dataclasses.dataclass
 class RunConfig:
-    task: str = "vader"
-    data: str = ""  # path; "" = the registry-fetched copy (brown-sva, vader only)
+    task: str = dataclasses.field(default="vader", metadata=choice(TASKS, "task"))
+    data: str = dataclasses.field(default="", metadata=existing_path(
+        "data file or directory (default: the registry-fetched copy, brown-sva and vader only)"))
     # model
-    d_model: int = 64
-    n_head: int = 4
-    n_layer: int = 1
-    d_mlp: int = 256  # 0 = attention-only
-    layernorm: bool = False
-    readout: str = "last"
-    max_len: int = 64
-    vocab_size: int = 10000  # cap on the word vocabulary (specials included)
-    min_count: int = 2
+    d_model: int = dataclasses.field(default=64, metadata=positive_int("model width"))
+    n_head: int = dataclasses.field(default=4, metadata=positive_int("attention heads"))
+    n_layer: int = dataclasses.field(default=1, metadata=positive_int("layers"))
+    d_mlp: int = dataclasses.field(default=256, metadata=non_negative_int("MLP width, 0 = attention-only"))  # 0 = attention-only
+    layernorm: bool = dataclasses.field(default=False, metadata=flag("LayerNorm in each block"))
+    readout: str = dataclasses.field(default="last", metadata=text("read-out position: last or an index"))
+    max_len: int = dataclasses.field(default=64, metadata=positive_int("tokens per example"))
+    vocab_size: int = dataclasses.field(default=10000, metadata=positive_int("cap on the word vocabulary"))  # cap on the word vocabulary (specials included)
+    min_count: int = dataclasses.field(default=2, metadata=non_negative_int("minimum word count"))
     # optimisation
-    optimizer: str = "adamw"  # adamw | sgd
-    lr: float = 1e-3
-    weight_decay: float = 0.01
-    momentum: float = 0.9  # sgd only
-    qk_lr_mult: float = 1.0
-    qk_ramp_steps: int = 0  # >0: ramp the QK multiplier linearly from 1 over this many steps
-    qk_embedding: bool = False  # put the token embedding in the QK group (authors' HateXplain code)
-    warmup_frac: float = 0.1
-    epochs: float = 3.0
-    max_steps: int = 0  # >0 overrides epochs
-    batch_size: int = 32
-    grad_clip: float = 1.0  # 0 = off
-    seed: int = 0
+    optimizer: str = dataclasses.field(default="adamw", metadata=choice(("adamw", "sgd"), "optimiser"))  # adamw | sgd
+    lr: float = dataclasses.field(default=1e-3, metadata=positive("base learning rate"))
+    weight_decay: float = dataclasses.field(default=0.01, metadata=non_negative("weight decay"))
+    momentum: float = dataclasses.field(default=0.9, metadata=fraction("SGD momentum", high_open=True))  # sgd only
+    qk_lr_mult: float = dataclasses.field(default=1.0, metadata=positive("QK learning-rate multiplier"))
+    qk_ramp_steps: int = dataclasses.field(default=0, metadata=non_negative_int("steps of the QK ramp"))  # >0: ramp the QK multiplier linearly from 1 over this many steps
+    qk_embedding: bool = dataclasses.field(default=False, metadata=flag("token embedding in the QK group"))  # put the token embedding in the QK group (authors' HateXplain code)
+    warmup_frac: float = dataclasses.field(default=0.1, metadata=fraction("warm-up share of the steps", high_open=True))
+    epochs: float = dataclasses.field(default=3.0, metadata=non_negative("epochs"))
+    max_steps: int = dataclasses.field(default=0, metadata=non_negative_int("steps; >0 overrides --epochs"))  # >0 overrides epochs
+    batch_size: int = dataclasses.field(default=32, metadata=positive_int("batch size"))
+    grad_clip: float = dataclasses.field(default=1.0, metadata=non_negative("gradient-norm clip, 0 = off"))  # 0 = off
+    seed: int = dataclasses.field(default=0, metadata=non_negative_int("seed"))
     # bookkeeping
-    eval_every: int = 200
-    eval_examples: int = 500  # dev examples scored at each evaluation during training
-    ckpt_every: int = 200
-    final_examples: int = 0  # >0: cap on dev/test examples in the final evaluation
+    eval_every: int = dataclasses.field(default=200, metadata=positive_int("steps between evaluations"))
+    eval_examples: int = dataclasses.field(default=500, metadata=positive_int("dev examples per evaluation"))  # dev examples scored at each evaluation during training
+    ckpt_every: int = dataclasses.field(default=200, metadata=positive_int("steps between checkpoints"))
+    final_examples: int = dataclasses.field(default=0, metadata=non_negative_int("cap on final dev/test examples, 0 = all"))  # >0: cap on dev/test examples in the final evaluation
     # task specifics
-    vader_margin: float = 0.5
-    squad_window: int = 200
-    max_answer_len: int = 16
+    vader_margin: float = dataclasses.field(default=0.5, metadata=non_negative("VADER |mean rating| below which items are dropped"))
+    squad_window: int = dataclasses.field(default=200, metadata=positive_int("SQuAD context window"))
+    max_answer_len: int = dataclasses.field(default=16, metadata=positive_int("longest answer"))
     # metric thresholds (documented defaults; curves are reported as well)
-    concentration: float = 0.5
-    confidence: float = 0.9
+    concentration: float = dataclasses.field(default=0.5, metadata=probability("attention concentration threshold"))
+    confidence: float = dataclasses.field(default=0.9, metadata=probability("confidence threshold"))
 
 
 PRESETS: dict[str, dict] = {
@@ -101,19 +104,11 @@ def resolve(task: str, preset: str | None, overrides: dict) -> RunConfig:
 
 
 def validate(cfg: RunConfig) -> None:
-    """InputError for values no run can use."""
-    positive = ("d_model", "n_head", "n_layer", "max_len", "vocab_size", "batch_size", "eval_every",
-                "ckpt_every", "lr", "qk_lr_mult")
-    for name in positive:
-        if not getattr(cfg, name) > 0:
-            raise InputError(f"--{name.replace('_', '-')} must be positive, got {getattr(cfg, name)}")
+    """InputError for values no run can use: each field's domain, then the relations between fields."""
+    check_config(cfg)
     if cfg.d_model % cfg.n_head:
         raise InputError("--d-model must be divisible by --n-head")
-    if cfg.optimizer not in ("adamw", "sgd"):
-        raise InputError(f"--optimizer must be adamw or sgd, got {cfg.optimizer!r}")
     if cfg.max_steps <= 0 and not cfg.epochs > 0:
         raise InputError("give --epochs > 0 or --max-steps > 0")
     if cfg.readout != "last" and not (cfg.readout.isdigit() and int(cfg.readout) < cfg.max_len):
         raise InputError("--readout must be 'last' or a position index below --max-len")
-    if not 0 <= cfg.warmup_frac < 1:
-        raise InputError("--warmup-frac must be in [0, 1)")

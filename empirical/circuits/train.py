@@ -4,17 +4,15 @@ Files in ``out_dir``: ``metrics.jsonl`` (one row per evaluation), ``checkpoint.p
 optimiser, scheduler, RNG states and the step; the data order is a function of (seed, epoch), so the
 step is the data-order position), ``final.json`` (configuration and full dev/test evaluation).
 A run that finds a checkpoint resumes from it and continues exactly as the uninterrupted run would.
+Locking, checkpoint format and metrics trimming: :mod:`qkdyn.runs`.
 """
 from __future__ import annotations
 
 import dataclasses
 import json
 import math
-import random
-import time
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from qkdyn.empirical.circuits import evaluate
@@ -26,23 +24,12 @@ from qkdyn.empirical.circuits.tasks import is_qa, load_splits
 from qkdyn.empirical.circuits.vocab import Vocab
 from qkdyn import atomic
 from qkdyn.errors import InputError
+from qkdyn.runs import Clock, RunDir, capture_rng, restore_rng
 
 
 def epoch_order(n: int, seed: int, epoch: int) -> torch.Tensor:
     """The shuffled example order of one epoch (depends on seed and epoch only)."""
     return torch.randperm(n, generator=torch.Generator().manual_seed(seed * 1_000_003 + epoch))
-
-
-class Clock:
-    """Training time (wall and CPU seconds) summed over the sessions of a run."""
-
-    def __init__(self, wall: float = 0.0, cpu: float = 0.0):
-        self.base_wall, self.base_cpu = wall, cpu
-        self.start_wall, self.start_cpu = time.time(), time.process_time()
-
-    def totals(self) -> dict:
-        return {"wall": self.base_wall + time.time() - self.start_wall,
-                "cpu": self.base_cpu + time.process_time() - self.start_cpu}
 
 
 class Run:
@@ -94,47 +81,43 @@ class Run:
 
     def state(self, step: int) -> dict:
         return {"step": step, "model": self.model.state_dict(), "opt": self.opt.state_dict(),
-                "sched": self.sched.state_dict(), "torch_rng": torch.get_rng_state(),
-                "numpy_rng": np.random.get_state(), "python_rng": random.getstate(),
+                "sched": self.sched.state_dict(), "rng": capture_rng(numpy_legacy=True, python=True),
                 "vocab": self.vocab.itos, "config": dataclasses.asdict(self.cfg), "train_time": self.clock.totals()}
 
-    def restore(self, state: dict) -> int:
-        self.model.load_state_dict(state["model"])
-        self.opt.load_state_dict(state["opt"])
-        self.sched.load_state_dict(state["sched"])
-        torch.set_rng_state(state["torch_rng"])
-        np.random.set_state(state["numpy_rng"])
-        random.setstate(state["python_rng"])
-        self.clock = Clock(state["train_time"]["wall"], state["train_time"]["cpu"])
-        return int(state["step"])
+    def restore(self, state: dict, path: Path) -> int:
+        try:
+            self.model.load_state_dict(state["model"])
+            self.opt.load_state_dict(state["opt"])
+            self.sched.load_state_dict(state["sched"])
+            restore_rng(state["rng"])
+            self.clock = Clock(state["train_time"]["wall"], state["train_time"]["cpu"])
+            return int(state["step"])
+        except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+            raise InputError(f"{path} is damaged ({type(exc).__name__}); delete it or use another --out")
 
 
-def _resume(run: Run, out_dir: Path) -> int:
+def _resume(run: Run, rundir: RunDir) -> int:
     """Restore the checkpoint if there is one; drop metric rows written after it. Returns the step."""
-    ckpt, log = out_dir / "checkpoint.pt", out_dir / "metrics.jsonl"
-    if not ckpt.exists():
-        if log.exists():
-            log.unlink()
-        return 0
-    state = torch.load(ckpt, weights_only=False)
-    if state["config"] != dataclasses.asdict(run.cfg):
-        raise InputError(f"{out_dir} holds a checkpoint of a different configuration; use another --out")
-    step = run.restore(state)
-    if log.exists():
-        rows = [line for line in log.read_text().splitlines() if line and json.loads(line)["step"] <= step]
-        atomic.write_text(log, "".join(r + "\n" for r in rows))
-    return step
+    state = rundir.load_checkpoint(dataclasses.asdict(run.cfg))
+    step = None if state is None else run.restore(state, rundir.checkpoint)
+    rundir.start_metrics(step)
+    return step or 0
 
 
 def train(cfg: RunConfig, out_dir: str | Path, *, stop_after: int | None = None, progress: bool = True) -> dict | None:
     """Train (resuming if ``out_dir`` has a checkpoint) and return the final results; with
     ``stop_after`` return None once that many steps are done (as if killed) without evaluating."""
+    rundir = RunDir(out_dir)
+    run = Run(cfg)
+    with rundir:
+        return _train(cfg, run, rundir, stop_after, progress)
+
+
+def _train(cfg: RunConfig, run: Run, rundir: RunDir, stop_after: int | None, progress: bool) -> dict | None:
     from tqdm import tqdm
 
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    run = Run(cfg)
-    step = _resume(run, out_dir)
+    out_dir = rundir.path
+    step = _resume(run, rundir)
     running_loss, n_loss = 0.0, 0
     bar = tqdm(total=run.total, initial=step, disable=not progress, desc=f"{cfg.task} qk x{cfg.qk_lr_mult:g} s{cfg.seed}")
     while step < run.total:
@@ -157,13 +140,11 @@ def train(cfg: RunConfig, out_dir: str | Path, *, stop_after: int | None = None,
                    "lr_qk": run.sched.get_last_lr()[0], "lr_rest": run.sched.get_last_lr()[1]}
             dev = run.evaluate(run.dev[: cfg.eval_examples], full=False)
             row.update({f"dev_{k}": v for k, v in dev.items() if isinstance(v, float)})
-            with open(out_dir / "metrics.jsonl", "a") as fh:
-                fh.write(json.dumps(row) + "\n")
+            rundir.log(row)
             bar.set_postfix(loss=f"{row['train_loss']:.3f}", mass=f"{dev['attention_mass']:.3f}")
             running_loss, n_loss = 0.0, 0
         if step % cfg.ckpt_every == 0 or step == run.total:
-            with atomic.atomic_path(out_dir / "checkpoint.pt") as tmp:
-                torch.save(run.state(step), tmp)
+            rundir.save_checkpoint(run.state(step))
     bar.close()
     cap = cfg.final_examples or None
     trained = run.clock.totals()

@@ -24,30 +24,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from qkdyn.empirical.coupled.configs import INTEGRATOR_NAMES, KINDS, AttentionConfig  # noqa: F401 (re-exported)
 from qkdyn.empirical.coupled.qk_flow import INTEGRATORS, PerHeadMLP, integrate
 
-KINDS = ("standard", "coupled", "mlp-only", "diff")
-
-
-@dataclasses.dataclass(frozen=True)
-class AttentionConfig:
-    """Which attention variant to build, and its knobs (ignored by variants that lack them)."""
-
-    kind: str = "standard"
-    integrator: str = "euler"
-    steps: int = 1
-    hidden: int = 4
-    dt_init: float = 0.1
-
-    def __post_init__(self):
-        if self.kind not in KINDS:
-            raise ValueError(f"attention kind must be one of {KINDS}, got {self.kind!r}")
-        if self.integrator not in INTEGRATORS:
-            raise ValueError(f"integrator must be one of {tuple(INTEGRATORS)}, got {self.integrator!r}")
-        if self.steps < 1 or self.hidden < 1:
-            raise ValueError("coupling steps and hidden width must be >= 1")
-        if self.kind == "mlp-only" and self.hidden % 2:
-            raise ValueError("mlp-only splits the hidden width between q and k: it must be even")
+assert INTEGRATOR_NAMES == tuple(INTEGRATORS), "configs.INTEGRATOR_NAMES must list qk_flow.INTEGRATORS"
 
 
 def extra_parameters(cfg: AttentionConfig, n_head: int, d_head: int) -> int:

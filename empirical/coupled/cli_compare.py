@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import argparse
 
+from qkdyn.configflags import device, parser as parser_of
+from qkdyn.settingflags import positive_float, positive_int
+
 #: the keys of study.LM_VARIANTS, repeated here so that `--help` needs no torch import (a test checks)
 VARIANTS = ("standard", "coupled-euler", "coupled-leapfrog", "mlp-only", "diff")
 HELP = "run and/or report the coupled-QK study: perplexity by variant, seeds, steps, corpora, MQAR"
@@ -24,20 +27,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", default="runs/coupled/cpu", help="directory of the study's runs")
     parser.add_argument("--out", default="figures/coupled", help="where report.md, summary.json and plots go")
     parser.add_argument("--train", action="store_true", help="first run the study's unfinished runs")
-    parser.add_argument("--workers", type=int, default=2, help="parallel training processes (1 torch thread each)")
+    parser.add_argument("--workers", type=positive_int, default=2, help="parallel training processes (1 torch thread each)")
     parser.add_argument("--preset", default="tiny", choices=("tiny", "60M", "150M", "350M"))
     parser.add_argument("--coherent", default="wiki", help="domain-coherent corpus (name or path)")
     parser.add_argument("--heterogeneous", default="nlp-corpus", help="heterogeneous corpus (name or path; '' for none)")
     parser.add_argument("--variants", default=",".join(VARIANTS), help="attention variants of the LM runs")
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--lm-steps", type=int, default=200)
+    parser.add_argument("--seeds", type=positive_int, default=3)
+    parser.add_argument("--lm-steps", type=positive_int, default=200)
     parser.add_argument("--sweep-steps", default="2,4,7", help="coupling steps n tried besides n = 1")
-    parser.add_argument("--batch-size", type=int, default=8)
-    parser.add_argument("--grad-accum", type=int, default=1)
-    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--batch-size", type=positive_int, default=8)
+    parser.add_argument("--grad-accum", type=positive_int, default=1)
+    parser.add_argument("--lr", type=positive_float, default=3e-3)
     parser.add_argument("--mqar-tasks", default="easy,medium", help="comma-separated MQAR presets ('' for none)")
-    parser.add_argument("--mqar-steps", type=int, default=500)
-    parser.add_argument("--device", default="auto")
+    parser.add_argument("--mqar-steps", type=positive_int, default=500)
+    parser.add_argument("--device", type=parser_of(device()), default="auto", help="auto, cpu, cuda, cuda:1, ...")
 
 
 def _study_config(args):
@@ -58,9 +61,6 @@ def _study_config(args):
     unknown = set(tasks) - set(PRESETS)
     if unknown:
         raise InputError(f"unknown MQAR task(s) {sorted(unknown)}; known: {', '.join(PRESETS)}")
-    for flag in ("workers", "seeds", "lm_steps", "batch_size", "grad_accum", "mqar_steps"):
-        if getattr(args, flag) < 1:
-            raise InputError(f"--{flag.replace('_', '-')} must be >= 1")
     return StudyConfig(preset=args.preset, coherent=args.coherent, heterogeneous=args.heterogeneous,
                        seeds=args.seeds, variants=variants, lm_steps=args.lm_steps, sweep_steps=sweep, mqar_tasks=tasks, mqar_steps=args.mqar_steps,
                        batch_size=args.batch_size, grad_accum=args.grad_accum, lm_lr=args.lr, device=args.device)
@@ -83,21 +83,24 @@ def _context(study, runs: list[dict], runs_dir: str) -> dict:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from qkdyn.atomic import check_writable
     from qkdyn.errors import InputError
     from qkdyn.empirical.coupled.analysis import analyse, load_runs
     from qkdyn.empirical.coupled.report import write_report
-    from qkdyn.empirical.coupled.study import run_study
+    from qkdyn.empirical.coupled.study import check_study_files, run_study
+    from qkdyn.runs import check_run_dir
 
     study = _study_config(args)
-    Path(args.out).mkdir(parents=True, exist_ok=True)
-    check_writable(Path(args.out) / "report.md")
+    out = check_run_dir(args.out)
+    check_run_dir(args.runs, "--runs")
+    check_study_files(args.runs)
     if args.train:
         run_study(study, args.runs, args.workers)
+        check_study_files(args.runs)
     runs = load_runs(args.runs, study.preset)
     if not runs:
         raise InputError(f"no finished runs of preset {study.preset} under {args.runs}; add --train to run the study")
     result = analyse(runs, study.coherent, study.heterogeneous)
+    out.mkdir(parents=True, exist_ok=True)
     written = write_report(result, _context(study, runs, args.runs), args.out)
     for claim in result["claims"]:
         print(f"{claim['verdict']:>12s}  {claim['claim']}: {claim['measured']}")

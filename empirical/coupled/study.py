@@ -19,6 +19,7 @@ from pathlib import Path
 
 from qkdyn.empirical.coupled.attention import AttentionConfig
 from qkdyn.empirical.coupled.train import TrainConfig
+from qkdyn.errors import InputError
 
 LM_VARIANTS = {
     "standard": AttentionConfig(),
@@ -108,18 +109,31 @@ def study_runs(study: StudyConfig) -> list[RunSpec]:
 
 def execute(spec: RunSpec, runs_dir: str, threads: int | None = None) -> str:
     """Run one spec (resuming it if interrupted) with ``threads`` torch threads; returns its name."""
-    import torch
-
     from qkdyn.empirical.coupled.experiment import run_lm, run_mqar
+    from qkdyn.runs import pin_threads
 
-    if threads:
-        torch.set_num_threads(threads)
+    pin_threads(threads)
     out = str(Path(runs_dir) / spec.name)
     if spec.task == "lm":
         run_lm(spec.data, spec.preset, spec.attention, spec.train, out, eval_tokens=spec.eval_tokens)
     else:
         run_mqar(spec.data, spec.preset, spec.attention, spec.train, out)
     return spec.name
+
+
+def check_study_files(runs_dir: str) -> None:
+    """InputError naming the first finished run under ``runs_dir`` whose ``result.json`` or
+    ``metrics.jsonl`` is unreadable or malformed (the report reads both)."""
+    from qkdyn.runs import read_json, read_metrics
+
+    for result in sorted(Path(runs_dir).glob("*/result.json")):
+        record = read_json(result)
+        if not isinstance(record, dict) or not isinstance(record.get("model"), dict) or "train" not in record:
+            raise InputError(f"{result} is not the result of a run; delete its run directory to run it again")
+        metrics = result.parent / "metrics.jsonl"
+        if not metrics.is_file():
+            raise InputError(f"{metrics} is missing; delete its run directory to run it again")
+        read_metrics(metrics)
 
 
 def _execute_one_thread(args):

@@ -22,31 +22,12 @@ from typing import Callable
 
 import torch
 
+from qkdyn.empirical.coupled.configs import TrainConfig
 from qkdyn.empirical.coupled.model import GPT, GPTConfig
 from qkdyn.empirical.schedule import cosine_with_warmup
 from qkdyn import atomic
 from qkdyn.errors import InputError
-
-
-@dataclasses.dataclass(frozen=True)
-class TrainConfig:
-    max_steps: int = 300
-    batch_size: int = 16          # sequences per micro-batch per process
-    grad_accum: int = 1
-    lr: float = 3e-3
-    min_lr: float = 3e-4
-    warmup_steps: int = 30
-    weight_decay: float = 0.1
-    beta1: float = 0.9
-    beta2: float = 0.95
-    grad_clip: float = 1.0
-    eval_interval: int = 50
-    ckpt_interval: int = 50
-    log_interval: int = 10
-    seed: int = 0
-    device: str = "auto"          # "auto" = cuda if available, else cpu
-    compile: bool = False
-    progress: bool = True
+from qkdyn.runs import RunDir, capture_rng, restore_rng
 
 
 def lr_at(step: int, cfg: TrainConfig) -> float:
@@ -83,29 +64,9 @@ def _device(cfg: TrainConfig, rank: int) -> torch.device:
     return torch.device(cfg.device)
 
 
-def _rng_state(device: torch.device) -> dict:
-    state = {"torch": torch.get_rng_state()}
-    if device.type == "cuda":
-        state["cuda"] = torch.cuda.get_rng_state(device)
-    return state
-
-
-def _set_rng_state(state: dict, device: torch.device) -> None:
-    torch.set_rng_state(state["torch"])
-    if "cuda" in state:
-        torch.cuda.set_rng_state(state["cuda"], device)
-
-
 def _config_record(model_cfg: GPTConfig, cfg: TrainConfig, extra: dict) -> dict:
     run = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in ("progress", "device", "compile")}
     return {"model": dataclasses.asdict(model_cfg), "train": run, **extra}
-
-
-def _truncate_metrics(path: Path, step: int) -> None:
-    """Drop metric lines logged after ``step`` (they belong to work a resumed run redoes)."""
-    if path.exists():
-        keep = [line for line in path.read_text().splitlines() if line and json.loads(line)["step"] <= step]
-        atomic.write_text(path, "".join(line + "\n" for line in keep))
 
 
 def train(model_cfg: GPTConfig, cfg: TrainConfig, make_batches: Callable, evaluate: Callable,
@@ -115,9 +76,15 @@ def train(model_cfg: GPTConfig, cfg: TrainConfig, make_batches: Callable, evalua
     rank, world, ddp = _distributed()
     device = _device(cfg, rank)
     master = rank == 0
-    out = Path(out_dir)
-    if master:
-        out.mkdir(parents=True, exist_ok=True)
+    rundir = RunDir(out_dir, checkpoint="ckpt.pt", lock=master)
+    with rundir:
+        return _train(model_cfg, cfg, make_batches, evaluate, rundir, extra_config, rank, world, ddp, device)
+
+
+def _train(model_cfg: GPTConfig, cfg: TrainConfig, make_batches: Callable, evaluate: Callable, rundir: RunDir,
+           extra_config: dict | None, rank: int, world: int, ddp: bool, device: torch.device) -> dict:
+    master = rank == 0
+    out = rundir.path
     record = _config_record(model_cfg, cfg, {"world_size": world, **(extra_config or {})})
     autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext())
 
@@ -126,20 +93,18 @@ def train(model_cfg: GPTConfig, cfg: TrainConfig, make_batches: Callable, evalua
     optimizer = make_optimizer(model, cfg, device.type)
     batches = make_batches(cfg.seed, rank, world)
     step, train_time = 0, 0.0
-    ckpt_path, metrics_path = out / "ckpt.pt", out / "metrics.jsonl"
-    if ckpt_path.exists():
-        ckpt = torch.load(ckpt_path, map_location="cpu", weights_only=False)  # RNG states must stay on CPU
-        if ckpt["config"] != record:
-            raise InputError(f"{ckpt_path} was written by a different configuration; use a new --out")
-        model.load_state_dict(ckpt["model"])
-        optimizer.load_state_dict(ckpt["optimizer"])
-        batches.load_state_dict(ckpt["data"])
-        _set_rng_state(ckpt["rng"], device)
-        step, train_time = ckpt["step"], ckpt["train_time_s"]
-        if master:
-            _truncate_metrics(metrics_path, step)
-    elif master and metrics_path.exists():
-        metrics_path.unlink()
+    ckpt = rundir.load_checkpoint(record)  # on CPU: the RNG states must stay there
+    if ckpt is not None:
+        try:
+            model.load_state_dict(ckpt["model"])
+            optimizer.load_state_dict(ckpt["optimizer"])
+            batches.load_state_dict(ckpt["data"])
+            restore_rng(ckpt["rng"], device)
+            step, train_time = ckpt["step"], ckpt["train_time_s"]
+        except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+            raise InputError(f"{rundir.checkpoint} is damaged ({type(exc).__name__}); delete it or use another --out")
+    if master:
+        rundir.start_metrics(None if ckpt is None else step)
 
     raw_model = model
     if cfg.compile:
@@ -150,9 +115,7 @@ def train(model_cfg: GPTConfig, cfg: TrainConfig, make_batches: Callable, evalua
         model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
     tokens_per_step = cfg.batch_size * cfg.grad_accum * world * model_cfg.block_size
 
-    def log(entry: dict) -> None:
-        with open(metrics_path, "a") as fh:
-            fh.write(json.dumps(entry) + "\n")
+    log = rundir.log
 
     def run_eval() -> dict:
         raw_model.eval()
@@ -163,10 +126,9 @@ def train(model_cfg: GPTConfig, cfg: TrainConfig, make_batches: Callable, evalua
 
     def save_checkpoint() -> None:
         state = {"model": raw_model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
-                 "data": batches.state_dict(), "rng": _rng_state(device), "train_time_s": train_time,
+                 "data": batches.state_dict(), "rng": capture_rng(device), "train_time_s": train_time,
                  "config": record}
-        with atomic.atomic_path(ckpt_path) as tmp:
-            torch.save(state, tmp)
+        rundir.save_checkpoint(state)
 
     bar = None
     if master and cfg.progress:

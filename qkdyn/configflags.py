@@ -1,0 +1,229 @@
+"""Config dataclasses to command-line flags, with each field's domain enforced at parse time.
+
+A field declares its domain in its metadata::
+
+    lr: float = dataclasses.field(default=1e-3, metadata=positive("learning rate"))
+
+:func:`add_config_flags` adds one flag per declared field (``--lr``; ``flag=`` overrides the spelling)
+whose argparse ``type`` parses *and* checks the value, so ``--lr nan`` is one line and exit 2 before
+``run`` starts. :func:`config_from_args` builds the config from the parsed flags (nested configs are
+built whole by their own call) and :func:`check_config` re-checks every field of a built config,
+raising :class:`~qkdyn.errors.InputError` with the field's name (rendered as its flag).
+
+Domains: :func:`positive_int`, :func:`non_negative_int`, :func:`integer`, :func:`positive` (finite
+> 0), :func:`non_negative` (finite >= 0), :func:`finite`, :func:`probability` ([0, 1]),
+:func:`fraction` (an interval of [0, 1] with chosen open ends), :func:`choice`, :func:`text`,
+:func:`existing_path`, :func:`device`, :func:`flag` (a boolean).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+from qkdyn.errors import InputError, flag_name
+
+KEY = "qkdyn_domain"
+
+
+@dataclasses.dataclass(frozen=True)
+class Domain:
+    """What a field accepts: ``convert`` turns text into a value, ``problem`` names what is wrong
+    with a value (None if nothing)."""
+
+    convert: Callable[[str], Any]
+    problem: Callable[[Any], str | None]
+    help: str = ""
+    flag: str | None = None  # the flag's spelling if not --field-name
+    choices: tuple = ()
+    boolean: bool = False
+
+    def parse(self, text: str) -> Any:
+        """argparse ``type``: the value of ``text``, or an ArgumentTypeError naming what is wrong."""
+        try:
+            value = self.convert(text)
+        except (ValueError, TypeError):
+            raise argparse.ArgumentTypeError(f"not {_article(self.convert)}: {text!r}")
+        problem = self.problem(value)
+        if problem:
+            raise argparse.ArgumentTypeError(f"{problem}, got {text!r}")
+        return value
+
+    def metadata(self) -> dict:
+        return {KEY: self}
+
+
+def _article(convert) -> str:
+    return {int: "an integer", float: "a number"}.get(convert, "valid")
+
+
+def _number(kind, test: Callable[[float], bool], words: str):
+    def problem(value):
+        if isinstance(value, bool) or not isinstance(value, (int, float) if kind is float else int):
+            return f"must be {words}"
+        if kind is float and not math.isfinite(value):
+            return f"must be {words}"
+        return None if test(value) else f"must be {words}"
+    return problem
+
+
+def _meta(domain: Domain, help: str, flag: str | None) -> dict:
+    return dataclasses.replace(domain, help=help, flag=flag).metadata()
+
+
+def positive_int(help: str = "", flag: str | None = None) -> dict:
+    return _meta(Domain(int, _number(int, lambda v: v >= 1, "a positive integer")), help, flag)
+
+
+def non_negative_int(help: str = "", flag: str | None = None) -> dict:
+    return _meta(Domain(int, _number(int, lambda v: v >= 0, "a non-negative integer")), help, flag)
+
+
+def integer(help: str = "", flag: str | None = None) -> dict:
+    return _meta(Domain(int, _number(int, lambda v: True, "an integer")), help, flag)
+
+
+def positive(help: str = "", flag: str | None = None) -> dict:
+    return _meta(Domain(float, _number(float, lambda v: v > 0, "a positive finite number")), help, flag)
+
+
+def non_negative(help: str = "", flag: str | None = None) -> dict:
+    return _meta(Domain(float, _number(float, lambda v: v >= 0, "a finite number >= 0")), help, flag)
+
+
+def finite(help: str = "", flag: str | None = None) -> dict:
+    return _meta(Domain(float, _number(float, lambda v: True, "a finite number")), help, flag)
+
+
+def probability(help: str = "", flag: str | None = None) -> dict:
+    return fraction(help, flag)
+
+
+def fraction(help: str = "", flag: str | None = None, low_open: bool = False, high_open: bool = False) -> dict:
+    """A number in [0, 1], with the ends open as asked."""
+    words = f"in {'(' if low_open else '['}0, 1{')' if high_open else ']'}"
+    test = lambda v: (v > 0 if low_open else v >= 0) and (v < 1 if high_open else v <= 1)  # noqa: E731
+    return _meta(Domain(float, _number(float, test, words)), help, flag)
+
+
+def choice(options, help: str = "", flag: str | None = None) -> dict:
+    options = tuple(options)
+    problem = lambda v: None if v in options else f"must be one of {', '.join(options)}"  # noqa: E731
+    return _meta(Domain(str, problem, choices=options), help, flag)
+
+
+def text(help: str = "", flag: str | None = None) -> dict:
+    return _meta(Domain(str, lambda v: None if isinstance(v, str) else "must be text"), help, flag)
+
+
+def existing_path(help: str = "", flag: str | None = None, empty_ok: bool = True) -> dict:
+    """A path that exists (file or directory); ``""`` means "none given" when ``empty_ok``."""
+    def problem(value):
+        if not isinstance(value, str):
+            return "must be a path"
+        if value == "" and empty_ok:
+            return None
+        return None if Path(value).exists() else "must be an existing file or directory"
+    return _meta(Domain(str, problem), help, flag)
+
+
+_DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
+
+
+def device_problem(value) -> str | None:
+    """Syntax at parse time; for ``cuda`` also that CUDA is available (imports torch only then)."""
+    if not isinstance(value, str) or not _DEVICE.match(value):
+        return "must be auto, cpu, mps, cuda or cuda:N"
+    if value.startswith("cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            return "names CUDA, which is not available here"
+        if ":" in value and int(value.split(":")[1]) >= torch.cuda.device_count():
+            return f"names a GPU that does not exist ({torch.cuda.device_count()} visible)"
+    if value == "mps":
+        import torch
+
+        if not torch.backends.mps.is_available():
+            return "names MPS, which is not available here"
+    return None
+
+
+def device(help: str = "", flag: str | None = None) -> dict:
+    return _meta(Domain(str, device_problem), help, flag)
+
+
+def flag(help: str = "", flag: str | None = None) -> dict:
+    return _meta(Domain(bool, lambda v: None if isinstance(v, bool) else "must be true or false", boolean=True),
+                 help, flag)
+
+
+def parser(metadata: dict) -> Callable[[str], Any]:
+    """The argparse ``type`` of a domain, for flags that are not config fields: ``parser(positive())``."""
+    return metadata[KEY].parse
+
+
+def domain_of(field: dataclasses.Field) -> Domain | None:
+    return field.metadata.get(KEY)
+
+
+def flag_of(field: dataclasses.Field) -> str:
+    domain = domain_of(field)
+    return (domain.flag if domain and domain.flag else "--" + flag_name(field.name))
+
+
+_UNSET = object()
+
+
+def add_config_flags(parser, cls, *, defaults: dict | None = None, skip=(), all_none: bool = False) -> None:
+    """One flag per field of dataclass ``cls`` that declares a domain (``skip``: names left out).
+
+    The default is the field's own, ``defaults[name]`` if given, or None for every field with
+    ``all_none`` (the value is then filled in later, e.g. from a preset)."""
+    defaults = defaults or {}
+    for field in dataclasses.fields(cls):
+        domain = domain_of(field)
+        if domain is None or field.name in skip:
+            continue
+        if all_none:
+            default = None
+        elif field.name in defaults:
+            default = defaults[field.name]
+        else:
+            default = field.default if field.default is not dataclasses.MISSING else field.default_factory()
+        shown = "" if default is None else f" (default {default})"
+        if domain.boolean:
+            parser.add_argument(flag_of(field), dest=field.name, action=argparse.BooleanOptionalAction,
+                                default=default, help=domain.help + shown)
+        else:
+            parser.add_argument(flag_of(field), dest=field.name, type=domain.parse, default=default,
+                                metavar=field.name.upper() if not domain.choices else "{" + ",".join(domain.choices) + "}",
+                                help=domain.help + shown)
+
+
+def values_from_args(cls, args: argparse.Namespace, **fixed) -> dict:
+    """The flag values of ``cls``'s declared fields present in ``args`` (None dropped), then ``fixed``."""
+    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls)
+              if domain_of(f) is not None and getattr(args, f.name, None) is not None}
+    return {**values, **fixed}
+
+
+def config_from_args(cls, args: argparse.Namespace, **fixed):
+    """``cls`` built from the parsed flags (``fixed`` values win, e.g. whole nested configs), checked."""
+    cfg = cls(**values_from_args(cls, args, **fixed))
+    check_config(cfg)
+    return cfg
+
+
+def check_config(cfg) -> None:
+    """InputError (naming the field) for the first field of ``cfg`` outside its declared domain."""
+    for field in dataclasses.fields(cfg):
+        domain = domain_of(field)
+        if domain is not None:
+            value = getattr(cfg, field.name)
+            problem = domain.problem(value)
+            if problem:
+                raise InputError(f"{problem}, got {value!r}", flag_of(field)[2:].replace("-", "_"))
