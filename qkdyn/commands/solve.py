@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from qkdyn.configflags import fraction, parser as parser_of
 from qkdyn.settingflags import add_setting_flags, finite_float, positive_int, setting_from_args, warn_if_saddle
 
 HELP = "solve the reduced gradient-flow ODE to --t-max or --until-loss and write a CSV"
@@ -18,7 +19,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--at", help="comma-separated times that must appear as exact rows")
     parser.add_argument("--method", default="LSODA", choices=("LSODA", "Radau", "BDF", "DOP853"),
                         help="scipy solver (default LSODA, with the analytic Jacobian)")
-    parser.add_argument("--rtol", type=finite_float, default=1e-11, help="relative tolerance (default 1e-11)")
+    parser.add_argument("--rtol", type=parser_of(fraction(low_open=True, high_open=True)), default=1e-11,
+                        help="relative tolerance in (0, 1) (default 1e-11)")
     parser.add_argument("--out", required=True, help="output CSV path")
 
 
