@@ -45,6 +45,18 @@ def setting_from_args(args: argparse.Namespace) -> Setting:
     return Setting(**{f.name: getattr(args, f.name, getattr(_DEFAULTS, f.name)) for f in dataclasses.fields(Setting)})
 
 
+def check_factorizable(param: str, setting: Setting) -> None:
+    """InputError for a negative initial value of a factorized circuit in the *reduced* state: its
+    balanced initial factors are generated as square roots of the product (``sqrt(qk0)``,
+    ``sqrt(ov0)``), which the reduced form does not extend to negative products."""
+    from qkdyn.errors import InputError
+
+    for field, index, value in (("qk0", 0, setting.qk0), ("ov0", 2, setting.ov0)):
+        if param[index:index + 1] == "F" and value < 0:
+            raise InputError(f"must be >= 0 for {param} (a factorized circuit's reduced state starts at "
+                             f"sqrt({field})), got {value!r}", field)
+
+
 def warn_if_saddle(command: str, param: str, setting: Setting) -> None:
     """Warn (stderr) when a factorized circuit starts at 0: a saddle of the flow, it never moves."""
     for circuit, index, value in (("QK", 0, setting.qk0), ("OV", 2, setting.ov0)):
