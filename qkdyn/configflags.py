@@ -194,14 +194,21 @@ def add_config_flags(parser, cls, *, defaults: dict | None = None, skip=(), all_
             default = defaults[field.name]
         else:
             default = field.default if field.default is not dataclasses.MISSING else field.default_factory()
-        shown = "" if default is None else f" (default {default})"
-        if domain.boolean:
-            parser.add_argument(flag_of(field), dest=field.name, action=argparse.BooleanOptionalAction,
-                                default=default, help=domain.help + shown)
-        else:
-            parser.add_argument(flag_of(field), dest=field.name, type=domain.parse, default=default,
-                                metavar=field.name.upper() if not domain.choices else "{" + ",".join(domain.choices) + "}",
-                                help=domain.help + shown)
+        add_flag(parser, field.name, domain, default, flag_of(field))
+
+
+def add_flag(parser, dest: str, domain: Domain | dict, default, flag: str | None = None) -> None:
+    """One flag for field ``dest`` of the given domain (a :class:`Domain` or its metadata dict)."""
+    domain = domain[KEY] if isinstance(domain, dict) else domain
+    flag = flag or "--" + flag_name(dest)
+    shown = "" if default is None else f" (default {default})"
+    if domain.boolean:
+        parser.add_argument(flag, dest=dest, action=argparse.BooleanOptionalAction, default=default,
+                            help=domain.help + shown)
+    else:
+        metavar = "{" + ",".join(domain.choices) + "}" if domain.choices else dest.upper()
+        parser.add_argument(flag, dest=dest, type=domain.parse, default=default, metavar=metavar,
+                            help=domain.help + shown)
 
 
 def values_from_args(cls, args: argparse.Namespace, **fixed) -> dict:

@@ -6,7 +6,6 @@ import dataclasses
 import sys
 
 from qkdyn import configflags
-from qkdyn.errors import flag_name
 from qkdyn.theory.setting import ALL_PARAMS, Setting
 
 _DEFAULTS = Setting()
@@ -34,10 +33,9 @@ def add_setting_flags(parser: argparse.ArgumentParser, params=ALL_PARAMS) -> Non
     for field in dataclasses.fields(Setting):
         if field.name == "b" and "paper" not in params:
             continue  # the authors' scale constant exists only in their reduced form
-        kind = int if field.type in ("int", int) else finite_float
-        parser.add_argument(f"--{flag_name(field.name)}", dest=field.name, type=kind,
-                            default=getattr(_DEFAULTS, field.name),
-                            help=f"{_HELP[field.name]} (default {getattr(_DEFAULTS, field.name)})")
+        # parse-time: a number of the field's type; the domain itself is Setting's own check
+        domain = (configflags.integer if field.type in ("int", int) else configflags.finite)(_HELP.get(field.name, ""))
+        configflags.add_flag(parser, field.name, domain, getattr(_DEFAULTS, field.name))
 
 
 def setting_from_args(args: argparse.Namespace) -> Setting:
