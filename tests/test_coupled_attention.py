@@ -137,3 +137,10 @@ def test_the_torch_free_config_names_the_integrators_that_exist():
     from qkdyn.empirical.coupled.qk_flow import INTEGRATORS
 
     assert INTEGRATOR_NAMES == tuple(INTEGRATORS)
+
+
+def test_the_torch_free_config_names_the_presets_that_exist():
+    from qkdyn.empirical.coupled import model, mqar
+    from qkdyn.empirical.coupled.configs import MQAR_TASKS, PRESET_NAMES
+
+    assert PRESET_NAMES == tuple(model.PRESETS) and MQAR_TASKS == tuple(mqar.PRESETS)

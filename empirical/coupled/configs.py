@@ -12,6 +12,10 @@ from qkdyn.configflags import (check_config, choice, device, finite, flag, fract
 from qkdyn.errors import InputError
 
 KINDS = ("standard", "coupled", "mlp-only", "diff")
+#: the keys of :data:`qkdyn.empirical.coupled.model.PRESETS` and of
+#: :data:`qkdyn.empirical.coupled.mqar.PRESETS` (torch modules; a test checks they agree)
+PRESET_NAMES = ("tiny", "60M", "150M", "350M")
+MQAR_TASKS = ("easy", "medium", "hard")
 #: the integrators of :mod:`qkdyn.empirical.coupled.qk_flow` (a test checks they agree)
 INTEGRATOR_NAMES = ("euler", "leapfrog")
 
