@@ -227,7 +227,10 @@ def add_flag(parser, dest: str, domain: Domain | dict, default, flag: str | None
     """One flag for field ``dest`` of the given domain (a :class:`Domain` or its metadata dict)."""
     domain = domain[KEY] if isinstance(domain, dict) else domain
     flag = flag or "--" + flag_name(dest)
-    shown = "" if default is None else f" (default {','.join(map(str, default)) if isinstance(default, tuple) else default})"
+    if default is None:
+        shown = ""
+    else:
+        shown = f" (default {','.join(map(str, default)) if isinstance(default, tuple) else default})"
     if domain.boolean:
         parser.add_argument(flag, dest=dest, action=argparse.BooleanOptionalAction, default=default,
                             help=domain.help + shown)

@@ -138,7 +138,8 @@ def read_metrics(path: Path, repair: bool = False) -> list[dict]:
         except ValueError:
             if repair and number == len(lines):
                 break
-            raise InputError(f"{path}: line {number} is not a metrics row; delete the run directory or use another --out")
+            raise InputError(f"{path}: line {number} is not a metrics row; delete the run directory or use "
+                             "another --out")
         rows.append(row)
     return rows
 

@@ -79,7 +79,8 @@ def run(args: argparse.Namespace) -> int:
     configs = {(seed, mult): config_from_args(args, qk_lr_mult=mult, seed=seed) for seed in seeds for mult in mults}
     out_dir = check_run_dir(args.out_dir, "--out-dir")
     check_run_dir(args.runs_dir, "--runs-dir")
-    run_dir = {key: Path(args.runs_dir) / cfg.task / f"qk{cfg.qk_lr_mult:g}_s{cfg.seed}" for key, cfg in configs.items()}
+    run_dir = {(seed, mult): Path(args.runs_dir) / cfg.task / f"qk{mult:g}_s{seed}"
+               for (seed, mult), cfg in configs.items()}
     finished = {key: read_json(d / "final.json") for key, d in run_dir.items() if (d / "final.json").exists()}
     pin_threads(args.threads)
     out_dir.mkdir(parents=True, exist_ok=True)

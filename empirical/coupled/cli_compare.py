@@ -28,7 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", default="runs/coupled/cpu", help="directory of the study's runs")
     parser.add_argument("--out", default="figures/coupled", help="where report.md, summary.json and plots go")
     parser.add_argument("--train", action="store_true", help="first run the study's unfinished runs")
-    parser.add_argument("--workers", type=positive_int, default=2, help="parallel training processes (1 torch thread each)")
+    parser.add_argument("--workers", type=positive_int, default=2,
+                        help="parallel training processes (1 torch thread each)")
     add_config_flags(parser, StudyConfig)
 
 

@@ -12,7 +12,8 @@ HELP = "train on multi-query associative recall (easy/medium/hard) and report ac
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--task", default="easy", choices=MQAR_TASKS, help="MQAR preset")
-    parser.add_argument("--n-test", type=positive_int, default=256, help="test sequences per (length, kv pairs) setting")
+    parser.add_argument("--n-test", type=positive_int, default=256,
+                        help="test sequences per (length, kv pairs) setting")
     add_model_arguments(parser)
     add_train_arguments(parser, max_steps=1000, lr=1e-3)
 

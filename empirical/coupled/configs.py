@@ -47,7 +47,8 @@ class TrainConfig:
     grad_accum: int = dataclasses.field(default=1, metadata=positive_int("micro-batches per step"))
     lr: float = dataclasses.field(default=3e-3, metadata=positive("peak learning rate"))
     min_lr: float = dataclasses.field(default=3e-4, metadata=non_negative("final learning rate (default lr/10)"))
-    warmup_steps: int = dataclasses.field(default=30, metadata=non_negative_int("warm-up steps (default 10%% of max steps)"))
+    warmup_steps: int = dataclasses.field(default=30, metadata=non_negative_int(
+        "warm-up steps (default 10%% of max steps)"))
     weight_decay: float = dataclasses.field(default=0.1, metadata=non_negative("AdamW weight decay"))
     beta1: float = dataclasses.field(default=0.9, metadata=fraction("AdamW beta1", high_open=True))
     beta2: float = dataclasses.field(default=0.95, metadata=fraction("AdamW beta2", high_open=True))
