@@ -82,4 +82,4 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 def write_text(path: str | os.PathLike, text: str) -> None:
     """Write ``text`` to ``path`` atomically."""
     with atomic_path(path) as tmp:
-        tmp.write_text(text)
+        tmp.write_text(text, encoding="utf-8")

@@ -90,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args._module.run(args) or 0)
     except InputError as exc:
-        sys.stderr.write(f"qkdyn {args.command}: error: {exc.cli_message()}\n")
+        message = " ".join(exc.cli_message().split("\n"))  # the contract is one line
+        sys.stderr.write(f"qkdyn {args.command}: error: {message}\n")
         return 2
     except KeyboardInterrupt:
         sys.stderr.write("qkdyn: interrupted\n")

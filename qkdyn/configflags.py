@@ -12,7 +12,8 @@ raising :class:`~qkdyn.errors.InputError` with the field's name (rendered as its
 
 Domains: :func:`positive_int`, :func:`non_negative_int`, :func:`integer`, :func:`positive` (finite
 > 0), :func:`non_negative` (finite >= 0), :func:`finite`, :func:`probability` ([0, 1]),
-:func:`fraction` (an interval of [0, 1] with chosen open ends), :func:`choice`, :func:`text`,
+:func:`fraction` (an interval of [0, 1] with chosen open ends), :func:`choice`, :func:`choice_list`,
+:func:`positive_int_list`, :func:`text`,
 :func:`existing_path`, :func:`device`, :func:`flag` (a boolean).
 """
 from __future__ import annotations
@@ -40,13 +41,14 @@ class Domain:
     flag: str | None = None  # the flag's spelling if not --field-name
     choices: tuple = ()
     boolean: bool = False
+    words: str = ""  # what ``convert`` expects, for its error message
 
     def parse(self, text: str) -> Any:
         """argparse ``type``: the value of ``text``, or an ArgumentTypeError naming what is wrong."""
         try:
             value = self.convert(text)
         except (ValueError, TypeError):
-            raise argparse.ArgumentTypeError(f"not {_article(self.convert)}: {text!r}")
+            raise argparse.ArgumentTypeError(f"not {self.words or _article(self.convert)}: {text!r}")
         problem = self.problem(value)
         if problem:
             raise argparse.ArgumentTypeError(f"{problem}, got {text!r}")
@@ -113,6 +115,30 @@ def choice(options, help: str = "", flag: str | None = None) -> dict:
     options = tuple(options)
     problem = lambda v: None if v in options else f"must be one of {', '.join(options)}"  # noqa: E731
     return _meta(Domain(str, problem, choices=options), help, flag)
+
+
+def _items(text: str) -> tuple[str, ...]:
+    return tuple(item.strip() for item in text.split(",") if item.strip())
+
+
+def choice_list(options, help: str = "", flag: str | None = None, empty_ok: bool = True) -> dict:
+    """Comma-separated names from ``options`` (a tuple; ``""`` is the empty tuple if ``empty_ok``)."""
+    options = tuple(options)
+
+    def problem(value):
+        if not isinstance(value, tuple) or any(v not in options for v in value) or not (value or empty_ok):
+            return f"must be a comma-separated {'' if empty_ok else 'non-empty '}subset of {', '.join(options)}"
+        return None
+    return _meta(Domain(_items, problem), help, flag)
+
+
+def positive_int_list(help: str = "", flag: str | None = None) -> dict:
+    """Comma-separated positive integers (``""`` is the empty tuple)."""
+    def problem(value):
+        ok = isinstance(value, tuple) and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value)
+        return None if ok else "must be comma-separated positive integers"
+    return _meta(Domain(lambda text: tuple(int(v) for v in _items(text)), problem,
+                        words="comma-separated integers"), help, flag)
 
 
 def text(help: str = "", flag: str | None = None) -> dict:
@@ -194,14 +220,24 @@ def add_config_flags(parser, cls, *, defaults: dict | None = None, skip=(), all_
             default = defaults[field.name]
         else:
             default = field.default if field.default is not dataclasses.MISSING else field.default_factory()
-        shown = "" if default is None else f" (default {default})"
-        if domain.boolean:
-            parser.add_argument(flag_of(field), dest=field.name, action=argparse.BooleanOptionalAction,
-                                default=default, help=domain.help + shown)
-        else:
-            parser.add_argument(flag_of(field), dest=field.name, type=domain.parse, default=default,
-                                metavar=field.name.upper() if not domain.choices else "{" + ",".join(domain.choices) + "}",
-                                help=domain.help + shown)
+        add_flag(parser, field.name, domain, default, flag_of(field))
+
+
+def add_flag(parser, dest: str, domain: Domain | dict, default, flag: str | None = None) -> None:
+    """One flag for field ``dest`` of the given domain (a :class:`Domain` or its metadata dict)."""
+    domain = domain[KEY] if isinstance(domain, dict) else domain
+    flag = flag or "--" + flag_name(dest)
+    if default is None:
+        shown = ""
+    else:
+        shown = f" (default {','.join(map(str, default)) if isinstance(default, tuple) else default})"
+    if domain.boolean:
+        parser.add_argument(flag, dest=dest, action=argparse.BooleanOptionalAction, default=default,
+                            help=domain.help + shown)
+    else:
+        metavar = "{" + ",".join(domain.choices) + "}" if domain.choices else dest.upper()
+        parser.add_argument(flag, dest=dest, type=domain.parse, default=default, metavar=metavar,
+                            help=domain.help + shown)
 
 
 def values_from_args(cls, args: argparse.Namespace, **fixed) -> dict:

@@ -4,8 +4,9 @@ A run directory holds a checkpoint (``checkpoint.pt`` / ``ckpt.pt``), ``metrics.
 object a line, each with a ``step``) and the final result. :class:`RunDir` owns the bookkeeping:
 
 * the path is checked before anything is created (not a file, not under a file, writable);
-* ``.lock`` is held (``flock``) while a run trains, so two runs with the same ``--out`` cannot
-  interleave their metrics: the second gets one line and exit 2;
+* the directory itself is locked (``flock`` on it, no lock file) while a run trains, so two runs
+  with the same ``--out`` cannot interleave their metrics: the second gets one line and exit 2;
+* directories it created are removed again (if still empty) when the run fails with an InputError;
 * checkpoints are written atomically and read with ``torch.load(..., weights_only=True)``: a file on
   disk is data, never code, so a crafted pickle cannot run anything; a damaged one is one line;
 * the configuration stored in the checkpoint must equal the run's (a plain dict);
@@ -58,11 +59,15 @@ class RunDir:
         self._lock_wanted, self._lock_fd = lock, None
 
     def __enter__(self) -> "RunDir":
-        self.path.mkdir(parents=True, exist_ok=True)
+        self._created = [p for p in (self.path, *self.path.parents) if not p.exists()]
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise InputError(f"cannot create {self.path}: {exc.strerror or exc}")
         if self._lock_wanted:
             import fcntl
 
-            fd = os.open(self.path / ".lock", os.O_RDWR | os.O_CREAT, 0o666)
+            fd = os.open(self.path, os.O_RDONLY)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
@@ -72,10 +77,16 @@ class RunDir:
             remove_stale_temporaries(self.path)
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, kind, value, traceback) -> None:
         if self._lock_fd is not None:
             os.close(self._lock_fd)  # closing the descriptor releases the flock
             self._lock_fd = None
+        if kind is not None and issubclass(kind, InputError):
+            for directory in self._created:  # innermost first; stops at the first non-empty one
+                try:
+                    directory.rmdir()
+                except OSError:
+                    break
 
     # checkpoints -----------------------------------------------------------------------------
     def load_checkpoint(self, config: dict) -> dict | None:
@@ -127,7 +138,8 @@ def read_metrics(path: Path, repair: bool = False) -> list[dict]:
         except ValueError:
             if repair and number == len(lines):
                 break
-            raise InputError(f"{path}: line {number} is not a metrics row; delete the run directory or use another --out")
+            raise InputError(f"{path}: line {number} is not a metrics row; delete the run directory or use "
+                             "another --out")
         rows.append(row)
     return rows
 

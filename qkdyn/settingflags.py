@@ -6,7 +6,6 @@ import dataclasses
 import sys
 
 from qkdyn import configflags
-from qkdyn.errors import flag_name
 from qkdyn.theory.setting import ALL_PARAMS, Setting, factorized
 
 _DEFAULTS = Setting()
@@ -34,15 +33,26 @@ def add_setting_flags(parser: argparse.ArgumentParser, params=ALL_PARAMS) -> Non
     for field in dataclasses.fields(Setting):
         if field.name == "b" and "paper" not in params:
             continue  # the authors' scale constant exists only in their reduced form
-        kind = int if field.type in ("int", int) else finite_float
-        parser.add_argument(f"--{flag_name(field.name)}", dest=field.name, type=kind,
-                            default=getattr(_DEFAULTS, field.name),
-                            help=f"{_HELP[field.name]} (default {getattr(_DEFAULTS, field.name)})")
+        # parse-time: a number of the field's type; the domain itself is Setting's own check
+        domain = (configflags.integer if field.type in ("int", int) else configflags.finite)(_HELP.get(field.name, ""))
+        configflags.add_flag(parser, field.name, domain, getattr(_DEFAULTS, field.name))
 
 
 def setting_from_args(args: argparse.Namespace) -> Setting:
     """Build (and so validate) the Setting named by the flags; bad values raise InputError."""
     return Setting(**{f.name: getattr(args, f.name, getattr(_DEFAULTS, f.name)) for f in dataclasses.fields(Setting)})
+
+
+def check_factorizable(param: str, setting: Setting) -> None:
+    """InputError for a negative initial value of a factorized circuit in the *reduced* state: its
+    balanced initial factors are generated as square roots of the product (``sqrt(qk0)``,
+    ``sqrt(ov0)``), which the reduced form does not extend to negative products."""
+    from qkdyn.errors import InputError
+
+    for field, is_factorized, value in zip(("qk0", "ov0"), factorized(param), (setting.qk0, setting.ov0)):
+        if is_factorized and value < 0:
+            raise InputError(f"must be >= 0 for {param} (a factorized circuit's reduced state starts at "
+                             f"sqrt({field})), got {value!r}", field)
 
 
 def warn_if_saddle(command: str, param: str, setting: Setting) -> None:

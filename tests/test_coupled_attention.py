@@ -130,3 +130,17 @@ def test_bad_configs_are_rejected():
         AttentionConfig(kind="mlp-only", hidden=3)
     with pytest.raises(ValueError):
         build_attention(AttentionConfig(kind="diff"), 30, 3, 1)
+
+
+def test_the_torch_free_config_names_the_integrators_that_exist():
+    from qkdyn.empirical.coupled.configs import INTEGRATOR_NAMES
+    from qkdyn.empirical.coupled.qk_flow import INTEGRATORS
+
+    assert INTEGRATOR_NAMES == tuple(INTEGRATORS)
+
+
+def test_the_torch_free_config_names_the_presets_that_exist():
+    from qkdyn.empirical.coupled import model, mqar
+    from qkdyn.empirical.coupled.configs import MQAR_TASKS, PRESET_NAMES
+
+    assert PRESET_NAMES == tuple(model.PRESETS) and MQAR_TASKS == tuple(mqar.PRESETS)

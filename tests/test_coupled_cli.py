@@ -35,7 +35,7 @@ def test_variant_names_of_the_command_match_the_study():
     (["lm", "--data", "wiki", "--out", "x", "--attention", "mlp-only", "--coupling-hidden", "3"], "even"),
     (["lm", "--data", "wiki", "--out", "x", "--max-steps", "0"], "--max-steps"),
     (["compare-coupled", "--runs", "/no/runs", "--out", "{tmp}"], "no finished runs"),
-    (["compare-coupled", "--mqar-tasks", "tiny", "--out", "{tmp}"], "unknown MQAR task"),
+    (["compare-coupled", "--mqar-tasks", "tiny", "--out", "{tmp}"], "--mqar-tasks: must be a comma-separated subset of easy"),
     (["compare-coupled", "--variants", "standard,fancy", "--out", "{tmp}"], "--variants"),
 ])
 def test_user_errors_are_one_line_exit_2(argv, message, tmp_path, capsys):

@@ -33,6 +33,7 @@ from typing import Callable
 
 import sympy as sp
 
+from qkdyn import atomic
 from qkdyn.errors import InputError
 from qkdyn.theory import asymptotics, codegen, invariants, model
 
@@ -107,16 +108,6 @@ def cache_dir() -> Path:
     return root / "theory" / _cache_key()
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
 def _verified_source(name: str) -> bytes:
     """The cached source of ``name`` if its sha256 matches the recorded one, else freshly generated
     (and cached). Damage is reported as one warning line."""
@@ -133,9 +124,10 @@ def _verified_source(name: str) -> bytes:
             sys.stderr.write(f"qkdyn: warning: generated code {path} does not match its recorded sha256; "
                              "regenerating it\n")
         directory.mkdir(parents=True, exist_ok=True)
-        source = generate_source(name).encode()
-        _write_atomic(path, source)
-        _write_atomic(digest_path, (hashlib.sha256(source).hexdigest() + "\n").encode())
+        text = generate_source(name)
+        source = text.encode()
+        atomic.write_text(path, text)
+        atomic.write_text(digest_path, hashlib.sha256(source).hexdigest() + "\n")
         return source
     except OSError as exc:
         raise InputError(f"the code cache {directory} (under $QKDYN_CACHE) is unusable: {exc.strerror or exc}")

@@ -78,6 +78,9 @@ def run(args: argparse.Namespace) -> int:
     configs = {(seed, mult): config_from_args(args, qk_lr_mult=mult, seed=seed) for seed in seeds for mult in mults}
     out_dir = check_run_dir(args.out_dir, "--out-dir")
     check_run_dir(args.runs_dir, "--runs-dir")
+    run_dir = {(seed, mult): Path(args.runs_dir) / cfg.task / f"qk{mult:g}_s{seed}"
+               for (seed, mult), cfg in configs.items()}
+    finished = {key: read_json(d / "final.json") for key, d in run_dir.items() if (d / "final.json").exists()}
     pin_threads(args.threads)
     out_dir.mkdir(parents=True, exist_ok=True)
     results: dict[float, list[dict]] = {m: [] for m in mults}
@@ -85,13 +88,11 @@ def run(args: argparse.Namespace) -> int:
     for seed in seeds:
         for mult in mults:
             cfg = configs[seed, mult]
-            run_dir = Path(args.runs_dir) / cfg.task / f"qk{mult:g}_s{seed}"
-            final = run_dir / "final.json"
-            cached = read_json(final) if final.exists() else None
-            if cached is None or cached.get("config") != dataclasses.asdict(cfg):
-                cached = train(cfg, run_dir, progress=not args.no_progress)
+            cached = finished.get((seed, mult))
+            if not isinstance(cached, dict) or cached.get("config") != dataclasses.asdict(cfg):
+                cached = train(cfg, run_dir[seed, mult], progress=not args.no_progress)
             results[mult].append(cached)
-            run_dirs[mult].append(run_dir)
+            run_dirs[mult].append(run_dir[seed, mult])
     task = args.task
     performance_key = "f1" if task == "squad" else "accuracy"
     summary = report.summarize(results)

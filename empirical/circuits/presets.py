@@ -24,33 +24,40 @@ class RunConfig:
     d_model: int = dataclasses.field(default=64, metadata=positive_int("model width"))
     n_head: int = dataclasses.field(default=4, metadata=positive_int("attention heads"))
     n_layer: int = dataclasses.field(default=1, metadata=positive_int("layers"))
-    d_mlp: int = dataclasses.field(default=256, metadata=non_negative_int("MLP width, 0 = attention-only"))  # 0 = attention-only
+    d_mlp: int = dataclasses.field(default=256, metadata=non_negative_int("MLP width, 0 = attention-only"))
     layernorm: bool = dataclasses.field(default=False, metadata=flag("LayerNorm in each block"))
     readout: str = dataclasses.field(default="last", metadata=text("read-out position: last or an index"))
     max_len: int = dataclasses.field(default=64, metadata=positive_int("tokens per example"))
-    vocab_size: int = dataclasses.field(default=10000, metadata=positive_int("cap on the word vocabulary"))  # cap on the word vocabulary (specials included)
+    vocab_size: int = dataclasses.field(default=10000,
+        metadata=positive_int("cap on the word vocabulary (specials included)"))
     min_count: int = dataclasses.field(default=2, metadata=non_negative_int("minimum word count"))
     # optimisation
-    optimizer: str = dataclasses.field(default="adamw", metadata=choice(("adamw", "sgd"), "optimiser"))  # adamw | sgd
+    optimizer: str = dataclasses.field(default="adamw", metadata=choice(("adamw", "sgd"), "optimiser"))
     lr: float = dataclasses.field(default=1e-3, metadata=positive("base learning rate"))
     weight_decay: float = dataclasses.field(default=0.01, metadata=non_negative("weight decay"))
-    momentum: float = dataclasses.field(default=0.9, metadata=fraction("SGD momentum", high_open=True))  # sgd only
+    momentum: float = dataclasses.field(default=0.9, metadata=fraction("SGD momentum (sgd only)", high_open=True))
     qk_lr_mult: float = dataclasses.field(default=1.0, metadata=positive("QK learning-rate multiplier"))
-    qk_ramp_steps: int = dataclasses.field(default=0, metadata=non_negative_int("steps of the QK ramp"))  # >0: ramp the QK multiplier linearly from 1 over this many steps
-    qk_embedding: bool = dataclasses.field(default=False, metadata=flag("token embedding in the QK group"))  # put the token embedding in the QK group (authors' HateXplain code)
-    warmup_frac: float = dataclasses.field(default=0.1, metadata=fraction("warm-up share of the steps", high_open=True))
+    qk_ramp_steps: int = dataclasses.field(default=0,
+        metadata=non_negative_int(">0: ramp the QK multiplier linearly from 1 over this many steps"))
+    qk_embedding: bool = dataclasses.field(default=False,
+        metadata=flag("put the token embedding in the QK group (authors' HateXplain code)"))
+    warmup_frac: float = dataclasses.field(default=0.1,
+        metadata=fraction("warm-up share of the steps", high_open=True))
     epochs: float = dataclasses.field(default=3.0, metadata=non_negative("epochs"))
-    max_steps: int = dataclasses.field(default=0, metadata=non_negative_int("steps; >0 overrides --epochs"))  # >0 overrides epochs
+    max_steps: int = dataclasses.field(default=0, metadata=non_negative_int(">0 overrides --epochs"))
     batch_size: int = dataclasses.field(default=32, metadata=positive_int("batch size"))
-    grad_clip: float = dataclasses.field(default=1.0, metadata=non_negative("gradient-norm clip, 0 = off"))  # 0 = off
+    grad_clip: float = dataclasses.field(default=1.0, metadata=non_negative("gradient-norm clip, 0 = off"))
     seed: int = dataclasses.field(default=0, metadata=non_negative_int("seed"))
     # bookkeeping
     eval_every: int = dataclasses.field(default=200, metadata=positive_int("steps between evaluations"))
-    eval_examples: int = dataclasses.field(default=500, metadata=positive_int("dev examples per evaluation"))  # dev examples scored at each evaluation during training
+    eval_examples: int = dataclasses.field(default=500,
+        metadata=positive_int("dev examples scored at each evaluation during training"))
     ckpt_every: int = dataclasses.field(default=200, metadata=positive_int("steps between checkpoints"))
-    final_examples: int = dataclasses.field(default=0, metadata=non_negative_int("cap on final dev/test examples, 0 = all"))  # >0: cap on dev/test examples in the final evaluation
+    final_examples: int = dataclasses.field(default=0,
+        metadata=non_negative_int(">0: cap on dev/test examples in the final evaluation"))
     # task specifics
-    vader_margin: float = dataclasses.field(default=0.5, metadata=non_negative("VADER |mean rating| below which items are dropped"))
+    vader_margin: float = dataclasses.field(default=0.5,
+        metadata=non_negative("VADER |mean rating| below which items are dropped"))
     squad_window: int = dataclasses.field(default=200, metadata=positive_int("SQuAD context window"))
     max_answer_len: int = dataclasses.field(default=16, metadata=positive_int("longest answer"))
     # metric thresholds (documented defaults; curves are reported as well)

@@ -1,6 +1,7 @@
 """From a run configuration to the task's train/dev/test examples."""
 from __future__ import annotations
 
+import csv
 from pathlib import Path
 
 from qkdyn.empirical.data.examples_circuits import Splits
@@ -30,10 +31,24 @@ def data_path(cfg: RunConfig) -> Path:
 
 
 def load_splits(cfg: RunConfig) -> Splits:
-    """The examples of ``cfg.task``; a task without training or test examples is a InputError."""
+    """The examples of ``cfg.task``; a task without training or test examples, or data files that
+    are malformed (wrong structure, not UTF-8, bad numbers), is one InputError naming the path."""
+    path = data_path(cfg)
+    try:
+        splits = _load(cfg, path)
+    except InputError:
+        raise
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError, csv.Error) as exc:
+        detail = str(exc).splitlines()[0][:120] if str(exc) else ""
+        raise InputError(f"{path} is not valid {cfg.task} data ({type(exc).__name__}{': ' + detail if detail else ''})")
+    if not splits.train or not splits.test:
+        raise InputError(f"{path}: no training or no test examples for task {cfg.task}")
+    return splits
+
+
+def _load(cfg: RunConfig, path: Path) -> Splits:
     from qkdyn.empirical.data import brown, hatexplain, squad, sva, vader
 
-    path = data_path(cfg)
     if cfg.task == "hatexplain":
         splits = hatexplain.load(path, cfg.max_len)
     elif cfg.task == "sva":
@@ -44,6 +59,4 @@ def load_splits(cfg: RunConfig) -> Splits:
         splits = vader.load(path, cfg.max_len, cfg.vader_margin)
     else:
         splits = squad.load(path, cfg.squad_window)
-    if not splits.train or not splits.test:
-        raise InputError(f"{path}: no training or no test examples for task {cfg.task}")
     return splits

@@ -17,18 +17,14 @@
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from qkdyn.empirical.coupled.configs import INTEGRATOR_NAMES, KINDS, AttentionConfig  # noqa: F401 (re-exported)
-from qkdyn.empirical.coupled.qk_flow import INTEGRATORS, PerHeadMLP, integrate
-
-assert INTEGRATOR_NAMES == tuple(INTEGRATORS), "configs.INTEGRATOR_NAMES must list qk_flow.INTEGRATORS"
-
+from qkdyn.empirical.coupled.configs import AttentionConfig  # noqa: F401 (re-exported: attention.AttentionConfig)
+from qkdyn.empirical.coupled.qk_flow import PerHeadMLP, integrate
 
 def extra_parameters(cfg: AttentionConfig, n_head: int, d_head: int) -> int:
     """Parameters one layer of ``cfg`` has beyond standard attention."""

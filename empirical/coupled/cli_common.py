@@ -8,10 +8,8 @@ from __future__ import annotations
 import argparse
 
 from qkdyn.configflags import add_config_flags, config_from_args
-from qkdyn.empirical.coupled.configs import DERIVED, AttentionConfig, TrainConfig
+from qkdyn.empirical.coupled.configs import DERIVED, PRESET_NAMES, AttentionConfig, TrainConfig
 from qkdyn.settingflags import positive_int
-
-PRESET_NAMES = ("tiny", "60M", "150M", "350M")
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import argparse
 
-from qkdyn.configflags import device, parser as parser_of
-from qkdyn.settingflags import positive_float, positive_int
+from qkdyn.configflags import add_config_flags, config_from_args
+from qkdyn.empirical.coupled.study import LM_VARIANTS, StudyConfig
+from qkdyn.settingflags import positive_int
 
-#: the keys of study.LM_VARIANTS, repeated here so that `--help` needs no torch import (a test checks)
-VARIANTS = ("standard", "coupled-euler", "coupled-leapfrog", "mlp-only", "diff")
+#: the LM variants of the study (a test checks they are study.LM_VARIANTS)
+VARIANTS = tuple(LM_VARIANTS)
 HELP = "run and/or report the coupled-QK study: perplexity by variant, seeds, steps, corpora, MQAR"
 
 
@@ -27,43 +28,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", default="runs/coupled/cpu", help="directory of the study's runs")
     parser.add_argument("--out", default="figures/coupled", help="where report.md, summary.json and plots go")
     parser.add_argument("--train", action="store_true", help="first run the study's unfinished runs")
-    parser.add_argument("--workers", type=positive_int, default=2, help="parallel training processes (1 torch thread each)")
-    parser.add_argument("--preset", default="tiny", choices=("tiny", "60M", "150M", "350M"))
-    parser.add_argument("--coherent", default="wiki", help="domain-coherent corpus (name or path)")
-    parser.add_argument("--heterogeneous", default="nlp-corpus", help="heterogeneous corpus (name or path; '' for none)")
-    parser.add_argument("--variants", default=",".join(VARIANTS), help="attention variants of the LM runs")
-    parser.add_argument("--seeds", type=positive_int, default=3)
-    parser.add_argument("--lm-steps", type=positive_int, default=200)
-    parser.add_argument("--sweep-steps", default="2,4,7", help="coupling steps n tried besides n = 1")
-    parser.add_argument("--batch-size", type=positive_int, default=8)
-    parser.add_argument("--grad-accum", type=positive_int, default=1)
-    parser.add_argument("--lr", type=positive_float, default=3e-3)
-    parser.add_argument("--mqar-tasks", default="easy,medium", help="comma-separated MQAR presets ('' for none)")
-    parser.add_argument("--mqar-steps", type=positive_int, default=500)
-    parser.add_argument("--device", type=parser_of(device()), default="auto", help="auto, cpu, cuda, cuda:1, ...")
-
-
-def _study_config(args):
-    from qkdyn.empirical.coupled.mqar import PRESETS
-    from qkdyn.empirical.coupled.study import StudyConfig
-    from qkdyn.errors import InputError
-
-    tasks = tuple(t for t in args.mqar_tasks.split(",") if t)
-    try:
-        sweep = tuple(int(n) for n in args.sweep_steps.split(",") if n)
-    except ValueError:
-        raise InputError(f"--sweep-steps must be comma-separated integers, got {args.sweep_steps!r}")
-    variants = tuple(v for v in args.variants.split(",") if v)
-    if not variants or set(variants) - set(VARIANTS):
-        raise InputError(f"--variants must be a comma-separated subset of {', '.join(VARIANTS)}")
-    if any(n < 1 for n in sweep):
-        raise InputError("--sweep-steps must be >= 1")
-    unknown = set(tasks) - set(PRESETS)
-    if unknown:
-        raise InputError(f"unknown MQAR task(s) {sorted(unknown)}; known: {', '.join(PRESETS)}")
-    return StudyConfig(preset=args.preset, coherent=args.coherent, heterogeneous=args.heterogeneous,
-                       seeds=args.seeds, variants=variants, lm_steps=args.lm_steps, sweep_steps=sweep, mqar_tasks=tasks, mqar_steps=args.mqar_steps,
-                       batch_size=args.batch_size, grad_accum=args.grad_accum, lm_lr=args.lr, device=args.device)
+    parser.add_argument("--workers", type=positive_int, default=2,
+                        help="parallel training processes (1 torch thread each)")
+    add_config_flags(parser, StudyConfig)
 
 
 def _context(study, runs: list[dict], runs_dir: str) -> dict:
@@ -89,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     from qkdyn.empirical.coupled.study import check_study_files, run_study
     from qkdyn.runs import check_run_dir
 
-    study = _study_config(args)
+    study = config_from_args(StudyConfig, args)
     out = check_run_dir(args.out)
     check_run_dir(args.runs, "--runs")
     check_study_files(args.runs)

@@ -20,7 +20,8 @@ def block_size(text: str) -> int:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", required=True,
                         help="corpus: wiki, pydocs, brown-learned, brown-full, nlp-corpus, or a text file/directory")
-    parser.add_argument("--block-size", type=block_size, default=None, help="context length >= 2 (default: the preset's)")
+    parser.add_argument("--block-size", type=block_size, default=None,
+                        help="context length >= 2 (default: the preset's)")
     parser.add_argument("--eval-tokens", type=positive_int, default=65536, help="validation tokens per evaluation")
     parser.add_argument("--val-fraction", type=parser_of(fraction(low_open=True, high_open=True)), default=0.05,
                         help="held-out share when no validation file, in (0, 1)")

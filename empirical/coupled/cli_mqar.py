@@ -4,14 +4,16 @@ from __future__ import annotations
 import argparse
 
 from qkdyn.empirical.coupled.cli_common import add_model_arguments, add_train_arguments, attention_config, train_config
+from qkdyn.empirical.coupled.configs import MQAR_TASKS
 from qkdyn.settingflags import positive_int
 
 HELP = "train on multi-query associative recall (easy/medium/hard) and report accuracy"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--task", default="easy", choices=("easy", "medium", "hard"), help="MQAR preset")
-    parser.add_argument("--n-test", type=positive_int, default=256, help="test sequences per (length, kv pairs) setting")
+    parser.add_argument("--task", default="easy", choices=MQAR_TASKS, help="MQAR preset")
+    parser.add_argument("--n-test", type=positive_int, default=256,
+                        help="test sequences per (length, kv pairs) setting")
     add_model_arguments(parser)
     add_train_arguments(parser, max_steps=1000, lr=1e-3)
 

@@ -12,6 +12,10 @@ from qkdyn.configflags import (check_config, choice, device, finite, flag, fract
 from qkdyn.errors import InputError
 
 KINDS = ("standard", "coupled", "mlp-only", "diff")
+#: the keys of :data:`qkdyn.empirical.coupled.model.PRESETS` and of
+#: :data:`qkdyn.empirical.coupled.mqar.PRESETS` (torch modules; a test checks they agree)
+PRESET_NAMES = ("tiny", "60M", "150M", "350M")
+MQAR_TASKS = ("easy", "medium", "hard")
 #: the integrators of :mod:`qkdyn.empirical.coupled.qk_flow` (a test checks they agree)
 INTEGRATOR_NAMES = ("euler", "leapfrog")
 
@@ -43,7 +47,8 @@ class TrainConfig:
     grad_accum: int = dataclasses.field(default=1, metadata=positive_int("micro-batches per step"))
     lr: float = dataclasses.field(default=3e-3, metadata=positive("peak learning rate"))
     min_lr: float = dataclasses.field(default=3e-4, metadata=non_negative("final learning rate (default lr/10)"))
-    warmup_steps: int = dataclasses.field(default=30, metadata=non_negative_int("warm-up steps (default 10%% of max steps)"))
+    warmup_steps: int = dataclasses.field(default=30, metadata=non_negative_int(
+        "warm-up steps (default 10%% of max steps)"))
     weight_decay: float = dataclasses.field(default=0.1, metadata=non_negative("AdamW weight decay"))
     beta1: float = dataclasses.field(default=0.9, metadata=fraction("AdamW beta1", high_open=True))
     beta2: float = dataclasses.field(default=0.95, metadata=fraction("AdamW beta2", high_open=True))

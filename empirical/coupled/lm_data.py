@@ -15,6 +15,8 @@ import math
 import numpy as np
 import torch
 
+from qkdyn.errors import InputError
+
 
 class LMBatches:
     """Random windows of ``block_size + 1`` tokens; y is x shifted by one."""
@@ -22,7 +24,8 @@ class LMBatches:
     def __init__(self, tokens: np.ndarray, block_size: int, batch_size: int, grad_accum: int,
                  seed: int, rank: int = 0, world_size: int = 1):
         if len(tokens) <= block_size + 1:
-            raise ValueError(f"training split has {len(tokens)} tokens, need more than block size {block_size} + 1")
+            raise InputError(f"gives a training split of {len(tokens)} tokens, fewer than the block size "
+                             f"{block_size} + 2", "data")
         self.tokens, self.block_size = tokens, block_size
         self.shape = (grad_accum, world_size, batch_size)
         self.rank = rank
@@ -55,7 +58,7 @@ class LMEvaluator:
     def __init__(self, tokens: np.ndarray, block_size: int, max_tokens: int, batch_size: int = 16):
         n = min(len(tokens) - 1, max_tokens) // block_size
         if n < 1:
-            raise ValueError("validation split is shorter than one block")
+            raise InputError(f"gives a validation split shorter than one block ({block_size} + 1 tokens)", "data")
         rows = np.asarray(tokens[: n * block_size + 1], dtype=np.int64)
         self.x = torch.from_numpy(rows[:-1].reshape(n, block_size))
         self.y = torch.from_numpy(rows[1:].reshape(n, block_size))

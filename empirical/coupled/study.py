@@ -17,8 +17,8 @@ import dataclasses
 import multiprocessing
 from pathlib import Path
 
-from qkdyn.empirical.coupled.attention import AttentionConfig
-from qkdyn.empirical.coupled.train import TrainConfig
+from qkdyn.configflags import check_config, choice, choice_list, device, positive, positive_int, positive_int_list, text
+from qkdyn.empirical.coupled.configs import MQAR_TASKS, PRESET_NAMES, AttentionConfig, TrainConfig
 from qkdyn.errors import InputError
 
 LM_VARIANTS = {
@@ -40,23 +40,32 @@ def variant_label(attention: dict) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class StudyConfig:
-    preset: str = "tiny"
-    coherent: str = "wiki"
-    heterogeneous: str = "nlp-corpus"
-    seeds: int = 3
-    variants: tuple[str, ...] = tuple(LM_VARIANTS)
-    lm_steps: int = 200
-    sweep_steps: tuple[int, ...] = (2, 4, 7)
-    mqar_tasks: tuple[str, ...] = ("easy", "medium")
-    mqar_steps: int = 500
-    batch_size: int = 8
+    """The study's grid; the fields with a domain are the flags of ``qkdyn compare-coupled``."""
+
+    preset: str = dataclasses.field(default="tiny", metadata=choice(PRESET_NAMES, "model shape"))
+    coherent: str = dataclasses.field(default="wiki", metadata=text("domain-coherent corpus (name or path)"))
+    heterogeneous: str = dataclasses.field(default="nlp-corpus", metadata=text(
+        "heterogeneous corpus (name or path; '' for none)"))
+    seeds: int = dataclasses.field(default=3, metadata=positive_int("seeds of the LM runs"))
+    variants: tuple[str, ...] = dataclasses.field(default=tuple(LM_VARIANTS), metadata=choice_list(
+        tuple(LM_VARIANTS), "attention variants of the LM runs", empty_ok=False))
+    lm_steps: int = dataclasses.field(default=200, metadata=positive_int("steps of each LM run"))
+    sweep_steps: tuple[int, ...] = dataclasses.field(default=(2, 4, 7), metadata=positive_int_list(
+        "coupling steps n tried besides n = 1"))
+    mqar_tasks: tuple[str, ...] = dataclasses.field(default=("easy", "medium"), metadata=choice_list(
+        MQAR_TASKS, "comma-separated MQAR presets ('' for none)"))
+    mqar_steps: int = dataclasses.field(default=500, metadata=positive_int("steps of each MQAR run"))
+    batch_size: int = dataclasses.field(default=8, metadata=positive_int("LM sequences per micro-batch"))
     mqar_batch_size: int = 32
-    grad_accum: int = 1
-    lm_lr: float = 3e-3
+    grad_accum: int = dataclasses.field(default=1, metadata=positive_int("micro-batches per step"))
+    lm_lr: float = dataclasses.field(default=3e-3, metadata=positive("LM learning rate", flag="--lr"))
     mqar_lr: float = 3e-3
     eval_tokens: int = 16384
     evals_per_run: int = 10
-    device: str = "auto"
+    device: str = dataclasses.field(default="auto", metadata=device("auto, cpu, cuda, cuda:1, ..."))
+
+    def __post_init__(self):
+        check_config(self)
 
 
 @dataclasses.dataclass(frozen=True)

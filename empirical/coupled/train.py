@@ -17,7 +17,6 @@ import dataclasses
 import json
 import os
 import time
-from pathlib import Path
 from typing import Callable
 
 import torch

@@ -45,6 +45,17 @@ def parse_batch(text: str) -> int | None:
     return value
 
 
+def check_sizes(setting, batch: int | None, points: int) -> None:
+    """Refuse sizes that cannot fit: float64 V x V matrices (collapsed, or two V x V factors per
+    circuit), their gradients and Adam's two moments (<= 16 V^2 numbers), a batch of count vectors
+    (B x V) and ~1 KiB per output row."""
+    from qkdyn.memory import check_memory
+
+    vocab = setting.classes * setting.distinct + setting.commons + 1 + setting.classes
+    check_memory(8 * (16 * vocab ** 2 + 4 * (batch or 1) * vocab), f"a vocabulary of V = {vocab} tokens, batch {batch}")
+    check_memory(1024 * points, "--points output rows", "points")
+
+
 def run(args: argparse.Namespace) -> int:
     from qkdyn.atomic import check_writable
     from qkdyn.csvio import parse_times
@@ -53,6 +64,7 @@ def run(args: argparse.Namespace) -> int:
 
     setting = setting_from_args(args)
     batch = parse_batch(args.batch)
+    check_sizes(setting, batch, args.points)
     if args.optimizer == "gd" and batch is not None:
         raise InputError("--optimizer gd uses the population gradient; use --optimizer sgd with --batch B")
     check_writable(args.out)

@@ -4,7 +4,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from qkdyn.settingflags import add_setting_flags, finite_float, positive_int, setting_from_args, warn_if_saddle
+from qkdyn.configflags import fraction, parser as parser_of
+from qkdyn.settingflags import (add_setting_flags, check_factorizable, finite_float, positive_int, setting_from_args,
+                                warn_if_saddle)
 
 HELP = "solve the reduced gradient-flow ODE to --t-max or --until-loss and write a CSV"
 
@@ -18,16 +20,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--at", help="comma-separated times that must appear as exact rows")
     parser.add_argument("--method", default="LSODA", choices=("LSODA", "Radau", "BDF", "DOP853"),
                         help="scipy solver (default LSODA, with the analytic Jacobian)")
-    parser.add_argument("--rtol", type=finite_float, default=1e-11, help="relative tolerance (default 1e-11)")
+    parser.add_argument("--rtol", type=parser_of(fraction(low_open=True, high_open=True)), default=1e-11,
+                        help="relative tolerance in (0, 1) (default 1e-11)")
     parser.add_argument("--out", required=True, help="output CSV path")
 
 
 def run(args: argparse.Namespace) -> int:
     from qkdyn.atomic import check_writable
     from qkdyn.csvio import parse_times, write_columns
+    from qkdyn.memory import check_memory
     from qkdyn.simulate.solve import solve
 
     setting = setting_from_args(args)
+    check_factorizable(args.param, setting)
+    # ~16 float64 columns per row, a few copies (solver output, columns, CSV rows)
+    check_memory(8 * 16 * 4 * args.points, "--points output rows", "points")
     check_writable(args.out)
     warn_if_saddle("solve", args.param, setting)
     trajectory = solve(setting, args.param, t_max=args.t_max, until_loss=args.until_loss,

@@ -13,8 +13,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from qkdyn.runs import check_run_dir
     from qkdyn.verify import verify
 
+    check_run_dir(args.figures, "--figures")  # before any figure is written
     claims = verify(quick=args.quick, figures=args.figures, empirical=not args.skip_empirical)
     for claim in claims:
         print(f"{claim.id:14s} {claim.verdict:12s} {claim.statement}")
