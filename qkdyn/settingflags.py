@@ -17,6 +17,7 @@ _HELP = {
     "eta_qk": "learning rate of the QK circuit", "eta_ov": "learning rate of the OV circuit",
     "qk0": "initial attention logit gap qk", "ov0": "initial output margin ov",
     "b": "scale constant b of the authors' reduced form (--param paper)",
+    "attn0": "initial attention on the distinct tokens, in (0, 1); sets qk instead of --qk0",
 }
 
 
@@ -37,9 +38,11 @@ def add_setting_flags(parser: argparse.ArgumentParser, params=ALL_PARAMS) -> Non
         if field.name == "b" and "paper" not in params:
             continue  # the authors' scale constant exists only in their reduced form
         kind = int if field.type in ("int", int) else finite_float
-        parser.add_argument(f"--{flag_name(field.name)}", dest=field.name, type=kind,
-                            default=getattr(_DEFAULTS, field.name),
-                            help=f"{_HELP[field.name]} (default {getattr(_DEFAULTS, field.name)})")
+        default = getattr(_DEFAULTS, field.name)
+        shown = f" (default {default})" if default is not None else ""
+        rate = " (0 freezes the circuit)" if field.name.startswith("eta_") else ""
+        parser.add_argument(f"--{flag_name(field.name)}", dest=field.name, type=kind, default=default,
+                            help=f"{_HELP[field.name]}{rate}{shown}")
 
 
 def setting_from_args(args: argparse.Namespace) -> Setting:
