@@ -116,3 +116,23 @@ def balance(curves: dict, path: Path) -> None:
     ax.set_ylabel("factor balance error")
     ax.legend(fontsize=6)
     save_png(fig, path)
+
+
+def sampled_attention(rows: list[dict], path: Path, generator: str) -> None:
+    """Per form, bars per schedule: attention on distinct tokens and on the query's own id (mean +- sd
+    over seeds, at the form's matched running loss)."""
+    forms = list(dict.fromkeys(r["form"] for r in rows))
+    schedules = list(dict.fromkeys(r["schedule"] for r in rows))
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
+    width = 0.8 / len(schedules)
+    for ax, metric, title in ((axes[0], "attn_distinct", "attention on distinct tokens"),
+                              (axes[1], "attn_query_id", "attention on the query's own id")):
+        for i, s in enumerate(schedules):
+            sel = [next(r for r in rows if r["form"] == f and r["schedule"] == s) for f in forms]
+            ax.bar(np.arange(len(forms)) + i * width, [r[metric] for r in sel], width,
+                   yerr=[r[f"{metric}_sd"] for r in sel], label=s, capsize=2)
+        ax.set_xticks(np.arange(len(forms)) + width * (len(schedules) - 1) / 2, forms)
+        ax.set_ylim(0, 1)
+        ax.set_title(f"{generator}: {title}", fontsize=9)
+    axes[0].legend(fontsize=7)
+    save_png(fig, path)
