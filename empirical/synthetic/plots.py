@@ -104,20 +104,6 @@ def dtap(grid: dict, path: Path) -> None:
     save_png(fig, path)
 
 
-def balance(curves: dict, path: Path) -> None:
-    """curves[label] = [(step, balance error)]."""
-    fig, ax = plt.subplots(figsize=(4.5, 3.5))
-    for label, points in curves.items():
-        if points:
-            steps, err = zip(*points)
-            ax.plot(steps, np.maximum(err, 1e-17), label=label)
-    ax.set_yscale("log")
-    ax.set_xlabel("SGD step")
-    ax.set_ylabel("factor balance error")
-    ax.legend(fontsize=6)
-    save_png(fig, path)
-
-
 def sampled_attention(rows: list[dict], path: Path, generator: str) -> None:
     """Per form, bars per schedule: attention on distinct tokens and on the query's own id (mean +- sd
     over seeds, at the form's matched running loss)."""
