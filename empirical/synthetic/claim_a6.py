@@ -13,6 +13,7 @@ Measurements (setting S6 = Setting(qk0=0.5, ov0=0.5), other fields default: the 
 * Non-symmetric init: DESIGN init plus N(0, sigma^2) on every entry, SGD (B = 32): sym_dist over t.
 * The sampled generators (``clean`` and ``authors``): 4 parameterisations x 3 learning-rate schedules x
   seeds; attention on distinct tokens and on the query's id at matched loss, DTAP heatmaps.
+* The fixed-attention experiment (:mod:`.fixed_attention`, claim FA) beside the frozen-QK flow.
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from qkdyn.empirical.synthetic import claims_sampled, experiment, observe, plots, reduced, train
+from qkdyn.empirical.synthetic import claims_sampled, experiment, fixed_attention, observe, plots, reduced, train
 from qkdyn.empirical.synthetic.model import PARAMS
 from qkdyn.simulate.solve import solve
 from qkdyn.claims import Claim, combine, parts_from_checks
@@ -120,7 +121,7 @@ def nonsymmetric(cfg: dict, figures_dir: Path, sigma: float = 0.05) -> tuple[dic
 
 
 def check_a6(quick: bool, figures_dir: Path) -> list[Claim]:
-    """Claims A6, A6-adam, A4-/A5-sampled-{clean,authors} with computed verdicts; plots into figures_dir.
+    """Claims A6, A6-adam, A4-/A5-sampled-{clean,authors}, FA with computed verdicts; plots into figures_dir.
     Runs on one torch thread (the matrices are tiny; more threads only contend)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -149,6 +150,8 @@ def _check_a6(quick: bool, figures_dir: Path) -> list[Claim]:
     lap("adam")
     sampled_claims, _ = claims_sampled.sampled_claims(quick, figures_dir)
     lap("sampled")
+    sampled_claims.append(fixed_attention.check(quick, figures_dir))
+    lap("fixed_attention")
     ev["nonsymmetric_init"] = nonsym
     order_ok = all(abs(r - 2) <= 0.3 for rs in ev["gd_error_ratio"].values() for r in rs)
     small_ok = all(e[-1] < 2e-3 for e in ev["gd_error"].values())

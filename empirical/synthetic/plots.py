@@ -122,3 +122,30 @@ def sampled_attention(rows: list[dict], path: Path, generator: str) -> None:
         ax.set_title(f"{generator}: {title}", fontsize=9)
     axes[0].legend(fontsize=7)
     save_png(fig, path)
+
+
+def fixed_attention(runs: dict, theory: dict, path: Path) -> None:
+    """Per form: L(alpha) over flow time (sampled: mean over seeds, solid; theory: dashed) and
+    -dL/dalpha from common random numbers (sampled) beside the theory's exact derivative."""
+    forms = list(dict.fromkeys(f for f, _, _ in runs))
+    alphas = list(dict.fromkeys(a for _, a, _ in runs))
+    seeds = list(dict.fromkeys(s for _, _, s in runs))
+    fig, axes = plt.subplots(2, len(forms), figsize=(4.8 * len(forms), 6.4), squeeze=False)
+    colours = plt.cm.viridis(np.linspace(0, 0.9, len(alphas)))
+    for j, f in enumerate(forms):
+        for colour, a in zip(colours, alphas):
+            sel = [runs[(f, a, s)] for s in seeds]
+            t = sel[0].t
+            axes[0][j].plot(t, np.mean([r.loss for r in sel], axis=0), color=colour, label=f"alpha={a:g}")
+            axes[1][j].plot(t, np.mean([r.fall for r in sel], axis=0), color=colour)
+            th_loss, th_fall = theory[(f, a)]
+            axes[0][j].plot(t, th_loss, color=colour, ls="--", lw=0.8)
+            axes[1][j].plot(t, th_fall, color=colour, ls="--", lw=0.8)
+        axes[0][j].set_yscale("log")
+        axes[0][j].set_title(f"{f} OV, attention fixed (dashed: frozen-QK flow)", fontsize=8)
+        axes[0][j].set_ylabel("loss")
+        axes[1][j].set_ylabel("-dL/dalpha (CRN)")
+        axes[1][j].set_yscale("symlog", linthresh=1e-3)
+        axes[1][j].set_xlabel("flow time t = lr x steps")
+        axes[0][j].legend(fontsize=6)
+    save_png(fig, path)
