@@ -30,7 +30,7 @@ METRICS = ("attn_distinct", "attn_query_id", "separability", "p_true")
 def config(quick: bool) -> dict:
     """Horizons (SGD steps), seeds, test sizes; quick keeps >= 2 seeds."""
     if quick:
-        return {"seeds": [0, 1], "clean_steps": 1000, "authors_steps": 600, "clean_test": 1000, "authors_test": 1600}
+        return {"seeds": [0, 1], "clean_steps": 1000, "authors_steps": 400, "clean_test": 800, "authors_test": 800}
     return {"seeds": [0, 1, 2], "clean_steps": 3000, "authors_steps": 2500, "clean_test": 2000,
             "authors_test": authors.TEST_SIZE}
 
