@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -14,6 +15,7 @@ from qkdyn.empirical.schedule import cosine_with_warmup
 from qkdyn.empirical.circuits.presets import PRESETS, resolve
 from qkdyn.empirical.circuits.train import Run, train
 from qkdyn.cli import main
+from qkdyn.errors import InputError
 
 FIX = Path(__file__).parent / "fixtures" / "circuits"
 DATA = {"vader": FIX / "vader", "hatexplain": FIX / "hatexplain", "sva": FIX / "linzen_agr.tsv", "squad": FIX / "squad"}
@@ -163,6 +165,26 @@ def test_no_residual_and_wide_heads():
     with_residual = Decoder(ModelConfig(**{**cfg.__dict__, "residual": True}))
     with_residual.load_state_dict(model.state_dict())
     assert torch.allclose(with_residual.blocks[0](x, pad)[0], x + y)
+
+
+def test_authors_metrics_beside_the_standard_ones():
+    from qkdyn.empirical.circuits import evaluate
+
+    cfg = tiny("hatexplain", metrics="authors")
+    run = Run(cfg)
+    out = run.evaluate(run.dev[:6], full=True)
+    assert "ac_area" in out and "eraser" in out  # the standard definitions stay
+    assert len(out["authors_dtap_percent"]) == 3 and sum(map(sum, out["authors_dtap_percent"])) == pytest.approx(100)
+    seqs = [run.vocab.encode(e.tokens) for e in run.dev[:6]]
+    rows = evaluate.authors_rows(run.model, seqs, cfg.max_len)
+    ids = torch.zeros(1, cfg.max_len, dtype=torch.long)
+    ids[0, : len(seqs[0])] = torch.tensor(seqs[0])
+    with torch.no_grad():
+        _, atts = run.model(ids, torch.tensor([len(seqs[0])]))
+    assert np.allclose(rows[0], atts[0][0, 0, -1].numpy())  # layer 0, head 0, the last (padded) row
+    assert "authors_dtap_percent" not in run.evaluate(run.dev[:6], full=False)
+    with pytest.raises(InputError):
+        tiny(metrics="theirs")
 
 
 def test_bad_qk_params_is_a_user_error():

@@ -59,6 +59,7 @@ class RunConfig:
     residual: bool = True  # False: no residual stream (their SVA block)
     qk_params: str = ""  # comma list of q,k,q_bias,k_bias,tok_emb,pos_emb; "" = q,k weights+biases (+tok_emb)
     emb_lr_mult: float = 1.0  # != 1: token embedding in its own group at this multiple, no weight decay
+    metrics: str = "eraser"  # "authors": also their attention-mass and DTAP definitions (evaluate.py)
 
 
 PRESETS: dict[str, dict] = {
@@ -148,6 +149,8 @@ def validate(cfg: RunConfig) -> None:
         raise InputError(f"--head-dim must be >= 0 (0 = d_model / n_head), got {cfg.head_dim}")
     if cfg.head_dim == 0 and cfg.d_model % cfg.n_head:
         raise InputError("--d-model must be divisible by --n-head (or give --head-dim)")
+    if cfg.metrics not in ("eraser", "authors"):
+        raise InputError(f"--metrics must be eraser or authors, got {cfg.metrics!r}")
     if not cfg.emb_lr_mult > 0:
         raise InputError(f"--emb-lr-mult must be positive, got {cfg.emb_lr_mult}")
     from qkdyn.empirical.circuits.optim import parse_qk_params
