@@ -60,6 +60,7 @@ class RunConfig:
     qk_params: str = ""  # comma list of q,k,q_bias,k_bias,tok_emb,pos_emb; "" = q,k weights+biases (+tok_emb)
     emb_lr_mult: float = 1.0  # != 1: token embedding in its own group at this multiple, no weight decay
     metrics: str = "eraser"  # "authors": also their attention-mass and DTAP definitions (evaluate.py)
+    verb_visible: bool = False  # brown-sva: the authors' variant, verb in place then <cls> (data/brown.py)
 
 
 PRESETS: dict[str, dict] = {

@@ -39,7 +39,7 @@ def load_splits(cfg: RunConfig) -> Splits:
     elif cfg.task == "sva":
         splits = sva.load(path, cfg.max_len)
     elif cfg.task == "brown-sva":
-        splits = brown.load(path, cfg.max_len)
+        splits = brown.load(path, cfg.max_len, cfg.verb_visible)
     elif cfg.task == "vader":
         splits = vader.load(path, cfg.max_len, cfg.vader_margin)
     else:
