@@ -33,8 +33,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from qkdyn.claims import Claim, combine
 from qkdyn.empirical.synthetic import authors
 from qkdyn.errors import InputError
+from qkdyn.stats import compare
 
 FORMS = ("collapsed", "factorized")
 ALPHAS = (0.2, 0.4, 0.6, 0.8, 1.0)
@@ -159,15 +161,12 @@ def config(quick: bool) -> dict:
     return {"alphas": ALPHAS, "seeds": [0, 1, 2], "steps": 1200, "eval_size": 4096, "checkpoints": 13}
 
 
-def claim(runs: dict, curves: dict, rows: list[dict], plot: str):
+def claim(runs: dict, curves: dict, rows: list[dict], plot: str) -> Claim:
     """Claim FA: with attention fixed, the loss falls faster with more attention on distinct tokens.
 
     Parts, per OV form, by :func:`qkdyn.stats.compare` paired by seed at the last checkpoint: the loss at
     each alpha is below the loss at the next smaller alpha ("decrease"); the common-random-numbers
     -dL/dalpha is positive at every alpha ("increase" against 0); the theory's -dL/dalpha > 0 (a check)."""
-    from qkdyn.claims import Claim, combine
-    from qkdyn.stats import compare
-
     forms = list(dict.fromkeys(f for f, _, _ in runs))
     alphas = list(dict.fromkeys(a for _, a, _ in runs))
     seeds = list(dict.fromkeys(s for _, _, s in runs))
@@ -200,7 +199,7 @@ def claim(runs: dict, curves: dict, rows: list[dict], plot: str):
         [plot], table=rows, parts=parts, stats=stats)
 
 
-def check(quick: bool, figures_dir) -> "Claim":  # noqa: F821 (qkdyn.claims.Claim, imported in claim())
+def check(quick: bool, figures_dir) -> Claim:
     """Run the experiment (both forms, every alpha, seeds), plot it, and judge claim FA."""
     from pathlib import Path
 
