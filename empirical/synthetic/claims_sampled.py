@@ -87,7 +87,7 @@ def a4_claim(name: str, results: dict, seeds, rows, plot_files) -> Claim:
     return Claim(
         f"A4-sampled-{name}", f"On the `{name}` sampled generator a faster QK circuit (fixed factor or ramp) puts "
         "more attention on the distinct tokens than equal rates, at the same running loss.",
-        combine(parts), {"table": rows, "seeds": list(seeds)},
+        combine(parts), {"seeds": list(seeds)},
         "Paired by seed, test attention on distinct tokens at each form's matched running loss: " +
         "; ".join(texts) + ". Attention on the positions holding the query's own id (" + "/".join(_schedules(results))
         + "): " +

@@ -192,7 +192,7 @@ def claim(runs: dict, curves: dict, rows: list[dict], plot: str) -> Claim:
     return Claim(
         "FA", "With attention held fixed at alpha on the distinct tokens and only the OV circuit trained, the loss "
         "falls faster the more attention sits on the distinct tokens (Paper A, Fig. 3).", combine(parts),
-        {"table": rows, "seeds": seeds, "delta": DELTA, "max_abs_attention_minus_alpha": mass},
+        {"seeds": seeds, "delta": DELTA, "max_abs_attention_minus_alpha": mass},
         f"Sampled (authors generator, SGD on the OV circuit only, attention fixed; measured mass on distinct tokens "
         f"equals alpha to {mass:.1e}) at the last checkpoint, beside the frozen-QK flow (eta_QK = 0, attn0 = alpha) at "
         f"the same flow time: {row_text}. Paired by seed: " + "; ".join(texts) + ".",
