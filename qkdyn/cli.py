@@ -21,6 +21,7 @@ COMMANDS: dict[str, str] = {
     "solve": "qkdyn.commands.solve",
     "verify": "qkdyn.commands.verify",
     "sgd": "qkdyn.empirical.synthetic.cli",
+    "fixed-attention": "qkdyn.empirical.synthetic.fixed_cli",
     "data": "qkdyn.empirical.data.cli",
     "train-circuits": "qkdyn.empirical.circuits.cli_train",
     "compare-circuits": "qkdyn.empirical.circuits.cli_compare",

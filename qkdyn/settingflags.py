@@ -16,6 +16,7 @@ _HELP = {
     "eta_qk": "learning rate of the QK circuit", "eta_ov": "learning rate of the OV circuit",
     "qk0": "initial attention logit gap qk", "ov0": "initial output margin ov",
     "b": "scale constant b of the authors' reduced form (--param paper)",
+    "attn0": "initial attention on the distinct tokens, in (0, 1); sets qk instead of --qk0",
 }
 
 
@@ -34,25 +35,14 @@ def add_setting_flags(parser: argparse.ArgumentParser, params=ALL_PARAMS) -> Non
         if field.name == "b" and "paper" not in params:
             continue  # the authors' scale constant exists only in their reduced form
         # parse-time: a number of the field's type; the domain itself is Setting's own check
-        domain = (configflags.integer if field.type in ("int", int) else configflags.finite)(_HELP.get(field.name, ""))
+        rate = " (0 freezes the circuit)" if field.name.startswith("eta_") else ""
+        domain = (configflags.integer if field.type in ("int", int) else configflags.finite)(_HELP[field.name] + rate)
         configflags.add_flag(parser, field.name, domain, getattr(_DEFAULTS, field.name))
 
 
 def setting_from_args(args: argparse.Namespace) -> Setting:
     """Build (and so validate) the Setting named by the flags; bad values raise InputError."""
     return Setting(**{f.name: getattr(args, f.name, getattr(_DEFAULTS, f.name)) for f in dataclasses.fields(Setting)})
-
-
-def check_factorizable(param: str, setting: Setting) -> None:
-    """InputError for a negative initial value of a factorized circuit in the *reduced* state: its
-    balanced initial factors are generated as square roots of the product (``sqrt(qk0)``,
-    ``sqrt(ov0)``), which the reduced form does not extend to negative products."""
-    from qkdyn.errors import InputError
-
-    for field, is_factorized, value in zip(("qk0", "ov0"), factorized(param), (setting.qk0, setting.ov0)):
-        if is_factorized and value < 0:
-            raise InputError(f"must be >= 0 for {param} (a factorized circuit's reduced state starts at "
-                             f"sqrt({field})), got {value!r}", field)
 
 
 def warn_if_saddle(command: str, param: str, setting: Setting) -> None:

@@ -7,6 +7,11 @@ sigmoid/softplus form. The default solver is LSODA (switches to a stiff BDF meth
 with the analytic Jacobian emitted by :mod:`qkdyn.theory.compiled`; Radau, BDF and DOP853 are options.
 In log-time the field is not stiff in practice, so LSODA stays on its Adams branch and solves to
 t = 1e15 in a few hundred steps (``make bench`` measures this).
+
+Frozen circuits (a rate of 0, :class:`~qkdyn.theory.setting.Setting`) need nothing special: every
+right-hand side of that circuit carries its eta as a factor, so its variables stay *exactly* at their
+initial values (eta_QK = 0: attention constant to the last bit). The line of claim A2 then degenerates
+(rho = 0 or inf); written without the division, eta_OV Phi(qk) - eta_QK Psi(ov) = const, it still holds.
 """
 from __future__ import annotations
 
@@ -21,7 +26,7 @@ from scipy.integrate import quad, solve_ivp
 
 from qkdyn.errors import InputError
 from qkdyn.theory.compiled import Compiled, load
-from qkdyn.theory.setting import ALL_PARAMS, Setting
+from qkdyn.theory.setting import ALL_PARAMS, Setting, factorized
 
 #: horizon for ``until_loss`` runs when no t_max is given
 DEFAULT_T_CAP = 1e100
@@ -159,6 +164,10 @@ def solve(
     for value in at:
         if not (math.isfinite(value) and value >= 0):
             raise InputError(f"times must be finite and non-negative, got {value!r}", "at")
+    for field, is_factorized, value in zip(("qk0", "ov0"), factorized(param), (setting.qk0, setting.ov0)):
+        if is_factorized and value < 0:
+            raise InputError(f"must be >= 0 for a factorized circuit (balanced factors from its SVD), got {value!r}"
+                             + (" (from attn0 below m/(m+n))" if field == "qk0" and setting.attn0 else ""), field)
     compiled, p = load(param), setting.numeric()
     x0 = compiled.init(p, setting.qk0, setting.ov0)
     loss0 = float(compiled.loss(*compiled.features(x0, p), p)[0])
@@ -199,7 +208,9 @@ def solve(
             raise InputError(
                 f"{param}: the loss did not reach {until_loss:g} by t = {horizon:g} (final loss "
                 f"{float(compiled.loss(*compiled.features(sol.y[:, -1], p), p)[0]):.3g}); "
-                "a factorized circuit started at 0 sits on a saddle and never moves")
+                + (f"the {setting.frozen} circuit is frozen (its rate is 0), so the loss has a floor above the "
+                   "target" if setting.frozen else
+                   "a factorized circuit started at 0 sits on a saddle and never moves"))
         event_t = math.expm1(sol.t_events[-1][0])
     t_end = event_t if event_t is not None else horizon
     times = output_times(t_end, points, at)

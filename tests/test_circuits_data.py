@@ -128,6 +128,9 @@ def test_brown_prepare_and_load(tmp_path):
         assert verb == len(e.tokens) - 1 and e.tokens[verb] == "<verb>" and 0 <= subj < verb
     short = brown.load(out, max_len=4)
     assert all(len(e.tokens) <= 4 for e in short.train + short.dev + short.test)
+    visible = brown.load(out, max_len=64, verb_visible=True)
+    assert [e.uid for e in visible.train] == [e.uid for e in splits.train]  # same items, verb shown
+    assert all(e.tokens[-1] == "<cls>" and e.tokens[e.rationales[0][1]] != "<verb>" for e in visible.train)
 
 
 def test_vader_prepare_from_sdist_layout_and_load(tmp_path):
@@ -170,3 +173,17 @@ def test_sources_are_pinned():
     assert names["vader"].package == "vaderSentiment==3.3.2" and names["vader"].client == "pypi"
     assert all(re.fullmatch(r"[0-9a-f]{64}", s.sha256) for s in SOURCES)
     assert {"brown", "vader"} <= set(all_sources())
+
+
+def test_brown_verb_visible_variant_keeps_the_verb_and_reads_out_at_cls():
+    item = {"prefix": ["the", "dogs", "near", "the", "house"], "label": 1, "subject": 1, "verb": 5,
+            "verb_word": "bark", "uid": "x"}
+    hidden = brown.to_example(item, max_len=64)
+    visible = brown.to_example(item, max_len=64, verb_visible=True)
+    assert hidden.tokens == ("the", "dogs", "near", "the", "house", brown.VERB_TOKEN)
+    assert visible.tokens == ("the", "dogs", "near", "the", "house", "bark", brown.CLS_TOKEN)
+    assert hidden.rationales == visible.rationales == ((1, 5),) and visible.label == hidden.label == 1
+    assert visible.tokens[visible.rationales[0][1]] == "bark"
+    short = brown.to_example(item, max_len=6, verb_visible=True)  # window: 4 prefix words, verb, <cls>
+    assert short.tokens == ("dogs", "near", "the", "house", "bark", brown.CLS_TOKEN) and short.rationales == ((0, 4),)
+    assert brown.to_example(item, max_len=5, verb_visible=True) is None  # the subject falls outside

@@ -115,3 +115,17 @@ def test_squad_normalisation_em_and_f1():
     assert M.squad_f1("Eiffel", ["Eiffel Tower"]) == pytest.approx(2 / 3)
     assert M.squad_f1("Paris", ["Eiffel Tower", "in Paris"]) == pytest.approx(2 / 3)
     assert M.squad_f1("", ["a"]) == 1.0  # both empty after normalisation
+
+
+def test_authors_mass_divides_by_three_slots_and_counts_empty_posts_as_zero():
+    row = np.array([0.5, 0.1, 0.3, 0.1])
+    assert M.authors_rationale_mass(row, [(0, 3), (2,)]) == pytest.approx((0.6 + 0.3) / 3)
+    assert M.authors_rationale_mass(row, []) == 0.0  # the standard definition leaves this post out (NaN)
+    assert M.authors_rationale_mass(row, [(0, 1, 2, 3)]) == pytest.approx(1 / 3)
+
+
+def test_authors_dtap_uses_their_bins():
+    mass, p_true = np.array([0.1, 0.5, 0.9, 1.0]), np.array([0.2, 0.2, 0.7, 1.0])
+    hist = M.authors_dtap(mass, p_true, M.AUTHORS_DTAP_EDGES["hatexplain"])
+    assert hist.shape == (3, 3) and hist.sum() == pytest.approx(100)
+    assert hist[0, 0] == 25 and hist[1, 0] == 25 and hist[2, 2] == 50  # 1.0 falls in the last bin (edge 1.1)

@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -15,6 +16,7 @@ from qkdyn.empirical.schedule import cosine_with_warmup
 from qkdyn.empirical.circuits.presets import PRESETS, resolve
 from qkdyn.empirical.circuits.train import Run, train
 from qkdyn.cli import main
+from qkdyn.errors import InputError
 
 FIX = Path(__file__).parent / "fixtures" / "circuits"
 DATA = {"vader": FIX / "vader", "hatexplain": FIX / "hatexplain", "sva": FIX / "linzen_agr.tsv", "squad": FIX / "squad"}
@@ -95,15 +97,17 @@ def test_resume_refuses_a_checkpoint_of_another_configuration(tmp_path):
         train(tiny(max_steps=2, lr=0.5), tmp_path, progress=False)
 
 
-@pytest.mark.parametrize("preset", ["paper-hatexplain", "paper-sva", "paper-squad", "cpu-vader"])
+@pytest.mark.parametrize("preset", ["paper-hatexplain", "paper-hatexplain-faster", "paper-sva", "paper-sva-faster",
+                                    "paper-squad", "paper-squad-faster", "cpu-vader"])
 def test_presets_build_and_take_one_optimisation_step(preset):
     """The paper-scale recipes on fixture data (cpu-brown-sva: test_brown_task_trains)."""
     task = PRESETS[preset]["task"]
     cfg = resolve(task, preset, {"data": str(DATA[task]), "vocab_size": min(PRESETS[preset].get("vocab_size", 10000), 500)})
     run = Run(cfg)
     model_cfg = run.model.cfg
-    assert (model_cfg.d_model, model_cfg.n_head, model_cfg.n_layer, model_cfg.d_mlp, model_cfg.layernorm) == (
-        cfg.d_model, cfg.n_head, cfg.n_layer, cfg.d_mlp, cfg.layernorm)
+    assert (model_cfg.d_model, model_cfg.n_head, model_cfg.n_layer, model_cfg.d_mlp, model_cfg.layernorm,
+            model_cfg.head_dim, model_cfg.residual) == (cfg.d_model, cfg.n_head, cfg.n_layer, cfg.d_mlp, cfg.layernorm,
+                                                        cfg.head_dim, cfg.residual)
     batch = run.batch(0)
     logits, atts = run.model(batch["ids"], batch["lengths"])
     assert atts[0].shape[1] == cfg.n_head and len(atts) == cfg.n_layer
@@ -116,6 +120,79 @@ def test_presets_build_and_take_one_optimisation_step(preset):
     assert any(".attn.q." in n for n in changed) and any(".attn.v." in n for n in changed)
     ratio = run.opt.param_groups[0]["lr"] / run.opt.param_groups[1]["lr"]
     assert ratio == pytest.approx(cfg.qk_lr_mult)
+
+
+#: the notebooks' QK parameter groups, by name (one-layer models: block 0)
+NOTEBOOK_QK_GROUPS = {
+    "paper-hatexplain-faster": {"tok_emb.weight", "blocks.0.attn.q.weight", "blocks.0.attn.k.weight"},
+    "paper-sva-faster": {"tok_emb.weight", "pos_emb.weight", "blocks.0.attn.q.weight", "blocks.0.attn.k.weight",
+                         "blocks.0.attn.q.bias", "blocks.0.attn.k.bias"},
+    "paper-squad-faster": {f"blocks.{l}.attn.{m}.{p}" for l in range(6) for m in "qk" for p in ("weight", "bias")},
+}
+
+
+@pytest.mark.parametrize("preset", sorted(NOTEBOOK_QK_GROUPS))
+def test_notebook_presets_have_their_qk_groups_and_arms(preset):
+    task = PRESETS[preset]["task"]
+    cfg = resolve(task, preset, {"data": str(DATA[task]), "vocab_size": 200})
+    run = Run(cfg)
+    named = {id(p): n for n, p in run.model.named_parameters()}
+    groups = {g["name"]: {named[id(p)] for p in g["params"]} for g in run.opt.param_groups}
+    assert groups["qk"] == NOTEBOOK_QK_GROUPS[preset]
+    same = resolve(task, preset.removesuffix("-faster"), {"data": str(DATA[task]), "vocab_size": 200})
+    assert same.qk_lr_mult == 1 and cfg.qk_lr_mult == {"hatexplain": 30, "sva": 100, "squad": 20}[task]
+    if task == "squad":  # the faster arm: 10x lower base rate, more epochs, embedding at 0.1x without decay
+        assert (cfg.lr, cfg.epochs, same.lr, same.epochs) == (5e-5, 100, 5e-4, 70)
+        emb = next(g for g in run.opt.param_groups if g["name"] == "emb")
+        assert {named[id(p)] for p in emb["params"]} == {"tok_emb.weight"} and emb["weight_decay"] == 0
+        assert emb["lr"] / run.opt.param_groups[1]["lr"] == pytest.approx(0.1)
+    if task == "hatexplain":
+        assert (cfg.weight_decay, same.weight_decay, cfg.head_dim) == (1e-3, 1e-4, 64)
+    if task == "sva":
+        assert not cfg.residual and cfg.head_dim == 64 and cfg.grad_clip == 0 and cfg.weight_decay == 1e-5
+
+
+def test_no_residual_and_wide_heads():
+    cfg = ModelConfig(vocab_size=20, n_out=3, max_len=8, d_model=8, n_head=2, n_layer=1, d_mlp=0, head_dim=16,
+                      residual=False)
+    model = Decoder(cfg)
+    assert model.blocks[0].attn.q.weight.shape == (32, 8) and model.blocks[0].attn.o.weight.shape == (8, 32)
+    ids, lengths = torch.randint(1, 20, (3, 8)), torch.tensor([8, 5, 3])
+    x = model.tok_emb(ids) + model.pos_emb(torch.arange(8))[None]
+    pad = torch.arange(8)[None, :] >= lengths[:, None]
+    y, _ = model.blocks[0].attn(x, pad)
+    out, _ = model.blocks[0](x, pad)
+    assert torch.allclose(out, y)  # no residual: the block's output is the attention output alone
+    with_residual = Decoder(ModelConfig(**{**cfg.__dict__, "residual": True}))
+    with_residual.load_state_dict(model.state_dict())
+    assert torch.allclose(with_residual.blocks[0](x, pad)[0], x + y)
+
+
+def test_authors_metrics_beside_the_standard_ones():
+    from qkdyn.empirical.circuits import evaluate
+
+    cfg = tiny("hatexplain", metrics="authors")
+    run = Run(cfg)
+    out = run.evaluate(run.dev[:6], full=True)
+    assert "ac_area" in out and "eraser" in out  # the standard definitions stay
+    assert len(out["authors_dtap_percent"]) == 3 and sum(map(sum, out["authors_dtap_percent"])) == pytest.approx(100)
+    seqs = [run.vocab.encode(e.tokens) for e in run.dev[:6]]
+    rows = evaluate.authors_rows(run.model, seqs, cfg.max_len)
+    ids = torch.zeros(1, cfg.max_len, dtype=torch.long)
+    ids[0, : len(seqs[0])] = torch.tensor(seqs[0])
+    with torch.no_grad():
+        _, atts = run.model(ids, torch.tensor([len(seqs[0])]))
+    assert np.allclose(rows[0], atts[0][0, 0, -1].numpy())  # layer 0, head 0, the last (padded) row
+    assert "authors_dtap_percent" not in run.evaluate(run.dev[:6], full=False)
+    with pytest.raises(InputError):
+        tiny(metrics="theirs")
+
+
+def test_bad_qk_params_is_a_user_error():
+    from qkdyn.errors import InputError
+
+    with pytest.raises(InputError, match="qk-params"):
+        tiny(qk_params="q,embedding")
 
 
 def test_brown_task_trains(tmp_path):

@@ -39,7 +39,12 @@ def test_solve_until_loss(tmp_path, capsys):
 @pytest.mark.parametrize("argv", [
     ["--param", "CACO", "--classes", "-2", "--t-max", "1"],
     ["--param", "CACO", "--distinct", "0", "--t-max", "1"],
-    ["--param", "CACO", "--eta-qk", "0", "--t-max", "1"],
+    ["--param", "CACO", "--eta-qk", "-1", "--t-max", "1"],
+    ["--param", "CACO", "--eta-qk", "nan", "--t-max", "1"],
+    ["--param", "CACO", "--eta-qk", "0", "--eta-ov", "0", "--t-max", "1"],
+    ["--param", "CACO", "--attn0", "1.5", "--t-max", "1"],
+    ["--param", "CACO", "--attn0", "0.5", "--qk0", "2", "--t-max", "1"],
+    ["--param", "CACO", "--eta-qk", "0", "--until-loss", "1e-3", "--t-max", "10"],
     ["--param", "CACO", "--eta-ov", "-1", "--t-max", "1"],
     ["--param", "XAXO", "--t-max", "1"],
     ["--param", "CACO", "--t-max", "0"],
@@ -83,4 +88,20 @@ def test_derive_paper_states_the_constant_mapping(capsys):
 def test_the_cli_names_the_flag_of_a_bad_setting_field(tmp_path, capsys):
     code, _, err = run_cli(capsys, "solve", "--param", "CACO", "--eta-ov", "-1", "--t-max", "1",
                            "--out", str(tmp_path / "x.csv"))
-    assert code == 2 and err.strip().endswith("--eta-ov must be a positive finite number, got -1.0")
+    assert code == 2 and err.strip().endswith("--eta-ov must be a non-negative finite number (0 freezes the circuit), got -1.0")
+
+
+def test_attn0_and_frozen_qk_from_the_command_line(tmp_path, capsys):
+    out = tmp_path / "frozen.csv"
+    code, _, err = run_cli(capsys, "solve", "--param", "CACO", "--eta-qk", "0", "--attn0", "0.3", "--t-max", "1e6",
+                           "--out", str(out))
+    assert code == 0, err
+    rows = list(csv.DictReader(out.open()))
+    assert {row["attn"] for row in rows} == {rows[0]["attn"]} and float(rows[0]["attn"]) == pytest.approx(0.3)
+    assert float(rows[-1]["ov"]) > float(rows[0]["ov"])
+
+
+def test_attn0_with_qk0_names_attn0(tmp_path, capsys):
+    code, _, err = run_cli(capsys, "solve", "--param", "CACO", "--attn0", "0.5", "--qk0", "2", "--t-max", "1",
+                           "--out", str(tmp_path / "x.csv"))
+    assert code == 2 and "--attn0" in err

@@ -72,10 +72,95 @@ def test_factorized_saddle_is_reported_for_loss_targets():
         solve(Setting(ov0=0.0), "CAFO", until_loss=0.5, t_max=1e6)
 
 
-@pytest.mark.parametrize("field,value", [("classes", 1), ("distinct", 0), ("m", -2), ("eta_qk", 0.0),
-                                         ("eta_ov", -1.0), ("scale", float("nan")), ("qk0", float("inf"))])
+@pytest.mark.parametrize("field,value", [("classes", 1), ("distinct", 0), ("m", -2), ("eta_qk", -0.5),
+                                         ("eta_qk", float("nan")), ("eta_ov", -1.0), ("eta_ov", float("inf")),
+                                         ("scale", float("nan")), ("qk0", float("inf")), ("attn0", 1.0),
+                                         ("attn0", 0.0), ("attn0", float("nan"))])
 def test_bad_settings_are_user_errors(field, value):
     with pytest.raises(ValueError) as caught:  # a plain ValueError for library users ...
         Setting(**{field: value})
     assert isinstance(caught.value, InputError) and caught.value.field == field  # ... naming the field
     assert str(caught.value).startswith(field)
+
+
+def test_both_circuits_frozen_and_ambiguous_init_are_user_errors():
+    with pytest.raises(InputError) as caught:
+        Setting(eta_qk=0.0, eta_ov=0.0)
+    assert caught.value.field == "eta_ov"
+    with pytest.raises(InputError) as caught:
+        Setting(attn0=0.5, qk0=2.0)
+    assert caught.value.field == "attn0"
+
+
+def test_attn0_sets_the_initial_attention():
+    setting = Setting(attn0=0.7, m=3, n=9)
+    tr = solve(setting, "CACO", t_max=1.0, points=3)
+    assert tr.attn[0] == pytest.approx(0.7, rel=1e-14)
+    assert setting.replace(m=5).qk0 == pytest.approx(np.log(0.7 / 0.3) - np.log(5 / 9))  # recomputed
+    assert setting.replace(qk0=1.0).attn0 is None and setting.replace(eta_qk=0.0).attn0 == 0.7
+
+
+@pytest.mark.parametrize("param", EXACT_PARAMS)
+def test_frozen_qk_keeps_attention_exactly_constant(param):
+    tr = solve(Setting(eta_qk=0.0, attn0=0.35, ov0=0.2), param, t_max=1e12, points=60)
+    assert np.all(tr.attn == tr.attn[0]) and np.all(tr.qk == tr.qk[0])
+    assert tr.ov[-1] > 10 * tr.ov[0]  # the OV circuit does move
+
+
+@pytest.mark.parametrize("param", EXACT_PARAMS)
+def test_frozen_ov_keeps_the_margin_exactly_constant(param):
+    tr = solve(Setting(eta_ov=0.0, ov0=0.5), param, t_max=1e6, points=40)
+    assert np.all(tr.ov == tr.ov[0]) and tr.qk[-1] > tr.qk[0] + 1.0
+    assert tr.setting.rho == np.inf
+
+
+@pytest.mark.parametrize("param", ["CACO", "FACO"])
+@pytest.mark.parametrize("attn0,ov0", [(0.3, 0.01), (0.9, 1.5)])
+def test_frozen_qk_ov_matches_the_closed_form(param, attn0, ov0):
+    from qkdyn.theory.frozen import caco_ov
+
+    setting = Setting(eta_qk=0.0, eta_ov=0.7, attn0=attn0, ov0=ov0, classes=5, distinct=3)
+    tr = solve(setting, param, t_max=1e9, points=80)
+    closed = caco_ov(tr.t, setting)
+    assert np.max(np.abs(tr.ov - closed) / np.abs(closed)) < 1e-8
+    assert tr.ov[-1] > 5 * closed[0]  # far from the start: the test can see a wrong law
+
+
+def test_frozen_qk_law_is_derived_from_the_model():
+    import sympy as sp
+
+    from qkdyn.theory.frozen import alpha, derive_frozen_qk, z
+    from qkdyn.theory.model import D, K, eta_ov
+
+    for param in ("CACO", "FACO"):
+        law = derive_frozen_qk(param)
+        # G(z) = D (e^z + (K-1) z) / (eta_OV alpha^2): the law in this setting's normalisation
+        assert sp.simplify(law.G - D * (sp.exp(z) + (K - 1) * z) / (eta_ov * alpha**2)) == 0
+    law = derive_frozen_qk("FAFO")
+    assert sp.simplify(sp.diff(law.G, z) * law.g - 1) == 0
+
+
+@pytest.mark.parametrize("param", ["CAFO", "FAFO"])
+def test_frozen_qk_factorized_ov_follows_its_separated_law(param):
+    import sympy as sp
+
+    from qkdyn.theory.frozen import alpha, derive_frozen_qk, z
+    from qkdyn.theory.model import PARAMS
+
+    setting = Setting(eta_qk=0.0, attn0=0.4, ov0=0.3)
+    law = derive_frozen_qk(param)
+    G = sp.lambdify((z, alpha, *PARAMS), law.G, modules=["mpmath"])
+    tr = solve(setting, param, t_max=1e6, points=30)
+    a = float(tr.attn[0])
+    elapsed = np.array([float(G(a * x, a, *setting.numeric()) - G(a * tr.ov[0], a, *setting.numeric()))
+                        for x in tr.ov])
+    assert np.allclose(elapsed, tr.t, rtol=1e-7, atol=1e-9)
+
+
+def test_negative_start_of_a_factorized_circuit_is_a_user_error():
+    with pytest.raises(InputError) as caught:
+        solve(Setting(attn0=0.1), "FACO", t_max=1.0)  # attn0 below m/(m+n): qk0 < 0
+    assert caught.value.field == "qk0"
+    with pytest.raises(InputError) as caught:
+        solve(Setting(ov0=-0.1), "CAFO", t_max=1.0)
+    assert caught.value.field == "ov0"

@@ -22,7 +22,10 @@ dx_i/dt = -(eta_c / w_i) (dL/df) (df/dx_i): every variable moves along the *same
       Phi(qk) - rho Psi(ov) = const,   Phi(x) = int_0^x (1 + (m/n) e^y) / M_QK(y) dy,
                                         Psi(x) = int_0^x y / M_OV(y) dy:
 
-  in coordinates (Psi(ov), Phi(qk)) the state moves along a straight line of slope rho.
+  in coordinates (Psi(ov), Phi(qk)) the state moves along a straight line of slope rho. Written as
+  eta_OV Phi(qk) - eta_QK Psi(ov) = const it also covers frozen circuits (a rate of 0: the line is
+  Phi = const for eta_QK = 0, Psi = const for eta_OV = 0); :mod:`qkdyn.theory.frozen` solves the
+  remaining one-dimensional motion in closed form.
 """
 from __future__ import annotations
 

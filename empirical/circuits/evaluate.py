@@ -3,6 +3,13 @@
 
 One layer: the head-mean map. Several layers: layer average (the primary number, as the authors'
 SQuAD table), layer max-pool and attention rollout, all reported.
+
+With ``cfg.metrics == "authors"`` the classifier's report also carries the authors' definitions
+(``authors_*`` keys, beside the standard ones): the row they read is the first layer's *first head* at
+the *last padded position* (every sequence padded to ``max_len``; here pad keys stay masked, in their
+models they are not), the mass is averaged over 3 annotator slots
+(:func:`~qkdyn.empirical.circuits.metrics.authors_rationale_mass`), and the DTAP heatmap uses their 3 x 3
+bins (:data:`~qkdyn.empirical.circuits.metrics.AUTHORS_DTAP_EDGES`; 5 x 5 for other tasks).
 """
 from __future__ import annotations
 
@@ -50,6 +57,29 @@ def forward_all(model: Decoder, seqs: list[list[int]], positions: list[int] | No
         probs.append(logits.softmax(-1).numpy())
         rows += [_rows(atts, b, int(lengths[b]), int(read[b])) for b in range(len(chunk))]
     return np.concatenate(probs), rows
+
+
+@torch.no_grad()
+def authors_rows(model: Decoder, seqs: list[list[int]], max_len: int) -> list[np.ndarray]:
+    """Their read-out row: layer 0, head 0, query position max_len - 1 of the max_len-padded input."""
+    model.eval()
+    rows = []
+    for start in range(0, len(seqs), EVAL_BATCH):
+        chunk = [s[:max_len] for s in seqs[start: start + EVAL_BATCH]]
+        ids = torch.zeros(len(chunk), max_len, dtype=torch.long)
+        for i, s in enumerate(chunk):
+            ids[i, : len(s)] = torch.tensor(s, dtype=torch.long)
+        _, atts = model(ids, torch.tensor([len(s) for s in chunk]))
+        rows += list(atts[0][:, 0, max_len - 1].numpy())
+    return rows
+
+
+def authors_summary(model: Decoder, seqs: list[list[int]], examples: list, p_true: np.ndarray, cfg: RunConfig) -> dict:
+    rows = authors_rows(model, seqs, cfg.max_len)
+    mass = np.array([metrics.authors_rationale_mass(r, e.rationales) for r, e in zip(rows, examples)])
+    edges = metrics.AUTHORS_DTAP_EDGES.get(cfg.task, tuple(np.linspace(0, 1, 6)))
+    return {"authors_attention_mass": float(mass.mean()), "authors_dtap_edges": list(edges),
+            "authors_dtap_percent": metrics.authors_dtap(mass, p_true, edges).tolist()}
 
 
 def attention_summary(mass: np.ndarray, confidence: np.ndarray, p_true: np.ndarray, cfg: RunConfig) -> dict:
@@ -103,6 +133,8 @@ def evaluate_classifier(model: Decoder, examples: list, vocab: Vocab, cfg: RunCo
                                        [[r] for r in reads])
         out["comprehensiveness"] = out["eraser"][f"comprehensiveness@{metrics.AUTHORS_FRACTION:g}"]
         out["sufficiency"] = out["eraser"][f"sufficiency@{metrics.AUTHORS_FRACTION:g}"]
+        if cfg.metrics == "authors":
+            out.update(authors_summary(model, seqs, examples, p_true, cfg))
     return out
 
 

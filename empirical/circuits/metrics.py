@@ -90,6 +90,27 @@ def dtap_histogram(mass: np.ndarray, p_true: np.ndarray, bins: int = 5) -> np.nd
     return 100.0 * counts / max(1, keep.sum())
 
 
+# --- the authors' definitions (``--metrics authors``) ------------------------------------------
+#: their DTAP bin edges (the ``hist2d`` calls of the heatmap notebooks): 3 x 3 cells, last edge 1.1
+AUTHORS_DTAP_EDGES = {"hatexplain": (0.0, 0.33, 0.66, 1.1), "sva": (0.0, 0.1, 0.5, 1.1)}
+#: annotator slots their HateXplain tensors always hold (empty slots are rows of zeros)
+AUTHORS_ANNOTATOR_SLOTS = 3
+
+
+def authors_rationale_mass(row: np.ndarray, rationales: Sequence[Sequence[int]],
+                           slots: int = AUTHORS_ANNOTATOR_SLOTS) -> float:
+    """Their mass: the sum over annotator slots of the row's mass on that annotator's positions,
+    divided by the number of *slots* (empty or missing annotators count as 0, so a post with one
+    annotation of mass 1 scores 1/3, and a post with no rationale scores 0 instead of being left out)."""
+    return float(sum(row[list(r)].sum() for r in rationales if len(r)) / slots)
+
+
+def authors_dtap(mass: np.ndarray, p_true: np.ndarray, edges: Sequence[float]) -> np.ndarray:
+    """Their DTAP heatmap: % of all instances per cell of ``edges`` x ``edges`` (rows: attention)."""
+    counts, _, _ = np.histogram2d(mass, p_true, bins=[np.asarray(edges), np.asarray(edges)])
+    return 100.0 * counts / max(1.0, counts.sum())
+
+
 # --- ERASER faithfulness ---------------------------------------------------------------------
 def top_positions(importance: np.ndarray, candidates: Sequence[int], fraction: float) -> list[int]:
     """The ceil(fraction * len(candidates)) candidate positions of highest importance (at least

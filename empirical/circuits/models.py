@@ -8,6 +8,9 @@ One :class:`Decoder` covers the three models of the experiments:
 - a small GPT-style decoder for extractive QA generation: ``head="lm"``, ``layernorm=True``,
   several layers (pre-LN blocks, final LayerNorm, next-token logits at every position).
 The QK circuit is the ``attn.q`` and ``attn.k`` projections (weights and biases) of every block.
+Options matching the authors' notebooks: ``head_dim`` (their ``d_head``; 0 = d_model / n_head), so the
+heads can be wider than d_model / n_head (their 4 heads of width 64 on d_model 64), and
+``residual=False`` (their SVA block returns the attention output alone: no residual stream).
 """
 from __future__ import annotations
 
@@ -31,48 +34,54 @@ class ModelConfig:
     layernorm: bool = False
     head: str = "classify"  # "classify" or "lm"
     readout: str = "last"  # "last" or a fixed position index, as a string ("0")
+    head_dim: int = 0  # width of each head; 0 = d_model / n_head
+    residual: bool = True  # False: a block outputs attention (+ MLP) without adding its input
 
 
 class Attention(nn.Module):
     """Causal multi-head self-attention; returns the output and the (B, H, T, T) attention."""
 
-    def __init__(self, d_model: int, n_head: int):
+    def __init__(self, d_model: int, n_head: int, head_dim: int = 0):
         super().__init__()
-        assert d_model % n_head == 0, "d_model must be divisible by n_head"
+        assert head_dim > 0 or d_model % n_head == 0, "d_model must be divisible by n_head"
         self.n_head = n_head
-        self.q = nn.Linear(d_model, d_model)
-        self.k = nn.Linear(d_model, d_model)
-        self.v = nn.Linear(d_model, d_model)
-        self.o = nn.Linear(d_model, d_model)
+        self.head_dim = head_dim or d_model // n_head
+        inner = n_head * self.head_dim
+        self.q = nn.Linear(d_model, inner)
+        self.k = nn.Linear(d_model, inner)
+        self.v = nn.Linear(d_model, inner)
+        self.o = nn.Linear(inner, d_model)
 
     def forward(self, x: torch.Tensor, pad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        B, T, D = x.shape
-        heads = lambda t: t.view(B, T, self.n_head, D // self.n_head).transpose(1, 2)  # noqa: E731
+        B, T, _ = x.shape
+        heads = lambda t: t.view(B, T, self.n_head, self.head_dim).transpose(1, 2)  # noqa: E731
         q, k, v = heads(self.q(x)), heads(self.k(x)), heads(self.v(x))
-        scores = q @ k.transpose(-1, -2) / math.sqrt(D // self.n_head)
+        scores = q @ k.transpose(-1, -2) / math.sqrt(self.head_dim)
         causal = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
         scores = scores.masked_fill(causal | pad[:, None, None, :], float("-inf"))
         att = scores.softmax(dim=-1)
-        y = (att @ v).transpose(1, 2).reshape(B, T, D)
+        y = (att @ v).transpose(1, 2).reshape(B, T, self.n_head * self.head_dim)
         return self.o(y), att
 
 
 class Block(nn.Module):
-    """Residual attention (+ optional MLP) block, pre-LayerNorm when ``layernorm``."""
+    """Residual attention (+ optional MLP) block, pre-LayerNorm when ``layernorm``; without ``residual``
+    each sub-layer's output replaces its input."""
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         norm = (lambda: nn.LayerNorm(cfg.d_model)) if cfg.layernorm else nn.Identity
         self.ln1, self.ln2 = norm(), norm()
-        self.attn = Attention(cfg.d_model, cfg.n_head)
+        self.attn = Attention(cfg.d_model, cfg.n_head, cfg.head_dim)
+        self.residual = cfg.residual
         self.mlp = (nn.Sequential(nn.Linear(cfg.d_model, cfg.d_mlp), nn.GELU(), nn.Linear(cfg.d_mlp, cfg.d_model))
                     if cfg.d_mlp > 0 else None)
 
     def forward(self, x: torch.Tensor, pad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         y, att = self.attn(self.ln1(x), pad)
-        x = x + y
+        x = x + y if self.residual else y
         if self.mlp is not None:
-            x = x + self.mlp(self.ln2(x))
+            x = x + self.mlp(self.ln2(x)) if self.residual else self.mlp(self.ln2(x))
         return x, att
 
 

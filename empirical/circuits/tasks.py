@@ -54,7 +54,7 @@ def _load(cfg: RunConfig, path: Path) -> Splits:
     elif cfg.task == "sva":
         splits = sva.load(path, cfg.max_len)
     elif cfg.task == "brown-sva":
-        splits = brown.load(path, cfg.max_len)
+        splits = brown.load(path, cfg.max_len, cfg.verb_visible)
     elif cfg.task == "vader":
         splits = vader.load(path, cfg.max_len, cfg.vader_margin)
     else:

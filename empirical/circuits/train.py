@@ -55,13 +55,15 @@ class Run:
         self.model = Decoder(ModelConfig(
             vocab_size=len(self.vocab), n_out=max(1, len(self.classes)), max_len=cfg.max_len,
             d_model=cfg.d_model, n_head=cfg.n_head, n_layer=cfg.n_layer, d_mlp=cfg.d_mlp,
-            layernorm=cfg.layernorm, head="lm" if self.qa else "classify", readout=cfg.readout))
+            layernorm=cfg.layernorm, head="lm" if self.qa else "classify", readout=cfg.readout,
+            head_dim=cfg.head_dim, residual=cfg.residual))
         self.steps_per_epoch = math.ceil(len(self.train) / cfg.batch_size)
         self.total = cfg.max_steps if cfg.max_steps > 0 else max(1, round(cfg.epochs * self.steps_per_epoch))
         self.opt, self.sched = build_optimizer(
             self.model, optimizer=cfg.optimizer, lr=cfg.lr, weight_decay=cfg.weight_decay,
             momentum=cfg.momentum, qk_lr_mult=cfg.qk_lr_mult, qk_ramp_steps=cfg.qk_ramp_steps,
-            qk_embedding=cfg.qk_embedding, warmup=round(cfg.warmup_frac * self.total), total=self.total)
+            qk_embedding=cfg.qk_embedding, warmup=round(cfg.warmup_frac * self.total), total=self.total,
+            qk_params=cfg.qk_params, emb_lr_mult=cfg.emb_lr_mult)
 
     def batch(self, step: int) -> dict:
         """The training batch of global step ``step``."""

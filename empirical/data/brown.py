@@ -16,7 +16,10 @@ Heuristic (documented in ``empirical/circuits/BROWN_SVA.md``, error rate measure
    (then the heuristic has most likely picked the wrong noun).
 
 The model input is the prefix before the verb, followed by the ``<verb>`` token in the verb's place
-(the read-out position). Rationale = {subject head, verb position}.
+(the read-out position). Rationale = {subject head, verb position}. The authors' variant
+(``verb_visible``, as their SVA notebooks read sentences with the verb in place) keeps the verb word and
+reads out at a ``<cls>`` token after it: prefix, verb, ``<cls>``; rationale = {subject, verb}. (Items store
+the prefix and the verb only, so the words after the verb, which the authors' model also reads, are absent.)
 """
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ from qkdyn.empirical.data.examples_circuits import Example, Splits
 
 CLASSES = ("singular", "plural")
 VERB_TOKEN = "<verb>"
+CLS_TOKEN = "<cls>"
 SINGULAR_VERBS = {"vbz", "bez", "hvz", "doz"}
 PLURAL_VERBS = {"ber", "hv", "do", "vb"}
 SINGULAR_SUBJECTS = {"nn", "np", "nr", "pn", "pps"}
@@ -122,18 +126,20 @@ def _split_of(doc: str) -> str:
     return "test" if h == 0 else "dev" if h == 1 else "train"
 
 
-def to_example(item: dict, max_len: int) -> Example | None:
-    """The model input: the last ``max_len - 1`` prefix words, then ``<verb>``; None if the subject
-    falls outside that window."""
-    start = max(0, item["verb"] - (max_len - 1))
+def to_example(item: dict, max_len: int, verb_visible: bool = False) -> Example | None:
+    """The model input: the last ``max_len - 1`` prefix words, then ``<verb>`` (or, ``verb_visible``,
+    the last ``max_len - 2`` prefix words, the verb, then ``<cls>``); None if the subject falls outside
+    that window."""
+    tail = (item["verb_word"], CLS_TOKEN) if verb_visible else (VERB_TOKEN,)
+    start = max(0, item["verb"] - (max_len - len(tail)))
     if item["subject"] < start:
         return None
-    tokens = tuple(item["prefix"][start:]) + (VERB_TOKEN,)
-    rationale = (item["subject"] - start, len(tokens) - 1)
+    tokens = tuple(item["prefix"][start:]) + tail
+    rationale = (item["subject"] - start, item["verb"] - start)
     return Example(tokens, item["label"], (rationale,), item["uid"])
 
 
-def load(path: str | Path, max_len: int = 64) -> Splits:
+def load(path: str | Path, max_len: int = 64, verb_visible: bool = False) -> Splits:
     """Read ``items.jsonl`` (a prepared directory or the file itself) into train/dev/test splits."""
     path = Path(path)
     if path.is_dir():
@@ -142,7 +148,7 @@ def load(path: str | Path, max_len: int = 64) -> Splits:
     with open(path) as fh:
         for line in fh:
             item = json.loads(line)
-            example = to_example(item, max_len)
+            example = to_example(item, max_len, verb_visible)
             if example is not None:
                 splits[_split_of(item["doc"])].append(example)
     return Splits(splits["train"], splits["dev"], splits["test"], CLASSES)

@@ -9,7 +9,10 @@ Modules, one job each:
     observe     one CSV row of DESIGN.md section 2 from the current matrices
     experiment  one run from the DESIGN init, and its distance from the ODE
     cli         ``qkdyn sgd``
-    authors     the authors' synthetic experiment (weighted tokens, query inside the softmax)
-    plots       the figures of A6 and of the authors' experiment
-    claim_a6    claim A6 (and A4/A5 on sampled data) for ``qkdyn verify``
+    sampled     SGD on a sampled generator, schedules, matched-loss measurements (attention, shortcut)
+    clean       the ``clean`` sampled generator (a cleaned-up variant of the authors' task)
+    authors     the ``authors`` sampled generator (their notebooks' ids, loss, inits, rates, lengths)
+    claims_sampled  A4-/A5-sampled on both generators, over seeds
+    plots       the figures of A6 and of the sampled experiments
+    claim_a6    claim A6 (and the sampled claims) for ``qkdyn verify``
 """

@@ -1,143 +1,167 @@
-"""The authors' synthetic experiment (papers.md, Paper A), as a variant of the canonical model.
+"""The ``authors`` sampled generator: Paper A's synthetic task as the authors' notebooks run it.
 
-Where it differs from DESIGN.md section 1 (everything else is the canonical model, reused):
-* tokens are drawn i.i.d. per position from the class's weighted distribution: its D = 10 distinct
-  tokens with weights 0.1, 0.2, ..., 1.0 and the N = 10 commons with weight 1 each, normalised
-  together (so the number of distinct tokens in a context is random, mean 62 * 5.5 / 15.5 = 22);
-* context length 62 (the authors use 62-126; we fix the shortest), K = 4 classes;
-* the query attends to itself: the softmax runs over the context *and* the query position (the
-  count vector gets c_q = 1), and the query's value W_OV[labels, q] enters the logits;
-* scores scaled by s = 1/sqrt(50) (50 context tokens);
-* every trainable matrix starts at 1e-6 * identity (factors 1e-6 I, balanced; so a factorized
-  product starts at 1e-12 I); plain SGD, batch 32; learning rates per circuit: equal, QK 20x, or
-  QK ramped linearly 1x -> 40x over the run; stop when the loss (mean of the last 50 batch losses)
-  reaches 1e-3, or at a step cap.
-Our vocabulary keeps the canonical layout (V = 55: 40 distinct, 10 commons, query, 4 labels);
-with one-hot tokens the index order carries no meaning.
+Source: notebooks ``Fig2-Heatmaps/Fig-2_CACO_FAFO Experiments.ipynb`` and ``Fig-2-Heatmaps-Row-1.ipynb``
+of github.com/vashishtrahul/Faster-Query-Key-Learning-Sharpens-Attention-in-Self-Attention-Models.
+
+Vocabulary of V = 50 one-hot ids:
+* ids 0-9 are the *common* tokens (weight 1 each in every class);
+* class k (k = 0..3) owns the distinct ids 10(k+1) .. 10(k+1)+9 with weights 0.1, 0.2, ..., 1.0;
+* the query token is class-specific, id 5 + k, and the label (next token) is id 1 + k: both lie
+  inside the common range, so the query's own id also occurs among the context's common tokens.
+A sequence: ``seq_len - 2`` context ids drawn i.i.d. from class k's normalised weights, then the query,
+then the label. The model reads context + query (the query attends to itself and to every copy of its
+id), scores ``s W_QK[q, x]`` with s = 1/sqrt(50), and outputs logits over **all 50 ids**
+(cross-entropy over V logits: log 50 at zero init). Attention on distinct tokens is the mass on ids > 9.
+
+Recipes (``RECIPES``; the notebook of each line in brackets):
+* sequence length 128 for CACO [Fig-2 CACO cells], 64 for the other forms [Row-1, Fig-2 FAFO cells];
+* inits: CACO from PyTorch's default ``nn.Linear`` init (seeded with torch.manual_seed(seed), layers
+  created in the notebook's order); FACO, CAFO all factors 1e-6 I [Row-1]; FAFO 1e-6 I for the faster
+  schedules [Fig-2], but at equal rates its Q and K keep the default init (their identity lines are
+  commented out) [Row-1] -- so FAFO's equal-vs-faster comparison also changes the QK init;
+* rates (SGD, batch 32): 1e-2 everywhere at equal rates; QK 20x for a factorized QK (FAFO: 0.2 vs 0.01),
+  5x for a collapsed QK (CACO: 0.05 vs 0.01); ramps 1 -> 40x (factorized QK) and 1 -> 10x (collapsed)
+  linear over the whole horizon of 200k steps (2000 epochs of 100 batches). FACO and CAFO have no
+  faster-QK notebook: they take the factor of their QK form.
+* test: 6400 samples (200 batches of 32); seeds 1234.. (5 for FAFO/CACO in Fig-2).
+* one schedule beyond the notebooks, ``qk20`` (QK 20x for every form, so also for CACO): where the
+  query-id shortcut was seen; for factorized QK it equals ``qkfast``.
+
+What this module does differently (and why): the notebooks' horizon (200k steps at 1e-2) is compressed
+to ``horizon`` steps at ``1e-2 * 200000 / horizon`` (the same gradient-flow time); the data stream is
+seeded (``torch.Generator``), not numpy's global state; the stopping rule is the correct running mean
+(:mod:`.sampled`) instead of their accumulator (a loss summed since the last print, every 100 epochs,
+divided by the batches of one epoch, so it fires late or never). Tensors are float32, as theirs.
 """
 from __future__ import annotations
 
-import dataclasses
 import math
-from collections import deque
 
 import numpy as np
 import torch
+from torch import nn
 
-from qkdyn.empirical.synthetic import reduced
-from qkdyn.empirical.synthetic.layout import Layout
-from qkdyn.empirical.synthetic.model import DTYPE, AttentionHead, cross_entropy
+from qkdyn.empirical.synthetic.sampled import Batch, Task
+from qkdyn.theory.setting import factorized
 
-LAYOUT = Layout(classes=4, distinct=10, commons=10)
-CONTEXT = 62
-SCALE = 1 / math.sqrt(50)
-INIT = 1e-6
-#: running-loss levels at which the test attention is recorded (comparisons at matched loss)
-LEVELS = (0.3, 0.1, 0.03, 0.01, 3e-3, 1e-3)
-SCHEDULES = {"equal": lambda frac: 1.0, "qk20": lambda frac: 20.0, "ramp": lambda frac: 1.0 + 39.0 * frac}
+VOCAB = 50
+CLASSES = 4
+COMMON = np.arange(10)
+QUERY_IDS = (5, 6, 7, 8)
+LABEL_IDS = (1, 2, 3, 4)
+SCALE = 1 / math.sqrt(VOCAB)
+SEQ_LEN = {"CACO": 128, "FACO": 64, "CAFO": 64, "FAFO": 64}
+NOTEBOOK_LR, NOTEBOOK_STEPS, TEST_SIZE = 1e-2, 200_000, 6400
+QK_FAST = {False: 5.0, True: 20.0}  # by whether the QK circuit is factorized
+RAMP_END = {False: 10.0, True: 40.0}
+IDENTITY = 1e-6
+#: the notebooks' schedules, and qk20 (QK 20x for every form: the probe of the query-id shortcut)
+SCHEDULES = ("equal", "qkfast", "ramp", "qk20")
+
+
+def distinct_ids(k: int) -> np.ndarray:
+    return np.arange(10 * (k + 1), 10 * (k + 2))
 
 
 def token_probabilities() -> np.ndarray:
-    """(K, V): class k's distribution over tokens (distinct weights 0.1..1.0, commons 1)."""
-    probs = np.zeros((LAYOUT.classes, LAYOUT.vocab))
-    for k in range(LAYOUT.classes):
-        probs[k, LAYOUT.distinct_of(k)] = np.arange(1, LAYOUT.distinct + 1) / 10
-        probs[k, LAYOUT.common] = 1.0
+    """(K, V): the notebooks' seq_class rows."""
+    probs = np.zeros((CLASSES, VOCAB))
+    for k in range(CLASSES):
+        probs[k, COMMON] = 1.0
+        probs[k, distinct_ids(k)] = np.arange(1, 11) / 10
     return probs / probs.sum(axis=1, keepdims=True)
 
 
-def sample(batch: int, generator: torch.Generator):
-    """(counts (B, V) with the query counted once, labels, weights 1/B)."""
-    labels = torch.randint(LAYOUT.classes, (batch,), generator=generator)
-    probs = torch.as_tensor(token_probabilities(), dtype=DTYPE)[labels]
-    tokens = torch.multinomial(probs, CONTEXT, replacement=True, generator=generator)
-    counts = torch.zeros(batch, LAYOUT.vocab, dtype=DTYPE)
-    counts.scatter_add_(1, tokens, torch.ones_like(tokens, dtype=DTYPE))
-    counts[:, LAYOUT.query] = 1.0
-    return counts, labels, torch.full((batch,), 1.0 / batch, dtype=DTYPE)
+def sample(param: str, size: int, generator: torch.Generator) -> Batch:
+    """``size`` sequences of form ``param``'s length as count vectors over context + query."""
+    context = SEQ_LEN[param] - 2
+    cls = torch.randint(CLASSES, (size,), generator=generator)
+    probs = torch.as_tensor(token_probabilities(), dtype=torch.float32)[cls]
+    tokens = torch.multinomial(probs, context, replacement=True, generator=generator)
+    query = torch.as_tensor(QUERY_IDS)[cls]
+    counts = torch.zeros(size, VOCAB)
+    counts.scatter_add_(1, torch.cat([tokens, query[:, None]], dim=1), torch.ones(size, context + 1))
+    distinct = torch.zeros(size, VOCAB, dtype=torch.bool)
+    distinct[:, 10:] = torch.as_tensor(np.concatenate([np.full(10, k) for k in range(CLASSES)]))[None] == cls[:, None]
+    return Batch(counts, query, torch.as_tensor(LABEL_IDS)[cls], cls, distinct)
 
 
-def new_model(param: str) -> AttentionHead:
-    """Every trainable matrix (collapsed or factor) = 1e-6 I: balanced factors, near-zero products."""
-    model = AttentionHead(param, LAYOUT, SCALE)
+class AuthorsHead(nn.Module):
+    """Their one-head model on one-hot ids, with ``nn.Linear`` layers named as in the notebooks.
+
+    score(x) = s <query_layer(e_q), key_layer(e_x)> (collapsed QK: s key_layer(e_x)[q]),
+    logits = prediction_layer(value_layer(sum_x attn_x e_x)) (collapsed OV: no value_layer).
+    """
+
+    def __init__(self, param: str):
+        super().__init__()
+        self.param = param
+        linear = lambda: nn.Linear(VOCAB, VOCAB, bias=False)  # noqa: E731
+        if param == "CACO":  # creation order as in each notebook's class (the default init consumes the RNG)
+            self.key_layer, self.prediction_layer = linear(), linear()
+        elif param == "FACO":
+            self.key_layer, self.query_layer, self.prediction_layer = linear(), linear(), linear()
+        elif param == "CAFO":
+            self.key_layer, self.value_layer, self.prediction_layer = linear(), linear(), linear()
+        else:
+            self.key_layer, self.query_layer = linear(), linear()
+            self.value_layer, self.prediction_layer = linear(), linear()
+
+    def circuit_parameters(self, circuit: str) -> list[nn.Parameter]:
+        names = ("key_layer", "query_layer") if circuit == "QK" else ("value_layer", "prediction_layer")
+        return [getattr(self, n).weight for n in names if hasattr(self, n)]
+
+    def query_scores(self, query: torch.Tensor) -> torch.Tensor:
+        """(B, V): s W_QK[q_b, x]."""
+        keys = self.key_layer.weight  # column x = key_layer(e_x)
+        if factorized(self.param)[0]:
+            return SCALE * self.query_layer.weight[:, query].T @ keys
+        return SCALE * keys[query]
+
+    def forward(self, counts: torch.Tensor, query: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Logits over all V ids (B, V) and attention mass per id (B, V)."""
+        attn = torch.softmax(self.query_scores(query) + torch.log(counts), dim=-1)
+        ov = self.prediction_layer.weight
+        if factorized(self.param)[1]:
+            ov = ov @ self.value_layer.weight
+        return attn @ ov.T, attn
+
+
+def init_kind(param: str, schedule: str) -> dict[str, str]:
+    """circuit -> "default" (PyTorch) or "identity" (1e-6 I), per the notebooks (module docstring)."""
+    if param == "CACO":
+        return {"QK": "default", "OV": "default"}
+    if param == "FAFO" and schedule == "equal":
+        return {"QK": "default", "OV": "identity"}
+    return {"QK": "identity", "OV": "identity"}
+
+
+def new_model(param: str, seed: int, schedule: str) -> AuthorsHead:
+    torch.manual_seed(seed)
+    model = AuthorsHead(param)
     with torch.no_grad():
-        for p in model.parameters():
-            p.copy_(INIT * torch.eye(*p.shape, dtype=DTYPE))
+        for circuit, kind in init_kind(param, schedule).items():
+            if kind == "identity":
+                for p in model.circuit_parameters(circuit):
+                    p.copy_(IDENTITY * torch.eye(VOCAB))
     return model
 
 
-@dataclasses.dataclass
-class Result:
-    """One run: its end state on the test samples, the balance history, attention at loss levels."""
-
-    param: str
-    schedule: str
-    steps: int
-    loss: float  # mean of the last 50 batch losses
-    reached: bool
-    balance: list  # (step, max balance error over factorized circuits)
-    attn_at_loss: dict  # running-loss level -> mean test attention on distinct tokens when first reached
-    attn: np.ndarray  # test samples: attention on the class's distinct tokens
-    p_true: np.ndarray  # test samples: probability of the true label
-    acc: float
+def qk_factor(schedule: str):
+    if schedule == "equal":
+        return lambda param, frac: 1.0
+    if schedule == "qkfast":
+        return lambda param, frac: QK_FAST[factorized(param)[0]]
+    if schedule == "qk20":
+        return lambda param, frac: 20.0
+    return lambda param, frac: 1.0 + (RAMP_END[factorized(param)[0]] - 1.0) * frac
 
 
-def distinct_attention(attn: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Attention mass on the distinct tokens of each sample's own class."""
-    owner = torch.as_tensor(LAYOUT.token_class())
-    mask = torch.zeros(len(labels), LAYOUT.vocab, dtype=torch.bool)
-    mask[:, : len(owner)] = owner[None, :] == labels[:, None]
-    return (attn * mask).sum(dim=1)
-
-
-def _test_attention(model: AttentionHead, test) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(attention on distinct tokens, p(true label), correct) per test sample."""
-    counts, labels, _ = test
-    with torch.no_grad():
-        logits, attn = model(counts)
-        probs = torch.softmax(logits, dim=1)
-    return (distinct_attention(attn, labels), probs[torch.arange(len(labels)), labels],
-            logits.argmax(dim=1) == labels)
-
-
-def train(param: str, schedule: str, lr: float, max_steps: int, seed: int = 0, target: float = 1e-3,
-          batch: int = 32, test_size: int = 2000) -> Result:
-    """Plain SGD with per-circuit learning rates lr * multiplier(schedule) (QK) and lr (OV), until the
-    running loss (mean of the last 50 batch losses) is below ``target`` or ``max_steps`` steps.
-    The mean test attention on distinct tokens is recorded when the running loss first falls below
-    each of LEVELS (for comparisons at matched loss)."""
-    generator = torch.Generator().manual_seed(seed)
-    test = sample(test_size, torch.Generator().manual_seed(seed + 10_000))
-    model = new_model(param)
-    opt = torch.optim.SGD([{"params": model.circuit_parameters("QK"), "lr": lr},
-                           {"params": model.circuit_parameters("OV"), "lr": lr}], lr=lr)
-    recent: deque = deque(maxlen=50)
-    balance, attn_at_loss = [], {}
-    steps = 0
-    while steps < max_steps:
-        if steps % max(max_steps // 50, 1) == 0 and (model.qk_factorized or model.ov_factorized):
-            balance.append((steps, max(reduced.balance_error(model).values())))
-        opt.param_groups[0]["lr"] = lr * SCHEDULES[schedule](steps / max_steps)
-        counts, labels, weights = sample(batch, generator)
-        loss = cross_entropy(model(counts)[0], labels, weights)
-        recent.append(loss.item())
-        running = sum(recent) / len(recent) if len(recent) == recent.maxlen else math.inf
-        for level in LEVELS:
-            if running < level and level not in attn_at_loss:
-                attn_at_loss[level] = float(_test_attention(model, test)[0].mean())
-        if running < target:
-            break
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        steps += 1
-    attn, p_true, correct = _test_attention(model, test)
-    return Result(param, schedule, steps, running, running < target, balance, attn_at_loss, attn.numpy(),
-                  p_true.numpy(), float(correct.double().mean()))
-
-
-def dtap(result: Result) -> np.ndarray:
-    """5 x 5 histogram (% of test samples): rows = attention on distinct tokens, cols = p(true)."""
-    edges = np.linspace(0, 1, 6)
-    hist, _, _ = np.histogram2d(np.clip(result.attn, 0, 1), np.clip(result.p_true, 0, 1), bins=[edges, edges])
-    return 100 * hist / len(result.attn)
+def task(horizon: int) -> Task:
+    """The recipe with the notebooks' 200k-step horizon compressed to ``horizon`` steps."""
+    return Task(
+        name="authors", sample=sample, new_model=new_model, forward=lambda model, b: model(b.counts, b.query),
+        base_lr=NOTEBOOK_LR * NOTEBOOK_STEPS / horizon,
+        qk_factor={s: qk_factor(s) for s in SCHEDULES},
+        levels=(1.0, 0.3, 0.1, 0.03, 0.01, 3e-3, 1e-3), window=100, target=1e-3,
+    )

@@ -1,5 +1,6 @@
 """Claim A6 (GD and SGD on the full matrix model follow the ODE), with Adam and a non-symmetric
-init; and claims A4/A5 on sampled data from the authors' experiment. Called by ``qkdyn verify``.
+init; and claims A4/A5 on sampled data from both sampled generators (:mod:`.claims_sampled`).
+Called by ``qkdyn verify``.
 
 Measurements (setting S6 = Setting(qk0=0.5, ov0=0.5), other fields default: the loss falls from
 1.26 to 0.08 by t = 40 for FAFO, so the runs cover the whole transition):
@@ -10,8 +11,9 @@ Measurements (setting S6 = Setting(qk0=0.5, ov0=0.5), other fields default: the 
 * Adam (lr h eta_c per circuit, population batch) to a loss target, for rho in a sweep: attn at
   that loss against the ODE's attn at the same loss (solve ``until_loss``), and sym_dist.
 * Non-symmetric init: DESIGN init plus N(0, sigma^2) on every entry, SGD (B = 32): sym_dist over t.
-* The authors' experiment (:mod:`qkdyn.empirical.synthetic.authors`): 4 parameterisations x 3 learning-rate
-  schedules; mean attention on distinct tokens, DTAP heatmaps, factor balance over training.
+* The sampled generators (``clean`` and ``authors``): 4 parameterisations x 3 learning-rate schedules x
+  seeds; attention on distinct tokens and on the query's id at matched loss, DTAP heatmaps.
+* The fixed-attention experiment (:mod:`.fixed_attention`, claim FA) beside the frozen-QK flow.
 """
 from __future__ import annotations
 
@@ -21,25 +23,21 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from qkdyn.empirical.synthetic import authors, experiment, observe, plots, reduced, train
+from qkdyn.empirical.synthetic import claims_sampled, experiment, fixed_attention, observe, plots, reduced, train
 from qkdyn.empirical.synthetic.model import PARAMS
 from qkdyn.simulate.solve import solve
 from qkdyn.claims import Claim, combine, parts_from_checks
 from qkdyn.theory.setting import Setting
 
 S6 = Setting(qk0=0.5, ov0=0.5)
-#: attention differences below this are "no difference" in the A4/A5 comparisons
-MARGIN = 0.01
 
 
 def _config(quick: bool) -> dict:
     if quick:
         return dict(T=10.0, steps=[0.04, 0.02], sgd_batches=[8, 64, 512], sgd_seeds=1, overlay_batch=32,
-                    adam_rhos=[0.1, 10.0], adam_params=["CACO", "FAFO"], adam_cap=800, adam_loss=0.3,
-                    authors_steps=1000, authors_target=1e-2)
+                    adam_rhos=[0.1, 10.0], adam_params=["CACO", "FAFO"], adam_cap=800, adam_loss=0.3)
     return dict(T=40.0, steps=[0.04, 0.02, 0.01], sgd_batches=[8, 32, 128, 512], sgd_seeds=3, overlay_batch=32,
-                adam_rhos=[0.1, 1.0, 10.0], adam_params=list(PARAMS), adam_cap=3000, adam_loss=0.1,
-                authors_steps=3000, authors_target=1e-3)
+                adam_rhos=[0.1, 1.0, 10.0], adam_params=list(PARAMS), adam_cap=3000, adam_loss=0.1)
 
 
 def _curve(rows, keys=("t", "qk", "ov")):
@@ -122,33 +120,8 @@ def nonsymmetric(cfg: dict, figures_dir: Path, sigma: float = 0.05) -> tuple[dic
     return {"sigma": sigma, "step": h, "batch": 32, **evidence}, ["a6_nonsymmetric.png"]
 
 
-def authors_experiment(cfg: dict, figures_dir: Path) -> tuple[dict, list[str]]:
-    results = {(s, p): authors.train(p, s, lr=1.0, max_steps=cfg["authors_steps"], target=cfg["authors_target"])
-               for s in authors.SCHEDULES for p in PARAMS}
-    plots.dtap({k: authors.dtap(r) for k, r in results.items()}, figures_dir / "authors_dtap.png")
-    plots.balance({f"{p} {s}": r.balance for (s, p), r in results.items() if r.balance},
-                  figures_dir / "authors_balance.png")
-    summary = {f"{p} {s}": {"attn_distinct": float(r.attn.mean()), "p_true": float(r.p_true.mean()),
-                            "loss": r.loss, "reached_target": r.reached, "steps": r.steps, "acc": r.acc,
-                            "max_balance_error": max((b for _, b in r.balance), default=0.0),
-                            "attn_at_loss": {str(k): v for k, v in r.attn_at_loss.items()},
-                            "dtap_percent": authors.dtap(r).round(1).tolist()}
-               for (s, p), r in results.items()}
-    return summary, ["authors_dtap.png", "authors_balance.png"]
-
-
-def matched(runs: dict, keys: list[str]) -> tuple[float | None, dict]:
-    """The lowest loss level of authors.LEVELS reached by every run in ``keys``, and each run's test
-    attention on distinct tokens there (None, {} if they share no level)."""
-    common = set.intersection(*(set(runs[k]["attn_at_loss"]) for k in keys))
-    if not common:
-        return None, {}
-    level = min(common, key=float)
-    return float(level), {k: runs[k]["attn_at_loss"][level] for k in keys}
-
-
 def check_a6(quick: bool, figures_dir: Path) -> list[Claim]:
-    """Claims A6, A6-adam, A4-sampled, A5-sampled with computed verdicts; plots into figures_dir.
+    """Claims A6, A6-adam, A4-/A5-sampled-{clean,authors}, FA with computed verdicts; plots into figures_dir.
     Runs on one torch thread (the matrices are tiny; more threads only contend)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -175,8 +148,10 @@ def _check_a6(quick: bool, figures_dir: Path) -> list[Claim]:
     lap("nonsymmetric")
     adam_rows, adam_plots = adam(cfg, figures_dir)
     lap("adam")
-    au, au_plots = authors_experiment(cfg, figures_dir)
-    lap("authors")
+    sampled_claims, _ = claims_sampled.sampled_claims(quick, figures_dir)
+    lap("sampled")
+    sampled_claims.append(fixed_attention.check(quick, figures_dir))
+    lap("fixed_attention")
     ev["nonsymmetric_init"] = nonsym
     order_ok = all(abs(r - 2) <= 0.3 for rs in ev["gd_error_ratio"].values() for r in rs)
     small_ok = all(e[-1] < 2e-3 for e in ev["gd_error"].values())
@@ -219,47 +194,6 @@ def _check_a6(quick: bool, figures_dir: Path) -> list[Claim]:
         "entry, so each circuit moves at its learning rate whatever its gradient size; it also amplifies round-off "
         "in directions where the population gradient is exactly 0 (sym_dist grows), so it leaves the symmetric "
         "subspace and the reduced ODE does not describe it.", adam_plots)
-    a4_checks, a4_text = {}, []
-    for p in PARAMS:
-        level, at = matched(au, [f"{p} {s}" for s in authors.SCHEDULES])
-        for s in ("qk20", "ramp"):
-            a4_checks[f"{p}: {s} > equal"] = bool(at) and at[f"{p} {s}"] > at[f"{p} equal"] + MARGIN
-        a4_text.append(f"{p} at loss {level:g}: " + " / ".join(f"{v:.3f}" for v in at.values()) if at
-                       else f"{p}: no common loss level")
-    a4 = Claim(
-        "A4-sampled", "In the authors' sampled experiment a faster QK circuit (20x, or ramped 1x -> 40x) puts more "
-        "attention on the distinct tokens than equal learning rates, at the same loss.",
-        combine(parts_from_checks(a4_checks)), {"checks": a4_checks, "runs": au},
-        "Mean test attention on the class's distinct tokens (equal / qk20 / ramp) when the running SGD loss first "
-        "falls below the lowest level all three runs reach: " + "; ".join(a4_text) +
-        f". Runs: lr 1.0 (the authors' 1e-2 is too slow for the time budget), batch 32, up to "
-        f"{cfg['authors_steps']} steps or loss {cfg['authors_target']:g}. A difference counts when it exceeds "
-        f"{MARGIN}.", au_plots, parts=parts_from_checks(a4_checks))
-    eq_level, eq = matched(au, [f"{p} equal" for p in PARAMS])
-    fafo_keys = ["FAFO qk20", "FAFO equal", "CACO equal", "FACO equal"]
-    fafo_level, fafo = matched(au, fafo_keys)
-    bigger = lambda a, b, at: bool(at) and at[a] > at[b] + MARGIN
-    a5_checks = {
-        "factorized QK sharpens: FACO > CACO": bigger("FACO equal", "CACO equal", eq),
-        "factorized QK sharpens: FAFO > CAFO": bigger("FAFO equal", "CAFO equal", eq),
-        "factorized OV softens: CAFO < CACO": bigger("CACO equal", "CAFO equal", eq),
-        "factorized OV softens: FAFO < FACO": bigger("FACO equal", "FAFO equal", eq),
-        "QK 20x makes FAFO sharper, at least as sharp as the collapsed-OV models at equal rates":
-            bigger("FAFO qk20", "FAFO equal", fafo)
-            and fafo["FAFO qk20"] >= min(fafo["CACO equal"], fafo["FACO equal"]),
-    }
-    a5 = Claim(
-        "A5-sampled", "In the authors' sampled experiment, at equal learning rates factorized QK sharpens and "
-        "factorized OV softens attention; a faster QK moves FAFO towards the collapsed-OV behaviour.",
-        combine(parts_from_checks(a5_checks)),
-        {"checks": a5_checks, "equal_rates_level": eq_level, "equal_rates_attn": eq, "fafo_level": fafo_level,
-         "fafo_attn": fafo},
-        f"Test attention on distinct tokens at matched loss. Equal rates (loss {eq_level}): " +
-        ", ".join(f"{k.split()[0]} {v:.3f}" for k, v in eq.items()) +
-        f"; FAFO QK 20x vs equal vs CACO, FACO equal (loss {fafo_level}): " +
-        ", ".join(f"{v:.3f}" for v in fafo.values()) + ". " +
-        "; ".join(f"{k}: {'yes' if v else 'no'}" for k, v in a5_checks.items()) + ".", au_plots,
-        parts=parts_from_checks(a5_checks))
-    for claim in (a6, adam_claim, a4, a5):
+    for claim in (a6, adam_claim, *sampled_claims):
         claim.evidence["seconds"] = seconds
-    return [a6, adam_claim, a4, a5]
+    return [a6, adam_claim, *sampled_claims]

@@ -104,15 +104,48 @@ def dtap(grid: dict, path: Path) -> None:
     save_png(fig, path)
 
 
-def balance(curves: dict, path: Path) -> None:
-    """curves[label] = [(step, balance error)]."""
-    fig, ax = plt.subplots(figsize=(4.5, 3.5))
-    for label, points in curves.items():
-        if points:
-            steps, err = zip(*points)
-            ax.plot(steps, np.maximum(err, 1e-17), label=label)
-    ax.set_yscale("log")
-    ax.set_xlabel("SGD step")
-    ax.set_ylabel("factor balance error")
-    ax.legend(fontsize=6)
+def sampled_attention(rows: list[dict], path: Path, generator: str) -> None:
+    """Per form, bars per schedule: attention on distinct tokens and on the query's own id (mean +- sd
+    over seeds, at the form's matched running loss)."""
+    forms = list(dict.fromkeys(r["form"] for r in rows))
+    schedules = list(dict.fromkeys(r["schedule"] for r in rows))
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
+    width = 0.8 / len(schedules)
+    for ax, metric, title in ((axes[0], "attn_distinct", "attention on distinct tokens"),
+                              (axes[1], "attn_query_id", "attention on the query's own id")):
+        for i, s in enumerate(schedules):
+            sel = [next(r for r in rows if r["form"] == f and r["schedule"] == s) for f in forms]
+            ax.bar(np.arange(len(forms)) + i * width, [r[metric] for r in sel], width,
+                   yerr=[r[f"{metric}_sd"] for r in sel], label=s, capsize=2)
+        ax.set_xticks(np.arange(len(forms)) + width * (len(schedules) - 1) / 2, forms)
+        ax.set_ylim(0, 1)
+        ax.set_title(f"{generator}: {title}", fontsize=9)
+    axes[0].legend(fontsize=7)
+    save_png(fig, path)
+
+
+def fixed_attention(runs: dict, theory: dict, path: Path) -> None:
+    """Per form: L(alpha) over flow time (sampled: mean over seeds, solid; theory: dashed) and
+    -dL/dalpha from common random numbers (sampled) beside the theory's exact derivative."""
+    forms = list(dict.fromkeys(f for f, _, _ in runs))
+    alphas = list(dict.fromkeys(a for _, a, _ in runs))
+    seeds = list(dict.fromkeys(s for _, _, s in runs))
+    fig, axes = plt.subplots(2, len(forms), figsize=(4.8 * len(forms), 6.4), squeeze=False)
+    colours = plt.cm.viridis(np.linspace(0, 0.9, len(alphas)))
+    for j, f in enumerate(forms):
+        for colour, a in zip(colours, alphas):
+            sel = [runs[(f, a, s)] for s in seeds]
+            t = sel[0].t
+            axes[0][j].plot(t, np.mean([r.loss for r in sel], axis=0), color=colour, label=f"alpha={a:g}")
+            axes[1][j].plot(t, np.mean([r.fall for r in sel], axis=0), color=colour)
+            th_loss, th_fall = theory[(f, a)]
+            axes[0][j].plot(t, th_loss, color=colour, ls="--", lw=0.8)
+            axes[1][j].plot(t, th_fall, color=colour, ls="--", lw=0.8)
+        axes[0][j].set_yscale("log")
+        axes[0][j].set_title(f"{f} OV, attention fixed (dashed: frozen-QK flow)", fontsize=8)
+        axes[0][j].set_ylabel("loss")
+        axes[1][j].set_ylabel("-dL/dalpha (CRN)")
+        axes[1][j].set_yscale("symlog", linthresh=1e-3)
+        axes[1][j].set_xlabel("flow time t = lr x steps")
+        axes[0][j].legend(fontsize=6)
     save_png(fig, path)

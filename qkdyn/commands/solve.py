@@ -5,7 +5,7 @@ import argparse
 import sys
 
 from qkdyn.configflags import fraction, parser as parser_of
-from qkdyn.settingflags import (add_setting_flags, check_factorizable, finite_float, positive_int, setting_from_args,
+from qkdyn.settingflags import (add_setting_flags, finite_float, positive_int, setting_from_args,
                                 warn_if_saddle)
 
 HELP = "solve the reduced gradient-flow ODE to --t-max or --until-loss and write a CSV"
@@ -32,7 +32,6 @@ def run(args: argparse.Namespace) -> int:
     from qkdyn.simulate.solve import solve
 
     setting = setting_from_args(args)
-    check_factorizable(args.param, setting)
     # ~16 float64 columns per row, a few copies (solver output, columns, CSV rows)
     check_memory(8 * 16 * 4 * args.points, "--points output rows", "points")
     check_writable(args.out)
