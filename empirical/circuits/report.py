@@ -126,7 +126,8 @@ def readme_section(payloads: list[dict], task_claims: dict[str, list[Claim]]) ->
             lines.append("  Mass with the read-out position left out of the rationale: " + ", ".join(
                 f"{'same lr' if m == '1' else 'QK x' + m} {fmt(p['summary'][m][other])}" for m in p["summary"]) + ".")
         lines += [f"  {note}" for note in p["notes"]]
-    lines += ["", "These are small CPU-scale tests, not the paper's scale; the "
-              "paper-scale recipes exist as presets (`paper-hatexplain`, `paper-sva`, `paper-squad`) but need the "
-              "corpora, which cannot be downloaded here.", ""]
+    lines += ["", "These are small CPU-scale tests, not the paper's scale. The notebooks' recipes exist as presets, "
+              "`paper-<task>` (equal rates) and `paper-<task>-faster` (the faster-QK arm) for hatexplain, sva and squad, "
+              "with the differences that remain listed in docs/authors-experiments.md; they need the corpora, which "
+              "cannot be downloaded here. `--metrics authors` adds the notebooks' attention-mass and DTAP definitions.", ""]
     return "\n".join(lines)
