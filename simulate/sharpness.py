@@ -264,7 +264,7 @@ def _validate(problem: _Problem, param: str, rho, loss) -> None:
     bad = ~(np.isfinite(loss) & (loss > 0) & (loss < problem.loss0))
     if np.any(bad):
         raise InputError(f"levels must lie in (0, {problem.loss0:.6g}), the initial loss, to be reachable; "
-                         f"got {np.asarray(loss)[bad].ravel()[0]!r}", "loss")
+                         f"got {float(np.asarray(loss)[bad].ravel()[0])!r}", "loss")
 
 
 def _settings(setting, shape_of_rest) -> tuple[tuple, list[Setting], np.ndarray]:
@@ -311,7 +311,7 @@ def sharpness(setting: Setting | Mapping, param: str, rho, loss, *, time: bool =
         raise InputError(f"must be one of {', '.join(ALL_PARAMS)}, got {param!r}", "param")
     rho_a, loss_a = np.asarray(rho, dtype=float), np.asarray(loss, dtype=float)
     if np.any(~np.isfinite(rho_a) | (rho_a < 0)):
-        raise InputError(f"must be finite and non-negative, got {rho_a[~(np.isfinite(rho_a) & (rho_a >= 0))].ravel()[0]!r}",
+        raise InputError(f"must be finite and non-negative, got {float(rho_a[~(np.isfinite(rho_a) & (rho_a >= 0))].ravel()[0])!r}",
                          "rho")
     shape, settings, which = _settings(setting, np.broadcast_shapes(rho_a.shape, loss_a.shape))
     rho_f = np.broadcast_to(rho_a, shape).ravel()
