@@ -41,7 +41,7 @@ from qkdyn.theory.compiled import Compiled, load
 from qkdyn.theory.setting import ALL_PARAMS, Setting
 
 _INT_FIELDS = ("classes", "distinct", "commons", "m", "n")
-_CHEB_DEG = 20  # Chebyshev degree per panel of the factorized-QK table
+_CHEB_DEG = 14  # Chebyshev degree per panel of the factorized-QK table
 _CHEB_X = np.cos(np.pi * (np.arange(_CHEB_DEG + 1) + 0.5) / (_CHEB_DEG + 1))
 _CHEB_FIT = np.linalg.inv(np.polynomial.chebyshev.chebvander(_CHEB_X, _CHEB_DEG))
 _GL_X, _GL_W = np.polynomial.legendre.leggauss(16)
@@ -57,9 +57,11 @@ class Sharpness:
     t: np.ndarray | None  # None when time=False
 
 
-def _newton_increasing(fun, lo, hi, x, tol=4e-16, iterations=200):
+def _newton_increasing(fun, lo, hi, x, tol=1e-13, iterations=200, convex=False):
     """Root of increasing functions (vectorised, rtsafe): Newton steps, bisection when a step leaves
-    the bracket [lo, hi] or does not halve the step before last (Newton cycling)."""
+    the bracket [lo, hi] or (unless ``convex``: Newton from above is then monotone) does not halve
+    the step before last (Newton cycling). Stops once every
+    step is below ``tol`` relative: a Newton step that small leaves an error at round-off level."""
     before_last = np.full_like(x, np.inf)
     last = np.full_like(x, np.inf)
     for _ in range(iterations):
@@ -68,7 +70,9 @@ def _newton_increasing(fun, lo, hi, x, tol=4e-16, iterations=200):
         hi = np.where(value > 0, x, hi)
         with np.errstate(divide="ignore", invalid="ignore"):
             new = x - value / slope
-        bad = ~np.isfinite(new) | (new < lo) | (new > hi) | (np.abs(new - x) > 0.5 * before_last)
+        bad = ~np.isfinite(new) | (new < lo) | (new > hi)
+        if not convex:
+            bad |= np.abs(new - x) > 0.5 * before_last
         new = np.where(bad, 0.5 * (lo + hi), new)
         before_last, last = last, np.abs(new - x)
         new = np.where(value == 0, x, new)
@@ -79,13 +83,14 @@ def _newton_increasing(fun, lo, hi, x, tol=4e-16, iterations=200):
     raise RuntimeError("matched-loss root did not converge")
 
 
-def _clenshaw(x, coef):
-    """sum_j coef[:, j] T_j(x), row by row."""
+def _clenshaw(x, columns, index):
+    """sum_j columns[j][index] T_j(x): Chebyshev series of panel ``index`` at local coordinate x."""
     b1 = np.zeros_like(x)
     b2 = np.zeros_like(x)
-    for j in range(coef.shape[1] - 1, 0, -1):
-        b1, b2 = coef[:, j] + 2 * x * b1 - b2, b1
-    return coef[:, 0] + x * b1 - b2
+    two_x = 2 * x
+    for j in range(len(columns) - 1, 0, -1):
+        b1, b2 = columns[j][index] + two_x * b1 - b2, b1
+    return columns[0][index] + x * b1 - b2
 
 
 class _QKLine:
@@ -116,7 +121,7 @@ class _QKLine:
         index = np.clip(np.searchsorted(self.edges, u, side="right") - 1, 0, len(self.edges) - 2)
         left, right = self.edges[index], self.edges[index + 1]
         x = (2 * u - left - right) / (right - left)
-        return self.offsets[index] + 0.5 * (right - left) * _clenshaw(x, self.coef[index])
+        return self.offsets[index] + 0.5 * (right - left) * _clenshaw(x, self.columns, index)
 
     def phi(self, u):
         return self.a / self.n * (self.m * self._g(u) + self.n * (u - self.u0))
@@ -127,8 +132,8 @@ class _QKLine:
         return coef, 0.5 * (right - left) * float(np.polynomial.chebyshev.chebval(1.0, coef))
 
     def _width(self, at: float) -> float:
-        """Panel width in u: the exponent beta sinh u changes by at most 2 across a panel."""
-        return min(1.0, 2.0 / (self.beta * math.cosh(abs(at) + 1.0)))
+        """Panel width in u: the exponent beta sinh u changes by at most 1 across a panel."""
+        return min(0.5, 1.0 / (self.beta * math.cosh(abs(at) + 0.5)))
 
     def cover(self, lam_lo: float, lam_hi: float) -> None:
         """Extend the table until Phi - Phi(qk0) spans [lam_lo, lam_hi]."""
@@ -148,21 +153,26 @@ class _QKLine:
             c, total = self._panel(edges[0], right)
             edges.append(right), coef.append(c), offsets.append(total)
         self.edges, self.coef, self.offsets = np.array(edges), np.array(coef), np.array(offsets)
+        self.columns = np.ascontiguousarray(self.coef.T)
 
     def invert(self, lam):
-        """u with Phi(u) - Phi(u0) = lam (Phi increasing and convex: Newton from above converges monotonically)."""
+        """u with Phi(u) - Phi(u0) = lam. Phi is increasing and convex: Newton from above (collapsed) converges
+        monotonically; from a secant start inside a table panel (factorized) the first step lands above."""
         lam = np.asarray(lam, dtype=float)
         if self.factorized:
             self.cover(float(lam.min(initial=0.0)), float(lam.max(initial=0.0)))
             at_edges = self.phi(self.edges)
             index = np.clip(np.searchsorted(at_edges, lam) - 1, 0, len(self.edges) - 2)
             lo, hi = self.edges[index], self.edges[index + 1]
+            fraction = np.clip((lam - at_edges[index]) / (at_edges[index + 1] - at_edges[index]), 0, 1)
+            start = lo + fraction * (hi - lo)  # secant start: Newton then needs a few steps only
         else:
             e0 = math.exp(self.u0)
             upper = self.u0 + np.minimum(lam / self.a, np.log1p(np.maximum(lam, 0) * self.n / (self.a * self.m * e0)))
             hi = np.where(lam >= 0, upper, self.u0)
             lo = np.where(lam >= 0, self.u0, self.u0 + lam / self.a)
-        return _newton_increasing(lambda u: (self.phi(u) - lam, self.dphi(u)), lo, hi, hi)
+            start = hi
+        return _newton_increasing(lambda u: (self.phi(u) - lam, self.dphi(u)), lo, hi, start, convex=True)
 
 
 class _Problem:
@@ -211,20 +221,23 @@ class _Problem:
         ov = self._ov_where(zstar, rho, False)
         return self.qk_of_ov(ov, rho)[0], ov
 
-    def _ov_where(self, target, rho, with_qk: bool):
-        """ov on the trajectory where v = z (+ qk) equals ``target`` (safeguarded Newton in ov)."""
+    def _ov_where(self, target, rho, with_qk: bool, tol: float = 1e-13, bracket=None):
+        """ov on the trajectory where v = z (+ qk) equals ``target`` (safeguarded Newton in ov, to ``tol``),
+        inside ``bracket`` = (lo, hi, start) when known."""
+
+        def level(ov):
+            v, dv = self._progress(ov, rho, with_qk)
+            return v - target, dv
+
+        if bracket is not None:
+            return _newton_increasing(level, *bracket, tol=tol)
         base = max(self.ov0, 0.0)
         qk_base, _ = self.qk_of_ov(np.full_like(target, base), rho)
         z_target = target - qk_base if with_qk else target  # with qk: ov0 >= 0, so qk >= qk_base
         lo = np.where(z_target > 0, base, self.ov0)
         hi = np.where(z_target > 0, np.maximum(z_target, 0) / self.alpha(qk_base), 0.0)
         hi = np.maximum(hi, lo)
-
-        def level(ov):
-            v, dv = self._progress(ov, rho, with_qk)
-            return v - target, dv
-
-        return _newton_increasing(level, lo, hi, hi)
+        return _newton_increasing(level, lo, hi, hi, tol=tol)
 
     def time_to(self, zstar, ov_star, rho, per_panel: float = 1.0):
         """t = int dov / (eta_OV M_OV alpha g) by Gauss-Legendre on panels along which
@@ -235,7 +248,10 @@ class _Problem:
         panels = max(4, int(math.ceil(float(np.max(v_end - v_start, initial=0.0)) / per_panel)))
         fractions = np.arange(1, panels) / panels
         v_inner = v_start + (v_end[:, None] - v_start) * fractions[None, :]
-        ov_inner = self._ov_where(v_inner.ravel(), np.repeat(rho, panels - 1), with_qk)
+        lo = np.repeat(np.full_like(ov_star, self.ov0), panels - 1)
+        hi = np.repeat(ov_star, panels - 1)
+        start = lo + (hi - lo) * np.tile(fractions, len(ov_star))
+        ov_inner = self._ov_where(v_inner.ravel(), np.repeat(rho, panels - 1), with_qk, 1e-4, (lo, hi, start))
         edges = np.column_stack([np.full_like(ov_star, self.ov0), ov_inner.reshape(-1, panels - 1), ov_star])
         x_edges = np.log(edges) if self.factorized_ov else edges
         mid, half = 0.5 * (x_edges[:, 1:] + x_edges[:, :-1]), 0.5 * (x_edges[:, 1:] - x_edges[:, :-1])
