@@ -269,6 +269,11 @@ class _Problem:
         return np.sum(half * np.sum(integrand * _GL_W, axis=2), axis=1)
 
 
+def initial_loss(setting: Setting, param: str) -> float:
+    """L0, the loss at the DESIGN.md initial state: the levels ``sharpness`` accepts lie in (0, L0)."""
+    return _Problem(setting, param).loss0
+
+
 def _validate(problem: _Problem, param: str, rho, loss) -> None:
     s = problem.setting
     if not (s.eta_ov > 0):

@@ -159,3 +159,17 @@ def test_cli_log_spaced_lists(tmp_path, capsys):
     assert len(rows) == 10
     assert sorted({float(r["rho"]) for r in rows}) == pytest.approx([0.01, 0.1, 1.0, 10.0, 100.0])
     capsys.readouterr()
+
+
+def test_phase_diagram_boundaries_match_direct_evaluation():
+    from qkdyn.simulate import phase
+
+    rhos = np.geomspace(0.1, 10, 7)
+    d = phase.diagram(Setting(), "K", rhos, 3, 1e-2)
+    assert d.attn["FAFO"].shape == (3, 7) and list(d.values) == [2, 3, 4]
+    for row, k in enumerate(d.values):
+        direct = sharpness(Setting(classes=int(k)), "FAFO", rhos, 1e-2, time=False).attn
+        np.testing.assert_array_equal(d.attn["FAFO"][row], direct)
+        caco_one = sharpness(Setting(classes=int(k)), "CACO", 1.0, 1e-2, time=False).attn
+        first = d.boundaries()["FAFO overtakes CACO(rho=1) from rho"][row]
+        assert first == rhos[np.argmax(direct >= caco_one)]
