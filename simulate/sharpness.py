@@ -17,8 +17,9 @@ with the level set alpha(qk) ov = z* (L2). No time integration is involved:
 * the loss decreases along the flow, so z(ov) = alpha(qk(ov)) ov - z* has exactly one root on the
   trajectory: the *first* (and only) time the loss reaches L. Safeguarded Newton in ov.
 * the time is the quadrature t = int_{ov0}^{ov*} dov / (eta_OV M_OV(ov) alpha(qk(ov)) g(z(ov))),
-  composite Gauss-Legendre on panels that split [z0, z*] into unit steps of z (16 nodes per panel,
-  in log ov for a factorized OV circuit, whose M_OV vanishes like ov).
+  composite Gauss-Legendre (8 nodes per panel; in log ov for a factorized OV circuit, whose M_OV
+  vanishes like ov) on panels that split the path into unit steps of z, of attention's logit and of
+  the integration variable (see :meth:`_Problem.time_to`).
 
 rho = 0 (frozen attention) is a legal value: qk stays at qk0. A level at or above the initial loss,
 or a circuit that cannot move (a factorized circuit started at 0, eta_OV = 0) is an InputError.
@@ -44,7 +45,8 @@ _INT_FIELDS = ("classes", "distinct", "commons", "m", "n")
 _CHEB_DEG = 14  # Chebyshev degree per panel of the factorized-QK table
 _CHEB_X = np.cos(np.pi * (np.arange(_CHEB_DEG + 1) + 0.5) / (_CHEB_DEG + 1))
 _CHEB_FIT = np.linalg.inv(np.polynomial.chebyshev.chebvander(_CHEB_X, _CHEB_DEG))
-_GL_X, _GL_W = np.polynomial.legendre.leggauss(16)
+_GL_X, _GL_W = np.polynomial.legendre.leggauss(8)
+_PATH_SAMPLES = 48  # samples of the path that place the quadrature panels
 
 
 @dataclasses.dataclass
@@ -208,51 +210,46 @@ class _Problem:
         u = self.line.invert(rho * (self._psi(ov) - self.psi0))
         return self.line.q(u), u
 
-    def _progress(self, ov, rho, with_qk: bool):
-        """v = z + [qk] along the line (increasing in ov on the trajectory) and dv/dov."""
-        qk, u = self.qk_of_ov(ov, rho)
-        alpha = self.alpha(qk)
-        dqk = self.line.dq(u) / self.line.dphi(u) * rho * ov / self.m_ov(ov)
-        v, dv = alpha * ov, alpha + ov * alpha * (1 - alpha) * dqk
-        return (v + qk, dv + dqk) if with_qk else (v, dv)
-
     def state_at(self, zstar, rho):
-        """(qk, ov) where alpha ov = zstar on the line (vectorised over zstar, rho of equal shape)."""
-        ov = self._ov_where(zstar, rho, False)
-        return self.qk_of_ov(ov, rho)[0], ov
-
-    def _ov_where(self, target, rho, with_qk: bool, tol: float = 1e-13, bracket=None):
-        """ov on the trajectory where v = z (+ qk) equals ``target`` (safeguarded Newton in ov, to ``tol``),
-        inside ``bracket`` = (lo, hi, start) when known."""
+        """(qk, ov) where alpha ov = zstar on the line (vectorised over zstar, rho of equal shape):
+        safeguarded Newton in ov on z(ov) = alpha(qk(ov)) ov, increasing along the trajectory."""
+        base = max(self.ov0, 0.0)  # beyond it qk >= qk(base), so z >= alpha(qk(base)) ov
+        qk_base, _ = self.qk_of_ov(np.full_like(zstar, base), rho)
+        lo = np.where(zstar > 0, base, self.ov0)
+        hi = np.maximum(np.where(zstar > 0, np.maximum(zstar, 0) / self.alpha(qk_base), 0.0), lo)
 
         def level(ov):
-            v, dv = self._progress(ov, rho, with_qk)
-            return v - target, dv
+            qk, u = self.qk_of_ov(ov, rho)
+            alpha = self.alpha(qk)
+            dqk = self.line.dq(u) / self.line.dphi(u) * rho * ov / self.m_ov(ov)
+            return alpha * ov - zstar, alpha + ov * alpha * (1 - alpha) * dqk
 
-        if bracket is not None:
-            return _newton_increasing(level, *bracket, tol=tol)
-        base = max(self.ov0, 0.0)
-        qk_base, _ = self.qk_of_ov(np.full_like(target, base), rho)
-        z_target = target - qk_base if with_qk else target  # with qk: ov0 >= 0, so qk >= qk_base
-        lo = np.where(z_target > 0, base, self.ov0)
-        hi = np.where(z_target > 0, np.maximum(z_target, 0) / self.alpha(qk_base), 0.0)
-        hi = np.maximum(hi, lo)
-        return _newton_increasing(level, lo, hi, hi, tol=tol)
+        ov = _newton_increasing(level, lo, hi, hi)
+        return self.qk_of_ov(ov, rho)[0], ov
 
-    def time_to(self, zstar, ov_star, rho, per_panel: float = 1.0):
-        """t = int dov / (eta_OV M_OV alpha g) by Gauss-Legendre on panels along which
-        v = z + qk (z alone if ov0 < 0, where qk first decreases) changes by at most ``per_panel``."""
-        with_qk = self.ov0 >= 0
-        v_start = self.z0 + (self.qk0 if with_qk else 0.0)
-        v_end, _ = self._progress(ov_star, rho, with_qk)
-        panels = max(4, int(math.ceil(float(np.max(v_end - v_start, initial=0.0)) / per_panel)))
-        fractions = np.arange(1, panels) / panels
-        v_inner = v_start + (v_end[:, None] - v_start) * fractions[None, :]
-        lo = np.repeat(np.full_like(ov_star, self.ov0), panels - 1)
-        hi = np.repeat(ov_star, panels - 1)
-        start = lo + (hi - lo) * np.tile(fractions, len(ov_star))
-        ov_inner = self._ov_where(v_inner.ravel(), np.repeat(rho, panels - 1), with_qk, 1e-4, (lo, hi, start))
-        edges = np.column_stack([np.full_like(ov_star, self.ov0), ov_inner.reshape(-1, panels - 1), ov_star])
+    def time_to(self, ov_star, rho, per_panel: float = 1.0):
+        """t = int dov / (eta_OV M_OV alpha g) by Gauss-Legendre (in ov, or log ov for a factorized OV
+        circuit) on panels along which the progress v changes by about ``per_panel``:
+        v = z + x + qk + u, x the integration variable, u the line coordinate (factorized QK only; qk and
+        u are left out when ov0 < 0, where qk first decreases). Every term increases along the path,
+        so each panel resolves unit changes of the loss exponent, of attention and of either circuit."""
+        # v on a sample of the path (dense near ov0, where attention can rise fastest); panel edges at
+        # equal steps of v by monotone interpolation: edges need not be exact, only well spread
+        fractions = np.concatenate([[0.0], np.geomspace(1e-8, 1.0, _PATH_SAMPLES - 1)])
+        ov_path = self.ov0 + (ov_star - self.ov0)[:, None] * fractions[None, :]
+        qk, u = (a.reshape(ov_path.shape) for a in self.qk_of_ov(ov_path.ravel(), np.repeat(rho, _PATH_SAMPLES)))
+        v_path = self.alpha(qk) * ov_path + (np.log(ov_path) if self.factorized_ov else ov_path)
+        if self.ov0 >= 0:
+            v_path = v_path + qk + (u if self.line.factorized else 0.0)
+        v_path = np.maximum.accumulate(v_path, axis=1)
+        panels = max(4, int(math.ceil(float(np.max(v_path[:, -1] - v_path[:, 0], initial=0.0)) / per_panel)))
+        v_levels = v_path[:, :1] + (v_path[:, -1:] - v_path[:, :1]) * (np.arange(panels + 1) / panels)[None, :]
+        index = np.clip((v_path[:, :, None] <= v_levels[:, None, :]).sum(axis=1) - 1, 0, _PATH_SAMPLES - 2)
+        rows = np.arange(len(ov_star))[:, None]
+        v_a, v_b = v_path[rows, index], v_path[rows, index + 1]
+        weight = np.where(v_b > v_a, (v_levels - v_a) / np.where(v_b > v_a, v_b - v_a, 1.0), 0.0)
+        edges = ov_path[rows, index] + np.clip(weight, 0, 1) * (ov_path[rows, index + 1] - ov_path[rows, index])
+        edges[:, 0], edges[:, -1] = self.ov0, ov_star
         x_edges = np.log(edges) if self.factorized_ov else edges
         mid, half = 0.5 * (x_edges[:, 1:] + x_edges[:, :-1]), 0.5 * (x_edges[:, 1:] - x_edges[:, :-1])
         x = mid[:, :, None] + half[:, :, None] * _GL_X  # (points, panels, nodes)
@@ -346,6 +343,6 @@ def sharpness(setting: Setting | Mapping, param: str, rho, loss, *, time: bool =
         qk, ov = problem.state_at(zstar, rho_f[mask])
         out["qk"][mask], out["ov"][mask], out["attn"][mask] = qk, ov, problem.alpha(qk)
         if time:
-            out["t"][mask] = problem.time_to(zstar, ov, rho_f[mask])
+            out["t"][mask] = problem.time_to(ov, rho_f[mask])
     result = {key: value.reshape(shape) for key, value in out.items()}
     return Sharpness(result["qk"], result["ov"], result["attn"], result["t"] if time else None)
