@@ -173,3 +173,18 @@ def test_phase_diagram_boundaries_match_direct_evaluation():
         caco_one = sharpness(Setting(classes=int(k)), "CACO", 1.0, 1e-2, time=False).attn
         first = d.boundaries()["FAFO overtakes CACO(rho=1) from rho"][row]
         assert first == rhos[np.argmax(direct >= caco_one)]
+
+
+def test_derive_prints_the_a4_derivative_and_its_proof(capsys):
+    assert main(["derive", "--param", "paper"]) == 0
+    out = capsys.readouterr().out
+    assert "A4: d attn / d rho at fixed loss" in out and "sign proof" in out
+    assert out.count(": holds") == len(theory.a4_proof("paper")) and "NOT shown" not in out
+
+
+def test_latex_of_powers_of_the_stable_primitives():
+    from qkdyn.theory.functions import expit, softplus
+
+    x = sp.Symbol("x")
+    assert sp.latex(expit(x) ** 2) == r"\sigma\left(x\right)^{2}"
+    assert sp.latex(softplus(x) ** 3) == r"\operatorname{softplus}\left(x\right)^{3}"
