@@ -91,6 +91,25 @@ def agreement(closed: Sweep, ode: Sweep) -> dict:
             "per_param": per_param}
 
 
+def frozen_law_check(setting: Setting, levels) -> dict:
+    """The time quadrature against the elementary frozen-attention law of CACO (rho = 0):
+    e^z + (K-1) z = e^z0 + (K-1) z0 + eta_OV alpha0^2 t / D (:func:`qkdyn.theory.sharpness.frozen_time_law`)."""
+    import sympy as sp
+
+    from qkdyn.theory.sharpness import frozen_time_law
+
+    law = frozen_time_law("CACO")
+    result = sharpness(setting, "CACO", 0.0, np.asarray(levels, dtype=float))
+    alpha0 = float(result.attn.ravel()[0])
+    values = {"K": setting.classes, "D": setting.distinct, "eta_OV": setting.eta_ov, "alpha0": alpha0,
+              "z0": alpha0 * setting.ov0}
+    law_t = sp.lambdify([sp.Symbol("z", positive=True)], law.subs({sym: values[sym.name] for sym in law.free_symbols
+                                                                 if sym.name in values}), "numpy")
+    z_star = np.log(setting.classes - 1) - np.log(np.expm1(np.asarray(levels, dtype=float)))
+    error = np.abs(result.t / law_t(z_star) - 1)
+    return {"levels": [float(v) for v in levels], "max_rel_time_difference": float(error.max())}
+
+
 def a4_evidence() -> dict:
     """Per form: "proved" when every step of :func:`qkdyn.theory.sharpness.a4_proof` holds, else
     "sampled" (the verdict then rests on the rho grid alone)."""
@@ -100,7 +119,8 @@ def a4_evidence() -> dict:
     return {param: {"evidence": "proved" if all(s.values()) else "sampled", "steps": s} for param, s in steps.items()}
 
 
-def check_a4(result: Sweep, figures: Path, proofs: dict | None = None, cross_check: dict | None = None) -> Claim:
+def check_a4(result: Sweep, figures: Path, proofs: dict | None = None, cross_check: dict | None = None,
+             frozen: dict | None = None) -> Claim:
     evidence, monotone_all, reached_all = {}, True, True
     fig, axes = subplots(1, len(EXACT_PARAMS))
     for col, param in enumerate(EXACT_PARAMS):
@@ -142,6 +162,8 @@ def check_a4(result: Sweep, figures: Path, proofs: dict | None = None, cross_che
         record["proof_steps"] = {param: proofs[param]["steps"] for param in proofs}
     if cross_check:
         record["ode_cross_check"] = cross_check
+    if frozen:
+        record["frozen_attention_law_check"] = frozen
     proved = [param for param, kind in kinds.items() if kind == "proved"]
     summary = (
         f"Closed form (first-integral line meets the loss level, no ODE) over {len(result.rhos)} values of rho in "
@@ -160,6 +182,10 @@ def check_a4(result: Sweep, figures: Path, proofs: dict | None = None, cross_che
         summary += (f" ODE cross-check on {cross_check['points']} points: largest |attn difference| "
                     f"{cross_check['max_abs_attn_difference']:.2g}, largest relative time difference "
                     f"{cross_check['max_rel_time_difference']:.2g}.")
+    if frozen:
+        summary += (f" At rho = 0 (frozen attention) the CACO time quadrature matches the elementary law "
+                    f"e^z + (K-1) z = const + eta_OV alpha0^2 t / D to {frozen['max_rel_time_difference']:.2g} "
+                    "(relative).")
     table = [{"param": param, "evidence": kinds[param],
               "non-decreasing on the grid": ("yes" if all(row["non_decreasing_in_rho"] for row in evidence[param].values())
                                              else "no") if param in evidence else "-",

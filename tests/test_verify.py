@@ -23,6 +23,7 @@ def test_verify_quick_writes_report_and_figures(tmp_path, capsys):
     assert set(a4["evidence_per_form"].values()) == {"proved"}
     assert a4["ode_cross_check"]["max_abs_attn_difference"] < 1e-9
     assert a4["ode_cross_check"]["max_rel_time_difference"] < 1e-7
+    assert a4["frozen_attention_law_check"]["max_rel_time_difference"] < 1e-9
     assert "a5_phase_diagrams.png" in claims["A5"]["plots"]
     markdown = (tmp_path / "report.md").read_text()
     assert "| A3 |" in markdown and "![A4]" in markdown
