@@ -188,3 +188,22 @@ def test_latex_of_powers_of_the_stable_primitives():
     x = sp.Symbol("x")
     assert sp.latex(expit(x) ** 2) == r"\sigma\left(x\right)^{2}"
     assert sp.latex(softplus(x) ** 3) == r"\operatorname{softplus}\left(x\right)^{3}"
+
+
+def test_cafo_ov_law_is_off_by_the_derived_constant():
+    """docs/sharpness.md: the leading CAFO law misses delta -> c = 2A/(rho sqrt(D)(K-1)); with e^c it is
+    far closer (and within 2% at rho = 1, t = 1e15), while the leading law is not."""
+    setting = Setting(eta_qk=1.0)
+    assert theory.ov_shift_limit("CACO") == 0
+    c_expr = theory.ov_shift_limit("CAFO")
+    names = {"K": setting.classes, "D": setting.distinct, "N": setting.commons, "s": setting.scale, "rho": 1.0,
+             "m": setting.m, "n": setting.n}
+    c = float(c_expr.subs({s: names[str(s)] for s in c_expr.free_symbols}))
+    tr = solve(setting, "CAFO", t_max=1e15, points=2)
+    compiled, p = load("CAFO"), setting.numeric()
+    ov = tr.ov[-1]
+    leading = float(compiled.ov_law(1e15, p)[0])
+    corrected = float(compiled.ov_law(1e15 * np.exp(c), p)[0])  # the law's argument T is linear in t
+    assert abs(leading / ov - 1) > 0.02
+    assert abs(corrected / ov - 1) < 0.02 and abs(corrected - ov) < 0.25 * abs(leading - ov)
+    assert ov - leading == pytest.approx(c, rel=0.3)

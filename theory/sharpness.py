@@ -162,3 +162,16 @@ def frozen_time_law(name: str) -> sp.Expr:
     y = sp.Symbol("y", positive=True)
     antiderivative = sp.integrate(sp.expand((1 / speed).subs(z, y)), y)
     return sp.simplify(antiderivative.subs(y, z) - antiderivative.subs(y, z0))
+
+
+def ov_shift_limit(name: str) -> sp.Expr:
+    """lim_{ov -> oo} of delta = (1 - alpha) ov along the line, for a collapsed QK circuit:
+    (m/n) e^qk ~ rho Psi(ov) / A gives delta ~ A ov / (rho Psi(ov)). 0 for a collapsed OV circuit
+    (Psi ~ ov^2); the constant c = 2A / (rho sqrt(D) (K-1)) for a factorized one (CAFO), by which
+    the leading OV law e^ov / ov = T is off: e^ov / ov = e^c T (docs/sharpness.md). For a factorized
+    QK circuit delta also carries 1/qk and tends to 0, at log-log rate."""
+    a, beta_ = line_normal_form(name)
+    _, _, psi, _, _ = _ingredients(name)
+    if beta_ != 0:
+        return sp.S(0)
+    return sp.limit(a * ov / (rho * psi), ov, sp.oo)
