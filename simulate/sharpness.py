@@ -230,17 +230,21 @@ class _Problem:
     def time_to(self, ov_star, rho, per_panel: float = 1.0):
         """t = int dov / (eta_OV M_OV alpha g) by Gauss-Legendre (in ov, or log ov for a factorized OV
         circuit) on panels along which the progress v changes by about ``per_panel``:
-        v = z + x + qk + u, x the integration variable, u the line coordinate (factorized QK only; qk and
-        u are left out when ov0 < 0, where qk first decreases). Every term increases along the path,
-        so each panel resolves unit changes of the loss exponent, of attention and of either circuit."""
+        v = z + x + |qk| + |u| (x the integration variable, u the line coordinate of a factorized QK
+        circuit, |.| the distance travelled since the start: qk first decreases when ov0 < 0). Every
+        term increases along the path, so each panel resolves unit changes of the loss exponent, of
+        attention and of either circuit."""
         # v on a sample of the path (dense near ov0, where attention can rise fastest); panel edges at
         # equal steps of v by monotone interpolation: edges need not be exact, only well spread
         fractions = np.concatenate([[0.0], np.geomspace(1e-8, 1.0, _PATH_SAMPLES - 1)])
         ov_path = self.ov0 + (ov_star - self.ov0)[:, None] * fractions[None, :]
         qk, u = (a.reshape(ov_path.shape) for a in self.qk_of_ov(ov_path.ravel(), np.repeat(rho, _PATH_SAMPLES)))
-        v_path = self.alpha(qk) * ov_path + (np.log(ov_path) if self.factorized_ov else ov_path)
-        if self.ov0 >= 0:
-            v_path = v_path + qk + (u if self.line.factorized else 0.0)
+        def travelled(y):  # total variation from the start: qk first decreases when ov0 < 0
+            return np.concatenate([np.zeros((len(y), 1)), np.cumsum(np.abs(np.diff(y, axis=1)), axis=1)], axis=1)
+
+        v_path = self.alpha(qk) * ov_path + (np.log(ov_path) if self.factorized_ov else ov_path) + travelled(qk)
+        if self.line.factorized:
+            v_path = v_path + travelled(u)
         v_path = np.maximum.accumulate(v_path, axis=1)
         panels = max(4, int(math.ceil(float(np.max(v_path[:, -1] - v_path[:, 0], initial=0.0)) / per_panel)))
         v_levels = v_path[:, :1] + (v_path[:, -1:] - v_path[:, :1]) * (np.arange(panels + 1) / panels)[None, :]

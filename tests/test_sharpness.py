@@ -207,3 +207,17 @@ def test_cafo_ov_law_is_off_by_the_derived_constant():
     assert abs(leading / ov - 1) > 0.02
     assert abs(corrected / ov - 1) < 0.02 and abs(corrected - ov) < 0.25 * abs(leading - ov)
     assert ov - leading == pytest.approx(c, rel=0.3)
+
+
+@pytest.mark.parametrize("param", ("CACO", "paper"))
+def test_negative_initial_margin_time_and_attention_match_the_ode(param):
+    """ov0 < 0: qk first falls, then rises; the quadrature follows the turn."""
+    from qkdyn.simulate.sharpness import initial_loss
+
+    setting = Setting(ov0=-1.0, qk0=0.2)
+    loss0 = initial_loss(setting, param)
+    levels = [loss0 * 0.999, loss0 * 0.5, 1e-3]
+    closed = sharpness(setting, param, 3.0, levels)
+    reference = ode_crossings(setting, param, 3.0, levels)
+    np.testing.assert_allclose(closed.attn, reference[:, 0], rtol=0, atol=1e-9)
+    np.testing.assert_allclose(closed.t, reference[:, 1], rtol=1e-7)
