@@ -230,8 +230,9 @@ class _Problem:
     def time_to(self, ov_star, rho, per_panel: float = 1.0):
         """t = int dov / (eta_OV M_OV alpha g) by Gauss-Legendre (in ov, or log ov for a factorized OV
         circuit) on panels along which the progress v changes by about ``per_panel``:
-        v = z + x + |qk| + |u| (x the integration variable, u the line coordinate of a factorized QK
-        circuit, |.| the distance travelled since the start: qk first decreases when ov0 < 0). Every
+        v = z + x + |qk| + |u| (x = log ov for a factorized OV circuit, else 0; u the line coordinate of
+        a factorized QK circuit; |.| the distance travelled since the start: qk first decreases when
+        ov0 < 0). Every
         term increases along the path, so each panel resolves unit changes of the loss exponent, of
         attention and of either circuit."""
         # v on a sample of the path (dense near ov0, where attention can rise fastest); panel edges at
@@ -242,7 +243,7 @@ class _Problem:
         def travelled(y):  # total variation from the start: qk first decreases when ov0 < 0
             return np.concatenate([np.zeros((len(y), 1)), np.cumsum(np.abs(np.diff(y, axis=1)), axis=1)], axis=1)
 
-        v_path = self.alpha(qk) * ov_path + (np.log(ov_path) if self.factorized_ov else ov_path) + travelled(qk)
+        v_path = self.alpha(qk) * ov_path + (np.log(ov_path) if self.factorized_ov else 0.0) + travelled(qk)
         if self.line.factorized:
             v_path = v_path + travelled(u)
         v_path = np.maximum.accumulate(v_path, axis=1)
