@@ -46,7 +46,7 @@ _CHEB_DEG = 14  # Chebyshev degree per panel of the factorized-QK table
 _CHEB_X = np.cos(np.pi * (np.arange(_CHEB_DEG + 1) + 0.5) / (_CHEB_DEG + 1))
 _CHEB_FIT = np.linalg.inv(np.polynomial.chebyshev.chebvander(_CHEB_X, _CHEB_DEG))
 _GL_X, _GL_W = np.polynomial.legendre.leggauss(8)
-_PATH_SAMPLES = 48  # samples of the path that place the quadrature panels
+_PATH_SAMPLES = 32  # samples of the path that place the quadrature panels
 
 
 @dataclasses.dataclass
@@ -227,7 +227,7 @@ class _Problem:
         ov = _newton_increasing(level, lo, hi, hi)
         return self.qk_of_ov(ov, rho)[0], ov
 
-    def time_to(self, ov_star, rho, per_panel: float = 1.0):
+    def time_to(self, ov_star, rho, per_panel: float = 2.0):
         """t = int dov / (eta_OV M_OV alpha g) by Gauss-Legendre (in ov, or log ov for a factorized OV
         circuit) on panels along which the progress v changes by about ``per_panel``:
         v = z + x + |qk| + |u| (x = log ov for a factorized OV circuit, else 0; u the line coordinate of

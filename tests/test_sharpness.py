@@ -39,7 +39,7 @@ def ode_crossings(setting, param, rho, levels):
 
 
 @pytest.mark.parametrize("param", ALL_PARAMS)
-@settings(max_examples=4)
+@settings(max_examples=6)
 @given(setting=settings_strategy, log_rho=st.floats(-2, 2),
        fractions=st.lists(st.floats(0.0, 1.0), min_size=2, max_size=3, unique=True))
 def test_agrees_with_the_ode_event_crossing(param, setting, log_rho, fractions):
