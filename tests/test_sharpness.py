@@ -221,3 +221,14 @@ def test_negative_initial_margin_time_and_attention_match_the_ode(param):
     reference = ode_crossings(setting, param, 3.0, levels)
     np.testing.assert_allclose(closed.attn, reference[:, 0], rtol=0, atol=1e-9)
     np.testing.assert_allclose(closed.t, reference[:, 1], rtol=1e-7)
+
+
+def test_the_positivity_check_can_fail():
+    """Negative controls: the sign inference behind the proof does not prove false or unknown signs."""
+    from qkdyn.theory.model import K, ov, qk
+
+    ov0 = sp.Symbol("ov0", negative=True)
+    assert theory.provably_positive(sp.exp(qk) * (K - 1) * ov)
+    assert not theory.provably_positive(qk)  # qk is any real
+    assert not theory.provably_positive(ov**2 - ov0**2)  # the A4 gain when ov0 < 0: sign unknown
+    assert not theory.provably_positive(1 - K)

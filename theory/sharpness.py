@@ -118,6 +118,16 @@ def a4_positive_form() -> sp.Expr:
     return _ALPHA * (1 - _ALPHA) * _GAIN / (_PHI1 + rho * ov**2 * (1 - _ALPHA) / m_ov)
 
 
+def provably_positive(expr: sp.Expr) -> bool:
+    """True when sympy's sign inference proves ``expr`` > 0 for every real qk, every ov > 0, K >= 2
+    (K = 1 + K', K' > 0) and kappa > 0 (e^qk written as a positive symbol e). False means "not shown"."""
+    e = sp.Symbol("e", positive=True)
+    expr = expr.rewrite(sp.exp).subs(sp.exp(qk), e).subs(sp.exp(-qk), 1 / e)
+    expr = expr.subs({K: 1 + sp.Symbol("Kminus1", positive=True), ov: sp.Symbol("ov_", positive=True),
+                      invariants.kappa: sp.Symbol("kappa_", positive=True)})
+    return bool(sp.factor(sp.simplify(expr)).is_positive)
+
+
 def a4_proof(name: str) -> dict[str, bool]:
     """Each step of the sign argument, checked by sympy (every entry must be True):
 
@@ -125,20 +135,14 @@ def a4_proof(name: str) -> dict[str, bool]:
       Psi' = ov / M_OV (both identities checked for this parameterisation);
     - alpha (1 - alpha) > 0, Phi'(qk) > 0 for every real qk, M_OV > 0 for ov > 0 (sympy's sign
       inference with e^qk -> e > 0, K = 1 + K' with K' > 0, kappa > 0);
-    - gain Psi(ov0 + delta) - Psi(ov0) > 0 for delta > 0, ov0 >= 0 (ov0 > 0 for a factorized OV).
+    - gain Psi(ov0 + delta) - Psi(ov0) > 0 for delta > 0, ov0 >= 0 (ov0 > 0 for a factorized OV);
+    - dov/dt > 0 for ov > 0, so the state at any loss below L0 has ov > ov0 (delta > 0 above).
     """
     dphi, dpsi, psi, alpha, m_ov = _ingredients(name)
     m_ov_symbol = sp.Symbol("M_OV")
     general = a4_general().subs({_ALPHA1: _ALPHA * (1 - _ALPHA), _PSI1: ov / m_ov_symbol})
-    e, delta = sp.Symbol("e", positive=True), sp.Symbol("delta", positive=True)
-    k_minus_1, kappa_pos = sp.Symbol("Kminus1", positive=True), sp.Symbol("kappa_", positive=True)
-    ov_pos, ov0_nonneg = sp.Symbol("ov_", positive=True), sp.Symbol("ov0_", nonnegative=True)
-
-    def positive(expr) -> bool:
-        expr = expr.rewrite(sp.exp).subs(sp.exp(qk), e).subs(sp.exp(-qk), 1 / e)
-        expr = expr.subs({K: 1 + k_minus_1, ov: ov_pos, invariants.kappa: kappa_pos})
-        return bool(sp.factor(sp.simplify(expr)).is_positive)
-
+    delta, ov0_nonneg = sp.Symbol("delta", positive=True), sp.Symbol("ov0_", nonnegative=True)
+    positive = provably_positive
     start = ov0_nonneg if dpsi.has(ov) else sp.Symbol("ov0_pos", positive=True)
     gain = psi.subs(ov, start + delta) - psi.subs(ov, start)
     return {
@@ -150,6 +154,8 @@ def a4_proof(name: str) -> dict[str, bool]:
         "Phi'(qk) > 0": positive(dphi),
         "M_OV > 0 (ov > 0)": positive(m_ov),
         "Psi(ov0 + delta) - Psi(ov0) > 0": positive(gain),
+        "dov/dt / eta_OV = -M_OV dL/dov > 0 (ov increases, so ov > ov0 at every loss below L0)":
+            positive(-sp.diff(model.reduced_loss(qk, ov), ov) * m_ov),
     }
 
 
