@@ -19,6 +19,7 @@ from qkdyn.errors import InputError
 COMMANDS: dict[str, str] = {
     "derive": "qkdyn.commands.derive",
     "solve": "qkdyn.commands.solve",
+    "sharpness": "qkdyn.commands.sharpness",
     "verify": "qkdyn.commands.verify",
     "sgd": "qkdyn.empirical.synthetic.cli",
     "fixed-attention": "qkdyn.empirical.synthetic.fixed_cli",

@@ -22,6 +22,10 @@ def plan(quick: bool) -> dict:
         # log-spaced, always containing rho = 1 exactly (equal rates, claim A5)
         "sweep_rhos": np.unique(np.append(np.geomspace(0.01, 100, 9 if quick else 50), 1.0)),
         "loss_levels": (0.5, 0.1, 1e-2, 1e-3),
+        # closed-form phase diagrams of attn at matched loss: rhos x rows points per form and axis
+        "phase_rhos": np.geomspace(0.01, 100, 60 if quick else 317),
+        "phase_rows": 60 if quick else 316,
+        "phase_level": 1e-3,
     }
 
 
@@ -36,7 +40,7 @@ def verify(quick: bool = False, figures: str | Path = "figures", empirical: bool
     'holds'
     """
     from qkdyn.errors import InputError
-    from qkdyn.simulate import claims_sharpness, claims_theory, overview
+    from qkdyn.simulate import claims_sharpness, claims_theory, overview, phase
     from qkdyn.report import write_claims_report
     from qkdyn.theory.setting import Setting
 
@@ -56,9 +60,19 @@ def verify(quick: bool = False, figures: str | Path = "figures", empirical: bool
     claims.append(claims_theory.check_a2(setting, cfg["t_max"], cfg["a2_rhos"], figures))
     step("A3 growth laws")
     claims.append(claims_theory.check_a3(setting, cfg["a3_read_at"], cfg["a3_read_at"][-1], figures))
-    step(f"A4/A5 sweep over {len(cfg['sweep_rhos'])} values of rho")
-    result = claims_sharpness.sweep(setting, cfg["sweep_rhos"], cfg["loss_levels"])
-    claims += [claims_sharpness.check_a4(result, figures), claims_sharpness.check_a5(result)]
+    step(f"A4/A5 closed form over {len(cfg['sweep_rhos'])} values of rho, and the A4 proof")
+    result = claims_sharpness.closed_form_sweep(setting, cfg["sweep_rhos"], cfg["loss_levels"])
+    proofs = claims_sharpness.a4_evidence()
+    step("A4/A5 ODE sweep (cross-check of the closed form)")
+    ode = claims_sharpness.sweep(setting, cfg["sweep_rhos"], cfg["loss_levels"])
+    cross_check = claims_sharpness.agreement(result, ode)
+    step(f"A5 phase diagrams ({len(cfg['phase_rhos'])} x {cfg['phase_rows']} points per form and axis)")
+    diagrams = [phase.diagram(setting, axis, cfg["phase_rhos"], cfg["phase_rows"], cfg["phase_level"])
+                for axis in phase.AXES]
+    phase_plot = phase.plot(diagrams, cfg["phase_level"], figures)
+    frozen = claims_sharpness.frozen_law_check(setting, cfg["loss_levels"])
+    claims += [claims_sharpness.check_a4(result, figures, proofs, cross_check, frozen),
+               claims_sharpness.check_a5(result, cross_check, phase_plot, phase.summary(diagrams))]
     step("overview figures")
     extra = [overview.trajectories_plot(setting, cfg["t_max"], figures),
              overview.phase_portrait(setting, (0.1, 1.0, 10.0), 1e6, figures)]

@@ -17,6 +17,14 @@ def test_verify_quick_writes_report_and_figures(tmp_path, capsys):
     # A3 must say which reading of "QK grows like log^2 t" holds, and qk itself must not
     held = claims["A3"]["evidence"]["held_by_reading"]
     assert held["qk"] == [] and "CACO" in held["exp(qk)"]
+    # A4/A5 come from the closed form; the A4 sign is proved per form; the ODE sweep agrees
+    a4 = claims["A4"]["evidence"]
+    assert set(a4["evidence_per_form"]) == {"CACO", "FACO", "CAFO", "FAFO", "paper"}
+    assert set(a4["evidence_per_form"].values()) == {"proved"}
+    assert a4["ode_cross_check"]["max_abs_attn_difference"] < 1e-9
+    assert a4["ode_cross_check"]["max_rel_time_difference"] < 1e-7
+    assert a4["frozen_attention_law_check"]["max_rel_time_difference"] < 1e-9
+    assert "a5_phase_diagrams.png" in claims["A5"]["plots"]
     markdown = (tmp_path / "report.md").read_text()
     assert "| A3 |" in markdown and "![A4]" in markdown
     assert not list(tmp_path.glob("*.tmp"))

@@ -19,6 +19,7 @@ Generated functions (x: the reduced state, p: Setting.numeric(), vector flavour 
     balanced_metrics(qk, ov, kappa, p)        their closed forms on balanced states [vector]
     kappa(X, p)                               the conserved kappa of a factorized QK [vector]
     dphi(qk, kappa, p), psi(ov, p)            the line Phi(qk) - rho Psi(ov)       [vector]
+    line_scale(kappa, p) -> (A, beta)         its normal form (qkdyn.theory.sharpness) [vector]
     ov_law(t, p), qk_law(ov, p)               late-time laws (A3)                  [vector]
 """
 from __future__ import annotations
@@ -35,7 +36,7 @@ import sympy as sp
 
 from qkdyn import atomic
 from qkdyn.errors import InputError
-from qkdyn.theory import asymptotics, codegen, invariants, model
+from qkdyn.theory import asymptotics, codegen, invariants, model, sharpness
 
 _THEORY_DIR = Path(__file__).parent
 
@@ -58,6 +59,7 @@ class Compiled:
     kappa: Callable
     dphi: Callable
     psi: Callable
+    line_scale: Callable
     ov_law: Callable
     qk_law: Callable
 
@@ -91,6 +93,7 @@ def generate_source(name: str) -> str:
     src += codegen.function_source("kappa", [x, p], [invariants.kappa_of(d.qk_circuit)], "vector")
     src += codegen.function_source("dphi", [qk, kappa, p], [dphi], "vector")
     src += codegen.function_source("psi", [ov, p], [psi], "vector")
+    src += codegen.function_source("line_scale", [kappa, p], list(sharpness.line_normal_form(name)), "vector")
     src += codegen.function_source("ov_law", [model.t, p], [laws["ov"].solution], "vector")
     src += codegen.function_source("qk_law", [ov, p], [laws["qk"].solution], "vector")
     return src

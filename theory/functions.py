@@ -22,8 +22,9 @@ class expit(sp.Function):  # noqa: N801 - mathematical name
     def _eval_rewrite_as_exp(self, x, **kwargs):
         return 1 / (1 + sp.exp(-x))
 
-    def _latex(self, printer):
-        return r"\sigma\left(%s\right)" % printer._print(self.args[0])
+    def _latex(self, printer, exp=None):
+        tex = r"\sigma\left(%s\right)" % printer._print(self.args[0])
+        return tex if exp is None else r"%s^{%s}" % (tex, exp)
 
 
 class softplus(sp.Function):  # noqa: N801 - mathematical name
@@ -35,5 +36,6 @@ class softplus(sp.Function):  # noqa: N801 - mathematical name
     def _eval_rewrite_as_exp(self, x, **kwargs):
         return sp.log(1 + sp.exp(x))
 
-    def _latex(self, printer):
-        return r"\operatorname{softplus}\left(%s\right)" % printer._print(self.args[0])
+    def _latex(self, printer, exp=None):
+        tex = r"\operatorname{softplus}\left(%s\right)" % printer._print(self.args[0])
+        return tex if exp is None else r"%s^{%s}" % (tex, exp)

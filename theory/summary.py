@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from qkdyn.theory import asymptotics, invariants, model
+from qkdyn.theory import asymptotics, invariants, model, sharpness
 
 
 def paper_mapping() -> dict[str, sp.Expr]:
@@ -43,6 +43,15 @@ def summarise(name: str) -> dict:
         "law ov(t)": asymptotics.ov_law(name).equation,
         "law qk(ov)": asymptotics.qk_law(name).equation,
         "growth in log t": asymptotics.log_t_exponents(name),
+        "line normal form: dPhi/dqk = A (m e^qk + n) / (n sqrt(qk^2 + beta^2)) (beta = 0: no root)":
+            dict(zip(("A", "beta"), sharpness.line_normal_form(name))),
+        "A4: d attn / d rho at fixed loss (implicit differentiation)": {
+            "general": sharpness.a4_general(),
+            "this parameterisation": sharpness.a4_derivative(name),
+            "sign proof (each step checked by sympy)": {step: ("holds" if ok else "NOT shown")
+                                                        for step, ok in sharpness.a4_proof(name).items()},
+        },
+        "time to loss at frozen attention (rho = 0), z = alpha0 ov": sharpness.frozen_time_law(name),
     }
     if name != "paper":
         record["rate factor R_QK (A1)"] = invariants.rate_factor(d.qk_circuit)

@@ -1,0 +1,70 @@
+"""``qkdyn sharpness``: attention, qk, ov and time at matched loss, in closed form (no ODE)."""
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+
+from qkdyn.errors import InputError
+from qkdyn.settingflags import add_setting_flags, setting_from_args
+
+HELP = ("attention, qk, ov and time where the loss first reaches each level, for each rho, from the first "
+        "integral (no ODE); CSV columns param,rho,loss,qk,ov,attn,t")
+COLUMNS = ("param", "rho", "loss", "qk", "ov", "attn", "t")
+
+
+def parse_list(text: str, field: str) -> list[float]:
+    """``a,b,c`` (comma-separated numbers) or ``start:stop:num`` (num log-spaced values, both ends included)."""
+    parts = text.split(":")
+    try:
+        if len(parts) == 3:
+            start, stop, num = float(parts[0]), float(parts[1]), int(parts[2])
+            if not (math.isfinite(start) and math.isfinite(stop) and start > 0 and stop > 0 and num >= 1):
+                raise InputError(f"start:stop:num needs positive finite ends and num >= 1, got {text!r}", field)
+            if num == 1:
+                return [start]
+            return [math.exp(math.log(start) + (math.log(stop) - math.log(start)) * i / (num - 1)) for i in range(num)]
+        if len(parts) != 1:
+            raise InputError(f"expects a,b,c or start:stop:num, got {text!r}", field)
+        values = [float(item) for item in text.split(",")]
+    except ValueError:
+        raise InputError(f"expects comma-separated numbers or start:stop:num, got {text!r}", field)
+    if not all(math.isfinite(v) for v in values):
+        raise InputError(f"values must be finite, got {text!r}", field)
+    return values
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_setting_flags(parser)
+    parser.add_argument("--rho", required=True,
+                        help="rho = eta_QK/eta_OV values: a,b,c or start:stop:num (log-spaced); eta_QK = rho * "
+                        "eta_OV, so --eta-qk is not used")
+    parser.add_argument("--loss", required=True, help="loss levels below the initial loss: a,b,c or start:stop:num")
+    parser.add_argument("--no-time", action="store_true", help="skip the time quadrature (t column empty)")
+    parser.add_argument("--out", required=True, help="output CSV path")
+
+
+def run(args: argparse.Namespace) -> int:
+    import csv
+
+    import numpy as np
+
+    from qkdyn.atomic import atomic_path, check_writable
+    from qkdyn.simulate.sharpness import sharpness
+
+    setting = setting_from_args(args)
+    rhos, losses = parse_list(args.rho, "rho"), parse_list(args.loss, "loss")
+    check_writable(args.out)
+    rho_grid, loss_grid = np.meshgrid(rhos, losses, indexing="ij")
+    result = sharpness(setting, args.param, rho_grid, loss_grid, time=not args.no_time)
+    columns = {"rho": rho_grid, "loss": loss_grid, "qk": result.qk, "ov": result.ov, "attn": result.attn,
+               "t": result.t if result.t is not None else None}
+    with atomic_path(args.out) as tmp:
+        with open(tmp, "w", newline="") as fh:
+            writer = csv.writer(fh)
+            writer.writerow(COLUMNS)
+            for i in range(rho_grid.size):
+                writer.writerow([args.param] + [repr(float(columns[c].flat[i])) if columns[c] is not None else ""
+                                                for c in COLUMNS[1:]])
+    sys.stderr.write(f"{args.param}: {rho_grid.size} matched-loss points to {args.out}\n")
+    return 0

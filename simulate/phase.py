@@ -1,0 +1,95 @@
+"""Phase diagrams of attention at matched loss (claims A4/A5), from the closed form.
+
+Attention where the loss first reaches ``level`` (:func:`qkdyn.simulate.sharpness.sharpness`) over
+two grids per parameterisation: (rho, m/n) with n fixed and m = 1, 2, ..., and (rho, K) with
+K = 2, 3, .... Two A5 ordering boundaries are drawn on every panel:
+
+* FAFO overtakes CACO(rho = 1): the contour FAFO(rho, y) = CACO(1, y) (y = m/n or K), i.e. the rho at
+  which raising eta_QK moves the doubly factorized model past the collapsed one at equal rates;
+* FACO and CACO meet: the contour FACO(rho, y) = CACO(rho, y).
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+
+from qkdyn.simulate.plotting import save, subplots
+from qkdyn.simulate.sharpness import sharpness
+from qkdyn.theory.setting import EXACT_PARAMS, Setting
+
+#: axis name -> (Setting field varied, label, value of the row index i = 0, 1, ...)
+AXES = {"m/n": ("m", "m / n", lambda i: i + 1), "K": ("classes", "K (classes)", lambda i: i + 2)}
+
+
+@dataclasses.dataclass
+class Diagram:
+    axis: str
+    rhos: np.ndarray  # (R,)
+    values: np.ndarray  # (Y,) the Setting field's values (m or K)
+    y: np.ndarray  # (Y,) what is plotted (m/n or K)
+    attn: dict  # param -> (Y, R)
+    caco_at_one: np.ndarray  # (Y,) CACO at rho = 1
+
+    def first_rho(self, difference: np.ndarray) -> np.ndarray:
+        """Per row, the smallest rho of the grid where ``difference`` (Y, R) is >= 0 (nan: nowhere)."""
+        hit = difference >= 0
+        return np.where(hit.any(axis=1), self.rhos[np.argmax(hit, axis=1)], np.nan)
+
+    def last_rho(self, difference: np.ndarray) -> np.ndarray:
+        """Per row, the largest rho of the grid where ``difference`` is >= 0 (nan: nowhere)."""
+        hit = difference[:, ::-1] >= 0
+        return np.where(hit.any(axis=1), self.rhos[::-1][np.argmax(hit, axis=1)], np.nan)
+
+    def boundaries(self) -> dict[str, np.ndarray]:
+        """Per row: the rho from which FAFO >= CACO(rho=1), and the rho up to which CACO >= FACO."""
+        return {"FAFO overtakes CACO(rho=1) from rho": self.first_rho(self.attn["FAFO"] - self.caco_at_one[:, None]),
+                "CACO at least as sharp as FACO up to rho": self.last_rho(self.attn["CACO"] - self.attn["FACO"])}
+
+
+def diagram(setting: Setting, axis: str, rhos, rows: int, level: float) -> Diagram:
+    """Attention at loss ``level`` on the (rho, axis) grid of len(rhos) x rows points, per form."""
+    field, _, value_of = AXES[axis]
+    rhos = np.asarray(rhos, dtype=float)
+    values = np.array([value_of(i) for i in range(rows)])
+    fields = {f.name: getattr(setting, f.name) for f in dataclasses.fields(Setting) if getattr(setting, f.name) is not None}
+    if "attn0" in fields:  # the initial attention is what is held; qk0 follows it along the m/n axis
+        del fields["qk0"]
+    fields[field] = values[:, None]
+    attn = {param: sharpness(fields, param, rhos[None, :], level, time=False).attn for param in EXACT_PARAMS}
+    caco_one = sharpness({**fields, field: values}, "CACO", 1.0, level, time=False).attn
+    y = values / setting.n if axis == "m/n" else values.astype(float)
+    return Diagram(axis, rhos, values, y, attn, caco_one)
+
+
+def plot(diagrams: list[Diagram], level: float, figures: Path, name: str = "a5_phase_diagrams.png") -> str:
+    fig, axes = subplots(len(diagrams), len(EXACT_PARAMS))
+    for row, d in enumerate(diagrams):
+        for col, param in enumerate(EXACT_PARAMS):
+            ax = axes[row, col]
+            mesh = ax.pcolormesh(d.rhos, d.y, d.attn[param], shading="auto", vmin=0, vmax=1, cmap="viridis")
+            ax.contour(d.rhos, d.y, d.attn["FAFO"] - d.caco_at_one[:, None], levels=[0], colors="w",
+                       linewidths=1.2)
+            ax.contour(d.rhos, d.y, d.attn["FACO"] - d.attn["CACO"], levels=[0], colors="r", linewidths=1.0,
+                       linestyles="--")
+            ax.set(xscale="log", yscale="log" if d.axis == "m/n" else "linear", xlabel="rho",
+                   ylabel=AXES[d.axis][1], title=f"{param}: attn at loss {level:g}")
+        fig.colorbar(mesh, ax=axes[row, -1])
+    fig.suptitle("white: FAFO = CACO(rho=1); red dashed: FACO = CACO", fontsize=9)
+    fig.tight_layout()
+    return save(fig, figures, name)
+
+
+def summary(diagrams: list[Diagram]) -> dict:
+    """Evidence: grid sizes and the range of each boundary's rho over the rows."""
+    out = {}
+    for d in diagrams:
+        rows = {}
+        for name, rho in d.boundaries().items():
+            found = np.isfinite(rho)
+            rows[name] = {"rows_where_it_occurs": int(found.sum()), "rows": int(rho.size),
+                          "rho_range": [float(np.nanmin(rho)), float(np.nanmax(rho))] if found.any() else None}
+        out[f"rho x {d.axis}"] = {"points_per_form": int(d.attn["CACO"].size), "boundaries": rows,
+                                  f"{d.axis}_range": [float(d.y[0]), float(d.y[-1])]}
+    return out
