@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import sympy as sp
 
-from qkdyn.theory import asymptotics, invariants, model, sharpness
+from qkdyn.theory import invariants, model, sharpness
+from qkdyn.theory.derived import derive
 
 
 def paper_mapping() -> dict[str, sp.Expr]:
@@ -27,22 +28,24 @@ def paper_mapping() -> dict[str, sp.Expr]:
 
 
 def summarise(name: str) -> dict:
-    d = model.derive(name)
+    """Everything ``qkdyn derive`` prints: the public :func:`~qkdyn.theory.derived.derive` result with
+    the orbit bookkeeping, the initial state, the A4 derivative and proof, and the rate factors."""
+    d, derived = model.derive(name), derive(name)
     record = {
         "parameterisation": name,
         "variables": [{"name": v.name, "circuit": v.circuit, "orbit_size": v.orbit, "meaning": v.meaning}
                       for v in d.variables],
-        "qk": d.qk, "ov": d.ov, "attn": model.attention(model.qk), "loss": model.reduced_loss(model.qk, model.ov),
-        "ode": {v.name: sp.simplify(rhs) for v, rhs in zip(d.variables, d.rhs)},
+        "qk": derived.qk, "ov": derived.ov, "attn": derived.attn, "loss": derived.loss,
+        "ode": {v.name: sp.simplify(derived.ode[v.symbol]) for v in d.variables},
         "initial_state": {sym.name: value for sym, value in d.init.items()},
-        "conserved": invariants.first_integrals(d),
+        "conserved": derived.invariants,
         "gradient_ratio dL/dqk / dL/dov": invariants.gradient_ratio(),
-        "metric M_QK (rate of qk per -eta_QK dL/dqk)": invariants.balanced_metric(d.qk_circuit),
-        "metric M_OV (rate of ov per -eta_OV dL/dov)": invariants.balanced_metric(d.ov_circuit),
-        "line": dict(zip(("Phi(qk)", "Psi(ov)"), invariants.line_coordinates(d))),
-        "law ov(t)": asymptotics.ov_law(name).equation,
-        "law qk(ov)": asymptotics.qk_law(name).equation,
-        "growth in log t": asymptotics.log_t_exponents(name),
+        "metric M_QK (rate of qk per -eta_QK dL/dqk)": derived.metric[0],
+        "metric M_OV (rate of ov per -eta_OV dL/dov)": derived.metric[1],
+        "line": dict(zip(("Phi(qk)", "Psi(ov)"), derived.line)),
+        "law ov(t)": derived.laws["ov(t)"],
+        "law qk(ov)": derived.laws["qk(ov)"],
+        "growth in log t": derived.growth,
         "line normal form: dPhi/dqk = A (m e^qk + n) / (n sqrt(qk^2 + beta^2)) (beta = 0: no root)":
             dict(zip(("A", "beta"), sharpness.line_normal_form(name))),
         "A4: d attn / d rho at fixed loss (implicit differentiation)": {
