@@ -8,19 +8,21 @@ import argparse
 
 from qkdyn.errors import InputError
 
-PRESET_NAMES = ("tiny", "60M", "150M", "350M")
+PRESET_NAMES = ("tiny", "1M", "4M", "60M", "150M", "350M")
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     g = parser.add_argument_group("model")
     g.add_argument("--preset", default="tiny", choices=PRESET_NAMES, help="model shape (default tiny)")
-    g.add_argument("--attention", default="standard", choices=("standard", "coupled", "mlp-only", "diff"))
+    g.add_argument("--attention", default="standard", choices=("standard", "coupled", "mlp-only", "mlp-only-shared", "diff"))
     g.add_argument("--integrator", default="euler", choices=("euler", "leapfrog"),
                    help="coupled: Euler, or leapfrog (kick-drift-kick)")
     g.add_argument("--coupling-steps", type=int, default=1, help="integration steps n (coupled, mlp-only)")
     g.add_argument("--coupling-hidden", type=int, default=4,
                    help="hidden width of the per-head MLP f (default 4: ~0.1%% overhead at 60M)")
     g.add_argument("--dt-init", type=float, default=0.1, help="initial per-head step dt")
+    g.add_argument("--field-gain", type=float, default=1.0,
+                   help="init scale of f: W1 ~ N(0, 1/d_head), W2 ~ N(0, gain^2/hidden) (default 1: |f(q)|/|k| ~ 0.5)")
 
 
 def add_train_arguments(parser: argparse.ArgumentParser, max_steps: int, lr: float) -> None:
@@ -48,7 +50,7 @@ def attention_config(args):
 
     try:
         return AttentionConfig(kind=args.attention, integrator=args.integrator, steps=args.coupling_steps,
-                               hidden=args.coupling_hidden, dt_init=args.dt_init)
+                               hidden=args.coupling_hidden, dt_init=args.dt_init, field_gain=args.field_gain)
     except ValueError as exc:
         raise InputError(str(exc))
 

@@ -47,6 +47,7 @@ class TrainConfig:
     device: str = "auto"          # "auto" = cuda if available, else cpu
     compile: bool = False
     progress: bool = True
+    eval_at_start: bool = False   # also evaluate (and log) the initial model, at step 0
 
 
 def lr_at(step: int, cfg: TrainConfig) -> float:
@@ -174,6 +175,8 @@ def train(model_cfg: GPTConfig, cfg: TrainConfig, make_batches: Callable, evalua
 
         bar = tqdm(total=cfg.max_steps, initial=step, desc=out.name, unit="step", dynamic_ncols=True)
     metrics = {}
+    if master and cfg.eval_at_start and step == 0:
+        log({"kind": "eval", "step": 0, "tokens": 0, **run_eval()})
     while step < cfg.max_steps:
         t0 = time.perf_counter()
         lr = lr_at(step, cfg)
