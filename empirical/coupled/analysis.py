@@ -104,11 +104,19 @@ def strength(runs: dict[int, dict]) -> dict:
     return out
 
 
+def why(c) -> str:
+    """Why a directional comparison fails although p >= alpha: its interval is short of the paper's effect."""
+    opposite = (c.effect > 0) == (c.claimed == "decrease") and c.p_value < 0.05
+    if c.verdict == "fails" and c.smallest_effect is not None and not opposite:
+        return f" (95% interval short of the paper's smallest effect {c.smallest_effect:.4g})"
+    return ""
+
+
 def _claim(cid: str, statement: str, comparisons: dict, evidence: dict, summary: str, plots=()) -> Claim:
     """A claim from named comparisons: one -> its verdict; several -> parts combined."""
     parts = {label: c.verdict for label, c in comparisons.items()}
     verdict = next(iter(parts.values())) if len(parts) == 1 else combine(parts)
-    lines = "; ".join(f"{label}: {c.describe()} -> {c.verdict}" for label, c in comparisons.items())
+    lines = "; ".join(f"{label}: {c.describe()} -> {c.verdict}{why(c)}" for label, c in comparisons.items())
     return Claim(cid, statement, verdict, evidence, f"{summary} {lines}.", list(plots),
                  parts=parts if len(parts) > 1 else {}, stats={k: c.as_dict() for k, c in comparisons.items()})
 
@@ -262,7 +270,7 @@ def _efficiency(R: Runs, coherent: str, cpl: dict[int, dict]) -> Claim | None:
         "Standard attention trained to each length (own schedule); tokens to reach the coupled run's final "
         "perplexity interpolated in log tokens between bracketing lengths; effect = log(standard tokens / coupled "
         f"tokens) per seed ({censored} censored at the longest length, a lower bound). log token ratio: "
-        f"{comp.describe()} -> {comp.verdict}.", ["sample_efficiency.png"], table=rows,
+        f"{comp.describe()} -> {comp.verdict}{why(comp)}.", ["sample_efficiency.png"], table=rows,
         stats={"log token ratio": comp.as_dict()})
 
 

@@ -41,6 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--mqar-tasks", default="easy,medium", help="comma-separated MQAR presets ('' for none)")
     parser.add_argument("--mqar-steps", type=int, default=500)
+    parser.add_argument("--mqar-batch-size", type=int, default=32)
+    parser.add_argument("--evals-per-run", type=int, default=5, help="evaluations per run (plus one at initialisation)")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--tokenizer", default="bpe", choices=("bpe", "byte"), help="LM tokens (default bpe)")
     parser.add_argument("--vocab-size", type=int, default=8192, help="BPE vocabulary size")
@@ -90,7 +92,8 @@ def _study_config(args):
     unknown = set(tasks) - set(PRESETS)
     if unknown:
         raise InputError(f"unknown MQAR task(s) {sorted(unknown)}; known: {', '.join(PRESETS)}")
-    for flag in ("workers", "seeds", "lm_steps", "batch_size", "grad_accum", "mqar_steps"):
+    for flag in ("workers", "seeds", "lm_steps", "batch_size", "grad_accum", "mqar_steps", "mqar_batch_size",
+                 "evals_per_run"):
         if getattr(args, flag) < 1:
             raise InputError(f"--{flag.replace('_', '-')} must be >= 1")
     for flag in ("block_size", "eval_tokens"):
@@ -113,7 +116,7 @@ def _study_config(args):
              "lm_lr": args.lr, "device": args.device, "tokenizer": args.tokenizer, "vocab_size": args.vocab_size,
              "block_size": args.block_size, "eval_tokens": args.eval_tokens, "efficiency_budgets": budgets,
              "match_compute": not args.no_match_compute, "trend": args.trend, "trend_presets": trend_presets,
-             "preset": args.model}
+             "preset": args.model, "mqar_batch_size": args.mqar_batch_size, "evals_per_run": args.evals_per_run}
     dest = {"lm_lr": "lr", "match_compute": "no_match_compute", "preset": "model"}
     given = _given(args)
     return dataclasses.replace(study_plan(args.preset), **{k: v for k, v in flags.items() if dest.get(k, k) in given})

@@ -11,8 +11,9 @@ a per-token loss into a per-byte one: nats per byte = sum over targets of the lo
 byte-level runs, where every token is one byte).
 
 Text is encoded line by line (lines keep their newline), which decodes back to the exact text. The
-splits are cut in bytes by :mod:`qkdyn.empirical.data.text_corpus`; a multi-byte character cut by
-the boundary is replaced (U+FFFD), a change of at most a few bytes.
+splits are cut in bytes by :mod:`qkdyn.empirical.data.text_corpus`; when the cut falls inside a
+multi-byte character, that character's leading bytes move to the validation split
+(:func:`char_boundary`), so every byte is in exactly one split and each split decodes.
 
 Cache: ``cache_dir() / "bpe" / <sha256 of both splits>-v<vocab>`` holds ``tokenizer.json``,
 ``train.npy``, ``val.npy`` and ``token_bytes.npy``; a second call with the same corpus, split and
@@ -76,6 +77,18 @@ def token_byte_lengths(tok) -> np.ndarray:
     return lengths
 
 
+def char_boundary(train: np.ndarray, val: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Move the cut between two byte splits back to the start of a UTF-8 character (a no-op when the
+    validation split does not start with a continuation byte 0b10xxxxxx)."""
+    if not len(val) or (int(val[0]) & 0xC0) != 0x80:
+        return train, val
+    i = len(train)
+    while i > 0 and len(train) - i < 3 and (int(train[i - 1]) & 0xC0) == 0x80:
+        i -= 1
+    i = max(0, i - 1)  # the character's lead byte
+    return train[:i], np.concatenate([np.asarray(train[i:]), np.asarray(val)])
+
+
 def _digest(train: np.ndarray, val: np.ndarray) -> str:
     h = hashlib.sha256()
     for part in (train, val):
@@ -97,6 +110,7 @@ def bpe_splits(train_bytes: np.ndarray, val_bytes: np.ndarray, vocab_size: int,
     names = ("train.npy", "val.npy", "token_bytes.npy")
     if all((root / n).exists() for n in names) and (root / "tokenizer.json").exists():
         return tuple(np.load(root / n, mmap_mode="r") for n in names)
+    train_bytes, val_bytes = char_boundary(train_bytes, val_bytes)
     tok = train_tokenizer(_text(train_bytes), vocab_size)
     arrays = (encode(tok, _text(train_bytes)), encode(tok, _text(val_bytes)), token_byte_lengths(tok))
     root.mkdir(parents=True, exist_ok=True)
