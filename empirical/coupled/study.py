@@ -119,9 +119,18 @@ class RunSpec:
         return f"{self.task}-{data}{tok}-{self.preset}-{self.variant}-n{self.attention.steps}-s{self.train.seed}{length}"
 
 
+def _on_cuda(device: str) -> bool:
+    """Whether runs on ``device`` ("auto", "cpu", "cuda", "cuda:1", ...) use a GPU."""
+    if device == "auto":
+        import torch
+
+        return torch.cuda.is_available()
+    return device.startswith("cuda")
+
+
 def _train_config(study: StudyConfig, steps: int, lr: float, batch_size: int, seed: int) -> TrainConfig:
     interval = max(1, steps // study.evals_per_run)
-    compile_ = study.compile and study.device != "cpu"
+    compile_ = study.compile and _on_cuda(study.device)
     return TrainConfig(max_steps=steps, batch_size=batch_size, grad_accum=study.grad_accum, lr=lr, min_lr=lr / 10,
                        warmup_steps=max(1, steps // 10), eval_interval=interval, ckpt_interval=interval,
                        log_interval=interval, seed=seed, device=study.device, compile=compile_, progress=False,

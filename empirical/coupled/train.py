@@ -47,7 +47,7 @@ class TrainConfig:
     device: str = "auto"          # "auto" = cuda if available, else cpu
     compile: bool = False
     progress: bool = True
-    eval_at_start: bool = False   # also evaluate (and log) the initial model, at step 0
+    eval_at_start: bool = True    # also evaluate (and log, with the coupling strength) the initial model
 
 
 def lr_at(step: int, cfg: TrainConfig) -> float:
