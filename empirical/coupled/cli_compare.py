@@ -25,7 +25,7 @@ HELP = "run and/or report the coupled-QK study: perplexity by variant, seeds, st
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", default="runs/coupled/cpu", help="directory of the study's runs")
-    parser.add_argument("--out", default="figures/coupled", help="where report.md, summary.json and plots go")
+    parser.add_argument("--out", default="figures/coupled", help="where report.md, report.json and plots go")
     parser.add_argument("--train", action="store_true", help="first run the study's unfinished runs")
     parser.add_argument("--workers", type=int, default=2, help="parallel training processes (1 torch thread each)")
     parser.add_argument("--preset", default="tiny", choices=("tiny", "1M", "4M", "60M", "150M", "350M"),
