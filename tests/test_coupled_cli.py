@@ -38,6 +38,11 @@ def test_variant_names_of_the_command_match_the_study():
     (["compare-coupled", "--runs", "/no/runs", "--out", "{tmp}"], "no finished runs"),
     (["compare-coupled", "--mqar-tasks", "tiny", "--out", "{tmp}"], "unknown MQAR task"),
     (["compare-coupled", "--variants", "standard,fancy", "--out", "{tmp}"], "--variants"),
+    (["lm", "--data", "wiki", "--out", "{tmp}/x", "--vocab-size", "100"], "--vocab-size"),
+    (["lm", "--data", "wiki", "--out", "{tmp}/x", "--attention", "coupled", "--field-gain", "-1"], "field gain"),
+    (["compare-coupled", "--vocab-size", "100", "--out", "{tmp}"], "--vocab-size"),
+    (["compare-coupled", "--efficiency-budgets", "0.5", "--out", "{tmp}"], "--efficiency-budgets"),
+    (["compare-coupled", "--trend-presets", "tiny,huge", "--out", "{tmp}"], "--trend-presets"),
 ])
 def test_user_errors_are_one_line_exit_2(argv, message, tmp_path, capsys):
     assert _main([a.replace("{tmp}", str(tmp_path)) for a in argv]) == 2

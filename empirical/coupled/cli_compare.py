@@ -99,8 +99,10 @@ def _study_config(args):
     for flag in ("block_size", "eval_tokens"):
         if getattr(args, flag) is not None and getattr(args, flag) < 2:
             raise InputError(f"--{flag.replace('_', '-')} must be >= 2")
-    if args.tokenizer == "bpe" and args.vocab_size < 257:
-        raise InputError("--vocab-size must be >= 257 for byte-level BPE")
+    from qkdyn.empirical.data.text_bpe import MIN_VOCAB
+
+    if args.tokenizer == "bpe" and args.vocab_size < MIN_VOCAB:
+        raise InputError(f"--vocab-size must be >= {MIN_VOCAB} for byte-level BPE")
     try:
         budgets = tuple(float(b) for b in args.efficiency_budgets.split(",") if b)
     except ValueError:

@@ -28,6 +28,10 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--val-fraction must be in (0, 1)")
     if args.block_size is not None and args.block_size < 2:
         raise InputError("--block-size must be >= 2")
+    from qkdyn.empirical.data.text_bpe import MIN_VOCAB
+
+    if args.tokenizer == "bpe" and args.vocab_size < MIN_VOCAB:
+        raise InputError(f"--vocab-size must be >= {MIN_VOCAB} for byte-level BPE, got {args.vocab_size}")
     summary = run_lm(args.data, args.preset, attention_config(args), train_config(args), args.out,
                      args.block_size, args.eval_tokens, args.val_fraction, args.tokenizer, args.vocab_size)
     if summary:
