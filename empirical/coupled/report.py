@@ -176,10 +176,17 @@ def _readme_section(claims, result: dict, context: dict, out: Path) -> str:
              f"inconclusive and {counts['partial']} partial at this scale:", ""]
     for c in claims:
         head = "; ".join(f"{k}: effect {v['effect']:+.4f} (sd {v['spread']:.3g}, p = {v['p_value']:.3g}) {v['verdict']}"
-                         for k, v in (c.stats or {}).items())
+                         + _short_of_paper(v) for k, v in (c.stats or {}).items())
         lines.append(f"- **{c.verdict}** - {c.id} {c.statement} {head}.")
     lines += ["", f"Full tables and plots: `{out / 'report.md'}`.", ""]
     return "\n".join(lines)
+
+
+def _short_of_paper(comparison: dict) -> str:
+    """Why a comparison without p < 0.05 fails: its interval lies short of the paper's smallest effect."""
+    if comparison["verdict"] == "fails" and comparison.get("smallest_effect") is not None and not comparison["p_value"] < 0.05:
+        return f" (95% interval short of the paper's smallest effect {comparison['smallest_effect']:.3g})"
+    return ""
 
 
 def write_report(result: dict, context: dict, out_dir: str | Path) -> list[str]:
