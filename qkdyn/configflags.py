@@ -141,6 +141,21 @@ def positive_int_list(help: str = "", flag: str | None = None) -> dict:
                         words="comma-separated integers"), help, flag)
 
 
+def number_list(above: float, help: str = "", flag: str | None = None) -> dict:
+    """Comma-separated finite numbers, each greater than ``above`` (``""`` is the empty tuple)."""
+    def problem(value):
+        ok = isinstance(value, tuple) and all(isinstance(v, float) and math.isfinite(v) and v > above for v in value)
+        return None if ok else f"must be comma-separated numbers above {above:g}"
+    return _meta(Domain(lambda text: tuple(float(v) for v in _items(text)), problem,
+                        words="comma-separated numbers"), help, flag)
+
+
+def optional(metadata: dict) -> dict:
+    """The same domain with None allowed: "not given", a default decided elsewhere (e.g. the preset's)."""
+    domain = metadata[KEY]
+    return dataclasses.replace(domain, problem=lambda v: None if v is None else domain.problem(v)).metadata()
+
+
 def text(help: str = "", flag: str | None = None) -> dict:
     return _meta(Domain(str, lambda v: None if isinstance(v, str) else "must be text"), help, flag)
 

@@ -120,3 +120,59 @@ def compare(treatment: Sequence[float], control: Sequence[float], claimed: str, 
     else:
         verdict = "inconclusive"
     return Comparison(claimed, effect, spread, n, p_two, interval, verdict, None, smallest_effect)
+
+
+def compare_variance(treatment: Sequence[float], control: Sequence[float], claimed: str, *,
+                     smallest_effect: float | None = None, alpha: float = ALPHA) -> Comparison:
+    """Judge the seed variance of ``treatment`` against that of ``control`` (paired by seed).
+
+    effect = log(s_t^2 / s_c^2), the log ratio of the sample variances; ``claimed`` "decrease"
+    (treatment steadier) or "increase". The samples are paired (same seeds, shared initial weights
+    and data order), so the test is Pitman-Morgan's: var(t) = var(c) iff corr(t + c, t - c) = 0,
+    tested by the t statistic r sqrt(n - 2) / sqrt(1 - r^2) on n - 2 degrees of freedom (two-sided).
+    The 95% interval of the variance ratio is F (K -+ sqrt(K^2 - 1)) with F = s_t^2 / s_c^2,
+    K = 1 + 2 (1 - rho^2) t^2 / (n - 2), rho = corr(t, c), t the t quantile on n - 2 degrees of freedom
+    (Pitman 1939); reported on the log scale. spread = sd over seeds of the differences t - c.
+    Verdict, as :func:`compare`: ``holds`` when the ratio goes the claimed way with p < alpha,
+    ``fails`` when it goes the other way with p < alpha or the interval excludes ``smallest_effect``
+    (a positive log variance ratio in the claimed direction), else ``inconclusive``. Fewer than three
+    seeds (no degree of freedom) are always ``inconclusive``.
+    """
+    from scipy import stats
+
+    if claimed not in ("increase", "decrease"):
+        raise ValueError(f"a variance comparison claims 'increase' or 'decrease', got {claimed!r}")
+    a, b = np.asarray(treatment, dtype=float), np.asarray(control, dtype=float)
+    if a.shape != b.shape or a.ndim != 1:
+        raise ValueError(f"paired samples must be two equal-length vectors, got {a.shape} and {b.shape}")
+    n = len(a)
+    test = "Pitman-Morgan paired variance test"
+    if n < 3:
+        return Comparison(claimed, math.nan, math.nan, n, math.nan, (math.nan, math.nan), "inconclusive",
+                          None, smallest_effect, test)
+    var_a, var_b = float(a.var(ddof=1)), float(b.var(ddof=1))
+    spread = float((a - b).std(ddof=1))
+    if var_a == 0 or var_b == 0:  # a constant side: decided by which side varies
+        effect = math.inf if var_b == 0 < var_a else -math.inf if var_a == 0 < var_b else 0.0
+        p, interval = (0.0 if effect else 1.0), (effect, effect)
+    else:
+        effect = math.log(var_a / var_b)
+        s, d = a + b, a - b
+        r = float(np.corrcoef(s, d)[0, 1]) if s.std() > 0 and d.std() > 0 else 0.0
+        df = n - 2
+        p = 0.0 if abs(r) >= 1 else float(2 * stats.t.sf(abs(r) * math.sqrt(df / (1 - r * r)), df))
+        rho = float(np.corrcoef(a, b)[0, 1]) if a.std() > 0 and b.std() > 0 else 0.0
+        tq = float(stats.t.ppf(1 - alpha / 2, df))
+        k = 1 + 2 * (1 - rho * rho) * tq * tq / df
+        root = math.sqrt(k * k - 1)
+        interval = (effect + math.log(k - root), effect + math.log(k + root))
+    sign = 1.0 if claimed == "increase" else -1.0
+    toward = sign * effect > 0
+    below_paper = smallest_effect is not None and sign * (interval[1] if sign > 0 else interval[0]) < smallest_effect
+    if toward and p < alpha and not below_paper:
+        verdict = "holds"
+    elif (not toward and effect != 0 and p < alpha) or below_paper:
+        verdict = "fails"
+    else:
+        verdict = "inconclusive"
+    return Comparison(claimed, effect, spread, n, p, interval, verdict, None, smallest_effect, test)

@@ -16,6 +16,7 @@ CONFIGS = {
     "coupled-euler": AttentionConfig(kind="coupled", integrator="euler", steps=2),
     "coupled-leapfrog": AttentionConfig(kind="coupled", integrator="leapfrog", steps=3),
     "mlp-only": AttentionConfig(kind="mlp-only", steps=2),
+    "mlp-only-shared": AttentionConfig(kind="mlp-only-shared", steps=2),
     "diff": AttentionConfig(kind="diff"),
 }
 
@@ -46,7 +47,9 @@ def test_parameter_count_formula_matches_modules(name):
 
 
 def test_mlp_only_matches_coupled_parameter_count():
-    assert extra_parameters(AttentionConfig(kind="mlp-only"), 8, 64) == extra_parameters(AttentionConfig(kind="coupled"), 8, 64)
+    coupled = extra_parameters(AttentionConfig(kind="coupled"), 8, 64)
+    assert extra_parameters(AttentionConfig(kind="mlp-only"), 8, 64) == coupled
+    assert extra_parameters(AttentionConfig(kind="mlp-only-shared"), 8, 64) == coupled
 
 
 def test_coupled_overhead_at_60M_is_about_a_tenth_of_a_percent():
@@ -55,7 +58,7 @@ def test_coupled_overhead_at_60M_is_about_a_tenth_of_a_percent():
     assert 0.0008 < coupled / base - 1 < 0.0015  # paper: 0.11%
 
 
-@pytest.mark.parametrize("kind", ["coupled", "mlp-only"])
+@pytest.mark.parametrize("kind", ["coupled", "mlp-only", "mlp-only-shared"])
 @pytest.mark.parametrize("integrator", ["euler", "leapfrog"])
 def test_zero_step_size_reduces_to_standard_attention_exactly(kind, integrator):
     coupled = _module(AttentionConfig(kind=kind, integrator=integrator, steps=3))
@@ -130,6 +133,8 @@ def test_bad_configs_are_rejected():
         AttentionConfig(kind="mlp-only", hidden=3)
     with pytest.raises(ValueError):
         build_attention(AttentionConfig(kind="diff"), 30, 3, 1)
+    with pytest.raises(ValueError):
+        AttentionConfig(kind="coupled", field_gain=-1.0)
 
 
 def test_the_torch_free_config_names_the_integrators_that_exist():
@@ -144,3 +149,84 @@ def test_the_torch_free_config_names_the_presets_that_exist():
     from qkdyn.empirical.coupled.configs import MQAR_TASKS, PRESET_NAMES
 
     assert PRESET_NAMES == tuple(model.PRESETS) and MQAR_TASKS == tuple(mqar.PRESETS)
+
+
+# ---- the coupling acts (issue: at nanoGPT's N(0, 0.02^2) init, |dt f(q)| / |dt k| was ~1e-3) ----
+
+STRENGTH_FLOOR = 0.1  # docs/coupled.md: the default init gives ~0.48; 0.1 is 100x the old ~1e-3
+
+
+def _gpt(cfg, seed=0):
+    torch.manual_seed(seed)
+    return GPT(preset_config("tiny", vocab_size=512, block_size=32, attention=cfg))
+
+
+def test_coupling_strength_at_default_init_is_above_the_floor_and_the_old_init_was_negligible():
+    from qkdyn.empirical.coupled.strength import measure
+
+    x = torch.randint(0, 512, (4, 32))
+    model = _gpt(AttentionConfig(kind="coupled"))
+    got = measure(model, x)
+    assert got["coupling"] > STRENGTH_FLOOR and 0 < got["qk_change"] < 1
+    for block in model.blocks:  # nanoGPT's init of f, as before the issue
+        old = PerHeadMLP(H, block.attn.d_head, 4, init_std=0.02)
+        block.attn.field.load_state_dict(old.state_dict())
+    assert measure(model, x)["coupling"] < 0.01
+    assert measure(_gpt(AttentionConfig()), x) == {}
+    assert set(measure(_gpt(AttentionConfig(kind="mlp-only")), x)) == {"qk_change"}
+
+
+def test_coupling_strength_scales_with_the_field_gain():
+    from qkdyn.empirical.coupled.strength import measure
+
+    x = torch.randint(0, 512, (2, 32))
+    s1 = measure(_gpt(AttentionConfig(kind="coupled", field_gain=1.0)), x)["coupling"]
+    s2 = measure(_gpt(AttentionConfig(kind="coupled", field_gain=2.0)), x)["coupling"]
+    assert s2 == pytest.approx(2 * s1, rel=1e-5)
+
+
+def _rel_change(a, b):
+    return float((a - b).norm() / b.norm())
+
+
+def test_removing_f_changes_the_attention_output_measurably():
+    torch.manual_seed(3)
+    attn = build_attention(AttentionConfig(kind="coupled"), 64, 4, 1)
+    x = torch.randn(2, 16, 64)
+    with torch.no_grad():
+        y = attn(x)
+        attn.field.w2.zero_()  # f = 0: the coupled flow is the linear drift q' = q + dt k
+        y0 = attn(x)
+    assert _rel_change(y, y0) > 1e-3  # ~1e-2 at the default init; ~1e-6 at the old one
+
+
+def test_mlp_only_controls_differ_from_standard_attention():
+    x = torch.randn(2, 16, 64)
+    for kind in ("mlp-only", "mlp-only-shared"):
+        torch.manual_seed(4)
+        attn = build_attention(AttentionConfig(kind=kind), 64, 4, 1)
+        standard = CausalSelfAttention(64, 4)
+        standard.load_state_dict({k: v for k, v in attn.state_dict().items() if k.startswith("c_")})
+        with torch.no_grad():
+            assert _rel_change(attn(x), standard(x)) > 1e-3, kind
+
+
+def test_shared_reading_moves_q_and_k_with_one_field():
+    torch.manual_seed(5)
+    attn = build_attention(AttentionConfig(kind="mlp-only-shared", dt_init=0.3), D, H, 1)
+    q, k = torch.randn(2, H, 5, D // H), torch.randn(2, H, 5, D // H)
+    with torch.no_grad():
+        q1, k1 = attn.transform_qk(q, k)
+        assert torch.allclose(q1, q + 0.3 * attn.field(q)) and torch.allclose(k1, k + 0.3 * attn.field(k))
+
+
+def test_flops_per_token_counts_the_flow():
+    from qkdyn.empirical.coupled.model import flops_per_token
+
+    std = preset_config("60M", vocab_size=8192)
+    cpl = preset_config("60M", vocab_size=8192, attention=AttentionConfig(kind="coupled"))
+    leap = preset_config("60M", vocab_size=8192, attention=AttentionConfig(kind="coupled", integrator="leapfrog"))
+    extra = flops_per_token(cpl) - flops_per_token(std)
+    assert extra == 3 * 12 * 10 * (4 * 64 * 4 + 4 * 64)  # layers x heads x (one f eval + two axpys)
+    assert flops_per_token(leap) - flops_per_token(std) == 3 * 12 * 10 * (2 * 4 * 64 * 4 + 4 * 64)
+    assert 1 < flops_per_token(cpl) / flops_per_token(std) < 1.002  # ~0.1%, like the parameter overhead

@@ -62,14 +62,88 @@ def test_ranks_split_the_accumulated_batch():
     assert torch.equal(one[0][0], r0[0][0]) and torch.equal(one[1][0], r1[0][0])
 
 
-def test_evaluator_perplexity_of_a_uniform_model():
-    class Uniform(torch.nn.Module):
-        def forward(self, x, y):
-            logits = torch.zeros(*x.shape, 256)
-            return logits, torch.nn.functional.cross_entropy(logits.view(-1, 256), y.reshape(-1))
+class Uniform(torch.nn.Module):
+    def __init__(self, vocab=256):
+        super().__init__()
+        self.vocab = vocab
 
+    def forward(self, x, y=None):
+        return torch.zeros(*x.shape, self.vocab), None
+
+
+def test_evaluator_perplexity_of_a_uniform_model():
     metrics = LMEvaluator(np.arange(300) % 256, 16, 200)(Uniform(), "cpu")
     assert metrics["val_ppl"] == pytest.approx(256) and metrics["val_bpb"] == pytest.approx(8)
+    assert metrics["val_ppl_byte"] == pytest.approx(256) and metrics["val_tokens"] == 12 * 16
+
+
+def test_evaluator_uses_the_whole_split_by_default_and_reports_an_interval():
+    tokens = np.random.default_rng(0).integers(0, 256, 1000)
+    full = LMEvaluator(tokens, 16)
+    assert full.y.numel() == (999 // 16) * 16
+
+    class Noisy(torch.nn.Module):  # a model whose loss varies from window to window
+        def forward(self, x, y=None):
+            return torch.nn.functional.one_hot(x % 256, 256).float() * (x % 7).unsqueeze(-1).float(), None
+
+    m = full(Noisy(), "cpu")
+    assert m["val_ppl_lo"] < m["val_ppl"] < m["val_ppl_hi"]
+
+
+def test_per_byte_perplexity_counts_each_tokens_bytes():
+    vocab = 4
+    token_bytes = np.array([1, 2, 3, 4])
+    tokens = np.array([0, 1, 2, 3] * 40)
+    m = LMEvaluator(tokens, 8, token_bytes=token_bytes)(Uniform(vocab), "cpu")
+    n_tokens, n_bytes = m["val_tokens"], m["val_bytes"]
+    assert n_bytes == token_bytes[tokens[1:n_tokens + 1]].sum()
+    assert m["val_ppl"] == pytest.approx(4) and m["val_ppl_byte"] == pytest.approx(4 ** (n_tokens / n_bytes))
+
+
+TEXT = ("The query and the key evolve together before scoring. Attention looks where the key points. "
+        "Größe, naïve café — 注意力.\n") * 40
+
+
+def test_bpe_is_trained_cached_and_deterministic(tmp_path, monkeypatch):
+    from qkdyn.empirical.data import text_bpe
+    from qkdyn.empirical.data.text_bytes import encode as to_bytes
+
+    data = to_bytes(TEXT)
+    train, val = data[:-400], data[-400:]
+    a = text_bpe.bpe_splits(train, val, 300, cache=tmp_path / "a")
+    b = text_bpe.bpe_splits(train, val, 300, cache=tmp_path / "b")
+    assert all(np.array_equal(x, y) for x, y in zip(a, b))
+    (dir_a,), (dir_b,) = (tmp_path / "a").iterdir(), (tmp_path / "b").iterdir()
+    assert (dir_a / "tokenizer.json").read_text() == (dir_b / "tokenizer.json").read_text()
+    ids_train, ids_val, token_bytes = a
+    assert len(ids_train) < 0.7 * len(train) and token_bytes.max() > 1  # merges were learnt
+    count = lambda ids: int(np.asarray(token_bytes)[np.asarray(ids)].sum())  # noqa: E731
+    assert count(ids_train) + count(ids_val) == len(data)  # every byte in exactly one split
+    assert val[0] & 0xC0 == 0x80 and count(ids_val) > len(val)  # this cut split a character: moved to val
+
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_str((dir_a / "tokenizer.json").read_text())
+    assert tok.decode(list(map(int, ids_train))) + tok.decode(list(map(int, ids_val))) == TEXT
+    monkeypatch.setattr(text_bpe, "train_tokenizer", lambda *a: pytest.fail("the cache was not used"))
+    c = text_bpe.bpe_splits(train, val, 300, cache=tmp_path / "a")
+    assert all(np.array_equal(x, y) for x, y in zip(a, c))
+    with pytest.raises(InputError):
+        text_bpe.bpe_splits(train, val, 100, cache=tmp_path / "a")
+
+
+def test_bpe_vocabulary_comes_from_the_training_split_only(tmp_path):
+    from qkdyn.empirical.data.text_bpe import bpe_splits
+    from qkdyn.empirical.data.text_bytes import encode as to_bytes
+
+    train = to_bytes("alpha beta gamma " * 200)
+    val_a, val_b = to_bytes("zzzzqqqq " * 50), to_bytes("alpha beta " * 50)
+    (dir_a, *_), (dir_b, *_) = bpe_splits(train, val_a, 280, cache=tmp_path / "a"), bpe_splits(train, val_b, 280, cache=tmp_path / "b")
+    vocab = lambda root: next(root.iterdir()) / "tokenizer.json"  # noqa: E731
+    import json
+
+    merges = [json.loads(vocab(tmp_path / d).read_text())["model"]["merges"] for d in ("a", "b")]
+    assert merges[0] == merges[1] and np.array_equal(dir_a, dir_b)
 
 
 def test_wikitext_markup_is_stripped():

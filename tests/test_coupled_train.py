@@ -27,7 +27,7 @@ def _corpus(tmp_path: Path) -> Path:
 
 def _lm_cmd(data: Path, out: Path, *extra: str) -> list[str]:
     return [sys.executable, "-m", "qkdyn.cli", "lm", "--data", str(data), "--out", str(out), "--block-size", "32",
-            "--batch-size", "2", "--eval-tokens", "512", "--threads", "1", "--no-progress", *extra]
+            "--batch-size", "2", "--eval-tokens", "512", "--threads", "1", "--no-progress", "--tokenizer", "byte", *extra]
 
 
 def _env():
@@ -111,3 +111,21 @@ def test_ddp_two_processes_equal_one_process_with_accumulation(tmp_path):
     assert all(torch.allclose(a[k], b[k], atol=1e-5) for k in a)
     r = json.loads((ddp / "result.json").read_text())
     assert r["world_size"] == 2 and r["tokens"] == 4 * 2 * 2 * 32
+
+
+def test_bpe_run_logs_coupling_strength_and_per_token_and_per_byte_perplexity(tmp_path, monkeypatch):
+    monkeypatch.setenv("QKDYN_CACHE", str(tmp_path / "cache"))
+    data, out = _corpus(tmp_path), tmp_path / "bpe"
+    cmd = [a for a in _lm_cmd(data, out, "--max-steps", "4", "--eval-interval", "2", "--attention", "coupled",
+                              "--vocab-size", "300") if a not in ("--tokenizer", "byte")]
+    assert _main_in_process(cmd) == 0
+    result = json.loads((out / "result.json").read_text())
+    assert result["tokenizer"] == "bpe" and result["model"]["vocab_size"] == 300
+    evals = [m for m in _metrics(out) if m["kind"] == "eval"]
+    assert [e["step"] for e in evals] == [0, 2, 4]  # the initial model is evaluated too
+    assert all(e["coupling"] > 0.1 and e["qk_change"] > 0 for e in evals)  # logged at init and over training
+    final = result["final"]
+    assert final["val_ppl_lo"] < final["val_ppl"] < final["val_ppl_hi"]
+    # the corpus's words average ~6 bytes: a BPE token spans several bytes, so per byte < per token
+    assert 1 < final["val_ppl_byte"] < final["val_ppl"] and final["val_bytes"] > final["val_tokens"]
+    assert list((tmp_path / "cache" / "bpe").iterdir())  # the tokenizer is cached with the corpus

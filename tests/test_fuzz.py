@@ -203,9 +203,10 @@ CASES += [
     ("lm empty corpus directory", ["lm", "--data", "emptydir", "--out", "run"]),
     ("lm out is a file", ["lm", "--data", "corpus.txt", "--out", "afile", "--no-progress"]),
     ("lm out under a file", ["lm", "--data", "corpus.txt", "--out", "afile/run", "--no-progress"]),
-    ("lm crafted checkpoint", ["lm", "--data", "corpus.txt", "--out", "evil_lm", "--no-progress"]),
-    ("lm truncated checkpoint", ["lm", "--data", "corpus.txt", "--out", "cut_lm", "--no-progress"]),
-    ("lm checkpoint of another shape", ["lm", "--data", "corpus.txt", "--out", "odd_lm", "--no-progress"]),
+    ("lm crafted checkpoint", ["lm", "--data", "corpus.txt", "--out", "evil_lm", "--no-progress", "--tokenizer", "byte"]),
+    ("lm truncated checkpoint", ["lm", "--data", "corpus.txt", "--out", "cut_lm", "--no-progress", "--tokenizer", "byte"]),
+    ("lm checkpoint of another shape", ["lm", "--data", "corpus.txt", "--out", "odd_lm", "--no-progress",
+                                        "--tokenizer", "byte"]),
     ("lm no out", ["lm", "--data", "corpus.txt"]),
 ]
 if not torch.cuda.is_available():
@@ -335,7 +336,7 @@ def test_bad_input_is_one_line_exit_2_and_creates_nothing(argv, isolated, capsys
 @pytest.mark.parametrize("name", ["evil_circuits", "evil_lm", "evil_mqar"])
 def test_a_crafted_checkpoint_never_executes(name, isolated, capsys):
     argv = {"evil_circuits": TRAIN[:8] + [name, "--no-progress"],
-            "evil_lm": LM[:4] + [name, "--no-progress"],
+            "evil_lm": LM[:4] + [name, "--no-progress", "--tokenizer", "byte"],  # the fixture corpus is bytes-sized
             "evil_mqar": ["mqar", "--out", name, "--no-progress"]}[name]
     assert main(argv) == 2
     err = capsys.readouterr().err

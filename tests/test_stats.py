@@ -76,3 +76,27 @@ def test_claims_speak_one_vocabulary():
     with pytest.raises(ValueError):
         Claim("X", "s", "holds", {}, "", parts={"a": "holds", "b": "fails"})  # verdict must follow its parts
     assert combine({"a": "holds", "b": "holds"}) == "holds" and combine({"a": "holds", "b": "fails"}) == "partial"
+
+
+def test_variance_comparison_follows_the_same_rule():
+    from qkdyn.stats import compare_variance
+
+    rng = np.random.default_rng(0)
+    control = rng.normal(0, 1.0, 12)
+    steady = 0.1 * control + rng.normal(0, 0.01, 12)
+    holds = compare_variance(steady, control, "decrease")
+    assert holds.verdict == "holds" and holds.effect < 0 and holds.p_value < 0.05
+    assert holds.interval[0] < holds.effect < holds.interval[1] < 0
+    assert compare_variance(control, steady, "decrease").verdict == "fails"
+    assert compare_variance(steady, control, "decrease", smallest_effect=10.0).verdict == "fails"
+    assert compare_variance([1.0, 2.0], [1.0, 3.0], "decrease").verdict == "inconclusive"  # too few seeds
+
+
+def test_variance_comparison_is_pitman_morgan():
+    a = np.array([1.0, 2.5, 2.9, 4.4, 5.1, 7.0])
+    b = np.array([1.2, 1.9, 3.4, 3.8, 5.6, 6.1])
+    result = __import__("qkdyn.stats", fromlist=["x"]).compare_variance(a, b, "increase")
+    r = np.corrcoef(a + b, a - b)[0, 1]
+    t = r * math.sqrt(4) / math.sqrt(1 - r * r)
+    assert result.p_value == pytest.approx(2 * sps.t.sf(abs(t), 4))
+    assert result.effect == pytest.approx(math.log(a.var(ddof=1) / b.var(ddof=1)))

@@ -6,9 +6,12 @@
   then standard attention scores (q', k'). f is a per-head two-layer SiLU MLP without bias
   (``hidden`` units). dt is one learnable scalar per head, used as is (no positivity constraint:
   dt = 0 is the identity and negative dt integrates backwards), initialised to ``dt_init``.
-* ``mlp-only``  - the uncoupled control: q and k are each updated from themselves only,
+* ``mlp-only``  - the uncoupled control, reading (a): q and k are each updated from themselves only,
   q <- q + dt g(q), k <- k + dt h(k) for ``steps`` steps, with two per-head MLPs of ``hidden // 2``
   units each, so the parameter count equals the coupled variant's.
+* ``mlp-only-shared`` - the uncoupled control, reading (b): the coupled variant's own field f (same
+  shape, ``hidden`` units) applied to each of q and k separately, q <- q + dt f(q), k <- k + dt f(k);
+  again exactly the coupled variant's parameters, without the exchange between q and k.
 * ``diff``      - Differential Attention (Ye et al. 2024): half as many heads, each the difference
   of two softmax maps, softmax(q1 k1^T) - lambda softmax(q2 k2^T), applied to values of twice the
   head width; lambda = exp(lq1.lk1) - exp(lq2.lk2) + lambda_init with
@@ -23,12 +26,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from qkdyn.empirical.coupled.configs import AttentionConfig  # noqa: F401 (re-exported: attention.AttentionConfig)
+from qkdyn.empirical.coupled.configs import FLOW_KINDS, AttentionConfig  # noqa: F401 (re-exported: attention.AttentionConfig)
 from qkdyn.empirical.coupled.qk_flow import PerHeadMLP, integrate
 
 def extra_parameters(cfg: AttentionConfig, n_head: int, d_head: int) -> int:
     """Parameters one layer of ``cfg`` has beyond standard attention."""
-    if cfg.kind in ("coupled", "mlp-only"):
+    if cfg.kind in FLOW_KINDS:
         return n_head * (2 * d_head * cfg.hidden + 1)  # MLP weights + dt, equal for both
     if cfg.kind == "diff":
         return 4 * d_head + 2 * d_head  # lambda_{q1,k1,q2,k2} + RMSNorm weight
@@ -61,33 +64,77 @@ class CausalSelfAttention(nn.Module):
         return self.c_proj(y.transpose(1, 2).reshape(B, T, C))
 
 
-class CoupledQKAttention(CausalSelfAttention):
-    """Paper B's coupled query-key attention (see the module docstring)."""
+class FlowAttention(CausalSelfAttention):
+    """Attention whose (q, k) are moved by a per-head flow before scoring.
 
-    def __init__(self, d_model: int, n_head: int, cfg: AttentionConfig):
-        super().__init__(d_model, n_head)
-        self.integrator, self.steps = cfg.integrator, cfg.steps
-        self.field = PerHeadMLP(n_head, self.d_head, cfg.hidden)
-        self.dt = nn.Parameter(torch.full((n_head,), float(cfg.dt_init)))
+    When ``probe`` is a list, each forward appends the flow's size on that batch (see
+    :mod:`qkdyn.empirical.coupled.strength`): ``coupling`` = mean over (batch, head, token) of
+    |dt f(q)| / |dt k| on the first step (coupled only), and ``qk_change`` = mean of
+    |(q', k') - (q, k)| / |(q, k)| over the whole flow.
+    """
 
-    def transform_qk(self, q, k):
-        return integrate(q, k, self.field, self.dt, self.integrator, self.steps)
-
-
-class MLPOnlyAttention(CausalSelfAttention):
-    """Uncoupled control: q and k each evolve under their own per-head MLP."""
+    probe: list | None = None
 
     def __init__(self, d_model: int, n_head: int, cfg: AttentionConfig):
         super().__init__(d_model, n_head)
         self.steps = cfg.steps
-        self.field_q = PerHeadMLP(n_head, self.d_head, cfg.hidden // 2)
-        self.field_k = PerHeadMLP(n_head, self.d_head, cfg.hidden // 2)
         self.dt = nn.Parameter(torch.full((n_head,), float(cfg.dt_init)))
 
+    def flow(self, q, k):
+        raise NotImplementedError
+
     def transform_qk(self, q, k):
+        q1, k1 = self.flow(q, k)
+        if self.probe is not None:
+            with torch.no_grad():
+                before = torch.cat([q, k], -1).float().norm(dim=-1)
+                moved = torch.cat([q1 - q, k1 - k], -1).float().norm(dim=-1)
+                entry = {"qk_change": float((moved / before.clamp_min(1e-12)).mean())}
+                if isinstance(self, CoupledQKAttention):
+                    ratio = self.field(q).float().norm(dim=-1) / k.float().norm(dim=-1).clamp_min(1e-12)
+                    entry["coupling"] = float(ratio.mean())
+                self.probe.append(entry)
+        return q1, k1
+
+
+class CoupledQKAttention(FlowAttention):
+    """Paper B's coupled query-key attention (see the module docstring)."""
+
+    def __init__(self, d_model: int, n_head: int, cfg: AttentionConfig):
+        super().__init__(d_model, n_head, cfg)
+        self.integrator = cfg.integrator
+        self.field = PerHeadMLP(n_head, self.d_head, cfg.hidden, cfg.field_gain)
+
+    def flow(self, q, k):
+        return integrate(q, k, self.field, self.dt, self.integrator, self.steps)
+
+
+class MLPOnlyAttention(FlowAttention):
+    """Uncoupled control, reading (a): q and k each evolve under their own per-head MLP."""
+
+    def __init__(self, d_model: int, n_head: int, cfg: AttentionConfig):
+        super().__init__(d_model, n_head, cfg)
+        self.field_q = PerHeadMLP(n_head, self.d_head, cfg.hidden // 2, cfg.field_gain)
+        self.field_k = PerHeadMLP(n_head, self.d_head, cfg.hidden // 2, cfg.field_gain)
+
+    def flow(self, q, k):
         dt = self.dt.view(-1, 1, 1)
         for _ in range(self.steps):
             q, k = q + dt * self.field_q(q), k + dt * self.field_k(k)
+        return q, k
+
+
+class SharedMLPOnlyAttention(FlowAttention):
+    """Uncoupled control, reading (b): one per-head MLP f moves q and k, each from itself."""
+
+    def __init__(self, d_model: int, n_head: int, cfg: AttentionConfig):
+        super().__init__(d_model, n_head, cfg)
+        self.field = PerHeadMLP(n_head, self.d_head, cfg.hidden, cfg.field_gain)
+
+    def flow(self, q, k):
+        dt = self.dt.view(-1, 1, 1)
+        for _ in range(self.steps):
+            q, k = q + dt * self.field(q), k + dt * self.field(k)
         return q, k
 
 
@@ -128,6 +175,8 @@ def build_attention(cfg: AttentionConfig, d_model: int, n_head: int, layer: int)
         return CoupledQKAttention(d_model, n_head, cfg)
     if cfg.kind == "mlp-only":
         return MLPOnlyAttention(d_model, n_head, cfg)
+    if cfg.kind == "mlp-only-shared":
+        return SharedMLPOnlyAttention(d_model, n_head, cfg)
     if cfg.kind == "diff":
         return DifferentialAttention(d_model, n_head, layer)
     return CausalSelfAttention(d_model, n_head)

@@ -1,4 +1,4 @@
-"""``qkdyn lm``: train a byte-level GPT language model with a chosen attention variant."""
+"""``qkdyn lm``: train a GPT language model (BPE or byte tokens) with a chosen attention variant."""
 from __future__ import annotations
 
 import argparse
@@ -7,7 +7,7 @@ from qkdyn.configflags import fraction, parser as parser_of
 from qkdyn.empirical.coupled.cli_common import add_model_arguments, add_train_arguments, attention_config, train_config
 from qkdyn.settingflags import positive_int
 
-HELP = "train a byte-level GPT LM with standard, coupled-QK, MLP-only or differential attention"
+HELP = "train a GPT LM (BPE or byte tokens) with standard, coupled-QK, MLP-only or differential attention"
 
 
 def block_size(text: str) -> int:
@@ -17,12 +17,25 @@ def block_size(text: str) -> int:
     return value
 
 
+def vocab_size(text: str) -> int:
+    from qkdyn.empirical.data.text_bpe import MIN_VOCAB
+
+    value = positive_int(text)
+    if value < MIN_VOCAB:
+        raise argparse.ArgumentTypeError(f"must be >= {MIN_VOCAB} for byte-level BPE, got {text!r}")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", required=True,
                         help="corpus: wiki, pydocs, brown-learned, brown-full, nlp-corpus, or a text file/directory")
     parser.add_argument("--block-size", type=block_size, default=None,
                         help="context length >= 2 (default: the preset's)")
-    parser.add_argument("--eval-tokens", type=positive_int, default=65536, help="validation tokens per evaluation")
+    parser.add_argument("--eval-tokens", type=positive_int, default=None,
+                        help="cap on validation tokens per evaluation (default: the whole split)")
+    parser.add_argument("--tokenizer", default="bpe", choices=("bpe", "byte"), help="sub-word BPE (default) or bytes")
+    parser.add_argument("--vocab-size", type=vocab_size, default=8192,
+                        help="BPE vocabulary size, learnt on the training split (default 8192)")
     parser.add_argument("--val-fraction", type=parser_of(fraction(low_open=True, high_open=True)), default=0.05,
                         help="held-out share when no validation file, in (0, 1)")
     add_model_arguments(parser)
@@ -36,8 +49,9 @@ def run(args: argparse.Namespace) -> int:
     attention, train = attention_config(args), train_config(args)
     pin_threads(args.threads)
     summary = run_lm(args.data, args.preset, attention, train, args.out, args.block_size, args.eval_tokens,
-                     args.val_fraction)
+                     args.val_fraction, args.tokenizer, args.vocab_size)
     if summary:
-        print(f"{args.out}: val_ppl {summary['final']['val_ppl']:.4f} after {summary['tokens']} tokens "
+        print(f"{args.out}: val_ppl {summary['final']['val_ppl']:.4f} per token, "
+              f"{summary['final']['val_ppl_byte']:.4f} per byte after {summary['tokens']} tokens "
               f"({summary['tokens_per_s']:.0f} tokens/s)")
     return 0

@@ -11,10 +11,12 @@ from qkdyn.configflags import (check_config, choice, device, finite, flag, fract
                                positive, positive_int)
 from qkdyn.errors import InputError
 
-KINDS = ("standard", "coupled", "mlp-only", "diff")
+KINDS = ("standard", "coupled", "mlp-only", "mlp-only-shared", "diff")
+#: the variants that evolve q and k by a flow before scoring
+FLOW_KINDS = ("coupled", "mlp-only", "mlp-only-shared")
 #: the keys of :data:`qkdyn.empirical.coupled.model.PRESETS` and of
 #: :data:`qkdyn.empirical.coupled.mqar.PRESETS` (torch modules; a test checks they agree)
-PRESET_NAMES = ("tiny", "60M", "150M", "350M")
+PRESET_NAMES = ("tiny", "1M", "4M", "60M", "150M", "350M")
 MQAR_TASKS = ("easy", "medium", "hard")
 #: the integrators of :mod:`qkdyn.empirical.coupled.qk_flow` (a test checks they agree)
 INTEGRATOR_NAMES = ("euler", "leapfrog")
@@ -32,6 +34,8 @@ class AttentionConfig:
     hidden: int = dataclasses.field(default=4, metadata=positive_int(
         "hidden width of the per-head MLP f (4: ~0.1%% overhead at 60M)", flag="--coupling-hidden"))
     dt_init: float = dataclasses.field(default=0.1, metadata=finite("initial per-head step dt"))
+    field_gain: float = dataclasses.field(default=1.0, metadata=non_negative(
+        "init scale of f: W1 ~ N(0, 1/d_head), W2 ~ N(0, gain^2/hidden) (1: |f(q)|/|k| ~ 0.5)"))
 
     def __post_init__(self):
         check_config(self)
@@ -60,10 +64,11 @@ class TrainConfig:
     device: str = dataclasses.field(default="auto", metadata=device("auto, cpu, cuda, cuda:1, ..."))
     compile: bool = dataclasses.field(default=False, metadata=flag("torch.compile the model"))
     progress: bool = True
+    eval_at_start: bool = True  # also evaluate (and log, with the coupling strength) the initial model
 
     def __post_init__(self):
         check_config(self)
 
 
 #: TrainConfig fields the commands derive instead of offering as flags
-DERIVED = ("beta1", "beta2", "log_interval")
+DERIVED = ("beta1", "beta2", "log_interval", "eval_at_start")

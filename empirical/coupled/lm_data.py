@@ -1,4 +1,4 @@
-"""Training batches and validation perplexity for byte-level language modelling.
+"""Training batches and validation perplexity for language modelling (byte or sub-word tokens).
 
 A batch source yields, for each optimiser step, this rank's list of micro-batches ``(x, y)``; its
 whole position in the data is the state of one seeded ``torch.Generator`` (``state_dict``), so a
@@ -49,26 +49,44 @@ class LMBatches:
 
 
 class LMEvaluator:
-    """Validation loss over the first ``max_tokens`` tokens of the split, in non-overlapping windows.
+    """Validation loss over the validation split (all of it unless ``max_tokens`` caps it), in
+    non-overlapping windows of ``block_size`` targets.
 
-    Returns ``val_loss`` (nats per byte), ``val_ppl`` = exp(val_loss) (per-byte perplexity) and
-    ``val_bpb`` (bits per byte).
+    Returns, with L_i the cross-entropy (nats) of target i and b_i its length in bytes
+    (``token_bytes[target]``; 1 for byte tokens):
+
+    * ``val_loss`` = mean_i L_i (nats per token), ``val_ppl`` = exp(val_loss) (per-token perplexity);
+    * ``val_ppl_byte`` = exp(sum_i L_i / sum_i b_i) (per-byte perplexity), ``val_bpb`` = bits per byte;
+    * ``val_ppl_lo``, ``val_ppl_hi``: a 95% interval of ``val_ppl`` over the evaluated text, exp of
+      val_loss -+ 1.96 standard errors of the mean over windows (windows as the sampling unit);
+    * ``val_tokens``, ``val_bytes``: how much was evaluated.
     """
 
-    def __init__(self, tokens: np.ndarray, block_size: int, max_tokens: int, batch_size: int = 16):
-        n = min(len(tokens) - 1, max_tokens) // block_size
+    def __init__(self, tokens: np.ndarray, block_size: int, max_tokens: int | None = None, batch_size: int = 16,
+                 token_bytes: np.ndarray | None = None):
+        usable = len(tokens) - 1 if max_tokens is None else min(len(tokens) - 1, max_tokens)
+        n = usable // block_size
         if n < 1:
             raise InputError(f"gives a validation split shorter than one block ({block_size} + 1 tokens)", "data")
         rows = np.asarray(tokens[: n * block_size + 1], dtype=np.int64)
         self.x = torch.from_numpy(rows[:-1].reshape(n, block_size))
         self.y = torch.from_numpy(rows[1:].reshape(n, block_size))
+        lengths = np.ones(int(rows.max()) + 1, dtype=np.int64) if token_bytes is None else np.asarray(token_bytes)
+        self.n_bytes = int(lengths[rows[1:]].sum())
         self.batch_size = batch_size
 
     @torch.no_grad()
     def __call__(self, model, device) -> dict:
-        total = 0.0
+        per_window = []
         for i in range(0, len(self.x), self.batch_size):
             x, y = self.x[i:i + self.batch_size].to(device), self.y[i:i + self.batch_size].to(device)
-            total += model(x, y)[1].item() * len(x)
-        loss = total / len(self.x)
-        return {"val_loss": loss, "val_ppl": math.exp(loss), "val_bpb": loss / math.log(2)}
+            logits = model(x)[0].float()
+            nll = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), y.reshape(-1), reduction="none")
+            per_window.append(nll.view(len(x), -1).mean(1).cpu())
+        window_loss = torch.cat(per_window).double().numpy()
+        loss = float(window_loss.mean())
+        se = float(window_loss.std(ddof=1) / math.sqrt(len(window_loss))) if len(window_loss) > 1 else float("nan")
+        per_byte = loss * self.y.numel() / self.n_bytes
+        return {"val_loss": loss, "val_ppl": math.exp(loss), "val_ppl_lo": math.exp(loss - 1.96 * se),
+                "val_ppl_hi": math.exp(loss + 1.96 * se), "val_ppl_byte": math.exp(per_byte),
+                "val_bpb": per_byte / math.log(2), "val_tokens": int(self.y.numel()), "val_bytes": self.n_bytes}

@@ -3,13 +3,15 @@
 Token + learned position embeddings, ``n_layer`` pre-LayerNorm blocks (attention, then a 4x GELU
 MLP), a final LayerNorm and an output head tied to the token embedding. No biases anywhere.
 
-Presets (byte-level vocabulary of 256; parameters counted by :func:`count_parameters`, standard
+Presets (sizes quoted for the byte-level vocabulary of 256; a BPE vocabulary adds vocab x d_model; parameters counted by :func:`count_parameters`, standard
 attention, tied head counted once):
 
 =======  =======  =======  =======  =========  ==========================================
 preset   n_layer  d_model  n_head   block      parameters
 =======  =======  =======  =======  =========  ==========================================
-tiny     2        64       4        128        ~0.12 M  (CPU)
+tiny     2        64       4        128        ~0.12 M  (CPU; ~0.1M non-embedding)
+1M       4        128      4        128        ~0.8M non-embedding (CPU scale trend)
+4M       6        256      8        128        ~4.7M non-embedding (CPU scale trend)
 60M      12       640      10       1024       ~59.8 M  (d_head 64)
 150M     12       1024     16       1024       ~152.3 M (d_head 64)
 350M     28       1024     16       1024       ~353.6 M (d_head 64)
@@ -39,6 +41,8 @@ class GPTConfig:
 
 PRESETS: dict[str, dict] = {
     "tiny": dict(n_layer=2, d_model=64, n_head=4, block_size=128),
+    "1M": dict(n_layer=4, d_model=128, n_head=4, block_size=128),
+    "4M": dict(n_layer=6, d_model=256, n_head=8, block_size=128),
     "60M": dict(n_layer=12, d_model=640, n_head=10, block_size=1024),
     "150M": dict(n_layer=12, d_model=1024, n_head=16, block_size=1024),
     "350M": dict(n_layer=28, d_model=1024, n_head=16, block_size=1024),
@@ -56,6 +60,30 @@ def count_parameters(cfg: GPTConfig) -> int:
     per_layer = 2 * d + 4 * d * d + 8 * d * d  # two LayerNorm weights, attention, MLP
     per_layer += extra_parameters(cfg.attention, cfg.n_head, d // cfg.n_head)
     return cfg.vocab_size * d + cfg.block_size * d + cfg.n_layer * per_layer + d
+
+
+def flops_per_token(cfg: GPTConfig) -> float:
+    """Training FLOPs per token (forward + backward = 3 x forward), counting matrix products only.
+
+    Forward per token (Kaplan et al. 2020): 2 x (non-embedding matrix parameters + the output head)
+    + 2 n_layer block d_model for the attention scores and their weighted sum; plus, for the flow
+    variants, per layer, head and step, 2 x 2 d_head hidden per evaluation of the per-head MLP (one
+    for Euler and the mlp-only controls' two half-width MLPs, two for kick-drift-kick leapfrog) and
+    2 d_head per axpy. Elementwise work (SiLU, softmax, norms) is left out alike for every variant.
+    """
+    d, att = cfg.d_model, cfg.attention
+    forward = 2 * (cfg.n_layer * 12 * d * d + cfg.vocab_size * d) + 2 * cfg.n_layer * cfg.block_size * d
+    if att.kind in ("coupled", "mlp-only", "mlp-only-shared"):
+        d_head = d // cfg.n_head
+        evals = 2 if (att.kind == "coupled" and att.integrator == "leapfrog") or att.kind == "mlp-only-shared" else 1
+        per_step = evals * 4 * d_head * att.hidden + 2 * 2 * d_head
+        forward += cfg.n_layer * cfg.n_head * att.steps * per_step
+    return 3.0 * forward
+
+
+def non_embedding_parameters(cfg: GPTConfig) -> int:
+    """Parameters outside the token and position embeddings (the x axis of scaling laws)."""
+    return count_parameters(cfg) - cfg.vocab_size * cfg.d_model - cfg.block_size * cfg.d_model
 
 
 class Block(nn.Module):

@@ -23,13 +23,20 @@ from torch import nn
 class PerHeadMLP(nn.Module):
     """f(x) = silu(x W1[h]) W2[h] for each head h, no biases.
 
-    Weights are drawn from N(0, init_std^2), as nanoGPT initialises its linear layers.
+    Initialisation (fan-in scaled, so that f keeps the scale of its input): W1[h] ~ N(0, 1/d_head),
+    W2[h] ~ N(0, gain^2 / hidden). With ``gain`` = 1 and x of RMS sigma per coordinate, x W1 has RMS
+    sigma and |f(x)| / |x| is of order rms(silu(z)) / sigma for z ~ N(0, sigma^2), about 1/2 for
+    small sigma (silu(z) ~ z/2 near 0). nanoGPT's N(0, 0.02^2) init instead gives |f(x)| / |x| of
+    order 0.02^2 sqrt(d_head hidden) / 2 ~ 1e-3 (a field that does not act); ``init_std`` keeps
+    that reading available: when given, both matrices are N(0, init_std^2) and ``gain`` is unused.
     """
 
-    def __init__(self, n_head: int, d_head: int, hidden: int, init_std: float = 0.02):
+    def __init__(self, n_head: int, d_head: int, hidden: int, gain: float = 1.0, init_std: float | None = None):
         super().__init__()
-        self.w1 = nn.Parameter(torch.randn(n_head, d_head, hidden) * init_std)
-        self.w2 = nn.Parameter(torch.randn(n_head, hidden, d_head) * init_std)
+        std1 = init_std if init_std is not None else d_head ** -0.5
+        std2 = init_std if init_std is not None else gain * hidden ** -0.5
+        self.w1 = nn.Parameter(torch.randn(n_head, d_head, hidden) * std1)
+        self.w2 = nn.Parameter(torch.randn(n_head, hidden, d_head) * std2)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # (B, H, T, d) @ (H, d, e) broadcasts over the batch dimension

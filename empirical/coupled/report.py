@@ -1,20 +1,24 @@
-"""Write the coupled-QK study's report: ``report.md``, ``summary.json``, plots, and a README section.
+"""Write the coupled-QK study's report through the project's one writer (``qkdyn.report.write_claims_report``):
+``report.md`` / ``report.json`` with every claim's verdict, effect, spread over seeds and p-value, the
+study's tables and plots, and ``README-section.md``.
 
-Every number is taken from :func:`qkdyn.empirical.coupled.analysis.analyse`; nothing is typed in.
+Every number is taken from :mod:`qkdyn.empirical.coupled.analysis`; nothing is typed in.
 """
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
 from qkdyn import atomic
 from qkdyn.figures import save_png
+from qkdyn.report import write_claims_report
 
-VARIANT_ORDER = ("standard", "coupled-euler", "coupled-leapfrog", "mlp-only", "diff")
+VARIANT_ORDER = ("standard", "coupled-euler", "coupled-leapfrog", "mlp-only", "mlp-only-shared", "diff")
 
 
 def _fmt(stat: dict, digits: int = 3) -> str:
+    if math.isnan(stat["mean"]):
+        return "n/a"
     std = "" if math.isnan(stat["std"]) else f" ± {stat['std']:.{digits}f}"
     return f"{stat['mean']:.{digits}f}{std}"
 
@@ -23,73 +27,76 @@ def _variants(table: dict) -> list[str]:
     return [v for v in VARIANT_ORDER if v in table]
 
 
-def _plot_bars(ax, table: dict, title: str, ylabel: str) -> None:
-    names = _variants(table)
-    stats = [table[v] for v in names]
-    ax.bar(names, [s["mean"] for s in stats], yerr=[0 if math.isnan(s["std"]) else s["std"] for s in stats],
-           capsize=4, color="#4477aa")
-    for i, s in enumerate(stats):
-        ax.plot([i] * s["n"], s["values"], "k.", ms=4)
-    ax.set_title(title)
-    ax.set_ylabel(ylabel)
-    ax.tick_params(axis="x", rotation=30)
-
-
-def write_plots(result: dict, out: Path) -> list[str]:
+def _plt():
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    tables, written = result["tables"], []
+    return plt
+
+
+def write_plots(result: dict, out: Path) -> list[str]:
+    plt, tables, written = _plt(), result["tables"], []
 
     def save(fig, name):
         save_png(fig, out / name)
         written.append(name)
 
     if tables["perplexity"]:
-        corpora = [c for c in (result["coherent"], result["heterogeneous"]) if c in tables["perplexity"]]
-        fig, axes = plt.subplots(1, len(corpora), figsize=(5 * len(corpora), 4), squeeze=False)
+        corpora = list(tables["perplexity"])
+        fig, axes = plt.subplots(1, len(corpora), figsize=(5.5 * len(corpora), 4), squeeze=False)
         for ax, corpus in zip(axes[0], corpora):
             table = tables["perplexity"][corpus]
-            _plot_bars(ax, table, f"{corpus}: final validation perplexity", "per-byte perplexity")
-            lo = min(min(s["values"]) for s in table.values())
-            hi = max(max(s["values"]) for s in table.values())
-            ax.set_ylim(lo - 0.2 * (hi - lo + 1e-9), hi + 0.2 * (hi - lo + 1e-9))
+            names = _variants(table)
+            stats = [table[v]["val_ppl"] for v in names]
+            ax.bar(names, [s["mean"] for s in stats], yerr=[0 if math.isnan(s["std"]) else s["std"] for s in stats],
+                   capsize=4, color="#4477aa")
+            for i, s in enumerate(stats):
+                ax.plot([i] * s["n"], s["values"], "k.", ms=4)
+            lo = min(min(s["values"]) for s in stats)
+            hi = max(max(s["values"]) for s in stats)
+            ax.set_ylim(lo - 0.3 * (hi - lo + 1e-9), hi + 0.3 * (hi - lo + 1e-9))
+            ax.set_title(f"{corpus}: final validation perplexity")
+            ax.set_ylabel("per-token perplexity (mean ± sd, dots: seeds)")
+            ax.tick_params(axis="x", rotation=30)
         save(fig, "perplexity_by_variant.png")
 
-        fig, ax = plt.subplots(figsize=(6, 4))
-        for corpus in corpora:
-            table = tables["throughput"][corpus]
-            names = _variants(table)
-            ax.plot(names, [table[v]["mean"] for v in names], "o-", label=corpus)
-        ax.set_ylabel("training tokens/s (1 thread, shared CPU)")
-        ax.set_title("wall-clock throughput")
-        ax.tick_params(axis="x", rotation=30)
-        ax.legend()
-        save(fig, "throughput.png")
-
     if result["curves"]:
-        fig, ax = plt.subplots(figsize=(6, 4))
-        for variant in _variants(result["curves"]):
-            c = result["curves"][variant]
-            ax.plot(c["tokens"], c["val_ppl"], label=variant)
-        eff = [c for c in result["claims"] if c["claim"].startswith("sample efficiency")]
-        if eff:
-            ax.axhline(eff[0]["target_ppl"], color="gray", ls="--", lw=1, label="standard final (target)")
+        fig, ax = plt.subplots(figsize=(6.5, 4.5))
+        for label, c in sorted(result["curves"].items()):
+            ax.plot(c["tokens"][1:], c["val_ppl"][1:], label=label, lw=2 if "(" not in label else 1,
+                    ls="-" if "(" not in label else "--")
         ax.set_xlabel("training tokens")
         ax.set_ylabel("validation perplexity (mean over seeds)")
+        ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_title(f"{result['coherent']}: sample efficiency")
-        ax.legend()
+        ax.set_title(f"{result['coherent']}: evaluation curves (each run its own schedule)")
+        ax.legend(fontsize=7)
         save(fig, "sample_efficiency.png")
+
+    strength_rows = [(c, v, s["strength"]["coupling"]) for c, t in tables["perplexity"].items() for v, s in t.items()
+                     if "coupling" in s["strength"]]
+    if strength_rows:
+        fig, ax = plt.subplots(figsize=(6, 4))
+        labels = [f"{v}\n{c}" for c, v, _ in strength_rows]
+        x = range(len(strength_rows))
+        ax.bar([i - 0.2 for i in x], [s["init"] for _, _, s in strength_rows], 0.4, label="at init")
+        ax.bar([i + 0.2 for i in x], [s["final"] for _, _, s in strength_rows], 0.4, label="after training")
+        ax.set_xticks(list(x), labels, fontsize=7)
+        ax.set_ylabel("|dt f(q)| / |dt k|")
+        ax.set_title("coupling strength")
+        ax.legend()
+        save(fig, "coupling_strength.png")
 
     if len(tables["steps"]) > 1:
         fig, ax = plt.subplots(figsize=(5, 4))
         ns = sorted(tables["steps"])
-        ax.plot(ns, [tables["steps"][n]["mean"] for n in ns], "o-")
+        ax.errorbar(ns, [tables["steps"][n]["mean"] for n in ns],
+                    yerr=[0 if math.isnan(tables["steps"][n]["std"]) else tables["steps"][n]["std"] for n in ns],
+                    fmt="o-", capsize=4)
         ax.set_xlabel("coupling steps n (Euler)")
-        ax.set_ylabel("final validation perplexity (seed 0)")
+        ax.set_ylabel("final validation perplexity (mean ± sd)")
         ax.set_title(f"{result['coherent']}: coupling steps")
         save(fig, "coupling_steps.png")
 
@@ -103,79 +110,135 @@ def write_plots(result: dict, out: Path) -> list[str]:
             width = 0.8 / len(names)
             for i, v in enumerate(names):
                 ax.bar([j + i * width for j in range(len(settings))], [table[v][k]["mean"] for k in settings],
-                       width, label=v)
+                       width, yerr=[0 if math.isnan(table[v][k]["std"]) else table[v][k]["std"] for k in settings],
+                       label=v, capsize=3)
             ax.set_xticks([j + 0.4 - width / 2 for j in range(len(settings))], settings)
-            ax.set_ylim(0, 1)
-            ax.set_ylabel("accuracy")
+            ax.set_ylim(0, 1.05)
+            ax.set_ylabel("accuracy (mean ± sd over seeds)")
             ax.set_title(f"MQAR {task}")
             ax.legend()
         save(fig, "mqar_accuracy.png")
     return written
 
 
-def _markdown(result: dict, context: dict, plots: list[str]) -> str:
-    t = result["tables"]
-    lines = ["# Coupled query-key dynamics (paper B): study report", "",
-             f"Scale tested: preset `{context['preset']}` ({context['parameters']}), byte-level tokens, "
-             f"{context['lm_tokens']} training tokens per LM run, seeds {context['seeds']}; "
-             f"coherent corpus `{result['coherent']}`, heterogeneous corpus `{result['heterogeneous'] or 'none'}`. "
-             f"Perplexity is per byte on held-out text. Runs: {context['n_runs']} (`{context['runs_dir']}`).", "",
-             "## Verdicts", "", "| claim | paper | measured here | verdict |", "|---|---|---|---|"]
-    lines += [f"| {c['claim']} | {c['paper']} | {c['measured']} | **{c['verdict']}** |" for c in result["claims"]]
-    lines += ["", "Verdict rules: see `empirical/coupled/analysis.py` (t-tests over seeds, paired when the seeds match, alpha 0.05). "
-              "A verdict speaks for the scale tested only.", ""]
+def tables_markdown(result: dict, context: dict) -> str:
+    t, lines = result["tables"], []
     for corpus, table in t["perplexity"].items():
-        lines += [f"## Perplexity, `{corpus}` (mean ± std over seeds)", "", "| variant | seeds | val ppl | tokens/s |",
-                  "|---|---|---|---|"]
+        lines += [f"## Perplexity, `{corpus}` (mean ± sd over seeds; {context['tokenizer']} tokens)", "",
+                  "| variant | seeds | ppl per token | ppl per byte | per-run 95% interval (per token) | coupling init → final "
+                  "| q/k change final | tokens/s |", "|---|---|---|---|---|---|---|---|"]
         for v in _variants(table):
-            lines.append(f"| {v} | {table[v]['n']} | {_fmt(table[v])} | {_fmt(t['throughput'][corpus][v], 0)} |")
-        std = t["throughput"][corpus].get("standard")
+            row = table[v]
+            runs = ", ".join(f"[{lo:.3f}, {hi:.3f}]" for lo, hi in row["run_interval"])
+            st = row["strength"]
+            coupling = f"{st['coupling']['init']:.3f} → {st['coupling']['final']:.3f}" if "coupling" in st else "-"
+            change = f"{st['qk_change']['final']:.3f}" if "qk_change" in st else "-"
+            lines.append(f"| {v} | {row['val_ppl']['n']} | {_fmt(row['val_ppl'])} | {_fmt(row['val_ppl_byte'])} | "
+                         f"{runs} | {coupling} | {change} | {_fmt(row['tokens_per_s'], 0)} |")
+        std = table.get("standard")
         if std:
-            over = ", ".join(f"{v} x{std['mean'] / t['throughput'][corpus][v]['mean']:.2f}"
+            over = ", ".join(f"{v} x{std['tokens_per_s']['mean'] / table[v]['tokens_per_s']['mean']:.2f}"
                              for v in _variants(table) if v != "standard")
-            lines += ["", f"Wall-clock slowdown vs standard (training tokens/s, shared CPU): {over}."]
+            lines += ["", f"Wall-clock slowdown vs standard (training tokens/s, shared CPU, noisy): {over}."]
         lines.append("")
     if t["steps"]:
-        lines += [f"## Coupling steps (Euler, `{result['coherent']}`, seed 0)", "", "| n | val ppl |", "|---|---|"]
-        lines += [f"| {n} | {t['steps'][n]['mean']:.3f} |" for n in sorted(t["steps"])]
+        lines += [f"## Coupling steps (Euler, `{result['coherent']}`)", "", "| n | seeds | val ppl |", "|---|---|---|"]
+        lines += [f"| {n} | {t['steps'][n]['n']} | {_fmt(t['steps'][n])} |" for n in sorted(t["steps"])]
         lines.append("")
     for task, table in sorted(t["mqar"].items()):
         names = _variants(table)
-        keys = [k for k in table[names[0]]]
-        lines += [f"## MQAR `{task}` (accuracy)", "", "| variant | " + " | ".join(keys) + " |",
+        keys = list(table[names[0]])
+        lines += [f"## MQAR `{task}` (accuracy, mean ± sd over seeds)", "", "| variant | " + " | ".join(keys) + " |",
                   "|---|" + "---|" * len(keys)]
-        lines += [f"| {v} | " + " | ".join(f"{table[v][k]['mean']:.3f}" for k in keys) + " |" for v in names]
+        lines += [f"| {v} | " + " | ".join(_fmt(table[v][k]) for k in keys) + " |" for v in names]
         lines.append("")
-    lines += ["## Parameter overhead", "",
-              "| preset | standard | coupled (hidden 4) | overhead |", "|---|---|---|---|"]
-    lines += [f"| {p} | {a:,} | {b:,} | {100 * (b / a - 1):.3f}% |" for p, a, b in context["overhead"]]
-    lines += ["", "## Plots", ""] + [f"![{p}]({p})" for p in plots] + [""]
+    lines += ["## Parameter and FLOP overhead of coupled Euler (n = 1, hidden 4)", "",
+              "| preset | standard params | coupled params | overhead | FLOPs/token ratio |", "|---|---|---|---|---|"]
+    lines += [f"| {p} | {a:,} | {b:,} | {100 * (b / a - 1):.3f}% | {f:.5f} |" for p, a, b, f in context["overhead"]]
+    return "\n".join(lines) + "\n"
+
+
+def _intro(result: dict, context: dict) -> str:
+    return (f"`qkdyn compare-coupled`: preset `{context['preset']}` ({context['parameters']}), {context['tokenizer']} "
+            f"tokens, {context['lm_tokens']:,} training tokens per base LM run ({result['lm_steps']} steps), seeds "
+            f"{context['seeds']}; coherent corpus `{result['coherent']}`, heterogeneous `{result['heterogeneous'] or 'none'}`; "
+            f"{context['n_runs']} runs in `{context['runs_dir']}`. Perplexity is per token on the whole validation "
+            "split (per byte alongside). Every verdict is the project's rule (`qkdyn.stats`): paired over seeds, "
+            "holds/fails need p < 0.05 in the claimed/opposite direction, or fails when the interval excludes the "
+            "paper's smallest reported effect; the rules per claim are in `empirical/coupled/analysis.py` and "
+            "`docs/coupled.md`. A verdict speaks for the scale tested only.")
+
+
+def _readme_section(claims, result: dict, context: dict, out: Path) -> str:
+    counts = {v: sum(c.verdict == v for c in claims) for v in ("holds", "fails", "inconclusive", "partial")}
+    lines = ["## Results: coupled query-key dynamics (paper B)", "", _intro(result, context), "",
+             f"Of {len(claims)} claims, {counts['holds']} hold, {counts['fails']} fail, {counts['inconclusive']} are "
+             f"inconclusive and {counts['partial']} partial at this scale:", ""]
+    for c in claims:
+        head = "; ".join(f"{k}: effect {v['effect']:+.4f} (sd {v['spread']:.3g}, p = {v['p_value']:.3g}) {v['verdict']}"
+                         + _short_of_paper(v) for k, v in (c.stats or {}).items())
+        lines.append(f"- **{c.verdict}** - {c.id} {c.statement} {head}.")
+    lines += ["", f"Full tables and plots: `{out / 'report.md'}`.", ""]
     return "\n".join(lines)
 
 
-def _readme_section(result: dict, context: dict, out: Path) -> str:
-    counts = {v: sum(c["verdict"] == v for c in result["claims"]) for v in ("holds", "fails", "inconclusive")}
-    het = f"`{result['heterogeneous']}`" if result["heterogeneous"] else "none"
-    lines = ["## Results: coupled query-key dynamics (paper B), CPU scale", "",
-             f"`qkdyn compare-coupled --train` on the `{context['preset']}` preset ({context['parameters']}; "
-             f"{context['lm_tokens']} byte tokens per run, seeds {context['seeds']}; `{result['coherent']}` as the "
-             f"domain-coherent and {het} as the heterogeneous corpus; MQAR "
-             f"{', '.join(sorted(result['tables']['mqar'])) or 'not run'}). Of {len(result['claims'])} claims, "
-             f"{counts['holds']} hold, {counts['fails']} fail and {counts['inconclusive']} are inconclusive at this "
-             "scale:", ""]
-    lines += [f"- **{c['verdict']}** - {c['claim']}: {c['measured']} (paper: {c['paper']})." for c in result["claims"]]
-    lines += ["", f"Full tables and plots: `{out / 'report.md'}`. The paper's numbers are for 60M-350M models on "
-              "WikiText-103 with sub-word tokens; the `60M`, `150M` and `350M` presets run the same study on GPUs "
-              "(see `empirical/coupled/README.md`).", ""]
-    return "\n".join(lines)
+def _short_of_paper(comparison: dict) -> str:
+    """Why a comparison without p < 0.05 fails: its interval lies short of the paper's smallest effect."""
+    if comparison["verdict"] == "fails" and comparison.get("smallest_effect") is not None and not comparison["p_value"] < 0.05:
+        return f" (95% interval short of the paper's smallest effect {comparison['smallest_effect']:.3g})"
+    return ""
 
 
 def write_report(result: dict, context: dict, out_dir: str | Path) -> list[str]:
-    """Write report.md, summary.json, README-section.md and the plots into ``out_dir``."""
+    """Write report.md, report.json, README-section.md and the plots into ``out_dir``."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     plots = write_plots(result, out)
-    atomic.write_text(out / "summary.json", json.dumps({**result, "context": context}, indent=2, default=str) + "\n")
-    atomic.write_text(out / "report.md", _markdown(result, context, plots))
-    atomic.write_text(out / "README-section.md", _readme_section(result, context, out))
-    return ["report.md", "summary.json", "README-section.md", *plots]
+    claims = result["claims"]
+    used = {p for c in claims for p in c.plots}
+    claims = [_keep_plots(c, plots) for c in claims]
+    written = write_claims_report(out, claims, title="Coupled query-key dynamics (paper B): study report",
+                                  intro=_intro(result, context), context=context,
+                                  sections=[tables_markdown(result, context)],
+                                  plots=[p for p in plots if p not in used],
+                                  extra_json={"tables": result["tables"], "curves": result["curves"]})
+    atomic.write_text(out / "README-section.md", _readme_section(claims, result, context, out))
+    return [*written, "README-section.md", *plots]
+
+
+def _keep_plots(claim, plots):
+    claim.plots = [p for p in claim.plots if p in plots]
+    return claim
+
+
+def write_trend_report(result: dict, context: dict, out_dir: str | Path) -> list[str]:
+    """The scale trend: ``scale_trend.png`` (gap with its 95% interval against non-embedding
+    parameters), ``report.md`` / ``report.json`` with one claim per size."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    rows, plots = result["rows"], []
+    if rows:
+        plt = _plt()
+        fig, ax = plt.subplots(figsize=(6, 4))
+        x = [r["non-embedding parameters"] for r in rows]
+        y = [r["gap (log ppl)"] for r in rows]
+        err = [[r["gap (log ppl)"] - r["ci low"] for r in rows], [r["ci high"] - r["gap (log ppl)"] for r in rows]]
+        ax.errorbar(x, y, yerr=err, fmt="o-", capsize=5)
+        ax.axhline(0, color="gray", lw=1)
+        ax.set_xscale("log")
+        ax.set_xlabel("non-embedding parameters")
+        ax.set_ylabel("log ppl(coupled) - log ppl(standard)\n(mean over seeds, 95% CI)")
+        ax.set_title(f"scale trend, {result['coherent']} ({context['tokenizer']})")
+        save_png(fig, out / "scale_trend.png")
+        plots.append("scale_trend.png")
+    from qkdyn.report import markdown_table
+
+    table = "\n".join(["## Scale trend", ""] + (markdown_table(rows) if rows else ["no runs"]))
+    claims = [_keep_plots(c, plots) for c in result["claims"]]
+    written = write_claims_report(out, claims, title="Coupled query-key dynamics (paper B): scale trend",
+                                  intro=(f"`qkdyn compare-coupled --trend`: standard vs coupled Euler on "
+                                         f"`{result['coherent']}` ({context['tokenizer']} tokens), {context['seeds']} "
+                                         "seeds per size; the gap is paired by seed. The paper's trend: -6.6% at 60M, "
+                                         "-6.7% at 150M, -1.0% at 350M."),
+                                  context=context, sections=[table], extra_json={"trend": rows})
+    return [*written, *plots]

@@ -1,12 +1,24 @@
 """The comparison study of paper B's claims: the grid of runs, and running the missing ones.
 
-Grid (every run is one ``result.json`` under ``runs_dir / name``):
+Main grid (every run is one ``result.json`` under ``runs_dir / name``), sub-word (BPE) tokens by default:
 
-* LM, for each corpus (one domain-coherent, one heterogeneous) x seed: standard, coupled Euler,
-  coupled leapfrog, MLP-only and Differential Attention (coupled and MLP-only with n = 1 step);
-* LM, coherent corpus, first seed: coupled Euler with n in ``sweep_steps`` (default 2, 4, 7; with
+* LM, domain-coherent corpus x seed: standard, coupled Euler, coupled leapfrog, the two MLP-only
+  readings and Differential Attention (flows with n = 1 step); heterogeneous corpus x seed: the
+  ``heterogeneous_variants`` (standard and coupled Euler: it serves the corpus claim only);
+* LM, coherent corpus, every seed: coupled Euler with n in ``sweep_steps`` (default 4 and 7; with
   n = 1 from the main grid this spans the paper's 1-7);
-* MQAR, for each task: standard and coupled Euler, first seed.
+* MQAR, for each task x seed: standard and coupled Euler.
+
+Compute-matched phase (after the main grid; coherent corpus, every seed), standard attention only,
+each run with its own full warm-up + cosine schedule:
+
+* the same training FLOPs as coupled Euler (:func:`qkdyn.empirical.coupled.model.flops_per_token`);
+* the same wall-clock as coupled Euler (its measured training time over the main grid's runs);
+* ``efficiency_budgets`` x the coupled run's tokens, the runs that locate the tokens at which
+  standard attention reaches coupled attention's final perplexity (sample efficiency).
+
+A matched run whose step count equals the base run's is the base run itself. Scale trend (``trend``):
+standard and coupled Euler on the coherent corpus for each preset in ``trend_presets`` x seed.
 
 Runs already finished are skipped and interrupted ones resume, so the study can be restarted.
 Workers are separate processes with one torch thread each.
@@ -14,10 +26,12 @@ Workers are separate processes with one torch thread each.
 from __future__ import annotations
 
 import dataclasses
+import json
 import multiprocessing
 from pathlib import Path
 
-from qkdyn.configflags import check_config, choice, choice_list, device, positive, positive_int, positive_int_list, text
+from qkdyn.configflags import (check_config, choice, choice_list, device, flag, number_list, optional, positive,
+                               positive_int, positive_int_list, text)
 from qkdyn.empirical.coupled.configs import MQAR_TASKS, PRESET_NAMES, AttentionConfig, TrainConfig
 from qkdyn.errors import InputError
 
@@ -26,13 +40,15 @@ LM_VARIANTS = {
     "coupled-euler": AttentionConfig(kind="coupled", integrator="euler"),
     "coupled-leapfrog": AttentionConfig(kind="coupled", integrator="leapfrog"),
     "mlp-only": AttentionConfig(kind="mlp-only"),
+    "mlp-only-shared": AttentionConfig(kind="mlp-only-shared"),
     "diff": AttentionConfig(kind="diff"),
 }
 MQAR_VARIANTS = ("standard", "coupled-euler")
+TREND_VARIANTS = ("standard", "coupled-euler")
 
 
 def variant_label(attention: dict) -> str:
-    """'standard', 'coupled-euler', 'coupled-leapfrog', 'mlp-only' or 'diff' for a stored config."""
+    """'standard', 'coupled-euler', 'coupled-leapfrog', 'mlp-only', 'mlp-only-shared' or 'diff'."""
     if attention["kind"] == "coupled":
         return f"coupled-{attention['integrator']}"
     return attention["kind"]
@@ -40,32 +56,70 @@ def variant_label(attention: dict) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class StudyConfig:
-    """The study's grid; the fields with a domain are the flags of ``qkdyn compare-coupled``."""
+    """The study's grid; the fields with a domain are the flags of ``qkdyn compare-coupled``, which
+    override the plan that ``--preset`` picks (:data:`STUDY_PLANS`)."""
 
-    preset: str = dataclasses.field(default="tiny", metadata=choice(PRESET_NAMES, "model shape"))
+    preset: str = dataclasses.field(default="tiny", metadata=choice(
+        PRESET_NAMES, "model preset of the runs (default: the plan's; e.g. tiny to try the 60M plan on a CPU)",
+        flag="--model"))
     coherent: str = dataclasses.field(default="wiki", metadata=text("domain-coherent corpus (name or path)"))
     heterogeneous: str = dataclasses.field(default="nlp-corpus", metadata=text(
         "heterogeneous corpus (name or path; '' for none)"))
     seeds: int = dataclasses.field(default=3, metadata=positive_int("seeds of the LM runs"))
     variants: tuple[str, ...] = dataclasses.field(default=tuple(LM_VARIANTS), metadata=choice_list(
         tuple(LM_VARIANTS), "attention variants of the LM runs", empty_ok=False))
+    heterogeneous_variants: tuple[str, ...] = ("standard", "coupled-euler")  # it serves the corpus claim only
     lm_steps: int = dataclasses.field(default=200, metadata=positive_int("steps of each LM run"))
-    sweep_steps: tuple[int, ...] = dataclasses.field(default=(2, 4, 7), metadata=positive_int_list(
+    sweep_steps: tuple[int, ...] = dataclasses.field(default=(4, 7), metadata=positive_int_list(
         "coupling steps n tried besides n = 1"))
     mqar_tasks: tuple[str, ...] = dataclasses.field(default=("easy", "medium"), metadata=choice_list(
         MQAR_TASKS, "comma-separated MQAR presets ('' for none)"))
     mqar_steps: int = dataclasses.field(default=500, metadata=positive_int("steps of each MQAR run"))
     batch_size: int = dataclasses.field(default=8, metadata=positive_int("LM sequences per micro-batch"))
-    mqar_batch_size: int = 32
+    mqar_batch_size: int = dataclasses.field(default=32, metadata=positive_int("MQAR sequences per batch"))
     grad_accum: int = dataclasses.field(default=1, metadata=positive_int("micro-batches per step"))
     lm_lr: float = dataclasses.field(default=3e-3, metadata=positive("LM learning rate", flag="--lr"))
     mqar_lr: float = 3e-3
-    eval_tokens: int = 16384
-    evals_per_run: int = 10
+    eval_tokens: int | None = dataclasses.field(default=None, metadata=optional(positive_int(
+        "cap on validation tokens (default: the whole split)")))
+    evals_per_run: int = dataclasses.field(default=5, metadata=positive_int(
+        "evaluations per run (plus one at initialisation)"))
     device: str = dataclasses.field(default="auto", metadata=device("auto, cpu, cuda, cuda:1, ..."))
+    tokenizer: str = dataclasses.field(default="bpe", metadata=choice(("bpe", "byte"), "LM tokens"))
+    vocab_size: int = dataclasses.field(default=8192, metadata=positive_int("BPE vocabulary size"))
+    block_size: int | None = dataclasses.field(default=None, metadata=optional(positive_int(
+        "LM context length (default: the preset's)")))
+    match_compute: bool = dataclasses.field(default=True, metadata=flag("the compute-matched standard runs"))
+    efficiency_budgets: tuple[float, ...] = dataclasses.field(default=(1.6, 2.4), metadata=number_list(
+        1.0, "standard-attention lengths, in multiples of the coupled run, for tokens-to-target"))
+    compile: bool = dataclasses.field(default=False, metadata=flag("torch.compile the models (CUDA)"))
+    trend: bool = dataclasses.field(default=False, metadata=flag("the scale trend instead of the main study"))
+    trend_presets: tuple[str, ...] = dataclasses.field(default=("tiny", "1M", "4M"), metadata=choice_list(
+        PRESET_NAMES, "model presets of the scale trend", empty_ok=False))
 
     def __post_init__(self):
         check_config(self)
+        from qkdyn.empirical.data.text_bpe import MIN_VOCAB
+
+        if self.tokenizer == "bpe" and self.vocab_size < MIN_VOCAB:
+            raise InputError(f"must be >= {MIN_VOCAB} for byte-level BPE, got {self.vocab_size}", "vocab_size")
+        if self.block_size is not None and self.block_size < 2:
+            raise InputError(f"must be at least 2, got {self.block_size}", "block_size")
+
+
+#: study plans selected by ``--preset``: the CPU study (tiny) and the GPU comparison at 60M, sized
+#: for about 8 minutes on one H100/H200-class GPU (3 seeds x 2 variants x 600 steps x 16 x 1024 tokens)
+STUDY_PLANS = {
+    "tiny": StudyConfig(),
+    "60M": StudyConfig(preset="60M", heterogeneous="", variants=("standard", "coupled-euler"), lm_steps=600,
+                       sweep_steps=(), mqar_tasks=(), batch_size=16, lm_lr=1e-3, match_compute=False,
+                       efficiency_budgets=(), compile=True, evals_per_run=4),
+}
+
+
+def study_plan(preset: str) -> StudyConfig:
+    """The study plan of ``--preset``: its own plan if it has one, else the CPU plan with that model."""
+    return STUDY_PLANS.get(preset, dataclasses.replace(STUDY_PLANS["tiny"], preset=preset))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,44 +130,111 @@ class RunSpec:
     attention: AttentionConfig
     train: TrainConfig
     preset: str
-    eval_tokens: int
+    eval_tokens: int | None
+    tokenizer: str = "bpe"
+    vocab_size: int = 8192
+    block_size: int | None = None
+    base_steps: int = 0  # the study's step count for this task; runs of another length are named by it
 
     @property
     def name(self) -> str:
         data = Path(self.data).name or self.data
-        return f"{self.task}-{data}-{self.variant}-n{self.attention.steps}-s{self.train.seed}"
+        tok = f"-{self.tokenizer}{self.vocab_size}" if self.task == "lm" and self.tokenizer == "bpe" else ""
+        length = "" if self.train.max_steps == self.base_steps else f"-x{self.train.max_steps}"
+        return f"{self.task}-{data}{tok}-{self.preset}-{self.variant}-n{self.attention.steps}-s{self.train.seed}{length}"
+
+
+def _on_cuda(device: str) -> bool:
+    """Whether runs on ``device`` ("auto", "cpu", "cuda", "cuda:1", ...) use a GPU."""
+    if device == "auto":
+        import torch
+
+        return torch.cuda.is_available()
+    return device.startswith("cuda")
 
 
 def _train_config(study: StudyConfig, steps: int, lr: float, batch_size: int, seed: int) -> TrainConfig:
     interval = max(1, steps // study.evals_per_run)
+    compile_ = study.compile and _on_cuda(study.device)
     return TrainConfig(max_steps=steps, batch_size=batch_size, grad_accum=study.grad_accum, lr=lr, min_lr=lr / 10,
                        warmup_steps=max(1, steps // 10), eval_interval=interval, ckpt_interval=interval,
-                       log_interval=interval, seed=seed, device=study.device, progress=False)
+                       log_interval=interval, seed=seed, device=study.device, compile=compile_, progress=False,
+                       eval_at_start=True)
 
 
 def corpora(study: StudyConfig) -> list[str]:
     """The study's corpora: coherent, then heterogeneous (empty names and repeats dropped)."""
+    if study.trend:
+        return [study.coherent]
     return list(dict.fromkeys(c for c in (study.coherent, study.heterogeneous) if c))
 
 
+def lm_run(study: StudyConfig, corpus: str, variant: str, seed: int, steps: int | None = None,
+           coupling_steps: int = 1, preset: str | None = None) -> RunSpec:
+    """One LM run of the study (``steps`` defaults to the study's ``lm_steps``)."""
+    attention = dataclasses.replace(LM_VARIANTS[variant], steps=coupling_steps)
+    cfg = _train_config(study, steps or study.lm_steps, study.lm_lr, study.batch_size, seed)
+    return RunSpec("lm", corpus, variant, attention, cfg, preset or study.preset, study.eval_tokens, study.tokenizer,
+                   study.vocab_size, study.block_size, study.lm_steps)
+
+
 def study_runs(study: StudyConfig) -> list[RunSpec]:
-    """All runs of the study, longest (MQAR) first."""
+    """The runs of the main grid (or of the scale trend, when ``study.trend``), longest (MQAR) first."""
+    seeds = range(study.seeds)
+    if study.trend:
+        return [lm_run(study, study.coherent, v, s, preset=p) for p in study.trend_presets for s in seeds
+                for v in TREND_VARIANTS]
     runs = []
     for task in study.mqar_tasks:
-        for variant in MQAR_VARIANTS:
-            cfg = _train_config(study, study.mqar_steps, study.mqar_lr, study.mqar_batch_size, 0)
-            runs.append(RunSpec("mqar", task, variant, LM_VARIANTS[variant], cfg, study.preset, study.eval_tokens))
+        for seed in seeds:
+            for variant in MQAR_VARIANTS:
+                cfg = _train_config(study, study.mqar_steps, study.mqar_lr, study.mqar_batch_size, seed)
+                runs.append(RunSpec("mqar", task, variant, LM_VARIANTS[variant], cfg, study.preset, study.eval_tokens,
+                                    base_steps=study.mqar_steps))
     for corpus in corpora(study):
-        for seed in range(study.seeds):
-            for variant in study.variants:
-                attention = LM_VARIANTS[variant]
-                cfg = _train_config(study, study.lm_steps, study.lm_lr, study.batch_size, seed)
-                runs.append(RunSpec("lm", corpus, variant, attention, cfg, study.preset, study.eval_tokens))
-    for steps in study.sweep_steps if "coupled-euler" in study.variants else ():
-        attention = dataclasses.replace(LM_VARIANTS["coupled-euler"], steps=steps)
-        cfg = _train_config(study, study.lm_steps, study.lm_lr, study.batch_size, 0)
-        runs.append(RunSpec("lm", study.coherent, "coupled-euler", attention, cfg, study.preset, study.eval_tokens))
+        variants = study.variants if corpus == study.coherent else [
+            v for v in study.variants if v in study.heterogeneous_variants]
+        for seed in seeds:
+            runs += [lm_run(study, corpus, variant, seed) for variant in variants]
+    if "coupled-euler" in study.variants:
+        runs += [lm_run(study, study.coherent, "coupled-euler", s, coupling_steps=n) for n in study.sweep_steps
+                 for s in seeds]
     return runs
+
+
+def matched_steps(study: StudyConfig, runs_dir: str) -> dict[str, int]:
+    """Step counts of the standard runs matched to coupled Euler: ``flops``, ``wall-clock`` and each
+    ``tokens x<budget>``, from the closed-form FLOPs and the main grid's measured training times."""
+    from qkdyn.empirical.coupled.model import flops_per_token, preset_config
+
+    if not study.match_compute or "coupled-euler" not in study.variants or "standard" not in study.variants:
+        return {}
+    shape = {"vocab_size": study.vocab_size if study.tokenizer == "bpe" else 256}
+    if study.block_size:
+        shape["block_size"] = study.block_size
+    flops = {v: flops_per_token(preset_config(study.preset, attention=LM_VARIANTS[v], **shape))
+             for v in ("standard", "coupled-euler")}
+    steps = {"flops": round(study.lm_steps * flops["coupled-euler"] / flops["standard"])}
+    times = {}
+    for v in ("standard", "coupled-euler"):
+        results = [Path(runs_dir) / lm_run(study, study.coherent, v, s).name / "result.json" for s in range(study.seeds)]
+        found = [json.loads(r.read_text())["train_time_s"] for r in results if r.exists()]
+        if found:
+            times[v] = sum(found) / len(found)
+    if len(times) == 2:
+        steps["wall-clock"] = round(study.lm_steps * times["coupled-euler"] / times["standard"])
+    for budget in study.efficiency_budgets:
+        steps[f"tokens x{budget:g}"] = round(study.lm_steps * budget)
+    return steps
+
+
+def matched_runs(study: StudyConfig, runs_dir: str) -> list[RunSpec]:
+    """The compute-matched standard runs of ``runs_dir/matched.json`` (see :func:`matched_steps`),
+    base-length ones left out."""
+    path = Path(runs_dir) / "matched.json"
+    matched = json.loads(path.read_text()) if path.exists() else matched_steps(study, runs_dir)
+    lengths = sorted({n for n in matched.values() if n != study.lm_steps})
+    return [lm_run(study, study.coherent, "standard", s, steps=n) for n in lengths for s in range(study.seeds)]
 
 
 def execute(spec: RunSpec, runs_dir: str, threads: int | None = None) -> str:
@@ -124,7 +245,8 @@ def execute(spec: RunSpec, runs_dir: str, threads: int | None = None) -> str:
     pin_threads(threads)
     out = str(Path(runs_dir) / spec.name)
     if spec.task == "lm":
-        run_lm(spec.data, spec.preset, spec.attention, spec.train, out, eval_tokens=spec.eval_tokens)
+        run_lm(spec.data, spec.preset, spec.attention, spec.train, out, block_size=spec.block_size,
+               eval_tokens=spec.eval_tokens, tokenizer=spec.tokenizer, vocab_size=spec.vocab_size)
     else:
         run_mqar(spec.data, spec.preset, spec.attention, spec.train, out)
     return spec.name
@@ -149,23 +271,29 @@ def _execute_one_thread(args):
     return execute(*args, threads=1)
 
 
-def run_study(study: StudyConfig, runs_dir: str, workers: int) -> list[str]:
-    """Run every unfinished run of ``study`` with ``workers`` processes; returns the names run."""
+def _run_all(specs: list[RunSpec], runs_dir: str, workers: int, desc: str) -> list[str]:
     from tqdm import tqdm
 
-    todo = [s for s in study_runs(study) if not (Path(runs_dir) / s.name / "result.json").exists()]
-    from qkdyn.empirical.data.text_corpus import load_splits
-
-    for corpus in corpora(study):  # fetch once, before the workers start
-        load_splits(corpus)
-    done = []
+    todo = [s for s in specs if not (Path(runs_dir) / s.name / "result.json").exists()]
     if workers == 1:
-        for spec in tqdm(todo, desc="study", unit="run"):
-            done.append(execute(spec, runs_dir))
-        return done
+        return [execute(spec, runs_dir) for spec in tqdm(todo, desc=desc, unit="run")]
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(workers) as pool:
-        for name in tqdm(pool.imap_unordered(_execute_one_thread, [(s, runs_dir) for s in todo]), total=len(todo),
-                         desc="study", unit="run"):
-            done.append(name)
+        return list(tqdm(pool.imap_unordered(_execute_one_thread, [(s, runs_dir) for s in todo]), total=len(todo),
+                         desc=desc, unit="run"))
+
+
+def run_study(study: StudyConfig, runs_dir: str, workers: int) -> list[str]:
+    """Run every unfinished run of ``study`` with ``workers`` processes, then its compute-matched
+    runs (which need the main grid's timings); returns the names run."""
+    from qkdyn.empirical.coupled.experiment import lm_splits
+
+    for corpus in corpora(study):  # fetch and tokenise once, before the workers start
+        lm_splits(corpus, study.tokenizer, study.vocab_size)
+    done = _run_all(study_runs(study), runs_dir, workers, "study")
+    if not study.trend:
+        from qkdyn import atomic
+
+        atomic.write_text(Path(runs_dir) / "matched.json", json.dumps(matched_steps(study, runs_dir), indent=2) + "\n")
+        done += _run_all(matched_runs(study, runs_dir), runs_dir, workers, "compute-matched")
     return done

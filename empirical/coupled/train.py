@@ -135,6 +135,8 @@ def _train(model_cfg: GPTConfig, cfg: TrainConfig, make_batches: Callable, evalu
 
         bar = tqdm(total=cfg.max_steps, initial=step, desc=out.name, unit="step", dynamic_ncols=True)
     metrics = {}
+    if master and cfg.eval_at_start and step == 0:
+        log({"kind": "eval", "step": 0, "tokens": 0, **run_eval()})
     while step < cfg.max_steps:
         t0 = time.perf_counter()
         lr = lr_at(step, cfg)
