@@ -110,16 +110,23 @@ def compare(treatment: Sequence[float], control: Sequence[float], claimed: str, 
         verdict = "holds" if p_above < alpha else "fails" if p_below < alpha else "inconclusive"
         return Comparison(claimed, effect, spread, n, p_above, interval, verdict, margin, None,
                           "one-sided paired t-test (non-inferiority)")
+    verdict = _directional_verdict(claimed, effect, p_two, interval, smallest_effect, alpha)
+    return Comparison(claimed, effect, spread, n, p_two, interval, verdict, None, smallest_effect)
+
+
+def _directional_verdict(claimed: str, effect: float, p: float, interval: tuple[float, float],
+                         smallest_effect: float | None, alpha: float) -> str:
+    """The rule for "increase"/"decrease" claims: ``holds`` the claimed way with p < alpha (and not
+    short of the paper's smallest effect); ``fails`` the other way with p < alpha, or when the interval's
+    far end in the claimed direction stays short of ``smallest_effect``; else ``inconclusive``."""
     sign = 1.0 if claimed == "increase" else -1.0
     toward = sign * effect > 0
-    below_paper = smallest_effect is not None and sign * (interval[1] if sign > 0 else interval[0]) < smallest_effect
-    if toward and p_two < alpha and not below_paper:
-        verdict = "holds"
-    elif (not toward and effect != 0 and p_two < alpha) or below_paper:
-        verdict = "fails"
-    else:
-        verdict = "inconclusive"
-    return Comparison(claimed, effect, spread, n, p_two, interval, verdict, None, smallest_effect)
+    short_of_paper = smallest_effect is not None and sign * (interval[1] if sign > 0 else interval[0]) < smallest_effect
+    if toward and p < alpha and not short_of_paper:
+        return "holds"
+    if (not toward and effect != 0 and p < alpha) or short_of_paper:
+        return "fails"
+    return "inconclusive"
 
 
 def compare_variance(treatment: Sequence[float], control: Sequence[float], claimed: str, *,
@@ -166,13 +173,5 @@ def compare_variance(treatment: Sequence[float], control: Sequence[float], claim
         k = 1 + 2 * (1 - rho * rho) * tq * tq / df
         root = math.sqrt(k * k - 1)
         interval = (effect + math.log(k - root), effect + math.log(k + root))
-    sign = 1.0 if claimed == "increase" else -1.0
-    toward = sign * effect > 0
-    below_paper = smallest_effect is not None and sign * (interval[1] if sign > 0 else interval[0]) < smallest_effect
-    if toward and p < alpha and not below_paper:
-        verdict = "holds"
-    elif (not toward and effect != 0 and p < alpha) or below_paper:
-        verdict = "fails"
-    else:
-        verdict = "inconclusive"
+    verdict = _directional_verdict(claimed, effect, p, interval, smallest_effect, alpha)
     return Comparison(claimed, effect, spread, n, p, interval, verdict, None, smallest_effect, test)
