@@ -8,6 +8,7 @@ import sympy as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from qkdyn import testing
 from qkdyn.cli import main
 from qkdyn.errors import InputError
 from qkdyn.simulate.sharpness import sharpness
@@ -238,3 +239,18 @@ def test_attn0_broadcasts_as_a_setting_field():
     grid = sharpness({"attn0": [0.3, 0.6]}, "CACO", rho=1.0, loss=1e-2, time=False)
     one = [sharpness(Setting(attn0=a), "CACO", rho=1.0, loss=1e-2, time=False).attn for a in (0.3, 0.6)]
     np.testing.assert_allclose(grid.attn, np.ravel(one), rtol=1e-12)
+
+
+@pytest.mark.parametrize("param", ["CACO", "FACO", "CAFO", "FAFO", "paper"])
+@settings(max_examples=6, deadline=None)
+@given(setting=testing.settings(eta_qk=1.0, qk0=(0.01, 1.0), ov0=(0.01, 1.0)), rho=testing.rhos(1e-2, 1e2),
+       fraction=st.floats(0.05, 0.999))
+def test_time_quadrature_is_accurate_to_1e_8(param, setting, rho, fraction):
+    """The default panels (about 4 units of progress each, 8 Gauss nodes) against 16x finer ones."""
+    from qkdyn.simulate.sharpness import _Problem
+
+    problem = _Problem(setting, param)
+    level = problem.loss0 * (1 - fraction) + 1e-6 * fraction
+    result = sharpness(setting, param, rho, level)
+    fine = problem.time_to(np.atleast_1d(result.ov), np.atleast_1d(float(rho)), per_panel=0.25)
+    assert float(result.t) == pytest.approx(float(fine[0]), rel=1e-8)
