@@ -167,8 +167,13 @@ class _QKLine:
             at_edges = self.phi(self.edges)
             index = np.clip(np.searchsorted(at_edges, lam) - 1, 0, len(self.edges) - 2)
             lo, hi = self.edges[index], self.edges[index + 1]
-            fraction = np.clip((lam - at_edges[index]) / (at_edges[index + 1] - at_edges[index]), 0, 1)
-            start = lo + fraction * (hi - lo)  # secant start: Newton then needs a few steps only
+            # cubic Hermite interpolation of the inverse u(Phi) across the panel (values and slopes
+            # 1/Phi' at its edges): a start close enough that Newton needs one or two steps
+            width = at_edges[index + 1] - at_edges[index]
+            t = np.clip((lam - at_edges[index]) / width, 0, 1)
+            slope_lo, slope_hi = width / self.dphi(lo), width / self.dphi(hi)
+            start = np.clip((2 * t**3 - 3 * t**2 + 1) * lo + (t**3 - 2 * t**2 + t) * slope_lo
+                            + (3 * t**2 - 2 * t**3) * hi + (t**3 - t**2) * slope_hi, lo, hi)
         else:
             e0 = math.exp(self.u0)
             upper = self.u0 + np.minimum(lam / self.a, np.log1p(np.maximum(lam, 0) * self.n / (self.a * self.m * e0)))
