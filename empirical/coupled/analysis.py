@@ -21,7 +21,6 @@ MQAR (per task, over seeds): coupled accuracy above standard's ("increase"), and
 """
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from pathlib import Path
@@ -30,6 +29,7 @@ import numpy as np
 
 from qkdyn.claims import Claim, combine
 from qkdyn.empirical.coupled.study import variant_label
+from qkdyn.runs import read_json, read_metrics
 from qkdyn.stats import compare, compare_variance
 
 SAME_MARGIN = 0.01
@@ -47,11 +47,10 @@ def load_runs(runs_dir: str | Path, preset: str | None = None) -> list[dict]:
     """Every finished run under ``runs_dir``: its result plus ``evals`` (the evaluation curve)."""
     runs = []
     for result in sorted(Path(runs_dir).glob("*/result.json")):
-        run = json.loads(result.read_text())
+        run = read_json(result)
         if preset and run.get("preset") != preset:
             continue
-        lines = (result.parent / "metrics.jsonl").read_text().splitlines()
-        run["evals"] = [e for e in map(json.loads, lines) if e["kind"] == "eval"]
+        run["evals"] = [e for e in read_metrics(result.parent / "metrics.jsonl") if e.get("kind") == "eval"]
         run["variant"] = variant_label(run["model"]["attention"])
         run["n"] = run["model"]["attention"]["steps"]
         run["seed"] = run["train"]["seed"]

@@ -34,6 +34,7 @@ from qkdyn.configflags import (check_config, choice, choice_list, device, flag, 
                                positive_int, positive_int_list, text)
 from qkdyn.empirical.coupled.configs import MQAR_TASKS, PRESET_NAMES, AttentionConfig, TrainConfig
 from qkdyn.errors import InputError
+from qkdyn.runs import read_json, read_metrics
 
 LM_VARIANTS = {
     "standard": AttentionConfig(),
@@ -218,7 +219,7 @@ def matched_steps(study: StudyConfig, runs_dir: str) -> dict[str, int]:
     times = {}
     for v in ("standard", "coupled-euler"):
         results = [Path(runs_dir) / lm_run(study, study.coherent, v, s).name / "result.json" for s in range(study.seeds)]
-        found = [json.loads(r.read_text())["train_time_s"] for r in results if r.exists()]
+        found = [read_json(r)["train_time_s"] for r in results if r.exists()]
         if found:
             times[v] = sum(found) / len(found)
     if len(times) == 2:
@@ -232,7 +233,7 @@ def matched_runs(study: StudyConfig, runs_dir: str) -> list[RunSpec]:
     """The compute-matched standard runs of ``runs_dir/matched.json`` (see :func:`matched_steps`),
     base-length ones left out."""
     path = Path(runs_dir) / "matched.json"
-    matched = json.loads(path.read_text()) if path.exists() else matched_steps(study, runs_dir)
+    matched = read_json(path) if path.exists() else matched_steps(study, runs_dir)
     lengths = sorted({n for n in matched.values() if n != study.lm_steps})
     return [lm_run(study, study.coherent, "standard", s, steps=n) for n in lengths for s in range(study.seeds)]
 
@@ -255,8 +256,6 @@ def execute(spec: RunSpec, runs_dir: str, threads: int | None = None) -> str:
 def check_study_files(runs_dir: str) -> None:
     """InputError naming the first finished run under ``runs_dir`` whose ``result.json`` or
     ``metrics.jsonl`` is unreadable or malformed (the report reads both)."""
-    from qkdyn.runs import read_json, read_metrics
-
     for result in sorted(Path(runs_dir).glob("*/result.json")):
         record = read_json(result)
         if not isinstance(record, dict) or not isinstance(record.get("model"), dict) or "train" not in record:
