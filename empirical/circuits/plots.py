@@ -1,12 +1,12 @@
 """Figures of the same-lr vs faster-QK comparison (matplotlib, Agg backend)."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
 from qkdyn.figures import save_png
+from qkdyn.runs import read_metrics
 
 
 def _label(mult: float) -> str:
@@ -64,7 +64,7 @@ def plot_all(task: str, results: dict[float, list[dict]], summary: dict, run_dir
     dev_key = "dev_accuracy" if performance_key == "accuracy" else "dev_loss"
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
     for m in mults:
-        logs = [[json.loads(l) for l in (d / "metrics.jsonl").read_text().splitlines() if l] for d in run_dirs[m]]
+        logs = [read_metrics(d / "metrics.jsonl") for d in run_dirs[m]]
         steps = [row["step"] for row in logs[0]]
         for ax, key in ((axes[0], dev_key), (axes[1], "dev_attention_mass")):
             values = np.array([[row[key] for row in log] for log in logs])
