@@ -158,32 +158,51 @@ class _QKLine:
         self.edges, self.coef, self.offsets = np.array(edges), np.array(coef), np.array(offsets)
         self.columns = np.ascontiguousarray(self.coef.T)
 
-    def invert(self, lam):
-        """u with Phi(u) - Phi(u0) = lam. Phi is increasing and convex: Newton from above (collapsed) converges
-        monotonically; from a secant start inside a table panel (factorized) the first step lands above."""
+    def invert(self, lam, polish: bool = True):
+        """u with Phi(u) - Phi(u0) = lam. Phi is increasing and convex: Newton from above (collapsed)
+        converges monotonically; from a cubic Hermite start inside a table panel (factorized) it needs
+        about three evaluations. ``polish=False`` (factorized only) skips Newton and reads u off the
+        inverse table instead: a Chebyshev series of u(Phi) per panel, accurate to ~1e-13, enough for
+        quadrature nodes."""
         lam = np.asarray(lam, dtype=float)
         if self.factorized:
             self.cover(float(lam.min(initial=0.0)), float(lam.max(initial=0.0)))
-            at_edges = self.phi(self.edges)
-            index = np.clip(np.searchsorted(at_edges, lam) - 1, 0, len(self.edges) - 2)
-            lo, hi = self.edges[index], self.edges[index + 1]
-            # cubic Hermite interpolation of the inverse u(Phi) across the panel (values and slopes
-            # 1/Phi' at its edges): a start close enough that Newton needs one or two steps
-            width = at_edges[index + 1] - at_edges[index]
-            t = np.clip((lam - at_edges[index]) / width, 0, 1)
-            slope_lo, slope_hi = width / self.dphi(lo), width / self.dphi(hi)
-            start = np.clip((2 * t**3 - 3 * t**2 + 1) * lo + (t**3 - 2 * t**2 + t) * slope_lo
-                            + (3 * t**2 - 2 * t**3) * hi + (t**3 - t**2) * slope_hi, lo, hi)
-        else:
-            e0 = math.exp(self.u0)
-            upper = self.u0 + np.minimum(lam / self.a, np.log1p(np.maximum(lam, 0) * self.n / (self.a * self.m * e0)))
-            hi = np.where(lam >= 0, upper, self.u0)
-            lo = np.where(lam >= 0, self.u0, self.u0 + lam / self.a)
-            # closed form: m e^u + n u = c solves as u = c/n - omega(log(m/n) + c/n) (Wright omega);
-            # Newton then only polishes the round-off of the cancellation c/n - omega
-            c_n = lam / self.a + (self.m / self.n) * e0 + self.u0
-            start = np.clip(c_n - wrightomega(math.log(self.m / self.n) + c_n), lo, hi)
+            if not polish:
+                return self._from_inverse_table(lam)
+            return self._solve(lam, self.phi(self.edges))
+        e0 = math.exp(self.u0)
+        upper = self.u0 + np.minimum(lam / self.a, np.log1p(np.maximum(lam, 0) * self.n / (self.a * self.m * e0)))
+        hi = np.where(lam >= 0, upper, self.u0)
+        lo = np.where(lam >= 0, self.u0, self.u0 + lam / self.a)
+        # closed form: m e^u + n u = c solves as u = c/n - omega(log(m/n) + c/n) (Wright omega);
+        # Newton then only polishes the round-off of the cancellation c/n - omega
+        c_n = lam / self.a + (self.m / self.n) * e0 + self.u0
+        start = np.clip(c_n - wrightomega(math.log(self.m / self.n) + c_n), lo, hi)
         return _newton_increasing(lambda u: (self.phi(u) - lam, self.dphi(u)), lo, hi, start, convex=True)
+
+    def _solve(self, lam, at_edges):
+        """Newton on the table (factorized QK) from a cubic Hermite interpolation of the inverse u(Phi)
+        across the panel (values and slopes 1/Phi' at its edges)."""
+        index = np.clip(np.searchsorted(at_edges, lam) - 1, 0, len(self.edges) - 2)
+        lo, hi = self.edges[index], self.edges[index + 1]
+        width = at_edges[index + 1] - at_edges[index]
+        t = np.clip((lam - at_edges[index]) / width, 0, 1)
+        slope_lo, slope_hi = width / self.dphi(lo), width / self.dphi(hi)
+        start = np.clip((2 * t**3 - 3 * t**2 + 1) * lo + (t**3 - 2 * t**2 + t) * slope_lo
+                        + (3 * t**2 - 2 * t**3) * hi + (t**3 - t**2) * slope_hi, lo, hi)
+        return _newton_increasing(lambda u: (self.phi(u) - lam, self.dphi(u)), lo, hi, start, convex=True)
+
+    def _from_inverse_table(self, lam):
+        """u(lam) from the per-panel Chebyshev series of the inverse, (re)built whenever the table grew."""
+        if getattr(self, "_inverse_at", None) is None or len(self._inverse_at) != len(self.edges):
+            at = self.phi(self.edges)
+            nodes = 0.5 * (at[:-1] + at[1:])[:, None] + 0.5 * (at[1:] - at[:-1])[:, None] * _CHEB_X[None, :]
+            u = self._solve(nodes.ravel(), at).reshape(nodes.shape)
+            self._inverse_at, self._inverse_columns = at, np.ascontiguousarray(_CHEB_FIT @ u.T)
+        at = self._inverse_at
+        index = np.clip(np.searchsorted(at, lam) - 1, 0, len(at) - 2)
+        x = np.clip((2 * lam - at[index] - at[index + 1]) / (at[index + 1] - at[index]), -1.0, 1.0)
+        return np.clip(_clenshaw(x, self._inverse_columns, index), self.edges[index], self.edges[index + 1])
 
 
 class _Problem:
@@ -214,9 +233,9 @@ class _Problem:
         metric = self.compiled.balanced_metrics(np.zeros_like(ov), ov, self.kappa, self.p)[1]
         return np.asarray(metric, dtype=float) * np.ones_like(ov)
 
-    def qk_of_ov(self, ov, rho):
-        """qk on the line at margin ov, and u (the line coordinate)."""
-        u = self.line.invert(rho * (self._psi(ov) - self.psi0))
+    def qk_of_ov(self, ov, rho, polish: bool = True):
+        """qk on the line at margin ov, and u (the line coordinate); ``polish``: see _QKLine.invert."""
+        u = self.line.invert(rho * (self._psi(ov) - self.psi0), polish)
         return self.line.q(u), u
 
     def state_at(self, zstar, rho):
@@ -236,19 +255,20 @@ class _Problem:
         ov = _newton_increasing(level, lo, hi, hi)
         return self.qk_of_ov(ov, rho)[0], ov
 
-    def time_to(self, ov_star, rho, per_panel: float = 3.0):
+    def time_to(self, ov_star, rho, per_panel: float = 3.0, polish: bool = False):
         """t = int dov / (eta_OV M_OV alpha g) by Gauss-Legendre (in ov, or log ov for a factorized OV
         circuit) on panels along which the progress v changes by about ``per_panel``:
         v = z + x + |qk| + |u| (x = log ov for a factorized OV circuit, else 0; u the line coordinate of
         a factorized QK circuit; |.| the distance travelled since the start: qk first decreases when
         ov0 < 0). Every
         term increases along the path, so each panel resolves unit changes of the loss exponent, of
-        attention and of either circuit."""
+        attention and of either circuit. Unless ``polish``, a factorized-QK line is inverted at the
+        nodes from its inverse table (no Newton)."""
         # v on a sample of the path (dense near ov0, where attention can rise fastest); panel edges at
         # equal steps of v by monotone interpolation: edges need not be exact, only well spread
         fractions = np.concatenate([[0.0], np.geomspace(1e-8, 1.0, _PATH_SAMPLES - 1)])
         ov_path = self.ov0 + (ov_star - self.ov0)[:, None] * fractions[None, :]
-        qk, u = (a.reshape(ov_path.shape) for a in self.qk_of_ov(ov_path.ravel(), np.repeat(rho, _PATH_SAMPLES)))
+        qk, u = (a.reshape(ov_path.shape) for a in self.qk_of_ov(ov_path.ravel(), np.repeat(rho, _PATH_SAMPLES), polish))
         def travelled(y):  # total variation from the start: qk first decreases when ov0 < 0
             return np.concatenate([np.zeros((len(y), 1)), np.cumsum(np.abs(np.diff(y, axis=1)), axis=1)], axis=1)
 
@@ -270,7 +290,7 @@ class _Problem:
         ov = np.exp(x) if self.factorized_ov else x
         shape = ov.shape
         ov_flat = ov.ravel()
-        qk, _ = self.qk_of_ov(ov_flat, np.repeat(rho, shape[1] * shape[2]))
+        qk, _ = self.qk_of_ov(ov_flat, np.repeat(rho, shape[1] * shape[2]), polish)
         alpha = self.alpha(qk)
         inverse_g = 1.0 + np.exp(alpha * ov_flat - self.log_k1)  # 1/g = 1 + e^z / (K-1)
         dt_dov = inverse_g / (self.setting.eta_ov * self.m_ov(ov_flat) * alpha)

@@ -252,5 +252,5 @@ def test_time_quadrature_is_accurate_to_1e_8(param, setting, rho, fraction):
     problem = _Problem(setting, param)
     level = problem.loss0 * (1 - fraction) + 1e-6 * fraction
     result = sharpness(setting, param, rho, level)
-    fine = problem.time_to(np.atleast_1d(result.ov), np.atleast_1d(float(rho)), per_panel=0.25)
+    fine = problem.time_to(np.atleast_1d(result.ov), np.atleast_1d(float(rho)), per_panel=0.25, polish=True)
     assert float(result.t) == pytest.approx(float(fine[0]), rel=1e-8)
