@@ -254,3 +254,9 @@ def test_time_quadrature_is_accurate_to_1e_8(param, setting, rho, fraction):
     result = sharpness(setting, param, rho, level)
     fine = problem.time_to(np.atleast_1d(result.ov), np.atleast_1d(float(rho)), per_panel=0.25, polish=True)
     assert float(result.t) == pytest.approx(float(fine[0]), rel=1e-8)
+
+
+@pytest.mark.parametrize("param", ["CACO", "FACO", "CAFO", "FAFO", "paper"])
+def test_the_line_normal_form_is_exact(param):
+    """dPhi/dqk = A (m e^qk + n) / (n sqrt(qk^2 + beta^2)) (beta = 0: no root), symbolically."""
+    assert theory.normal_form_residual(param) == 0
