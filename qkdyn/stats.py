@@ -33,6 +33,13 @@ ALPHA = 0.05
 CLAIMS = ("increase", "decrease", "same", "no-worse")
 
 
+def sample_summary(values: Sequence[float]) -> dict:
+    """n, mean, sample standard deviation (NaN below two values: no spread to report) and the values."""
+    a = np.asarray(values, dtype=float)
+    return {"n": int(a.size), "mean": float(a.mean()) if a.size else math.nan,
+            "std": float(a.std(ddof=1)) if a.size > 1 else math.nan, "values": a.tolist()}
+
+
 @dataclasses.dataclass(frozen=True)
 class Comparison:
     """A paired comparison over seeds and its verdict (see the module docstring for the rule)."""

@@ -15,10 +15,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
 from qkdyn.claims import Claim, combine
-from qkdyn.stats import compare
+from qkdyn.stats import compare, sample_summary
 
 #: the paper's attention-mass gain (faster minus same) on its own tasks: the smallest effect it reports there
 PAPER_MASS_GAIN = {"sva": 0.186 - 0.099, "hatexplain": 0.31 - 0.027, "squad": 0.194 - 0.118}
@@ -42,12 +40,6 @@ def lookup(result: dict, key: str):
     return result
 
 
-def mean_std(values: list[float]) -> dict:
-    a = np.asarray(values, dtype=float)
-    return {"mean": float(a.mean()), "std": float(a.std(ddof=1)) if a.size > 1 else 0.0, "n": int(a.size),
-            "values": a.tolist()}
-
-
 def summarize(results: dict[float, list[dict]], split: str = "test") -> dict:
     """{multiplier: {metric key: mean/std over seeds}} for the table's metrics."""
     out = {}
@@ -56,7 +48,7 @@ def summarize(results: dict[float, list[dict]], split: str = "test") -> dict:
         for key, _ in ROWS:
             values = [lookup(r[split], key) for r in runs]
             if all(v is not None for v in values):
-                out[mult][key] = mean_std(values)
+                out[mult][key] = sample_summary(values)
     return out
 
 

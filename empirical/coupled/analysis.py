@@ -30,7 +30,7 @@ import numpy as np
 from qkdyn.claims import Claim, combine
 from qkdyn.empirical.coupled.study import variant_label
 from qkdyn.runs import read_json, read_metrics
-from qkdyn.stats import compare, compare_variance
+from qkdyn.stats import compare, compare_variance, sample_summary
 
 SAME_MARGIN = 0.01
 SMALLEST = {
@@ -86,12 +86,6 @@ def paired(a: dict[int, dict], b: dict[int, dict], value=log_ppl) -> tuple[list[
     return [value(a[s]) for s in seeds], [value(b[s]) for s in seeds]
 
 
-def mean_std(values: list[float]) -> dict:
-    arr = np.asarray(values, dtype=float)
-    return {"n": len(arr), "mean": float(arr.mean()) if len(arr) else math.nan,
-            "std": float(arr.std(ddof=1)) if len(arr) > 1 else math.nan, "values": [float(v) for v in arr]}
-
-
 def strength(runs: dict[int, dict]) -> dict:
     """Mean coupling strength and q/k change at initialisation (first evaluation) and at the end."""
     out = {}
@@ -121,7 +115,7 @@ def _claim(cid: str, statement: str, comparisons: dict, evidence: dict, summary:
 
 
 def _ppl_evidence(**groups: dict[int, dict]) -> dict:
-    return {name: {"val_ppl": mean_std([r["final"]["val_ppl"] for r in g.values()]), "strength": strength(g)}
+    return {name: {"val_ppl": sample_summary([r["final"]["val_ppl"] for r in g.values()]), "strength": strength(g)}
             for name, g in groups.items() if g}
 
 
@@ -190,7 +184,7 @@ def analyse(runs: list[dict], coherent: str, heterogeneous: str, matched: dict[s
         claims.append(_claim(
             "B3", f"Coupling steadies training: the seed-to-seed spread of perplexity is smaller for coupled than "
             f"for MLP-only ({coherent}; paper: std 0.04 vs 0.31, 8x).", comps,
-            {name: {"std_log_ppl": mean_std(paired(g, g)[0])["std"]} for name, g in {"coupled": cpl, **mlp}.items()},
+            {name: {"std_log_ppl": sample_summary(paired(g, g)[0])["std"]} for name, g in {"coupled": cpl, **mlp}.items()},
             "Effect: log(var coupled / var MLP-only) of log ppl over seeds (negative = coupled steadier)."))
     leap = R.get(coherent, "coupled-leapfrog")
     if cpl and leap:
@@ -227,7 +221,7 @@ def analyse(runs: list[dict], coherent: str, heterogeneous: str, matched: dict[s
             f"{heterogeneous}; paper: WikiText-103 -6.6%, PubMed -4.5%, OpenWebText +10.3%).",
             {"gap coherent - gap heterogeneous": compare([gap_c[s] for s in seeds], [gap_h[s] for s in seeds], "decrease",
                                                          smallest_effect=SMALLEST["corpus"])},
-            {"gap_coherent": mean_std(list(gap_c.values())), "gap_heterogeneous": mean_std(list(gap_h.values()))},
+            {"gap_coherent": sample_summary(list(gap_c.values())), "gap_heterogeneous": sample_summary(list(gap_h.values()))},
             "Per seed, gap = log ppl(coupled) - log ppl(standard) on each corpus; effect = coherent gap - "
             "heterogeneous gap (negative = coupling helps more on coherent text)."))
     mqar = _mqar(R, runs)
@@ -284,7 +278,7 @@ def _mqar(R: Runs, runs: list[dict]) -> Claim | None:
         comps[f"{task}: above standard"] = compare(*paired(c, s, acc), "increase")
         cs = [acc(c[k]) for k in sorted(c)]
         comps[f"{task}: 100%"] = compare(cs, [1.0] * len(cs), "no-worse", margin=0.01)
-        evidence[task] = {"coupled": mean_std(cs), "standard": mean_std([acc(s[k]) for k in sorted(s)]),
+        evidence[task] = {"coupled": sample_summary(cs), "standard": sample_summary([acc(s[k]) for k in sorted(s)]),
                           "strength": strength(c)}
     if not comps:
         return None
@@ -305,20 +299,20 @@ def tables(R: Runs, runs: list[dict], coherent: str, heterogeneous: str) -> dict
                 continue
             rs = list(g.values())
             out["perplexity"].setdefault(data, {})[v] = {
-                "val_ppl": mean_std([r["final"]["val_ppl"] for r in rs]),
-                "val_ppl_byte": mean_std([r["final"].get("val_ppl_byte", math.nan) for r in rs]),
+                "val_ppl": sample_summary([r["final"]["val_ppl"] for r in rs]),
+                "val_ppl_byte": sample_summary([r["final"].get("val_ppl_byte", math.nan) for r in rs]),
                 "run_interval": [(r["final"].get("val_ppl_lo", math.nan), r["final"].get("val_ppl_hi", math.nan)) for r in rs],
-                "tokens_per_s": mean_std([r["tokens_per_s"] for r in rs]), "strength": strength(g)}
+                "tokens_per_s": sample_summary([r["tokens_per_s"] for r in rs]), "strength": strength(g)}
     for n in sorted({r["n"] for r in runs if r["variant"] == "coupled-euler" and r["task"] == "lm"}):
         g = R.get(coherent, "coupled-euler", n=n)
         if g:
-            out["steps"][n] = mean_std([r["final"]["val_ppl"] for r in g.values()])
+            out["steps"][n] = sample_summary([r["final"]["val_ppl"] for r in g.values()])
     for task in sorted({r["mqar"] for r in runs if r["task"] == "mqar"}):
         for v in ("standard", "coupled-euler"):
             g = R.get(task, v, task="mqar")
             if g:
                 keys = list(next(iter(g.values()))["final"])
-                out["mqar"].setdefault(task, {})[v] = {k: mean_std([r["final"][k] for r in g.values()]) for k in keys
+                out["mqar"].setdefault(task, {})[v] = {k: sample_summary([r["final"][k] for r in g.values()]) for k in keys
                                                        if isinstance(next(iter(g.values()))["final"][k], (int, float))}
     return out
 
@@ -357,8 +351,8 @@ def trend(runs: list[dict], coherent: str) -> dict:
         params = non_embedding_parameters(GPTConfig(**model, attention=AttentionConfig()))
         comp = compare(*paired(cpl, std), "decrease", smallest_effect=SMALLEST["standard"])
         rows.append({"preset": preset, "non-embedding parameters": params,
-                     "standard ppl": mean_std([r["final"]["val_ppl"] for r in std.values()])["mean"],
-                     "coupled ppl": mean_std([r["final"]["val_ppl"] for r in cpl.values()])["mean"],
+                     "standard ppl": sample_summary([r["final"]["val_ppl"] for r in std.values()])["mean"],
+                     "coupled ppl": sample_summary([r["final"]["val_ppl"] for r in cpl.values()])["mean"],
                      "gap (log ppl)": comp.effect, "ci low": comp.interval[0], "ci high": comp.interval[1],
                      "p": comp.p_value, "seeds": comp.n, "coupling (final)": strength(cpl).get("coupling", {}).get("final", math.nan),
                      "verdict": comp.verdict})
