@@ -36,7 +36,7 @@ import math
 from typing import Mapping
 
 import numpy as np
-from scipy.special import wrightomega
+from scipy.special import log_expit, wrightomega
 
 from qkdyn.errors import InputError
 from qkdyn.theory.compiled import Compiled, load
@@ -47,7 +47,10 @@ _CHEB_DEG = 14  # Chebyshev degree per panel of the factorized-QK table
 _CHEB_X = np.cos(np.pi * (np.arange(_CHEB_DEG + 1) + 0.5) / (_CHEB_DEG + 1))
 _CHEB_FIT = np.linalg.inv(np.polynomial.chebyshev.chebvander(_CHEB_X, _CHEB_DEG))
 _GL_X, _GL_W = np.polynomial.legendre.leggauss(8)
-_PATH_SAMPLES = 24  # samples of the path that place the quadrature panels
+#: fractions of the path ov0 -> ov* sampled to place the quadrature panels (plus ov = 0 if crossed)
+_PATH_FRACTIONS = np.concatenate([[0.0], np.geomspace(1e-14, 1.0, 35)])
+_MAX_PANELS_LOG2 = 14  # at most 2^14 panels per path (see _Problem.time_to)
+_LOG_DOUBLE_MAX = math.log(np.finfo(float).max)
 
 
 @dataclasses.dataclass
@@ -76,7 +79,7 @@ def _newton_increasing(fun, lo, hi, x, tol=1e-13, iterations=200, convex=False):
         bad = ~np.isfinite(new) | (new < lo) | (new > hi)
         if not convex:
             bad |= np.abs(new - x) > 0.5 * before_last
-        new = np.where(bad, 0.5 * (lo + hi), new)
+        new = np.where(bad, _split(lo, hi), new)
         before_last, last = last, np.abs(new - x)
         new = np.where(value == 0, x, new)
         done = np.abs(new - x) <= tol * (1.0 + np.abs(x))
@@ -84,6 +87,14 @@ def _newton_increasing(fun, lo, hi, x, tol=1e-13, iterations=200, convex=False):
         if np.all(done):
             return x
     raise RuntimeError("matched-loss root did not converge")
+
+
+def _split(lo, hi):
+    """Bisection point of [lo, hi]: the midpoint, or, for a bracket much wider than its distance
+    from 0, the geometric mean of the offsets (lo + sqrt(w (hi - lo)), w = max(|lo|, 1)), so that a
+    bracket spanning 1e300 shrinks to a unit one in about ten steps rather than a thousand."""
+    width, scale = hi - lo, np.maximum(np.abs(lo), 1.0)
+    return np.where(width > 4 * scale, lo + np.sqrt(scale * width), lo + 0.5 * width)
 
 
 def _clenshaw(x, columns, index):
@@ -222,9 +233,12 @@ class _Problem:
         self.z0 = self.alpha(np.array([qk0]))[0] * ov0
         self.log_k1 = math.log(setting.classes - 1)
         self.factorized_ov = param in ("CAFO", "FAFO")
+        self.log_m_n = math.log(setting.m / setting.n)
+        self.log_eta_ov = math.log(setting.eta_ov) if setting.eta_ov > 0 else -math.inf
 
     def _psi(self, ov):
-        return np.asarray(self.compiled.psi(ov, self.p)[0], dtype=float) * np.ones_like(ov)
+        """Psi, even in ov (Psi' = ov / M_OV with M_OV even): the derived psi(|ov|), valid for either sign."""
+        return np.asarray(self.compiled.psi(np.abs(ov), self.p)[0], dtype=float) * np.ones_like(ov)
 
     def alpha(self, qk):
         return np.asarray(self.compiled.attention(qk, self.p)[0], dtype=float) * np.ones_like(qk)
@@ -255,49 +269,92 @@ class _Problem:
         ov = _newton_increasing(level, lo, hi, hi)
         return self.qk_of_ov(ov, rho)[0], ov
 
+    def log_alpha(self, qk):
+        """log alpha = log expit(qk + log(m/n)), finite where alpha itself underflows."""
+        return log_expit(qk + self.log_m_n)
+
+    def _log_dt_dov(self, ov, qk):
+        """log |dt/dx| with x = ov (collapsed OV) or log |ov| (factorized OV):
+        dt/dov = (1 + e^z/(K-1)) / (eta_OV M_OV alpha), z = alpha ov, and dt/dx = ov dt/dov."""
+        log_alpha = self.log_alpha(qk)
+        value = np.logaddexp(0.0, np.exp(log_alpha) * ov - self.log_k1) - log_alpha - self.log_eta_ov
+        with np.errstate(divide="ignore"):
+            if self.factorized_ov:  # M_OV = c |ov|: the factor |ov| of dt/dx cancels it
+                return value - np.log(self.m_ov(np.ones_like(ov)))
+            return value - np.log(self.m_ov(ov))
+
     def time_to(self, ov_star, rho, per_panel: float = 3.0, polish: bool = False):
-        """t = int dov / (eta_OV M_OV alpha g) by Gauss-Legendre (in ov, or log ov for a factorized OV
+        """t = int dov / (eta_OV M_OV alpha g) by Gauss-Legendre (in ov, or log |ov| for a factorized OV
         circuit) on panels along which the progress v changes by about ``per_panel``:
-        v = z + x + |qk| + |u| (x = log ov for a factorized OV circuit, else 0; u the line coordinate of
-        a factorized QK circuit; |.| the distance travelled since the start: qk first decreases when
-        ov0 < 0). Every
-        term increases along the path, so each panel resolves unit changes of the loss exponent, of
-        attention and of either circuit. Unless ``polish``, a factorized-QK line is inverted at the
-        nodes from its inverse table (no Newton)."""
-        # v on a sample of the path (dense near ov0, where attention can rise fastest); panel edges at
-        # equal steps of v by monotone interpolation: edges need not be exact, only well spread
-        fractions = np.concatenate([[0.0], np.geomspace(1e-8, 1.0, _PATH_SAMPLES - 1)])
-        ov_path = self.ov0 + (ov_star - self.ov0)[:, None] * fractions[None, :]
-        qk, u = (a.reshape(ov_path.shape) for a in self.qk_of_ov(ov_path.ravel(), np.repeat(rho, _PATH_SAMPLES), polish))
-        def travelled(y):  # total variation from the start: qk first decreases when ov0 < 0
+        v = z + x + 4 |qk| + |u| (x = log |ov| for a factorized OV circuit, else 0; u the line
+        coordinate of a factorized QK circuit; |.| the distance travelled since the start: qk first
+        falls when ov0 < 0). Every term increases along the path, so each panel resolves unit changes
+        of the loss exponent and of either circuit, and changes of 3/4 in qk: 1/alpha =
+        1 + (n/m) e^{-qk} has a pole where e^{qk(ov)} -> 0; across a panel on which e^qk grows by
+        e^w it lies at Bernstein-ellipse parameter coth(w/4) (e^qk about linear in ov), and w = 3/4
+        keeps 8 Gauss nodes at ~1e-12 (w = 3 gave errors of 1e-8: issue 21).
+
+        The integrand is summed in logs (t = e^M sum w e^{log f - M}), so a time near the largest
+        double is finite even where the integrand alone would overflow; a time beyond it is inf
+        (:func:`sharpness` reports it). Rows are grouped by their number of panels (powers of 2), so
+        one long path does not lengthen every row's. Unless ``polish``, a factorized-QK line is
+        inverted at the nodes from its inverse table (no Newton)."""
+        ov_star, rho = np.asarray(ov_star, dtype=float), np.asarray(rho, dtype=float)
+        # v on a sample of the path (dense near ov0, where attention can rise fastest, and with the
+        # turn of qk at ov = 0 when ov0 < 0); panel edges at equal steps of v by monotone interpolation
+        ov_path = self.ov0 + (ov_star - self.ov0)[:, None] * _PATH_FRACTIONS[None, :]
+        ov_path = np.sort(np.concatenate([ov_path, np.clip(0.0, self.ov0, ov_star)[:, None]], axis=1), axis=1)
+        samples = ov_path.shape[1]
+        qk, u = (a.reshape(ov_path.shape) for a in self.qk_of_ov(ov_path.ravel(), np.repeat(rho, samples), polish))
+
+        def travelled(y):  # total variation from the start
             return np.concatenate([np.zeros((len(y), 1)), np.cumsum(np.abs(np.diff(y, axis=1)), axis=1)], axis=1)
 
-        v_path = self.alpha(qk) * ov_path + (np.log(ov_path) if self.factorized_ov else 0.0) + travelled(qk)
+        v_path = self.alpha(qk) * ov_path + 4.0 * travelled(qk)
+        if self.factorized_ov:
+            v_path = v_path + travelled(np.log(np.abs(ov_path)))
         if self.line.factorized:
             v_path = v_path + travelled(u)
         v_path = np.maximum.accumulate(v_path, axis=1)
-        panels = max(4, int(math.ceil(float(np.max(v_path[:, -1] - v_path[:, 0], initial=0.0)) / per_panel)))
+        needed = np.ceil((v_path[:, -1] - v_path[:, 0]) / per_panel)
+        buckets = np.maximum(2, np.ceil(np.log2(np.maximum(needed, 1.0)))).astype(int)  # panels 2^bucket >= 4
+        t = np.empty(len(ov_star))
+        for bucket in np.unique(buckets):
+            rows = np.flatnonzero(buckets == bucket)
+            if bucket > _MAX_PANELS_LOG2:
+                # a path this long passes through attention below e^-{5000 per_panel / 4}: dt/dov there
+                # exceeds e^{700} unless eta_OV does too, so its time is beyond the largest double
+                peak = np.max(self._log_dt_dov(ov_path[rows], qk[rows]), axis=1)
+                if np.any(peak < _LOG_DOUBLE_MAX):
+                    raise RuntimeError(f"time quadrature: {int(needed[rows].max())} panels needed on a path "
+                                       "whose time is not beyond the largest double")
+                t[rows] = np.inf
+                continue
+            t[rows] = self._quadrature(ov_star[rows], rho[rows], ov_path[rows], v_path[rows], 2**bucket, polish)
+        return t
+
+    def _quadrature(self, ov_star, rho, ov_path, v_path, panels, polish):
+        """The Gauss-Legendre sum on ``panels`` panels at equal steps of the sampled progress v_path."""
+        samples = ov_path.shape[1]
         v_levels = v_path[:, :1] + (v_path[:, -1:] - v_path[:, :1]) * (np.arange(panels + 1) / panels)[None, :]
-        index = np.clip((v_path[:, :, None] <= v_levels[:, None, :]).sum(axis=1) - 1, 0, _PATH_SAMPLES - 2)
+        index = np.clip((v_path[:, :, None] <= v_levels[:, None, :]).sum(axis=1) - 1, 0, samples - 2)
         rows = np.arange(len(ov_star))[:, None]
         v_a, v_b = v_path[rows, index], v_path[rows, index + 1]
         weight = np.where(v_b > v_a, (v_levels - v_a) / np.where(v_b > v_a, v_b - v_a, 1.0), 0.0)
         edges = ov_path[rows, index] + np.clip(weight, 0, 1) * (ov_path[rows, index + 1] - ov_path[rows, index])
         edges[:, 0], edges[:, -1] = self.ov0, ov_star
-        x_edges = np.log(edges) if self.factorized_ov else edges
+        # a factorized OV circuit keeps the sign of ov0 (0 is a saddle): x = log(sign ov)
+        sign = math.copysign(1.0, self.ov0) if self.factorized_ov else 1.0
+        x_edges = np.log(sign * edges) if self.factorized_ov else edges
         mid, half = 0.5 * (x_edges[:, 1:] + x_edges[:, :-1]), 0.5 * (x_edges[:, 1:] - x_edges[:, :-1])
         x = mid[:, :, None] + half[:, :, None] * _GL_X  # (points, panels, nodes)
-        ov = np.exp(x) if self.factorized_ov else x
-        shape = ov.shape
-        ov_flat = ov.ravel()
-        qk, _ = self.qk_of_ov(ov_flat, np.repeat(rho, shape[1] * shape[2]), polish)
-        alpha = self.alpha(qk)
-        inverse_g = 1.0 + np.exp(alpha * ov_flat - self.log_k1)  # 1/g = 1 + e^z / (K-1)
-        dt_dov = inverse_g / (self.setting.eta_ov * self.m_ov(ov_flat) * alpha)
-        if self.factorized_ov:
-            dt_dov = dt_dov * ov_flat
-        integrand = dt_dov.reshape(shape)
-        return np.sum(half * np.sum(integrand * _GL_W, axis=2), axis=1)
+        ov = sign * np.exp(x) if self.factorized_ov else x
+        qk, _ = self.qk_of_ov(ov.ravel(), np.repeat(rho, panels * len(_GL_X)), polish)
+        log_f = self._log_dt_dov(ov.ravel(), qk).reshape(ov.shape)
+        top = np.max(log_f, axis=(1, 2))
+        scaled = np.sum(sign * half * np.sum(np.exp(log_f - top[:, None, None]) * _GL_W, axis=2), axis=1)
+        with np.errstate(over="ignore", divide="ignore"):
+            return np.exp(top + np.log(scaled))
 
 
 def initial_loss(setting: Setting, param: str) -> float:
@@ -305,17 +362,38 @@ def initial_loss(setting: Setting, param: str) -> float:
     return _Problem(setting, param).loss0
 
 
+def reachable_losses(setting: Setting, param: str) -> tuple[float, float]:
+    """(L_inf, L0): ``sharpness`` accepts exactly the levels in this open interval (see _reachable)."""
+    return _reachable(_Problem(setting, param))
+
+
+def _reachable(problem: "_Problem") -> tuple[float, float]:
+    """(L_inf, L0): the levels the flow crosses are exactly those in the open interval.
+
+    L_inf = 0, except for a factorized OV circuit started below 0: its factors shrink towards the saddle
+    at ov = 0 (dov/dt = eta_OV M_OV alpha g with M_OV ~ |ov|, so ov rises to 0 only as t -> infinity),
+    and L = softplus(log(K-1) - alpha ov) > softplus(log(K-1)) = log K while ov < 0."""
+    floor = math.log(problem.setting.classes) if problem.factorized_ov and problem.ov0 < 0 else 0.0
+    return floor, problem.loss0
+
+
 def _validate(problem: _Problem, param: str, rho, loss) -> None:
     s = problem.setting
     if not (s.eta_ov > 0):
         raise InputError("must be positive: a frozen OV circuit never changes the loss", "eta_ov")
-    if param in ("FACO", "FAFO") and not s.qk0 > 0:
-        raise InputError(f"must be positive for a factorized QK circuit (0 is a saddle of the flow), got {s.qk0!r}", "qk0")
-    if param in ("CAFO", "FAFO") and not s.ov0 > 0:
-        raise InputError(f"must be positive for a factorized OV circuit (0 is a saddle of the flow), got {s.ov0!r}", "ov0")
-    bad = ~(np.isfinite(loss) & (loss > 0) & (loss < problem.loss0))
+    if param in ("FACO", "FAFO") and s.qk0 == 0:
+        raise InputError("must be non-zero for a factorized QK circuit (0 is a saddle of the flow: its factors "
+                         "never move)", "qk0")
+    if param in ("CAFO", "FAFO") and s.ov0 == 0:
+        raise InputError("must be non-zero for a factorized OV circuit (0 is a saddle of the flow: the loss "
+                         "stays at its initial value)", "ov0")
+    floor, loss0 = _reachable(problem)
+    bad = ~(np.isfinite(loss) & (loss > floor) & (loss < loss0))
     if np.any(bad):
-        raise InputError(f"levels must lie in (0, {problem.loss0:.6g}), the initial loss, to be reachable; "
+        why = (f" (a factorized OV circuit started at ov0 = {s.ov0!r} < 0 shrinks towards its saddle at 0: "
+               f"the loss tends to log K = {floor:.6g} and never goes below it)" if floor > 0 else
+               " (the initial loss)")
+        raise InputError(f"levels must lie in ({floor:.6g}, {loss0:.6g}){why} to be reachable; "
                          f"got {float(np.asarray(loss)[bad].ravel()[0])!r}", "loss")
 
 
@@ -380,6 +458,12 @@ def sharpness(setting: Setting | Mapping, param: str, rho, loss, *, time: bool =
         qk, ov = problem.state_at(zstar, rho_f[mask])
         out["qk"][mask], out["ov"][mask], out["attn"][mask] = qk, ov, problem.alpha(qk)
         if time:
-            out["t"][mask] = problem.time_to(ov, rho_f[mask])
+            t = problem.time_to(ov, rho_f[mask])
+            if not np.all(np.isfinite(t)):
+                bad = int(np.flatnonzero(~np.isfinite(t))[0])
+                raise InputError(f"{float(loss_f[mask][bad])!r} at rho = {float(rho_f[mask][bad])!r} is reached only "
+                                 f"after a time beyond the largest double (t > {np.finfo(float).max:.3g}); "
+                                 "without the time (time=False, --no-time) the state there is finite", "loss")
+            out["t"][mask] = t
     result = {key: value.reshape(shape) for key, value in out.items()}
     return Sharpness(result["qk"], result["ov"], result["attn"], result["t"] if time else None)

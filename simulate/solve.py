@@ -26,7 +26,7 @@ from scipy.integrate import quad, solve_ivp
 
 from qkdyn.errors import InputError
 from qkdyn.theory.compiled import Compiled, load
-from qkdyn.theory.setting import ALL_PARAMS, Setting, factorized
+from qkdyn.theory.setting import ALL_PARAMS, Setting
 
 #: horizon for ``until_loss`` runs when no t_max is given
 DEFAULT_T_CAP = 1e100
@@ -164,10 +164,6 @@ def solve(
     for value in at:
         if not (math.isfinite(value) and value >= 0):
             raise InputError(f"times must be finite and non-negative, got {value!r}", "at")
-    for field, is_factorized, value in zip(("qk0", "ov0"), factorized(param), (setting.qk0, setting.ov0)):
-        if is_factorized and value < 0:
-            raise InputError(f"must be >= 0 for a factorized circuit (balanced factors from its SVD), got {value!r}"
-                             + (" (from attn0 below m/(m+n))" if field == "qk0" and setting.attn0 else ""), field)
     compiled, p = load(param), setting.numeric()
     x0 = compiled.init(p, setting.qk0, setting.ov0)
     loss0 = float(compiled.loss(*compiled.features(x0, p), p)[0])

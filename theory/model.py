@@ -50,7 +50,7 @@ K, D, N, m, n, s, eta_qk, eta_ov, b = sp.symbols("K D N m n s eta_QK eta_OV b", 
 #: order of the numeric parameter vector (qkdyn.theory.setting.Setting.numeric)
 PARAMS = (K, D, N, m, n, s, eta_qk, eta_ov, b)
 qk, ov, t = sp.symbols("qk ov t", real=True)
-qk0, ov0 = sp.symbols("qk0 ov0", positive=True)
+qk0, ov0 = sp.symbols("qk0 ov0", real=True)  # any sign: balanced factors carry it (qk_circuit, ov_circuit)
 ETA = {"QK": eta_qk, "OV": eta_ov}
 
 
@@ -86,7 +86,9 @@ def _syms(*names: str) -> list[sp.Symbol]:
 
 def qk_circuit(kind: str) -> Circuit:
     """The QK circuit. Balanced init from the SVD of W_QK0 = (qk0/s) e_q 1_distinct^T:
-    singular value sigma = (qk0/s) sqrt(KD), W_Q = sqrt(sigma) e_q, W_K = sqrt(sigma) 1_d/sqrt(KD)."""
+    singular value sigma = (|qk0|/s) sqrt(KD), W_Q = sign(qk0) sqrt(sigma) e_q, W_K = sqrt(sigma) 1_d/sqrt(KD)
+    (the sign of a negative qk0 sits on the query factor; either choice is balanced and gives the same flow
+    of qk, since the loss and the invariants see the factors only through qk and kappa)."""
     if kind == "collapsed":
         a, bb = _syms("qk_distinct", "qk_common")
         variables = (
@@ -102,8 +104,8 @@ def qk_circuit(kind: str) -> Circuit:
             Variable("k_distinct", "QK", K * D, "W_K[d, 0] for a distinct token d"),
             Variable("k_common", "QK", N, "W_K[c, 0] for a common token c"),
         )
-        sigma = qk0 / s * sp.sqrt(K * D)
-        init = {p: sp.sqrt(sigma), kd: sp.sqrt(sigma / (K * D)), kc: sp.S(0)}
+        sigma = sp.Abs(qk0) / s * sp.sqrt(K * D)
+        init = {p: sp.sign(qk0) * sp.sqrt(sigma), kd: sp.sqrt(sigma / (K * D)), kc: sp.S(0)}
         invariants = {"k_mean": K * D * kd + N * kc, "qk_balance": p**2 - K * D * kd**2 - N * kc**2}
         return Circuit(kind, variables, s * p * (kd - kc), {"a": p * kd, "b": p * kc}, init, invariants)
     raise ValueError(kind)
@@ -111,7 +113,8 @@ def qk_circuit(kind: str) -> Circuit:
 
 def ov_circuit(kind: str) -> Circuit:
     """The OV circuit. Balanced init from the SVD of W_OV0 = ov0 (I_K (x) 1_D^T): K equal singular
-    values ov0 sqrt(D), W_O = sqrt(sigma) on the label/class diagonal, W_V = sqrt(sigma/D) on blocks."""
+    values |ov0| sqrt(D), W_O = sign(ov0) sqrt(sigma) on the label/class diagonal, W_V = sqrt(sigma/D) on
+    blocks (the sign of a negative ov0 sits on the output factor)."""
     if kind == "collapsed":
         u, w, z = _syms("ov_own", "ov_cross", "ov_common")
         variables = (
@@ -136,8 +139,8 @@ def ov_circuit(kind: str) -> Circuit:
             "w": o1 * v2 + o2 * v1 + (K - 2) * o2 * v2,
             "z": (o1 + (K - 1) * o2) * v3,
         }
-        sigma = ov0 * sp.sqrt(D)
-        init = {o1: sp.sqrt(sigma), o2: sp.S(0), v1: sp.sqrt(sigma / D), v2: sp.S(0), v3: sp.S(0)}
+        sigma = sp.Abs(ov0) * sp.sqrt(D)
+        init = {o1: sp.sign(ov0) * sp.sqrt(sigma), o2: sp.S(0), v1: sp.sqrt(sigma / D), v2: sp.S(0), v3: sp.S(0)}
         invariants = {
             "o_mean": o1 + (K - 1) * o2,
             "v_mean": v1 + (K - 1) * v2,
