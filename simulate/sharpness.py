@@ -44,6 +44,9 @@ from qkdyn.theory.setting import ALL_PARAMS, Setting
 
 _INT_FIELDS = ("classes", "distinct", "commons", "m", "n")
 _CHEB_DEG = 14  # Chebyshev degree per panel of the factorized-QK table
+_TAIL = 60.0  # below qk = -TAIL, e^qk is negligible in Phi' (relative e^-60 ~ 1e-26): the table's linear tail
+_MAX_GROWTH = 520  # 4^520 > 1e308: the matched-loss bracket reaches any finite ov
+_MAX_TABLE_PANELS = 20000  # qk changes by at most 1 per panel (|qk| <= ~720 while e^qk is finite)
 _CHEB_X = np.cos(np.pi * (np.arange(_CHEB_DEG + 1) + 0.5) / (_CHEB_DEG + 1))
 _CHEB_FIT = np.linalg.inv(np.polynomial.chebyshev.chebvander(_CHEB_X, _CHEB_DEG))
 _GL_X, _GL_W = np.polynomial.legendre.leggauss(8)
@@ -158,10 +161,20 @@ class _QKLine:
             right = edges[-1] + self._width(edges[-1])
             c, total = self._panel(edges[-1], right)
             edges.append(right), coef.append(c), offsets.append(offsets[-1] + total)
+            if len(edges) > _MAX_TABLE_PANELS:  # qk grows by 1 per panel: e^qk would overflow long before
+                raise RuntimeError(f"factorized-QK table: more than {_MAX_TABLE_PANELS} panels towards {lam_hi!r}")
         while self.a / self.n * (self.m * offsets[0] + self.n * (edges[0] - self.u0)) > lam_lo:
+            if self.beta * math.sinh(edges[0]) < -_TAIL:
+                # e^{beta sinh u} < e^-TAIL from here down: G is constant (to e^-TAIL / (beta cosh u)), Phi is
+                # linear in u, and one panel with zero coefficients reaches lam_lo (qk may be below -1e300)
+                left = self.u0 + lam_lo / self.a - self.m / self.n * offsets[0] - 1.0
+                edges.insert(0, left), coef.insert(0, np.zeros(_CHEB_DEG + 2)), offsets.insert(0, offsets[0])
+                break
             left = edges[0] - self._width(edges[0])
             c, total = self._panel(left, edges[0])
             edges.insert(0, left), coef.insert(0, c), offsets.insert(0, offsets[0] - total)
+            if len(edges) > _MAX_TABLE_PANELS:
+                raise RuntimeError(f"factorized-QK table: more than {_MAX_TABLE_PANELS} panels towards {lam_lo!r}")
         if len(edges) == 1:  # at least one panel, so that lookups always find one
             right = edges[0] + self._width(edges[0])
             c, total = self._panel(edges[0], right)
@@ -258,16 +271,34 @@ class _Problem:
         base = max(self.ov0, 0.0)  # beyond it qk >= qk(base), so z >= alpha(qk(base)) ov
         qk_base, _ = self.qk_of_ov(np.full_like(zstar, base), rho)
         lo = np.where(zstar > 0, base, self.ov0)
-        hi = np.maximum(np.where(zstar > 0, np.maximum(zstar, 0) / self.alpha(qk_base), 0.0), lo)
+        with np.errstate(divide="ignore", over="ignore"):
+            hi = np.maximum(np.where(zstar > 0, np.maximum(zstar, 0) / self.alpha(qk_base), 0.0), lo)
 
-        def level(ov):
-            qk, u = self.qk_of_ov(ov, rho)
-            alpha = self.alpha(qk)
+        # where alpha(qk(base)) underflows (qk far below 0 on the way), grow a bracket instead: z(ov) -> inf
+        unbounded = ~np.isfinite(hi)
+        if np.any(unbounded):
+            hi[unbounded] = self._grow_bracket(zstar[unbounded], rho[unbounded], base)
+        ov = _newton_increasing(lambda ov: self._level(ov, zstar, rho), lo, hi, hi)
+        return self.qk_of_ov(ov, rho)[0], ov
+
+    def _level(self, ov, zstar, rho):
+        """z(ov) - z* and its derivative along the line, dz/dov = alpha + ov alpha (1 - alpha) dqk/dov."""
+        qk, u = self.qk_of_ov(ov, rho)
+        alpha = self.alpha(qk)
+        with np.errstate(all="ignore"):  # overflow or 0/0 in the slope: the Newton step bisects instead
             dqk = self.line.dq(u) / self.line.dphi(u) * rho * ov / self.m_ov(ov)
             return alpha * ov - zstar, alpha + ov * alpha * (1 - alpha) * dqk
 
-        ov = _newton_increasing(level, lo, hi, hi)
-        return self.qk_of_ov(ov, rho)[0], ov
+    def _grow_bracket(self, zstar, rho, base):
+        """ov >= base with z(ov) >= zstar, by ov = base + zstar 4^k (z <= ov, so ov* >= zstar)."""
+        step = np.maximum(zstar, 1.0)
+        for _ in range(_MAX_GROWTH):
+            ov = base + step
+            short = self._level(ov, zstar, rho)[0] < 0
+            if not np.any(short):
+                return ov
+            step = np.where(short, 4 * step, step)
+        raise RuntimeError(f"matched-loss bracket: z(ov) below z* up to ov = {float(np.max(base + step)):.3g}")
 
     def log_alpha(self, qk):
         """log alpha = log expit(qk + log(m/n)), finite where alpha itself underflows."""
