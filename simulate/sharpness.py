@@ -45,6 +45,7 @@ from qkdyn.theory.setting import ALL_PARAMS, Setting
 _INT_FIELDS = ("classes", "distinct", "commons", "m", "n")
 _CHEB_DEG = 14  # Chebyshev degree per panel of the factorized-QK table
 _TAIL = 60.0  # below qk = -TAIL, e^qk is negligible in Phi' (relative e^-60 ~ 1e-26): the table's linear tail
+_LOOSE = 1e6  # a matched-loss bound beyond base + 1e6 max(z*, 1) is replaced by a grown bracket
 _MAX_GROWTH = 520  # 4^520 > 1e308: the matched-loss bracket reaches any finite ov
 _MAX_TABLE_PANELS = 20000  # qk changes by at most 1 per panel (|qk| <= ~720 while e^qk is finite)
 _CHEB_X = np.cos(np.pi * (np.arange(_CHEB_DEG + 1) + 0.5) / (_CHEB_DEG + 1))
@@ -274,10 +275,11 @@ class _Problem:
         with np.errstate(divide="ignore", over="ignore"):
             hi = np.maximum(np.where(zstar > 0, np.maximum(zstar, 0) / self.alpha(qk_base), 0.0), lo)
 
-        # where alpha(qk(base)) underflows (qk far below 0 on the way), grow a bracket instead: z(ov) -> inf
-        unbounded = ~np.isfinite(hi)
+        # where alpha(qk(base)) is tiny (qk far below 0 on the way) the bound is loose or inf, and Psi can
+        # overflow inside it: grow a bracket instead (z(ov) -> inf along the line)
+        unbounded = ~(hi <= base + _LOOSE * np.maximum(zstar, 1.0))
         if np.any(unbounded):
-            hi[unbounded] = self._grow_bracket(zstar[unbounded], rho[unbounded], base)
+            hi[unbounded] = np.minimum(hi[unbounded], self._grow_bracket(zstar[unbounded], rho[unbounded], base))
         ov = _newton_increasing(lambda ov: self._level(ov, zstar, rho), lo, hi, hi)
         return self.qk_of_ov(ov, rho)[0], ov
 
