@@ -13,6 +13,7 @@ from qkdyn.cli import main
 from qkdyn.errors import InputError
 from qkdyn.simulate.sharpness import sharpness
 from qkdyn.simulate.solve import solve
+from qkdyn.theory import asymptotics
 from qkdyn.theory import sharpness as theory
 from qkdyn.theory.compiled import load
 from qkdyn.theory.setting import ALL_PARAMS, EXACT_PARAMS, Setting
@@ -191,9 +192,10 @@ def test_latex_of_powers_of_the_stable_primitives():
     assert sp.latex(softplus(x) ** 3) == r"\operatorname{softplus}\left(x\right)^{3}"
 
 
-def test_cafo_ov_law_is_off_by_the_derived_constant():
-    """docs/sharpness.md: the leading CAFO law misses delta -> c = 2A/(rho sqrt(D)(K-1)); with e^c it is
-    far closer (and within 2% at rho = 1, t = 1e15), while the leading law is not."""
+def test_cafo_ov_law_carries_the_derived_constant():
+    """docs/sharpness.md: the leading CAFO law misses delta -> c = 2A/(rho sqrt(D)(K-1)); the law that
+    `derive` prints and the compiled ov_law carry e^c and are within 2% at rho = 1, t = 1e15, while the
+    law without it is not."""
     setting = Setting(eta_qk=1.0)
     assert theory.ov_shift_limit("CACO") == 0
     c_expr = theory.ov_shift_limit("CAFO")
@@ -203,8 +205,9 @@ def test_cafo_ov_law_is_off_by_the_derived_constant():
     tr = solve(setting, "CAFO", t_max=1e15, points=2)
     compiled, p = load("CAFO"), setting.numeric()
     ov = tr.ov[-1]
-    leading = float(compiled.ov_law(1e15, p)[0])
-    corrected = float(compiled.ov_law(1e15 * np.exp(c), p)[0])  # the law's argument T is linear in t
+    corrected = float(compiled.ov_law(1e15, p)[0])
+    leading = float(compiled.ov_law(1e15 * np.exp(-c), p)[0])  # the law's argument T is linear in t
+    assert "exp(" in str(asymptotics.ov_law("CAFO").argument)  # the printed law has the shift
     assert abs(leading / ov - 1) > 0.02
     assert abs(corrected / ov - 1) < 0.02 and abs(corrected - ov) < 0.25 * abs(leading - ov)
     assert ov - leading == pytest.approx(c, rel=0.3)

@@ -192,3 +192,23 @@ def test_factorized_qk_state_matches_mpmath_everywhere(param, data):
     time is checked against the ODE in tests/test_sharpness.py and above.)"""
     setting, rho, level = data.draw(problems(param))
     check_against_reference(param, setting, rho, level, time=False)
+
+
+# -- the frozen-attention closed form (theory/frozen.py) to t = 1e300 ---------------------------------
+
+@pytest.mark.parametrize("setting", [Setting(), Setting(classes=2, qk0=-3.0, ov0=-1.5, eta_ov=7.0),
+                                     Setting(classes=20, distinct=1, attn0=0.999, ov0=2.0)])
+def test_frozen_closed_form_matches_mpmath_to_1e300(setting):
+    """e^z + (K-1) z = e^z0 + (K-1) z0 + eta_OV alpha^2 t / D solved by mpmath at 40 digits: the closed form
+    agrees to 1e-10 relative for t from 1e-3 to 1e300 (the difference form was wrong from t ~ 1e20)."""
+    from qkdyn.theory.frozen import caco_ov
+
+    times = np.geomspace(1e-3, 1e300, 60)
+    got = caco_ov(times, setting)
+    with mp.workdps(40):
+        a = 1 / (1 + setting.n / (setting.m * mp.exp(setting.qk0)))
+        k1, z0 = setting.classes - 1, a * setting.ov0
+        for t, value in zip(times, got):
+            c = mp.exp(z0) + k1 * z0 + setting.eta_ov * a * a * mp.mpf(t) / setting.distinct
+            z = mp.findroot(lambda z: (mp.exp(z) + k1 * z) / c - 1, mp.log(c) if c > 3 else z0, tol=mp.mpf(10) ** -35)
+            assert value == pytest.approx(float(z / a), rel=1e-10)

@@ -4,9 +4,12 @@ As ov -> infinity, alpha -> 1 and L = softplus(log(K-1) - alpha ov) ~ (K-1) e^{-
 circuit obeys dov/dt ~ eta_OV M_OV(ov) (K-1) e^{-ov}. With M_OV(ov) ~ c_OV ov^j (j = 0 collapsed,
 j = 1 factorized) and int^ov e^y / M_OV(y) dy ~ e^ov / M_OV(ov) (M_OV varies slowly):
 
-    e^ov / ov^j = T,     T = eta_OV (K-1) c_OV t
+    e^ov / ov^j = T,     T = eta_OV (K-1) c_OV t e^c
     =>  ov = log T                    (j = 0)
         ov = -W_{-1}(-1/T) = log T + log log T + o(1)      (j = 1, Lambert W, lower branch)
+
+with c the limit of (1 - alpha) ov along the line (z = ov - (1 - alpha) ov enters the loss): 0, except
+c = 2A / (rho sqrt(D) (K-1)) for CAFO (:func:`ov_law`).
 
 The QK circuit follows from the line Phi(qk) - rho Psi(ov) = const (:mod:`qkdyn.theory.invariants`):
 Phi(qk) ~ (m/n) e^qk / M_QK(qk) with M_QK ~ c_QK qk^i (i = 0 collapsed, i = 1 factorized), so
@@ -59,10 +62,16 @@ def leading_power(metric: sp.Expr, x: sp.Symbol) -> tuple[int, sp.Expr]:
 
 @functools.lru_cache(maxsize=None)
 def ov_law(name: str) -> Law:
-    """Late-time law of the output margin ov(t)."""
+    """Late-time law of the output margin ov(t), with the constant shift of the margin where it has one:
+    for a collapsed QK and a factorized OV circuit (CAFO) z = ov - delta with delta = (1 - alpha) ov ->
+    c = 2A / (rho sqrt(D) (K-1)) along the line (:func:`qkdyn.theory.sharpness.ov_shift_limit`), so the
+    OV equation reads e^{ov - c} / ov = T, i.e. e^ov / ov = e^c T (docs/sharpness.md); c = 0 elsewhere."""
+    from qkdyn.theory.sharpness import ov_shift_limit, rho
+
     derivation = derive(name)
     power, coefficient = leading_power(balanced_metric(derivation.ov_circuit), ov)
-    return Law(ov, power, eta_ov * (K - 1) * coefficient * t)
+    shift = ov_shift_limit(name).subs(rho, eta_qk / eta_ov)
+    return Law(ov, power, eta_ov * (K - 1) * coefficient * t * sp.exp(shift))
 
 
 @functools.lru_cache(maxsize=None)

@@ -14,8 +14,13 @@ Collapsed OV (CACO, FACO):   g(z) = eta_OV alpha^2 / (D (e^z + K - 1)), so
 
     e^z + (K-1) z = e^{z0} + (K-1) z0 + eta_OV alpha^2 t / D,
 
-inverted with the Wright omega function (omega(x) = W(e^x)): z = y - omega(y - log(K-1)),
-y = C / (K-1), C the right-hand side. Factorized OV: G(z) = sqrt(D) (Ei(z) + (K-1) log z) / (2 eta_OV alpha).
+inverted with the Wright omega function (omega(x) = W(e^x), omega + log omega = x): with
+x = C / (K-1) - log(K-1), C the right-hand side, z = x + log(K-1) - omega(x), which by the defining
+identity is
+
+    z = log(K-1) + log omega(x)
+
+(no cancellation: the difference form loses all digits once x is large, at t ~ 1e20 and beyond). Factorized OV: G(z) = sqrt(D) (Ei(z) + (K-1) log z) / (2 eta_OV alpha).
 Everything here is *derived* by :func:`derive_frozen_qk` from the model's own ODE and metric, not typed in;
 the tests compare it with ``solve`` at eta_QK = 0.
 """
@@ -76,5 +81,4 @@ def caco_ov(t, setting) -> np.ndarray:
     k1 = setting.classes - 1
     z0 = a * setting.ov0
     c = math.exp(z0) + k1 * z0 + setting.eta_ov * a * a * np.asarray(t, dtype=float) / setting.distinct
-    y = c / k1
-    return (y - np.real(wrightomega(y - math.log(k1)))) / a
+    return (math.log(k1) + np.log(np.real(wrightomega(c / k1 - math.log(k1))))) / a
