@@ -52,7 +52,9 @@ _CHEB_X = np.cos(np.pi * (np.arange(_CHEB_DEG + 1) + 0.5) / (_CHEB_DEG + 1))
 _CHEB_FIT = np.linalg.inv(np.polynomial.chebyshev.chebvander(_CHEB_X, _CHEB_DEG))
 _GL_X, _GL_W = np.polynomial.legendre.leggauss(8)
 #: fractions of the path ov0 -> ov* sampled to place the quadrature panels (plus ov = 0 if crossed)
-_PATH_FRACTIONS = np.concatenate([[0.0], np.geomspace(1e-14, 1.0, 35)])
+#: (dense at both ends: attention can rise fastest at the start, e^z grows fastest at the end)
+_PATH_FRACTIONS = np.unique(np.concatenate([[0.0], np.geomspace(1e-14, 1.0, 35), 1.0 - np.geomspace(1e-12, 0.5, 20)]))
+_GEOMETRIC_SAMPLES = 16  # and at geometric steps over the positive part of the path
 _MAX_PANELS_LOG2 = 14  # at most 2^14 panels per path (see _Problem.time_to)
 _LOG_DOUBLE_MAX = math.log(np.finfo(float).max)
 
@@ -336,7 +338,12 @@ class _Problem:
         # v on a sample of the path (dense near ov0, where attention can rise fastest, and with the
         # turn of qk at ov = 0 when ov0 < 0); panel edges at equal steps of v by monotone interpolation
         ov_path = self.ov0 + (ov_star - self.ov0)[:, None] * _PATH_FRACTIONS[None, :]
-        ov_path = np.sort(np.concatenate([ov_path, np.clip(0.0, self.ov0, ov_star)[:, None]], axis=1), axis=1)
+        # and geometric in ov over the positive part of the path (ov* can be 1e60 ov0 where attention is tiny)
+        positive = np.maximum(max(self.ov0, 0.0), ov_star * 1e-300)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            geometric = np.where(ov_star[:, None] > 0, positive[:, None] * (ov_star / positive)[:, None]
+                                 ** np.linspace(0.0, 1.0, _GEOMETRIC_SAMPLES)[None, :], self.ov0)
+        ov_path = np.sort(np.concatenate([ov_path, geometric, np.clip(0.0, self.ov0, ov_star)[:, None]], axis=1), axis=1)
         samples = ov_path.shape[1]
         qk, u = (a.reshape(ov_path.shape) for a in self.qk_of_ov(ov_path.ravel(), np.repeat(rho, samples), polish))
 

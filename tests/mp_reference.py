@@ -100,8 +100,16 @@ class Reference:
             z = self.z(o)
             return (1 + mp.exp(z) / (self.K - 1)) / (self.eta_ov * self.m_ov(o) * self.alpha(self.qk(o)))
 
+        # pieces: thirds of [ov0, 0] and [0, ov*]; geometric in ov over the positive part (ov* may be
+        # 1e60 ov0); halving towards ov*, where e^z grows fastest
         points = [self.ov0] + ([mp.mpf(0)] if self.ov0 < 0 < ov_star else []) + [ov_star]
-        pieces = [a + (b - a) * mp.mpf(j) / 3 for a, b in zip(points[:-1], points[1:]) for j in range(3)] + [ov_star]
+        pieces = {a + (b - a) * mp.mpf(j) / 3 for a, b in zip(points[:-1], points[1:]) for j in range(4)}
+        positive = max(self.ov0, ov_star / mp.mpf(10) ** 300) if ov_star > 0 else None
+        if positive is not None and positive > 0:
+            ratio = ov_star / positive
+            pieces |= {positive * ratio ** (mp.mpf(j) / 16) for j in range(17)}
+        pieces |= {ov_star - (ov_star - self.ov0) / mp.mpf(2) ** j for j in range(1, 40)}
+        pieces = sorted(x for x in pieces if self.ov0 <= x <= ov_star)
         return mp.quad(integrand, pieces)
 
 
