@@ -72,8 +72,8 @@ class Sharpness:
 def _newton_increasing(fun, lo, hi, x, tol=1e-13, iterations=200, convex=False):
     """Root of increasing functions (vectorised, rtsafe): Newton steps, bisection when a step leaves
     the bracket [lo, hi] or (unless ``convex``: Newton from above is then monotone) does not halve
-    the step before last (Newton cycling). Stops once every
-    step is below ``tol`` relative: a Newton step that small leaves an error at round-off level."""
+    the step before last (Newton cycling). Stops once every step (or bracket) is below ``tol``
+    relative, or steps below 1e3 tol stop shrinking: the error is then at round-off level."""
     before_last = np.full_like(x, np.inf)
     last = np.full_like(x, np.inf)
     for _ in range(iterations):
@@ -86,9 +86,13 @@ def _newton_increasing(fun, lo, hi, x, tol=1e-13, iterations=200, convex=False):
         if not convex:
             bad |= np.abs(new - x) > 0.5 * before_last
         new = np.where(bad, _split(lo, hi), new)
-        before_last, last = last, np.abs(new - x)
+        step, scale = np.abs(new - x), tol * (1.0 + np.abs(x))
+        # converged: a step below tol, a bracket below it, or steps near round-off that stopped shrinking
+        # (the value is then at its round-off level, e.g. Phi - lam with |lam| >> |Phi'| |u|)
+        done = (step <= scale) | (hi - lo <= 4 * scale) | ((step <= 1e3 * scale) & (step >= 0.5 * last))
+        before_last, last = last, step
         new = np.where(value == 0, x, new)
-        done = np.abs(new - x) <= tol * (1.0 + np.abs(x))
+        done |= value == 0
         x = new
         if np.all(done):
             return x
