@@ -157,10 +157,10 @@ def test_frozen_qk_factorized_ov_follows_its_separated_law(param):
     assert np.allclose(elapsed, tr.t, rtol=1e-7, atol=1e-9)
 
 
-def test_negative_start_of_a_factorized_circuit_is_a_user_error():
-    with pytest.raises(InputError) as caught:
-        solve(Setting(attn0=0.1), "FACO", t_max=1.0)  # attn0 below m/(m+n): qk0 < 0
-    assert caught.value.field == "qk0"
-    with pytest.raises(InputError) as caught:
-        solve(Setting(ov0=-0.1), "CAFO", t_max=1.0)
-    assert caught.value.field == "ov0"
+def test_negative_start_of_a_factorized_circuit_has_signed_balanced_factors():
+    """qk0 < 0 (attn0 below m/(m+n)) and ov0 < 0 are legal for factorized circuits (issue 21): the
+    balanced factors carry the sign and the initial features are exactly (qk0, ov0)."""
+    for param, setting in (("FACO", Setting(attn0=0.1)), ("CAFO", Setting(ov0=-0.1))):
+        tr = solve(setting, param, t_max=1.0, points=2)
+        assert tr.qk[0] == pytest.approx(setting.qk0, rel=1e-14) and tr.ov[0] == pytest.approx(setting.ov0, rel=1e-14)
+        assert np.all(np.isfinite(tr.state))
