@@ -24,14 +24,14 @@ COMMANDS: dict[str, str] = {
     "plan": "qkdyn.commands.plan",
     "run": "qkdyn.commands.run",
     "report": "qkdyn.commands.report",
-    "sgd": "qkdyn.empirical.synthetic.cli",
-    "fixed-attention": "qkdyn.empirical.synthetic.fixed_cli",
-    "data": "qkdyn.empirical.data.cli",
-    "train-circuits": "qkdyn.empirical.circuits.cli_train",
-    "compare-circuits": "qkdyn.empirical.circuits.cli_compare",
-    "lm": "qkdyn.empirical.coupled.cli_lm",
-    "mqar": "qkdyn.empirical.coupled.cli_mqar",
-    "compare-coupled": "qkdyn.empirical.coupled.cli_compare",
+    "sgd": "qkdyn.commands.sgd",
+    "fixed-attention": "qkdyn.commands.fixed_attention",
+    "data": "qkdyn.commands.data",
+    "train-circuits": "qkdyn.commands.train_circuits",
+    "compare-circuits": "qkdyn.commands.compare_circuits",
+    "lm": "qkdyn.commands.lm",
+    "mqar": "qkdyn.commands.mqar",
+    "compare-coupled": "qkdyn.commands.compare_coupled",
 }
 
 

@@ -117,8 +117,6 @@ class Study:
     title = ""
     #: budget -> the study's parameters at that budget (declared once, here)
     budgets: dict[str, dict] = {}
-    #: torch threads per run (runs are small; more threads only contend on shared cores)
-    threads = 1
     #: the ids of the claims the study makes (what is reported inconclusive while runs are missing)
     claim_names: tuple[str, ...] = ()
 
@@ -166,12 +164,14 @@ class Study:
         return Record(spec, data["result"], path.with_suffix(""))
 
     def run(self, spec: RunSpec, runs_dir: str | Path) -> Record:
-        """Run ``spec`` unless its record exists (idempotent); the record is written atomically."""
+        """Run ``spec`` unless its record exists (idempotent), on ``spec.cpus`` torch threads; the
+        record is written atomically, with ``files``: what the run wrote into its scratch directory."""
         record = self.load(spec, Path(runs_dir))
         if record is None:
             scratch = self.record_path(spec, Path(runs_dir)).with_suffix("")
             scratch.mkdir(parents=True, exist_ok=True)
-            result = _with_threads(self.threads, lambda: self.measure(spec, scratch))
+            result = _with_threads(max(1, int(spec.cpus)), lambda: self.measure(spec, scratch))
+            result.setdefault("files", sorted(p.name for p in scratch.iterdir() if p.is_file()))
             record = save(Record(spec, result, scratch), runs_dir)
         return record
 

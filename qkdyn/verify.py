@@ -50,10 +50,11 @@ def _heartbeat(bar, every: float = 10.0):
         thread.join()
 
 
-def drive(names: Sequence[str], budget: str, figures: str | Path, runs_dir: str | Path, *, executor: str = "local",
+def drive(names: Sequence, budget: str, figures: str | Path, runs_dir: str | Path, *, executor: str = "local",
           workers: int = 1, ray_address: str | None = None, progress: bool = True, compute: bool = True, title: str,
           intro: str) -> list:
-    """Run (what is missing), judge and render the studies ``names`` at ``budget``; write the report.
+    """Run (what is missing), judge and render the studies ``names`` (registry names or
+    :class:`qkdyn.studies.Study` instances) at ``budget``; write the report.
 
     Returns the claims in study order. Runs already recorded under ``runs_dir`` are read back;
     ``compute=False`` runs nothing (``qkdyn report``: judge what has finished)."""
@@ -64,7 +65,7 @@ def drive(names: Sequence[str], budget: str, figures: str | Path, runs_dir: str 
     from qkdyn.studies import find, get, judge
 
     figures, runs_dir = _make_dir(Path(figures), "--figures"), _make_dir(Path(runs_dir), "--runs")
-    studies = [get(name) for name in names]
+    studies = [get(name) if isinstance(name, str) else name for name in names]
     plans = [(study, study.plan(budget)) for study in studies]
     claims, plots, context = [], [], {"budget": budget}
     start = time.perf_counter()
