@@ -82,7 +82,6 @@ def check_a2(setting: Setting, t_max: float, rhos, figures: Path) -> Claim:
         for rho in rhos:
             tr = solve(setting.replace(eta_qk=rho * setting.eta_ov), param, t_max=t_max, points=300)
             phi, psi = tr.line()
-            line = phi - rho * psi
             drifts = tr.drifts()
             evidence[f"{param}/rho={rho:g}"] = drifts
             worst = max(worst, *drifts.values())

@@ -2,7 +2,6 @@
 layers whose imports read one way (theory <- simulate <- empirical <- verify/commands)."""
 import ast
 import csv
-import os
 import shutil
 import subprocess
 import sys
@@ -95,12 +94,19 @@ def test_gd_tracks_the_flow_and_writes_the_sgd_csv(tmp_path, capsys):
         qkdyn.gd(setting, "CACO", step=-1.0, steps=10)
 
 
-# --- layers: qkdyn.theory imports nothing above it, qkdyn.simulate nothing of empirical or the CLI ---
+# --- layers: qkdyn.theory imports nothing above it, qkdyn.simulate nothing of empirical or the CLI,
+# qkdyn.empirical nothing of the commands or the driver, and the transformer studies (circuits,
+# coupled) nothing of the theory: they test the papers' claims on real models, not the reduced ODE ---
 
-LAYERS = {"theory": ROOT / "theory", "simulate": ROOT / "simulate"}
+COMMAND_LAYER = ("qkdyn.commands", "qkdyn.cli", "qkdyn.verify", "qkdyn.executors", "qkdyn.settingflags")
+LAYERS = {"theory": ROOT / "theory", "simulate": ROOT / "simulate", "empirical": ROOT / "empirical",
+          "circuits": ROOT / "empirical" / "circuits", "coupled": ROOT / "empirical" / "coupled"}
 FORBIDDEN = {
-    "theory": ("qkdyn.simulate", "qkdyn.empirical", "qkdyn.commands", "qkdyn.cli", "qkdyn.verify", "qkdyn.settingflags"),
-    "simulate": ("qkdyn.empirical", "qkdyn.commands", "qkdyn.cli", "qkdyn.verify", "qkdyn.settingflags"),
+    "theory": ("qkdyn.simulate", "qkdyn.empirical", *COMMAND_LAYER),
+    "simulate": ("qkdyn.empirical", *COMMAND_LAYER),
+    "empirical": COMMAND_LAYER,
+    "circuits": ("qkdyn.theory", "qkdyn.simulate", *COMMAND_LAYER),
+    "coupled": ("qkdyn.theory", "qkdyn.simulate", *COMMAND_LAYER),
 }
 
 

@@ -90,11 +90,12 @@ class FlowAttention(CausalSelfAttention):
                 before = torch.cat([q, k], -1).float().norm(dim=-1)
                 moved = torch.cat([q1 - q, k1 - k], -1).float().norm(dim=-1)
                 entry = {"qk_change": float((moved / before.clamp_min(1e-12)).mean())}
-                if isinstance(self, CoupledQKAttention):
-                    ratio = self.field(q).float().norm(dim=-1) / k.float().norm(dim=-1).clamp_min(1e-12)
-                    entry["coupling"] = float(ratio.mean())
-                self.probe.append(entry)
+                self.probe.append({**entry, **self.probe_extra(q, k)})
         return q1, k1
+
+    def probe_extra(self, q, k) -> dict:
+        """Further sizes a flow reports on the probe batch (none here; see CoupledQKAttention)."""
+        return {}
 
 
 class CoupledQKAttention(FlowAttention):
@@ -107,6 +108,11 @@ class CoupledQKAttention(FlowAttention):
 
     def flow(self, q, k):
         return integrate(q, k, self.field, self.dt, self.integrator, self.steps)
+
+    def probe_extra(self, q, k) -> dict:
+        """``coupling``: mean over (batch, head, token) of |f(q)| / |k| on the probe batch."""
+        ratio = self.field(q).float().norm(dim=-1) / k.float().norm(dim=-1).clamp_min(1e-12)
+        return {"coupling": float(ratio.mean())}
 
 
 class MLPOnlyAttention(FlowAttention):
