@@ -223,9 +223,6 @@ def flag_of(field: dataclasses.Field) -> str:
     return (domain.flag if domain and domain.flag else "--" + flag_name(field.name))
 
 
-_UNSET = object()
-
-
 def add_config_flags(parser, cls, *, defaults: dict | None = None, skip=(), all_none: bool = False) -> None:
     """One flag per field of dataclass ``cls`` that declares a domain (``skip``: names left out).
 

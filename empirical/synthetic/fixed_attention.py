@@ -198,15 +198,3 @@ def claim(runs: dict, curves: dict, rows: list[dict], plot: str) -> Claim:
         f"the same flow time: {row_text}. Paired by seed: " + "; ".join(texts) + ".",
         [plot], table=rows, parts=parts, stats=stats)
 
-
-def check(quick: bool, figures_dir) -> Claim:
-    """Run the experiment (both forms, every alpha, seeds), plot it, and judge claim FA."""
-    from pathlib import Path
-
-    from qkdyn.empirical.synthetic import plots
-
-    cfg = config(quick)
-    runs = grid(FORMS, cfg["alphas"], cfg["seeds"], cfg["steps"], cfg["eval_size"], cfg["checkpoints"])
-    curves = theory_curves(runs)
-    plots.fixed_attention(runs, curves, Path(figures_dir) / "fixed_attention.png")
-    return claim(runs, curves, summary_table(runs, curves), "fixed_attention.png")

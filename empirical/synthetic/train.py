@@ -20,9 +20,6 @@ from qkdyn.empirical.synthetic import data
 from qkdyn.empirical.synthetic.model import AttentionHead, cross_entropy
 from qkdyn.errors import InputError
 
-OPTIMIZERS = ("gd", "sgd", "adam")
-
-
 def make_optimizer(model: AttentionHead, kind: str, step: float, eta_qk: float, eta_ov: float):
     """One group per circuit, learning rate step * eta_c."""
     groups = [{"params": model.circuit_parameters("QK"), "lr": step * eta_qk},
