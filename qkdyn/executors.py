@@ -17,13 +17,11 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import multiprocessing
-import os
-import sys
 from pathlib import Path
 from typing import Iterator
 
 from qkdyn.errors import InputError
-from qkdyn.studies import Record, RunSpec, Study, get, save
+from qkdyn.studies import Record, RunSpec, Study, die_with_parent, get, save
 
 EXECUTORS = ("local", "ray")
 
@@ -32,18 +30,6 @@ def run_one(study_name: str, spec_json: str, runs_dir: str) -> dict:
     """One run in a worker: the record's result (JSON data) after writing it under ``runs_dir``."""
     study = get(study_name)
     return study.run(RunSpec.from_dict(json.loads(spec_json)), runs_dir).result
-
-
-def _die_with_parent() -> None:
-    """Pool initializer: SIGKILL this worker when the process that started it dies (Linux)."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-        import signal
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        if os.getppid() == 1:  # the parent already died before prctl took effect
-            os._exit(1)
 
 
 def execute(study: Study, specs: list[RunSpec], runs_dir: str | Path, executor: str = "local",
@@ -67,7 +53,7 @@ def execute(study: Study, specs: list[RunSpec], runs_dir: str | Path, executor: 
 def _pool(study: Study, specs: list[RunSpec], runs_dir, workers: int) -> Iterator[Record]:
     context = multiprocessing.get_context("spawn")
     pool = concurrent.futures.ProcessPoolExecutor(min(workers, len(specs)), mp_context=context,
-                                                  initializer=_die_with_parent)
+                                                  initializer=die_with_parent)
     try:
         futures = {pool.submit(run_one, study.name, spec.to_json(), str(runs_dir)): spec for spec in specs}
         for future in concurrent.futures.as_completed(futures):

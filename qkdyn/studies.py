@@ -188,6 +188,24 @@ def save(record: Record, runs_dir: str | Path) -> Record:
     return Record(record.spec, json.loads(text)["result"], path.with_suffix(""))
 
 
+def die_with_parent() -> None:
+    """Pool initializer: SIGKILL this worker when the process that started it dies (Linux)."""
+    import multiprocessing
+    import os
+    import sys
+
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        parent = multiprocessing.parent_process()
+        if parent is not None and os.getppid() != parent.pid:  # it died before prctl took effect
+            os._exit(1)
+
+
+
 def _with_threads(n: int, fn):
     import torch
 
