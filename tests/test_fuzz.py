@@ -100,7 +100,7 @@ CASES += _bad(SGD + ["--optimizer", "sgd"], "--batch", ("0", "-1", "x", "1.5"))
 CASES += _bad(SGD, "--seed", ("-1", "x"))
 CASES += _bad(SGD, "--points", ("0",))
 CASES += _bad(SGD, "--eta-qk", ("nan", "-1"))
-for _flag in ("--d-model", "--n-head", "--batch-size", "--eval-every", "--ckpt-every", "--eval-examples",
+for _flag in ("--d-model", "--n-head", "--batch-size", "--eval-interval", "--ckpt-interval", "--eval-examples",
               "--max-len", "--vocab-size"):
     CASES += _bad(TRAIN, _flag, ("0", "-1", "x"))
 for _flag in ("--lr", "--qk-lr-mult"):

@@ -111,6 +111,8 @@ def test_local_ray_and_plan_path_give_the_same_claims(tmp_path):
     assert local[0]["verdict"] in ("holds", "fails", "partial", "inconclusive")
     assert _claims(tmp_path / "ray-out") == local
     assert _claims(tmp_path / "plan-out") == local
+    for name in ("report.md", "report.json"):  # the report is reproducible: no timings, no clock
+        assert (tmp_path / "local-out" / name).read_text() == (tmp_path / "ray-out" / name).read_text()
 
 
 def _descendants(pid: int) -> set[int]:

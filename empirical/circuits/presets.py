@@ -50,10 +50,12 @@ class RunConfig:
     grad_clip: float = dataclasses.field(default=1.0, metadata=non_negative("gradient-norm clip, 0 = off"))
     seed: int = dataclasses.field(default=0, metadata=non_negative_int("seed"))
     # bookkeeping
-    eval_every: int = dataclasses.field(default=200, metadata=positive_int("steps between evaluations"))
+    eval_every: int = dataclasses.field(default=200, metadata=positive_int("steps between evaluations",
+                                                                           flag="--eval-interval"))
     eval_examples: int = dataclasses.field(default=500,
         metadata=positive_int("dev examples scored at each evaluation during training"))
-    ckpt_every: int = dataclasses.field(default=200, metadata=positive_int("steps between checkpoints"))
+    ckpt_every: int = dataclasses.field(default=200, metadata=positive_int("steps between checkpoints",
+                                                                           flag="--ckpt-interval"))
     final_examples: int = dataclasses.field(default=0,
         metadata=non_negative_int(">0: cap on dev/test examples in the final evaluation"))
     # task specifics
