@@ -143,6 +143,13 @@ class Study:
         """Default: copy every file the runs listed under ``result["files"]`` into ``figures``."""
         return copy_files(records, figures)
 
+    def check(self, spec: RunSpec) -> None:
+        """InputError unless ``spec`` is a run this study can make: by default, a run of its plan at
+        some budget (a spec from elsewhere, or edited, is refused before anything runs)."""
+        if not any(spec in self.plan(b) for b in BUDGETS):
+            raise InputError(f"the spec {spec.name!r} is not a run of study {self.name}'s plan at any budget "
+                             f"({', '.join(BUDGETS)}); list them with `qkdyn plan {self.name}`")
+
     def context(self, budget: str) -> dict:
         """What the report's "Setting" section shows for this study."""
         return {"budget": budget}

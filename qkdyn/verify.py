@@ -64,16 +64,17 @@ def drive(names: Sequence, budget: str, figures: str | Path, runs_dir: str | Pat
     from qkdyn.report import write_claims_report
     from qkdyn.studies import find, get, judge
 
-    figures, runs_dir = _make_dir(Path(figures), "--figures"), _make_dir(Path(runs_dir), "--runs")
     studies = [get(name) if isinstance(name, str) else name for name in names]
+    # every plan made and every finished record read before anything is written (bad input: nothing created)
     plans = [(study, study.plan(budget)) for study in studies]
+    found_before = [find(study, specs, runs_dir) for study, specs in plans]
+    figures, runs_dir = _make_dir(Path(figures), "--figures"), _make_dir(Path(runs_dir), "--runs")
     claims, plots, context = [], [], {"budget": budget}
     start = time.perf_counter()
-    outer = tqdm(plans, desc="studies", unit="study", position=0, file=sys.stderr, disable=not progress,
-                 dynamic_ncols=True)
-    for study, specs in outer:
+    outer = tqdm(list(zip(plans, found_before)), desc="studies", unit="study", position=0, file=sys.stderr,
+                 disable=not progress, dynamic_ncols=True)
+    for (study, specs), records in outer:
         outer.set_postfix_str(study.name)
-        records = find(study, specs, runs_dir)
         missing = [s for s in specs if s not in records] if compute else []
         clock = time.perf_counter()
         with tqdm(total=len(specs), initial=len(records), desc=f"  {study.name} runs", unit="run", position=1,

@@ -39,6 +39,8 @@ def test_a_plain_install_holds_exactly_one_top_level_package(tmp_path):
     ours = {name for name in ours if not name.startswith(("pip-", "setuptools-"))}
     assert ours == {"qkdyn", "qkdyn-0.1.0.dist-info"}
     assert {"theory", "simulate", "empirical", "commands"} <= {p.name for p in (site / "qkdyn").iterdir()}
+    # data the code reads at run time is package data (the hand-checked Brown SVA items), not a test fixture
+    assert (site / "qkdyn" / "empirical" / "circuits" / "brown_sva_handcheck.tsv").stat().st_size > 1000
     # qkdyn imports in an environment without numpy, sympy or torch: nothing heavy at import time
     out = subprocess.run([python, "-c", LIGHT_IMPORT], check=True, capture_output=True, text=True, cwd=tmp_path)
     assert out.stdout.split()[1:] == []

@@ -39,8 +39,8 @@ PROB = ("-0.1", "1.5", "nan")
 SOLVE = ["solve", "--param", "CACO", "--t-max", "10", "--out", "o.csv"]
 SGD = ["sgd", "--param", "CACO", "--step", "0.1", "--steps", "10", "--out", "o.csv"]
 TRAIN = ["train-circuits", "--task", "sva", "--preset", "tiny", "--data", LINZEN, "--out", "run", "--no-progress"]
-COMPARE = ["compare-circuits", "--task", "sva", "--preset", "tiny", "--data", LINZEN, "--runs-dir", "runs",
-           "--out-dir", "figs", "--no-progress"]
+COMPARE = ["compare-circuits", "--task", "sva", "--preset", "tiny", "--data", LINZEN, "--runs", "runs",
+           "--out", "figs", "--no-progress"]
 LM = ["lm", "--data", "corpus.txt", "--out", "run", "--no-progress"]
 MQAR = ["mqar", "--out", "run", "--no-progress"]
 STUDY = ["compare-coupled", "--runs", "runs", "--out", "figs"]
@@ -142,9 +142,26 @@ CASES += _bad(COMPARE, "--acc-tolerance", ("-1", "nan"))
 CASES += _bad(COMPARE, "--lr", ("nan", "0"))
 CASES += _bad(COMPARE, "--threads", ("0",))
 CASES += [
-    ("compare-circuits out-dir is a file", COMPARE[:-3] + ["afile", "--no-progress"]),
-    ("compare-circuits runs-dir is a file", COMPARE[:8] + ["afile"] + COMPARE[9:]),
-    ("compare-circuits corrupt final.json", COMPARE[:8] + ["badruns"] + COMPARE[9:]),
+    ("compare-circuits out is a file", COMPARE[:-2] + ["afile", "--no-progress"]),
+    ("compare-circuits runs is a file", COMPARE[:8] + ["afile"] + COMPARE[9:]),
+    ("compare-circuits corrupt run record", COMPARE[:8] + ["badruns"] + COMPARE[9:]),
+    ("compare-circuits empty mults", COMPARE + ["--mults", ","]),
+]
+_FA_SPEC = ('{"study": "fixed-attention", "name": "collapsed_a0.2_s0", "config": {"alpha": 0.2, "checkpoints": 6, '
+            '"eval_size": 1024, "form": "collapsed", "seed": 0, "steps": 250}}')
+CASES += [
+    ("plan unknown study", ["plan", "bogus"]), ("plan unknown budget", ["plan", "theory", "--budget", "big"]),
+    ("plan runs is a file", ["plan", "theory", "--runs", "afile"]),
+    ("run spec not JSON", ["run", "theory", "--spec", "{"]), ("run spec not a spec", ["run", "theory", "--spec", "[]"]),
+    ("run spec of another study", ["run", "theory", "--spec", _FA_SPEC]),
+    ("run spec edited", ["run", "fixed-attention", "--spec", _FA_SPEC.replace("250", "-3")]),
+    ("run circuits spec with a bad field", ["run", "circuits", "--spec",
+                                            '{"study": "circuits", "name": "x", "config": {"lr": -1}}']),
+    ("run runs is a file", ["run", "fixed-attention", "--spec", _FA_SPEC, "--runs", "afile"]),
+    ("report unknown study", ["report", "bogus"]), ("report runs is a file", ["report", "theory", "--runs", "afile"]),
+    ("report figures is a file", ["report", "theory", "--figures", "afile"]),
+    ("verify unknown executor", ["verify", "--executor", "slurm"]), ("verify runs is a file", ["verify", "--runs", "afile"]),
+    ("verify unknown study", ["verify", "--study", "bogus"]),
 ]
 CASES += _bad(SOLVE, "--attn0", ("0", "1", "-0.5", "nan", "x"))
 CASES += [
@@ -280,8 +297,8 @@ def _world(root: Path) -> None:
         (root / name).write_bytes(b"PK\x03\x04 truncated")
     (root / "odd_lm").mkdir()
     torch.save({"step": 1, "config": "not a dict"}, root / "odd_lm" / "ckpt.pt")
-    (root / "badruns" / "sva" / "qk1_s0").mkdir(parents=True)
-    (root / "badruns" / "sva" / "qk1_s0" / "final.json").write_text('{"config": {"task": "sva"')
+    (root / "badruns" / "circuits").mkdir(parents=True)
+    (root / "badruns" / "circuits" / "sva_qk1_s0.json").write_text('{"spec": {"study": "circuits"')
     (root / "badstudy" / "lm-x").mkdir(parents=True)
     (root / "badstudy" / "lm-x" / "result.json").write_text("{not json")
     (root / "cutstudy" / "lm-x").mkdir(parents=True)

@@ -161,3 +161,25 @@ def test_killing_the_driver_leaves_no_worker(tmp_path):
     while time.monotonic() < deadline and any(_alive(p) for p in workers):
         time.sleep(0.5)
     assert not [p for p in workers if _alive(p)]
+
+
+def _circuits_records(study, gain):
+    """Fake finished circuits runs: attention mass 0.2 + gain for R > 1 (seed noise), same accuracy."""
+    records = {}
+    for spec in study.plan("quick"):
+        p = spec.params
+        faster = p["qk_lr_mult"] != 1.0
+        test = {"accuracy": 0.8 + 0.001 * p["seed"], "attention_mass": 0.2 + gain * faster + 0.01 * p["seed"] ** 2}
+        records[spec] = Record(spec, {"test": test}, Path())
+    return records
+
+
+def test_circuits_claims_are_judged_from_records_alone():
+    from qkdyn.empirical.circuits.study import CircuitsStudy
+
+    study = CircuitsStudy(task="vader", seeds=(0, 1, 2))
+    specs = study.plan("quick")
+    (sharper,) = judge(study, "quick", specs, _circuits_records(study, gain=0.2))
+    assert sharper.id == "vader QK x30" and sharper.parts["sharper attention"] == "holds"
+    (flat,) = judge(study, "quick", specs, _circuits_records(study, gain=-0.2))
+    assert flat.parts["sharper attention"] != "holds"

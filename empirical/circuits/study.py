@@ -92,6 +92,18 @@ class CircuitsStudy(Study):
                              **dataclasses.asdict(cfg))
                 for (seed, mult), cfg in self.configs(budget).items()]
 
+    def check(self, spec):
+        """Any valid RunConfig (compare-circuits plans from flags, not only from budgets)."""
+        from qkdyn.empirical.circuits.presets import RunConfig, check_sizes, validate
+        from qkdyn.errors import InputError
+
+        try:
+            cfg = RunConfig(**spec.params)
+        except TypeError as exc:
+            raise InputError(f"the spec is not a circuits run config: {exc}")
+        validate(cfg)
+        check_sizes(cfg)
+
     def measure(self, spec, scratch):
         from qkdyn.empirical.circuits.presets import RunConfig
         from qkdyn.empirical.circuits.train import train

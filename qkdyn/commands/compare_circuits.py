@@ -38,6 +38,11 @@ def run(args: argparse.Namespace) -> int:
     from qkdyn.studies import find
     from qkdyn.verify import drive
 
+    from qkdyn.errors import InputError
+
+    for flag, values in (("--mults", args.mults), ("--seeds", args.seeds)):
+        if values is not None and not values:
+            raise InputError(f"{flag} must name at least one value")
     study = CircuitsStudy(task=args.task, preset=args.preset, overrides=values_from_args(RunConfig, args),
                           mults=args.mults or None, seeds=args.seeds or None,
                           acc_tolerance=args.acc_tolerance, threads=args.threads)

@@ -29,6 +29,7 @@ def run(args: argparse.Namespace) -> int:
     if spec.study != args.study:
         raise InputError(f"--spec belongs to study {spec.study!r}, not {args.study!r}")
     study = get(args.study)
+    study.check(spec)
     check_run_dir(args.runs, "--runs")
     record = study.run(spec, args.runs)
     print(f"wrote {study.record_path(record.spec, args.runs)}")
