@@ -21,11 +21,19 @@ _TEMPORARY = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.[A-Za-z0-9_]{8}\.tmp$")
 
 
 def check_writable(path: str | os.PathLike) -> Path:
-    """Fail early (as a :class:`InputError`) if ``path`` cannot be created or replaced."""
+    """Fail early (as a :class:`InputError`) if ``path`` cannot be created or replaced: it must be
+    new or a regular file (a device node, FIFO or socket is never replaced), in a writable directory."""
+    from qkdyn.inputs import special_kind
+
+    if not str(path):
+        raise InputError("output path is empty")
     target = Path(path)
     parent = target.parent if str(target.parent) else Path(".")
     if target.is_dir():
         raise InputError(f"output path is a directory: {target}")
+    kind = special_kind(target)
+    if kind:
+        raise InputError(f"output path {target} is {kind}; give a regular file or a new path")
     if not parent.is_dir():
         raise InputError(f"output directory does not exist: {parent}")
     if not os.access(parent, os.W_OK):
