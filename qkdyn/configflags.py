@@ -19,7 +19,7 @@ A field that only matters for some choices of the others declares so with :func:
 given explicitly for a configuration it does not apply to (``--momentum`` with ``--optimizer adamw``)
 is an error (:func:`check_applicable`), not silently ignored.
 
-Domains: :func:`positive_int`, :func:`non_negative_int`, :func:`integer`, :func:`seed`, :func:`positive` (finite
+Domains: :func:`positive_int`, :func:`non_negative_int`, :func:`int_at_least`, :func:`integer`, :func:`seed`, :func:`positive` (finite
 > 0), :func:`non_negative` (finite >= 0), :func:`at_least`, :func:`finite`, :func:`probability` ([0, 1]),
 :func:`fraction` (an interval of [0, 1] with chosen open ends), :func:`choice`, :func:`choice_list`,
 :func:`positive_int_list`, :func:`text`,
@@ -114,6 +114,11 @@ def positive_int(help: str = "", flag: str | None = None) -> dict:
 
 def non_negative_int(help: str = "", flag: str | None = None) -> dict:
     return _meta(Domain(int, _number(int, lambda v: v >= 0, "a non-negative integer")), help, flag)
+
+
+def int_at_least(low: int, help: str = "", flag: str | None = None) -> dict:
+    """An integer >= ``low``."""
+    return _meta(Domain(int, _number(int, lambda v: v >= low, f"an integer >= {low}")), help, flag)
 
 
 def integer(help: str = "", flag: str | None = None) -> dict:

@@ -108,6 +108,9 @@ class RunDir:
     # metrics ---------------------------------------------------------------------------------
     def start_metrics(self, step: int | None) -> None:
         """Fresh run (``step`` None): remove old metrics. Resume: keep rows up to ``step`` only."""
+        from qkdyn.inputs import check_not_special
+
+        check_not_special(self.metrics, "metrics")
         if step is None:
             if self.metrics.exists():
                 self.metrics.unlink()

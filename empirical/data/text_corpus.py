@@ -50,7 +50,10 @@ def load_splits(spec: str, val_fraction: float = 0.05) -> tuple[np.ndarray, np.n
         from qkdyn.empirical.data.fetch import fetch
 
         return _split(_bytes_of(fetch(spec) / "text.txt"), val_fraction)
+    from qkdyn.inputs import check_not_special
+
     path = Path(spec)
+    check_not_special(path, "--data")
     if path.is_file():
         return _split(_bytes_of(path), val_fraction)
     if path.is_dir():
