@@ -31,29 +31,27 @@ def address_space_headroom() -> int:
         return 1 << 62
     if limit == resource.RLIM_INFINITY or limit < 0:
         return 1 << 62
-    return max(0, limit - _mapped_bytes())
+    mapped = _proc_kib("/proc/self/status", "VmSize:")
+    return max(0, limit - (mapped or 0))
 
 
-def _mapped_bytes() -> int:
+def _proc_kib(path: str, key: str) -> int | None:
+    """The ``key`` line of a /proc file (``NAME: N kB``) in bytes; None if absent or unreadable."""
     try:
-        with open("/proc/self/status") as fh:
+        with open(path) as fh:
             for line in fh:
-                if line.startswith("VmSize:"):
+                if line.startswith(key):
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass
-    return 0
+    return None
 
 
 def machine_bytes() -> int:
     """``MemAvailable`` of /proc/meminfo, else physical memory."""
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
+    available = _proc_kib("/proc/meminfo", "MemAvailable:")
+    if available is not None:
+        return available
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (OSError, ValueError, AttributeError):

@@ -280,6 +280,7 @@ CASES += [
     ("lm coupling-steps with diff attention", LM + ["--attention", "diff", "--coupling-steps", "2"]),
     ("lm vocab-size with byte tokens", LM + ["--tokenizer", "byte", "--vocab-size", "300"]),
     ("sgd seed with gd", SGD + ["--seed", "3"]),
+    ("sharpness eta-qk", SHARP_OK + ["--eta-qk", "2"]),
     # empty paths would write into the working directory
     ("verify figures empty", ["verify", "--figures", ""]),
     ("fixed-attention figures empty", ["fixed-attention", "--out", "fa.csv", "--figures", ""]),
@@ -600,13 +601,16 @@ def test_atomic_writes_use_the_umask_and_clean_stale_temporaries(tmp_path):
 
     stale = tmp_path / ".out.txt.999999999.abcdefgh.tmp"  # a writer that no longer exists
     stale.write_text("half")
+    (tmp_path / ".other.csv.999999999.abcdefgh.tmp").write_text("half")  # another target in the same directory
+    live = tmp_path / f".busy.csv.{os.getpid()}.abcdefgh.tmp"  # a writer still running: kept
+    live.write_text("writing")
     mask = os.umask(0o022)
     try:
         write_text(tmp_path / "out.txt", "done")
     finally:
         os.umask(mask)
     assert (tmp_path / "out.txt").stat().st_mode & 0o777 == 0o644
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [live.name, "out.txt"]
 
 
 # ------------------------------------------------------------------------------------------------

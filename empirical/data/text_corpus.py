@@ -38,6 +38,10 @@ def _directory_splits(root: Path, val_fraction: float) -> tuple[np.ndarray, np.n
     valid = [p for p in files if "valid" in p.name or ".val" in p.name or "_val" in p.name]
     if len(train) == 1 and len(valid) == 1:
         return _bytes_of(train[0]), _bytes_of(valid[0])
+    from qkdyn.memory import check_memory
+
+    # read whole (not mapped): the files, their concatenation, and the split views of it
+    check_memory(2 * sum(p.stat().st_size for p in files), f"the {len(files)} corpus files in {root}")
     return _split(np.concatenate([np.fromfile(p, dtype=np.uint8) for p in files]), val_fraction)
 
 

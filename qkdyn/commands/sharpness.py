@@ -63,6 +63,10 @@ def run(args: argparse.Namespace) -> int:
     from qkdyn.memory import check_memory
     from qkdyn.simulate.sharpness import sharpness
 
+    from qkdyn.configflags import GIVEN
+
+    if "eta_qk" in getattr(args, GIVEN, ()):
+        raise InputError("is not used by sharpness (eta_QK = rho * eta_OV); give --rho instead", "eta_qk")
     setting = setting_from_args(args)
     rhos, losses = parse_list(args.rho, "rho"), parse_list(args.loss, "loss")
     # measured: ~10 KiB per grid point (path samples, quadrature panels and nodes, the CSV row)
