@@ -19,8 +19,9 @@ A field that only matters for some choices of the others declares so with :func:
 given explicitly for a configuration it does not apply to (``--momentum`` with ``--optimizer adamw``)
 is an error (:func:`check_applicable`), not silently ignored.
 
-Domains: :func:`positive_int`, :func:`non_negative_int`, :func:`int_at_least`, :func:`integer`, :func:`seed`, :func:`positive` (finite
-> 0), :func:`non_negative` (finite >= 0), :func:`at_least`, :func:`finite`, :func:`probability` ([0, 1]),
+Domains: :func:`positive_int`, :func:`non_negative_int`, :func:`int_at_least`, :func:`integer`,
+:func:`seed`, :func:`positive` (finite > 0), :func:`non_negative` (finite >= 0), :func:`at_least`,
+:func:`finite`, :func:`probability` ([0, 1]),
 :func:`fraction` (an interval of [0, 1] with chosen open ends), :func:`choice`, :func:`choice_list`,
 :func:`positive_int_list`, :func:`text`,
 :func:`existing_path`, :func:`device`, :func:`flag` (a boolean).

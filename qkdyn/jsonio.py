@@ -51,9 +51,11 @@ def loads(text: str, source: str, line: int | None = None, depth: int = MAX_DEPT
         value = json.loads(text)
     except RecursionError:
         raise _fail(source, line, f"nests deeper than {depth} levels", hint) from None
-    except ValueError as exc:
-        detail = f" ({exc.msg} at line {exc.lineno} column {exc.colno})" if isinstance(exc, json.JSONDecodeError) else ""
-        raise _fail(source, line, f"is not valid JSON{detail}", hint) from None
+    except json.JSONDecodeError as exc:
+        raise _fail(source, line, f"is not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})",
+                    hint) from None
+    except ValueError as exc:  # e.g. an integer of more digits than Python converts
+        raise _fail(source, line, f"is not valid JSON ({str(exc).splitlines()[0][:80]})", hint) from None
     if depth_of(value, depth) > depth:
         raise _fail(source, line, f"nests deeper than {depth} levels", hint)
     return value

@@ -723,7 +723,7 @@ def test_the_json_reader_bounds_size_depth_and_names_the_file(tmp_path):
 
     path = tmp_path / "x.json"
     for text, words in (("[" * 65 + "]" * 65, "nests deeper than 64"), ("[" * 10 ** 6, "nests deeper"),
-                        ('{"a": ', "not valid JSON"), ("\xff", "not UTF-8")):
+                        ('{"a": ', "not valid JSON"), ("\xff", "not UTF-8"), ("9" * 5000, "not valid JSON")):
         path.write_bytes(text.encode("latin-1"))
         with pytest.raises(InputError, match=words) as info:
             read_json(path)
