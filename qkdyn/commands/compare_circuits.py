@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import sys
 
-    from qkdyn.configflags import values_from_args
+    from qkdyn.configflags import check_applicable, values_from_args
     from qkdyn.empirical.circuits.presets import RunConfig
     from qkdyn.empirical.circuits.study import CircuitsStudy, write_report
     from qkdyn.runs import check_run_dir
@@ -48,7 +48,9 @@ def run(args: argparse.Namespace) -> int:
                           acc_tolerance=args.acc_tolerance, threads=args.threads)
     out = check_run_dir(args.out, "--out")
     check_run_dir(args.runs, "--runs")
-    specs = study.plan(args.budget)  # every config checked before anything is written
+    for cfg in study.configs(args.budget).values():  # every config checked before anything is written
+        check_applicable(cfg, args)
+    specs = study.plan(args.budget)
     drive([study], args.budget, out, args.runs, executor=args.executor, workers=args.workers,
           ray_address=args.ray_address, progress=not args.no_progress, title=study.title, intro="")
     cpu, wall = study.seconds(find(study, specs, args.runs).values())
