@@ -304,7 +304,7 @@ CASES += [
     ("solve out empty", SOLVE[:-1] + [""]),
     ("train-circuits out empty", TRAIN[:8] + ["", "--no-progress"]),
     # deep JSON, foreign and damaged files, NaN in data
-    ("compare-circuits deep final.json", COMPARE[:8] + ["deepruns"] + COMPARE[9:]),
+    ("compare-circuits deep run record", COMPARE[:8] + ["deepruns"] + COMPARE[9:]),
     ("compare-coupled deep result.json", ["compare-coupled", "--runs", "deepstudy", "--out", "figs"]),
     ("compare-coupled deep metrics line", ["compare-coupled", "--runs", "deepmetrics", "--out", "figs"]),
     ("train-circuits hatexplain deep json", ["train-circuits", "--task", "hatexplain", "--preset", "tiny",
@@ -332,7 +332,7 @@ CASES += [
                                                      "--data", "hx_fifo", "--out", "run"]),
     ("train-circuits checkpoint is a fifo", TRAIN[:8] + ["fifo_circuits", "--no-progress"]),
     ("lm metrics is a fifo", ["lm", "--data", "corpus.txt", "--out", "fifo_lm", "--no-progress", "--tokenizer", "byte"]),
-    ("compare-circuits final.json is a fifo", COMPARE[:8] + ["fiforuns"] + COMPARE[9:]),
+    ("compare-circuits run record is a fifo", COMPARE[:8] + ["fiforuns"] + COMPARE[9:]),
 ]
 
 
@@ -388,8 +388,8 @@ def _world(root: Path) -> None:
     (root / "cutstudy" / "lm-x" / "result.json").write_text(json.dumps({"model": {}, "train": {}}))
     (root / "cutstudy" / "lm-x" / "metrics.jsonl").write_text('{"kind": "eval", "step": 1}\n{"kind": "ev')
     deep = "[" * 100_000 + "]" * 100_000
-    (root / "deepruns" / "sva" / "qk1_s0").mkdir(parents=True)
-    (root / "deepruns" / "sva" / "qk1_s0" / "final.json").write_text(deep)
+    (root / "deepruns" / "circuits").mkdir(parents=True)  # a run record of compare-circuits, too deep
+    (root / "deepruns" / "circuits" / "sva_qk1_s0.json").write_text(deep)
     (root / "deepstudy" / "lm-x").mkdir(parents=True)
     (root / "deepstudy" / "lm-x" / "result.json").write_text(deep)
     (root / "deepmetrics" / "lm-x").mkdir(parents=True)
@@ -425,8 +425,8 @@ def _world(root: Path) -> None:
     os.mkfifo(root / "fifo_circuits" / "checkpoint.pt")
     (root / "fifo_lm").mkdir()
     os.mkfifo(root / "fifo_lm" / "metrics.jsonl")
-    (root / "fiforuns" / "sva" / "qk1_s0").mkdir(parents=True)
-    os.mkfifo(root / "fiforuns" / "sva" / "qk1_s0" / "final.json")
+    (root / "fiforuns" / "circuits").mkdir(parents=True)
+    os.mkfifo(root / "fiforuns" / "circuits" / "sva_qk1_s0.json")
 
 
 def _snapshot(root: Path) -> dict:
