@@ -79,6 +79,8 @@ def verify(quick: bool = False, figures: str | Path = "figures", empirical: bool
     if empirical:
         step("A6 and sampled-data experiments (torch)")
         claims += _empirical_claims(quick, figures)
+        step("SUB stability of the symmetric subspace (torch)")
+        claims.append(_stability_claim(quick, figures))
     context = {"setting": dataclasses.asdict(setting), "quick": quick,
                "plan": {k: _describe(v) for k, v in cfg.items()},
                "seconds": round(time.perf_counter() - start, 1)}
@@ -102,3 +104,10 @@ def _empirical_claims(quick: bool, figures: Path):
     from qkdyn.empirical.synthetic.claim_a6 import check_a6
 
     return check_a6(quick, figures)
+
+
+def _stability_claim(quick: bool, figures: Path):
+    """Claim SUB (where the reduced flow describes the full model): one self-contained call."""
+    from qkdyn.empirical.synthetic.claim_stability import check
+
+    return check(quick, figures)

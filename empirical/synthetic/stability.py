@@ -106,7 +106,10 @@ class FullFlow:
         with np.errstate(divide="ignore"):  # log 0 = -inf: a token absent from a context gets no attention
             self._log_counts = np.log(counts.numpy())
         self._labels, self._weights = labels.numpy(), weights.numpy()
+        self._rows = np.arange(len(self._labels))
+        self._onehot = np.eye(lay.classes)[self._labels]
         self.model = AttentionHead(param, lay, setting.scale, self.width)
+        self.collapsed = factorized(param) == (False, False)
         self.orbit, self.fix_basis = self._orbits()
 
     def split(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -143,16 +146,16 @@ class FullFlow:
 
     def _forward(self, a: np.ndarray, B: np.ndarray):
         """Per count vector: attention p, label probabilities q, residual r = q - onehot(label)."""
-        u = a[None, :] + self._log_counts
+        u = a + self._log_counts
         p = np.exp(u - u.max(axis=1, keepdims=True))
         p /= p.sum(axis=1, keepdims=True)
         z = p @ B.T
-        zmax = z.max(axis=1, keepdims=True)
-        lse = zmax[:, 0] + np.log(np.exp(z - zmax).sum(axis=1))
-        q = np.exp(z - lse[:, None])
-        r = q.copy()
-        r[np.arange(len(r)), self._labels] -= 1.0
-        loss = float(self._weights @ (lse - z[np.arange(len(z)), self._labels]))
+        q = np.exp(z - z.max(axis=1, keepdims=True))
+        total = q.sum(axis=1, keepdims=True)
+        q /= total
+        r = q - self._onehot
+        # CE = logsumexp(z) - z_label = -log q_label
+        loss = -float(self._weights @ np.log(q[self._rows, self._labels]))
         return loss, p, q, r
 
     def function_gradient(self, a: np.ndarray, B: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
@@ -166,6 +169,11 @@ class FullFlow:
     def gradient(self, theta: np.ndarray, with_loss: bool = False):
         """grad L(theta), by the chain rule through the factors (a = s W_Q[q] W_K^T, B = W_O W_V);
         with ``with_loss``, (L, grad L)."""
+        if self.collapsed:  # the fast path: theta = (W_QK[q, ctx], W_OV[labels, ctx]) as they are
+            n_ctx = self.sizes[0]
+            loss, d_a, d_B = self.function_gradient(self.setting.scale * theta[:n_ctx], theta[n_ctx:].reshape(-1, n_ctx))
+            out = np.concatenate([self.setting.scale * d_a, d_B.ravel()])
+            return (loss, out) if with_loss else out
         M = self._matrices(theta)
         a = (M["W_Q"] @ M["W_K"].T)[0] if "W_Q" in M else M["W_QK"][0]
         B = M["W_O"] @ M["W_V"] if "W_O" in M else M["W_OV"]
@@ -444,7 +452,7 @@ def perturbed_gd(setting, until_loss: float, step: float, eps: float = EPS, seed
         raise RuntimeError(f"GD did not reach loss {until_loss:g} in {max_steps} steps")
     lin = linearisation(setting, until_loss)
     predicted = eps * lin.size[0] * lin.predicted(direction) / lin.size[-1]
-    return GDRun(setting.rho, step, k, k * step, float(lin.t[-1]), transverse_size(flow, theta), predicted, eps)
+    return GDRun(setting.rho, step, k, k * step, float(lin.t[-1]), transverse_size(flow, theta), float(predicted), eps)
 
 
 @dataclasses.dataclass
