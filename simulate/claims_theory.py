@@ -1,7 +1,8 @@
 """Claims A1-A3: the exact structure of the flow, checked along long numerical solutions.
 
-A1  rate factor: along each factorized solution, the measured rate M_c(x) / M_c^collapsed equals
-    the derived closed form (qkdyn.theory.invariants.balanced_metric) and grows with the magnitude.
+A1  rate factor: at states of each factorized solution, the rate M_c / M_c^collapsed read off a
+    gradient-descent step of the full matrix model (measured in qkdyn.empirical, passed in) equals the
+    derived closed form (qkdyn.theory.invariants.balanced_metric) and grows with the magnitude.
 A2  line: Phi(qk) - rho Psi(ov) and every named polynomial first integral stay constant.
 A3  growth: the drift of log(y / (log t)^p) over a late window, for ov, qk, e^qk and the odds, decides
     each reading against the paper's exponent p and against the derived laws with all their factors
@@ -31,52 +32,71 @@ SCOPE = ("Scope: exact for the reduced flow on the symmetric subspace; the full 
 FACTORIZED_CIRCUITS = {"FACO": ("QK",), "CAFO": ("OV",), "FAFO": ("QK", "OV")}
 
 
-def rate_factors(tr: Trajectory) -> dict[str, dict[str, np.ndarray]]:
-    """Measured and closed-form rate factors R_c = M_c / M_c^collapsed along ``tr``."""
+def closed_rate_factors(tr: Trajectory) -> dict[str, dict[str, np.ndarray]]:
+    """The derived rate factors R_c = M_c / M_c^collapsed (qkdyn.theory.invariants.balanced_metric)
+    along ``tr``, with the magnitude |qk| or |ov|."""
     p = tr.setting.numeric()
     compiled, collapsed = tr.compiled, load("CACO")
-    measured = compiled.metrics(tr.state, p)
     closed = compiled.balanced_metrics(tr.qk, tr.ov, compiled.kappa(tr.state, p)[0] * np.ones_like(tr.t), p)
     reference = collapsed.metrics(np.zeros((5, 1)), p)
-    out = {}
-    for index, (circuit, feature) in enumerate((("QK", tr.qk), ("OV", tr.ov))):
-        out[circuit] = {"magnitude": np.abs(feature),
-                        "measured": np.asarray(measured[index]) / reference[index] * np.ones_like(tr.t),
-                        "closed": np.asarray(closed[index]) / reference[index] * np.ones_like(tr.t)}
-    return out
+    return {circuit: {"magnitude": np.abs(feature), "closed": np.asarray(closed[index]) / reference[index] * np.ones_like(tr.t)}
+            for index, (circuit, feature) in enumerate((("QK", tr.qk), ("OV", tr.ov)))}
 
 
-def check_a1(setting: Setting, t_max: float, figures: Path) -> Claim:
+#: the measured rate factor must match the closed form to this (the measurement is exact up to round-off)
+A1_TOLERANCE = 1e-6
+#: A1's states run to this loss: below ~1e-10 the full model's float64 gradient q - onehot loses its digits
+A1_LOSS = 1e-6
+
+
+def check_a1(setting: Setting, t_max: float, figures: Path, measure=None, points: int = 24) -> Claim:
+    """A1 decided by ``measure(setting, param, states) -> {"QK": R, "OV": R}``: the rate factors read off
+    gradient descent on the full matrix model (:func:`qkdyn.empirical.synthetic.rates.gd_rate_factors`,
+    passed in by ``qkdyn verify``: this layer does not import torch) at ``points`` states of each
+    factorized solution, against the derived closed form. Without ``measure`` the claim is inconclusive."""
     fig, axes = subplots(1, 2)
     evidence, ok = {}, True
     for param, circuits in FACTORIZED_CIRCUITS.items():
-        factors = rate_factors(solve(setting, param, t_max=t_max, points=300))
+        tr = solve(setting, param, t_max=t_max, until_loss=A1_LOSS, points=points)
+        factors = closed_rate_factors(tr)
+        measured = measure(setting, param, tr.state) if measure else None
         for circuit in circuits:
             f = factors[circuit]
-            deviation = float(np.max(np.abs(f["measured"] / f["closed"] - 1)))
+            ax = axes[0, 0 if circuit == "QK" else 1]
+            ax.loglog(f["magnitude"][1:], f["closed"][1:], "-", lw=1, color="k")
+            if measured is None:
+                continue
+            m = measured[circuit]
+            deviation = float(np.max(np.abs(m / f["closed"] - 1)))
             order = np.argsort(f["magnitude"])
-            increasing = bool(np.all(np.diff(f["measured"][order]) >= -1e-12 * f["measured"][order][1:]))
+            increasing = bool(np.all(np.diff(m[order]) >= -1e-9 * m[order][1:]))
             evidence[f"{param}/{circuit}"] = {
                 "max_rel_deviation_from_closed_form": deviation, "increasing_with_magnitude": increasing,
-                "factor_at_start": float(f["measured"][0]), "factor_at_end": float(f["measured"][-1]),
+                "factor_at_start": float(m[0]), "factor_at_end": float(m[-1]),
                 "magnitude_at_end": float(f["magnitude"][-1])}
-            ok &= deviation < 1e-8 and increasing and f["measured"][-1] > f["measured"][0]
-            ax = axes[0, 0 if circuit == "QK" else 1]
-            ax.loglog(f["magnitude"][1:], f["measured"][1:], "o", ms=2, color=COLOURS[param], label=f"{param} measured")
-            ax.loglog(f["magnitude"][1:], f["closed"][1:], "-", lw=1, color="k")
+            ok &= deviation < A1_TOLERANCE and increasing and m[-1] > m[0]
+            ax.loglog(f["magnitude"][1:], m[1:], "o", ms=3, color=COLOURS[param], label=f"{param} measured (GD)")
     for ax, circuit in zip(axes[0], ("QK", "OV")):
         ax.set(xlabel=f"|{circuit.lower()}|", ylabel=f"rate factor R_{circuit}",
-               title=f"{circuit}: measured (dots), derived (line)")
+               title=f"{circuit}: full-model GD (dots), derived (line)")
         ax.legend(fontsize=7)
     plot = save(fig, figures, "a1_rate_factor.png")
+    statement = ("Factorizing a circuit rescales its learning rate by a state-dependent factor that grows "
+                 "with the circuit's magnitude (balanced factors).")
+    if measure is None:
+        return Claim("A1", statement, "inconclusive", {"reason": "no full-model measurement (torch runs skipped)"},
+                     "Not measured: the rate factor is read off gradient descent on the full matrix model, which this "
+                     "run skipped. " + SCOPE, [plot])
+    worst = max(v["max_rel_deviation_from_closed_form"] for v in evidence.values())
     return Claim(
-        "A1", "Factorizing a circuit rescales its learning rate by a state-dependent factor that grows "
-        "with the circuit's magnitude (balanced factors).",
-        "holds" if ok else "fails", evidence,
-        f"Along solutions to t = {t_max:g}, the rate of each factorized circuit divided by the collapsed "
-        "rate matches the derived R_QK = sqrt(kappa^2 + 4 qk^2/(s^2 c)) and R_OV = 2 sqrt(D) |ov| "
-        "(qkdyn.theory.invariants; c = 1/(KD) + 1/N, kappa conserved) and increases with |qk| or |ov|: "
-        "small factors learn slower than the collapsed circuit, large ones faster.", [plot])
+        "A1", statement, "holds" if ok else "fails", evidence,
+        f"At {points} states of each factorized solution down to loss {A1_LOSS:g}, embedded in the full matrices: the rate "
+        "of each circuit's feature under one gradient-descent step of the full model (exact: Richardson on steps h "
+        "and h/2 of a quadratic), divided by -eta dL/df and by the same measurement on the collapsed model, against "
+        "the derived R_QK = sqrt(kappa^2 + 4 qk^2/(s^2 c)) and R_OV = 2 sqrt(D) |ov| (qkdyn.theory.invariants; "
+        f"c = 1/(KD) + 1/N, kappa conserved): largest relative deviation {worst:.1e} (it fails above "
+        f"{A1_TOLERANCE:g}, or if the measured factor does not increase with |qk| or |ov|): small factors learn "
+        "slower than the collapsed circuit, large ones faster. " + SCOPE, [plot])
 
 
 def check_a2(setting: Setting, t_max: float, rhos, figures: Path) -> Claim:

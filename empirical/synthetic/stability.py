@@ -34,6 +34,7 @@ Everything is float64; the caller sets torch to one thread.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import numpy as np
@@ -81,6 +82,9 @@ def generators(lay: Layout) -> list[np.ndarray]:
 class FullFlow:
     """The full gradient flow of one setting and parameterisation, on the entries that reach the loss.
 
+    ``batch`` (counts, labels, weights) defaults to every count vector (:func:`.data.count_support`);
+    the mean-count batch (:func:`.data.mean_counts`) is exact on the symmetric subspace only.
+
     ``theta`` is the flat vector of the active blocks (``blocks``: matrix name, rows, columns): the
     query row of W_QK (context columns) or of W_Q, the context rows of W_K, the label rows of W_OV
     (context columns) or of W_O, the context columns of W_V. Every other entry has zero gradient for
@@ -89,7 +93,7 @@ class FullFlow:
     B = W_OV[labels, ctx], attention softmax(a + log c), logits B attn, cross-entropy.
     """
 
-    def __init__(self, setting, param: str, width: int | None = None):
+    def __init__(self, setting, param: str, width: int | None = None, batch=None):
         self.setting, self.param = setting, param
         self.lay = lay = Layout.of(setting)
         self.width = width or lay.vocab
@@ -100,7 +104,7 @@ class FullFlow:
         self.sizes = [len(r) * len(c) for _, r, c in self.blocks]
         self.eta = np.concatenate([np.full(size, setting.eta_qk if name in ("W_QK", "W_Q", "W_K") else setting.eta_ov)
                                    for (name, _, _), size in zip(self.blocks, self.sizes)])
-        counts, labels, weights = data.count_support(setting)
+        counts, labels, weights = batch if batch is not None else data.count_support(setting)
         counts = counts[:, torch.as_tensor(ctx)]
         self.log_counts, self.labels, self.weights = torch.log(counts), labels, weights
         with np.errstate(divide="ignore"):  # log 0 = -inf: a token absent from a context gets no attention
@@ -110,7 +114,6 @@ class FullFlow:
         self._onehot = np.eye(lay.classes)[self._labels]
         self.model = AttentionHead(param, lay, setting.scale, self.width)
         self.collapsed = factorized(param) == (False, False)
-        self.orbit, self.fix_basis = self._orbits()
 
     def split(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(a, B): scores of the context tokens (n_ctx,) and label values (K, n_ctx)."""
@@ -219,6 +222,11 @@ class FullFlow:
         s = self.setting.scale
         return np.block([[s * s * h_aa, s * h_ba.T], [s * h_ba, h_bb]])
 
+    @functools.cached_property
+    def fix_basis(self) -> np.ndarray:
+        """Orthonormal basis (columns) of Fix(G): normalised orbit indicators."""
+        return self._orbits()[1]
+
     def _orbits(self) -> tuple[np.ndarray, np.ndarray]:
         """Each entry's orbit under G (union-find over the generators) and the orthonormal basis of
         Fix(G) (normalised orbit indicators, one column per orbit)."""
@@ -251,6 +259,7 @@ class FullFlow:
         basis[np.arange(start), orbit] = 1.0
         return orbit, basis / np.linalg.norm(basis, axis=0)
 
+    @functools.cache
     def transverse_basis(self) -> np.ndarray:
         """Orthonormal basis (columns) of T = Fix(G)^perp."""
         B = self.fix_basis
