@@ -71,7 +71,8 @@ def verify(quick: bool = False, figures: str | Path = "figures", empirical: bool
                 for axis in phase.AXES]
     phase_plot = phase.plot(diagrams, cfg["phase_level"], figures)
     frozen = claims_sharpness.frozen_law_check(setting, cfg["loss_levels"])
-    claims += [claims_sharpness.check_a4(result, figures, proofs, cross_check, frozen),
+    hard = claims_sharpness.reachability(setting)
+    claims += [claims_sharpness.check_a4(result, figures, proofs, cross_check, frozen, hard),
                claims_sharpness.check_a5(result, cross_check, phase_plot, phase.summary(diagrams))]
     step("overview figures")
     extra = [overview.trajectories_plot(setting, cfg["t_max"], figures),
