@@ -79,7 +79,8 @@ def check_a1(setting: Setting, t_max: float, figures: Path, measure=None, points
     for ax, circuit in zip(axes[0], ("QK", "OV")):
         ax.set(xlabel=f"|{circuit.lower()}|", ylabel=f"rate factor R_{circuit}",
                title=f"{circuit}: full-model GD (dots), derived (line)")
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
     plot = save(fig, figures, "a1_rate_factor.png")
     statement = ("Factorizing a circuit rescales its learning rate by a state-dependent factor that grows "
                  "with the circuit's magnitude (balanced factors).")
