@@ -226,11 +226,17 @@ def check_a4(result: Sweep, figures: Path, proofs: dict | None = None, cross_che
         f"{'every rho reaches every level' if reached_all else 'some levels were not reached'}. Evidence per form: "
         + ", ".join(f"{param} {kind}" for param, kind in kinds.items()) + ".")
     if proved:
+        from qkdyn.theory.sharpness import A4_ASSUMPTIONS
+
+        record["assumptions"] = A4_ASSUMPTIONS
         summary += (" Proved: d attn/d rho at fixed loss = alpha(1-alpha)(Psi(ov) - Psi(ov0)) / (Phi'(qk) + "
-                    "rho ov^2 (1-alpha)/M_OV) > 0 for ov0 >= 0 (implicit differentiation of the line and the "
-                    "level set; every step checked by sympy, qkdyn.theory.sharpness.a4_proof); every level in "
-                    "(0, L0) is reached for every rho >= 0. For ov0 < 0 (collapsed OV) the sign flips at losses "
-                    "reached while |ov| < |ov0|.")
+                    "rho ov^2 (1-alpha)/M_OV) > 0 for ov0 >= 0, each step by sympy (qkdyn.theory.sharpness.a4_proof): "
+                    "the reduction lemma from the model's logits; d ov/dt = -eta_OV M_OV(x) dL/dov with M_OV a sum of "
+                    "squares and -dL/dov > 0; the loss strictly decreasing (each level crossed once); the line a first "
+                    "integral of the derived flow; the implicit-function step (the Jacobian of line and level is alpha "
+                    "times the positive denominator); the signs of every factor. Assumed, with numerical evidence: "
+                    + "; ".join(f"{name} ({why})" for name, why in A4_ASSUMPTIONS.items())
+                    + ". For ov0 < 0 (collapsed OV) the sign flips at losses reached while |ov| < |ov0|.")
     if cross_check:
         summary += (f" ODE cross-check on {cross_check['points']} points: largest |attn difference| "
                     f"{cross_check['max_abs_attn_difference']:.2g}, largest relative time difference "
