@@ -12,10 +12,8 @@ from qkdyn.theory.setting import Setting
 
 @pytest.fixture(autouse=True)
 def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+    with st.one_thread():
+        yield
 
 
 @pytest.mark.parametrize("param", ["CACO", "FACO", "CAFO", "FAFO"])

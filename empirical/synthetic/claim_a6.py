@@ -146,12 +146,8 @@ def long_horizon() -> list[dict]:
 def check_a6(quick: bool, figures_dir: Path) -> list[Claim]:
     """Claims A6, A6-adam, A4-/A5-sampled-{clean,authors}, FA with computed verdicts; plots into figures_dir.
     Runs on one torch thread (the matrices are tiny; more threads only contend)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with stability.one_thread():
         return _check_a6(quick, Path(figures_dir))
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _check_a6(quick: bool, figures_dir: Path) -> list[Claim]:

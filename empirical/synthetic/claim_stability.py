@@ -60,14 +60,8 @@ def _validation_points(d: st.Diagram) -> list[tuple[int, int]]:
 
 def check(quick: bool, figures: Path) -> Claim:
     """Claim SUB with its phase diagram and the boundary checked; runs on one torch thread."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with st.one_thread():
         return _check(quick, Path(figures))
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _check(quick: bool, figures: Path) -> Claim:

@@ -33,6 +33,7 @@ Everything is float64; the caller sets torch to one thread.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import math
@@ -59,6 +60,17 @@ POINTS = 48
 _ACTION = {"W_QK": lambda g, inner, r: (g, g), "W_OV": lambda g, inner, r: (g, g),
            "W_Q": lambda g, inner, r: (g, np.arange(r)), "W_K": lambda g, inner, r: (g, np.arange(r)),
            "W_O": lambda g, inner, r: (g, inner), "W_V": lambda g, inner, r: (inner, g)}
+
+
+@contextlib.contextmanager
+def one_thread():
+    """Run torch on one thread inside the block (the matrices are tiny: more threads only contend)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 def generators(lay: Layout) -> list[np.ndarray]:
@@ -119,10 +131,7 @@ class FullFlow:
         """(a, B): scores of the context tokens (n_ctx,) and label values (K, n_ctx)."""
         parts = dict(zip((b[0] for b in self.blocks), torch.split(theta, self.sizes)))
         shape = {name: (len(r), len(c)) for name, r, c in self.blocks}
-        M = {name: v.reshape(shape[name]) for name, v in parts.items()}
-        a = (M["W_Q"] @ M["W_K"].T)[0] if "W_Q" in M else M["W_QK"][0]
-        B = M["W_O"] @ M["W_V"] if "W_O" in M else M["W_OV"]
-        return self.setting.scale * a, B
+        return self._function({name: v.reshape(shape[name]) for name, v in parts.items()})
 
     def loss(self, theta: torch.Tensor) -> torch.Tensor:
         """The loss in torch (the reference for autograd; the numpy twin below is what runs)."""
@@ -138,7 +147,10 @@ class FullFlow:
     # -- the same loss in numpy, with its exact gradient and Hessian (checked against autograd) ----
     def function(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(a, B) of ``theta`` (numpy; as :meth:`split`)."""
-        M = self._matrices(theta)
+        return self._function(self._matrices(theta))
+
+    def _function(self, M: dict):
+        """(a, B) from the matrices (numpy arrays or torch tensors alike)."""
         a = (M["W_Q"] @ M["W_K"].T)[0] if "W_Q" in M else M["W_QK"][0]
         B = M["W_O"] @ M["W_V"] if "W_O" in M else M["W_OV"]
         return self.setting.scale * a, B
@@ -178,9 +190,7 @@ class FullFlow:
             out = np.concatenate([self.setting.scale * d_a, d_B.ravel()])
             return (loss, out) if with_loss else out
         M = self._matrices(theta)
-        a = (M["W_Q"] @ M["W_K"].T)[0] if "W_Q" in M else M["W_QK"][0]
-        B = M["W_O"] @ M["W_V"] if "W_O" in M else M["W_OV"]
-        loss, d_a, d_B = self.function_gradient(self.setting.scale * a, B)
+        loss, d_a, d_B = self.function_gradient(*self._function(M))
         d_a = self.setting.scale * d_a
         out = []
         for name, _, _ in self.blocks:
