@@ -58,8 +58,8 @@ def _headline(claim: Claim) -> str:
         return ""
     missing = unmet(claim.preconditions)
     lead = f"precondition not met: {', '.join(missing)}; " if missing else ""
-    return lead + "; ".join(f"{label}: {c['effect']:+.3g} (sd {c['spread']:.2g}, p = {c['p_value']:.2g})"
-                     for label, c in claim.stats.items())
+    return lead + "; ".join(f"{label}: {c['effect']:+.3g} (sd {c['spread']:.2g}, p = {c['p_value']:.2g}, "
+                            f"detects >= {c.get('mde', float('nan')):.2g})" for label, c in claim.stats.items())
 
 
 def claims_markdown(claims: Sequence[Claim]) -> list[str]:
