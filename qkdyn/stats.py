@@ -90,7 +90,7 @@ class Comparison:
 def power_line(comparison: dict) -> str:
     """The design's power in words: the smallest effect detected with 80% power, seeds the paper's effect needs."""
     mde, need, paper = comparison.get("mde", math.nan), comparison.get("seeds_needed"), comparison.get("paper_effect")
-    text = f"detects >= {mde:.3g} with {POWER:.0%} power" if mde == mde else "power not computable"
+    text = "power not computable" if math.isnan(mde) else f"detects >= {mde:.3g} with {POWER:.0%} power"
     if paper is not None:
         text += (f"; the paper's {paper:.3g} needs {need} seeds" if need is not None
                  else f"; the paper's {paper:.3g} needs more than {MAX_SEEDS} seeds")

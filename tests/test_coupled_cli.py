@@ -130,7 +130,7 @@ def _fake_study(root, gains=(0.9, 1.1), standard_ladder=(9.8, 8.9), ablation=ABL
 
     study = StudyConfig(**FAKE_STUDY)
     (root / "matched.json").write_text(json.dumps(FAKE_MATCHED))
-    for spec in study_runs(study) + matched_runs(study, str(root)):
+    for spec in study_runs(study) + matched_runs(study):
         attention = {"kind": spec.attention.kind, "integrator": spec.attention.integrator}
         _fake_run(root, spec.data, attention, spec.train.seed, _fake_value(spec, gains, standard_ladder), task=spec.task,
                   steps=spec.attention.steps, max_steps=spec.train.max_steps, name=spec.name, ablation=ablation)

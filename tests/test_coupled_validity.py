@@ -8,18 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from qkdyn.cli import main
 from qkdyn.empirical.coupled.attention import AttentionConfig, build_attention
 from qkdyn.empirical.coupled.model import GPT, count_parameters, preset_config
 from qkdyn.errors import InputError
-
-
-def _main(argv):
-    threads = torch.get_num_threads()
-    try:
-        return main(argv)
-    finally:
-        torch.set_num_threads(threads)
+from test_coupled_cli import _main  # qkdyn in this process, torch's thread count restored
 
 
 def _corpus(tmp_path):

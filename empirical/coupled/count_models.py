@@ -33,7 +33,7 @@ def count_model_perplexities(train: np.ndarray, val: np.ndarray, vocab: int) -> 
     train, val = np.asarray(train, dtype=np.int64), np.asarray(val, dtype=np.int64)
     unigram = (np.bincount(train, minlength=vocab) + 1.0) / (len(train) + vocab)
     codes, counts = np.unique(train[:-1] * vocab + train[1:], return_counts=True)
-    n1, n2 = int((counts == 1).sum()), int((counts == 2).sum())
+    n1, n2 = (counts == 1).sum().item(), (counts == 2).sum().item()
     discount = n1 / (n1 + 2 * n2) if n1 + 2 * n2 else 0.5
     context = np.bincount(train[:-1], minlength=vocab).astype(float)
     successors = np.bincount(codes // vocab, minlength=vocab).astype(float)

@@ -215,9 +215,9 @@ def study_runs(study: StudyConfig) -> list[RunSpec]:
     return runs
 
 
-def matched_steps(study: StudyConfig, runs_dir: str) -> dict[str, int]:
+def matched_steps(study: StudyConfig) -> dict[str, int]:
     """Step counts of the standard runs matched to coupled Euler: ``flops`` (counted FLOPs of the
-    real kernels) and each ``tokens x<budget>``. ``runs_dir`` is unused (kept for callers)."""
+    real kernels) and each ``tokens x<budget>``."""
     from qkdyn.empirical.coupled.model import flops_per_token, preset_config
 
     if not study.match_compute or "coupled-euler" not in study.variants or "standard" not in study.variants:
@@ -233,12 +233,10 @@ def matched_steps(study: StudyConfig, runs_dir: str) -> dict[str, int]:
     return steps
 
 
-def matched_runs(study: StudyConfig, runs_dir: str) -> list[RunSpec]:
-    """The compute-matched standard runs of ``runs_dir/matched.json`` (see :func:`matched_steps`),
-    base-length ones left out."""
-    path = Path(runs_dir) / "matched.json"
-    matched = read_json(path) if path.exists() else matched_steps(study, runs_dir)
-    lengths = sorted({n for n in matched.values() if n != study.lm_steps})
+def matched_runs(study: StudyConfig) -> list[RunSpec]:
+    """The compute-matched standard runs (see :func:`matched_steps`; a function of the study's config
+    alone, so a changed config never reuses another's), base-length ones left out."""
+    lengths = sorted({n for n in matched_steps(study).values() if n != study.lm_steps})
     return [lm_run(study, study.coherent, "standard", s, steps=n) for n in lengths for s in range(study.seeds)]
 
 
@@ -292,16 +290,15 @@ def _run_all(specs: list[RunSpec], runs_dir: str, workers: int, desc: str) -> li
 
 
 def run_study(study: StudyConfig, runs_dir: str, workers: int) -> list[str]:
-    """Run every unfinished run of ``study`` with ``workers`` processes, then its compute-matched
-    runs (which need the main grid's timings); returns the names run."""
+    """Write the count models of the study's corpora, then run every unfinished run of ``study`` and
+    its compute-matched runs with ``workers`` processes (``matched.json`` records their lengths);
+    returns the names run."""
     from qkdyn.empirical.coupled.count_models import write_count_models
 
     for corpus in corpora(study):  # fetch and tokenise once, before the workers start; the count-model floor
         write_count_models(runs_dir, corpus, study.tokenizer, study.vocab_size)
-    done = _run_all(study_runs(study), runs_dir, workers, "study")
     if not study.trend:
         from qkdyn import atomic
 
-        atomic.write_text(Path(runs_dir) / "matched.json", json.dumps(matched_steps(study, runs_dir), indent=2) + "\n")
-        done += _run_all(matched_runs(study, runs_dir), runs_dir, workers, "compute-matched")
-    return done
+        atomic.write_text(Path(runs_dir) / "matched.json", json.dumps(matched_steps(study), indent=2) + "\n")
+    return _run_all(study_runs(study) + ([] if study.trend else matched_runs(study)), runs_dir, workers, "study")
