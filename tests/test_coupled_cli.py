@@ -41,7 +41,7 @@ def test_variant_names_of_the_command_match_the_study():
     (["compare-coupled", "--variants", "standard,fancy", "--out", "{tmp}"], "--variants"),
     (["lm", "--data", "wiki", "--out", "{tmp}/x", "--vocab-size", "100"], "--vocab-size"),
     (["lm", "--data", "wiki", "--out", "{tmp}/x", "--attention", "coupled", "--field-gain", "-1"], "--field-gain"),
-    (["compare-coupled", "--vocab-size", "100", "--out", "{tmp}"], "--vocab-size"),
+    (["compare-coupled", "--tokenizer", "bpe", "--vocab-size", "100", "--out", "{tmp}"], "--vocab-size"),
     (["compare-coupled", "--efficiency-budgets", "0.5", "--out", "{tmp}"], "--efficiency-budgets"),
     (["compare-coupled", "--trend-presets", "tiny,huge", "--out", "{tmp}"], "--trend-presets"),
 ])
@@ -126,9 +126,9 @@ def _fake_value(spec, gains=(0.9, 1.1), standard_ladder=(9.8, 8.9)):
 
 def _fake_study(root, gains=(0.9, 1.1), standard_ladder=(9.8, 8.9), ablation=ABLATION):
     """Fake results of every run of a 4-seed study, each under its spec's name (run identity)."""
-    from qkdyn.empirical.coupled.study import StudyConfig, matched_runs, study_runs
+    from qkdyn.empirical.coupled.study import matched_runs, study_plan, study_runs
 
-    study = StudyConfig(**FAKE_STUDY)
+    study = dataclasses.replace(study_plan("tiny"), **FAKE_STUDY)  # the CPU plan with the fake's grid
     (root / "matched.json").write_text(json.dumps(FAKE_MATCHED))
     for spec in study_runs(study) + matched_runs(study):
         attention = {"kind": spec.attention.kind, "integrator": spec.attention.integrator}

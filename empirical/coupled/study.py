@@ -116,10 +116,17 @@ class StudyConfig:
             raise InputError(f"must be at least 2, got {self.block_size}", "block_size")
 
 
+#: the CPU study (``--preset tiny``), sized by probe runs (docs/coupled.md, "The CPU regime"): byte
+#: tokens on ``pydocs`` (10.49M training bytes), 600 steps of 16 x 128 = 1,228,800 bytes per base
+#: run (0.117 epochs), lr 6e-3; the 600-step probe of standard attention reached 10.29 per byte
+#: (bigram count model 16.16, unigram 33.36) and removing its attention cost 0.67 nats
+CPU_PLAN = StudyConfig(coherent="pydocs", tokenizer="byte", seeds=5, lm_steps=600, lm_lr=6e-3, batch_size=16,
+                       sweep_steps=(7,), efficiency_budgets=(2.4,), mqar_tasks=("easy",), mqar_steps=1500,
+                       mqar_batch_size=64, evals_per_run=1)
 #: study plans selected by ``--preset``: the CPU study (tiny) and the GPU comparison at 60M, sized
 #: for about 8 minutes on one H100/H200-class GPU (3 seeds x 2 variants x 600 steps x 16 x 1024 tokens)
 STUDY_PLANS = {
-    "tiny": StudyConfig(),
+    "tiny": CPU_PLAN,
     "60M": StudyConfig(preset="60M", heterogeneous="", variants=("standard", "coupled-euler"), lm_steps=600,
                        sweep_steps=(), mqar_tasks=(), batch_size=16, lm_lr=1e-3, match_compute=False,
                        efficiency_budgets=(), compile=True, evals_per_run=4),
