@@ -296,6 +296,7 @@ def test_scale_trend_at_toy_size(tmp_path, monkeypatch, capsys):
     assert [r["preset"] for r in rows] == ["tiny", "1M"] and rows[0]["non-embedding parameters"] < rows[1]["non-embedding parameters"]
     assert all(r["ci low"] <= r["gap (log ppl)"] <= r["ci high"] and r["seeds"] == 2 for r in rows)
     assert (out / "scale_trend.png").stat().st_size > 0 and len(report["claims"]) == 2
+    assert all(len(c["preconditions"]) == 3 for c in report["claims"])  # each size's own floor and attention use
     assert len(list(runs.glob("*/result.json"))) == 2 * 2 * 2  # presets x seeds x (standard, coupled)
 
 

@@ -193,9 +193,10 @@ def _ppl_evidence(**groups: dict[int, dict]) -> dict:
             for name, g in groups.items() if g}
 
 
-def lm_preconditions(R: Runs, corpus: str, count_models: dict) -> list[Precondition]:
-    """Standard attention has learnt on ``corpus``: below both count models, and it uses attention."""
-    std = R.get(corpus, "standard")
+def lm_preconditions(R: Runs, corpus: str, count_models: dict, preset: str | None = None) -> list[Precondition]:
+    """Standard attention (of ``preset``, at the study's length) has learnt on ``corpus``: below both
+    count models, and it uses attention."""
+    std = R.get(corpus, "standard", preset=preset)
     worst = max((r["final"]["val_ppl"] for r in std.values()), default=math.nan)
     entry = next((v for k, v in count_models.items() if k.startswith(f"{corpus}|")), None)
     if std:
@@ -492,9 +493,10 @@ def _curves(R: Runs, coherent: str) -> dict:
     return out
 
 
-def trend(runs: list[dict], coherent: str) -> dict:
+def trend(runs: list[dict], coherent: str, count_models: dict | None = None) -> dict:
     """The scale trend: per preset, the coupled-minus-standard gap in log ppl (paired by seed) with its
-    95% interval, against non-embedding parameters; one claim per preset."""
+    95% interval, against non-embedding parameters; one claim per preset, with that preset's
+    language-modelling preconditions."""
     from qkdyn.empirical.coupled.attention import AttentionConfig
     from qkdyn.empirical.coupled.model import GPTConfig, non_embedding_parameters
 
@@ -519,5 +521,7 @@ def trend(runs: list[dict], coherent: str) -> dict:
         claims.append(_claim(f"T-{preset}", f"Coupled QK lowers perplexity vs standard attention at {params:,} "
                              f"non-embedding parameters ({coherent}).", {"coupled vs standard": comp},
                              _ppl_evidence(coupled=cpl, standard=std),
-                             "Effect: log ppl(coupled) - log ppl(standard) per seed.", ["scale_trend.png"]))
+                             "Effect: log ppl(coupled) - log ppl(standard) per seed.", ["scale_trend.png"],
+                             preconditions=lm_preconditions(R, coherent, count_models or {}, preset),
+                             ablation=ablations({"coupled": cpl, "standard": std})))
     return {"rows": rows, "claims": claims, "coherent": coherent}

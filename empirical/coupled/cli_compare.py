@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
                          "add --train to run the study")
     out.mkdir(parents=True, exist_ok=True)
     if study.trend:
-        result = trend(runs, study.coherent)
+        result = trend(runs, study.coherent, read_count_models(args.runs))
         written = write_trend_report(result, _context(study, runs, args.runs, None), args.out)
     else:
         result = analyse(runs, study.coherent, study.heterogeneous, matched_steps(study), read_count_models(args.runs))
