@@ -48,7 +48,7 @@ from pathlib import Path
 
 import numpy as np
 
-from qkdyn.claims import Claim, Precondition, gate
+from qkdyn.claims import Claim, Precondition, combine, gate
 from qkdyn.empirical.coupled.count_models import key as count_key
 from qkdyn.empirical.coupled.study import variant_label
 from qkdyn.runs import read_json, read_metrics
@@ -173,8 +173,6 @@ def _claim(cid: str, statement: str, comparisons: dict, evidence: dict, summary:
            table=()) -> Claim:
     """A claim from named comparisons: one -> its verdict; several -> parts combined; every verdict
     ``inconclusive`` when a precondition is unmet; the ablations shown beside it."""
-    from qkdyn.claims import combine
-
     preconditions = list(preconditions)
     parts = gate({label: c.verdict for label, c in comparisons.items()}, preconditions)
     verdict = next(iter(parts.values())) if len(parts) == 1 else combine(parts)
