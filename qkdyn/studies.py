@@ -34,14 +34,15 @@ BUDGETS = ("quick", "cpu", "gpu", "paper")
 
 #: study name -> "module:class" (imported on first use, so the registry is light)
 STUDIES: dict[str, str] = {
-    "theory": "qkdyn.simulate.study:TheoryStudy",
+    "theory": "qkdyn.study_theory:TheoryStudy",
     "a6": "qkdyn.empirical.synthetic.study:A6Study",
     "sampled": "qkdyn.empirical.synthetic.study:SampledStudy",
     "fixed-attention": "qkdyn.empirical.synthetic.study:FixedAttentionStudy",
+    "stability": "qkdyn.empirical.synthetic.study:StabilityStudy",
     "circuits": "qkdyn.empirical.circuits.study:CircuitsStudy",
 }
 #: the studies of ``qkdyn verify``, in report order; the first is the theory (no torch)
-VERIFY = ("theory", "a6", "sampled", "fixed-attention")
+VERIFY = ("theory", "a6", "sampled", "fixed-attention", "stability")
 
 
 def _freeze(value):

@@ -2,6 +2,8 @@
 
 * ``a6`` (:mod:`.claim_a6`): runs ``gd_sgd``, ``nonsymmetric`` and ``adam``; claims A6 and A6-adam are
   judged from their evidence by :func:`.claim_a6.judge`.
+* ``stability`` (:mod:`.claim_stability`): claim SUB, one run (where the reduced flow describes the
+  full model).
 * ``sampled`` (:mod:`.claims_sampled`): one run per sampled generator (``clean``, ``authors``), each
   training its form x schedule x seed grid; claims A4-sampled-GEN and A5-sampled-GEN.
 * ``fixed-attention`` (:mod:`.fixed_attention`): one run per OV form x alpha x seed (a training run of
@@ -38,11 +40,13 @@ class A6Study(Study):
 
     def plan(self, budget):
         cfg = self.budget(budget)
-        return [RunSpec.make(self.name, run, **cfg) for run in ("gd_sgd", "nonsymmetric", "adam")]
+        return [RunSpec.make(self.name, run, **cfg) for run in ("gd_sgd", "nonsymmetric", "adam", "long_horizon")]
 
     def measure(self, spec, scratch):
         from qkdyn.empirical.synthetic import claim_a6
 
+        if spec.name == "long_horizon":  # its own fixed setting (claim_a6.LONG), the same at every budget
+            return {"evidence": claim_a6.long_horizon()}
         measure = {"gd_sgd": claim_a6.gd_and_sgd, "nonsymmetric": claim_a6.nonsymmetric,
                    "adam": claim_a6.adam}[spec.name]
         evidence, _ = measure(spec.params, scratch)
@@ -52,7 +56,25 @@ class A6Study(Study):
         from qkdyn.empirical.synthetic.claim_a6 import judge
 
         got = {r.spec.name: r.result["evidence"] for r in records}
-        return judge(records[0].spec.params, got["gd_sgd"], got["nonsymmetric"], got["adam"])
+        return judge(records[0].spec.params, got["gd_sgd"], got["nonsymmetric"], got["adam"], got["long_horizon"])
+
+
+class StabilityStudy(Study):
+    name = "stability"
+    title = "Claim SUB: stability of the symmetric subspace"
+    claim_names = ("SUB",)
+    budgets = {"quick": {"quick": True}, "cpu": {"quick": False}, "gpu": {"quick": False}, "paper": {"quick": False}}
+
+    def plan(self, budget):
+        return [RunSpec.make(self.name, "sub", **self.budget(budget))]
+
+    def measure(self, spec, scratch):
+        from qkdyn.empirical.synthetic.claim_stability import check
+
+        return {"claims": [claim_to_dict(check(spec.params["quick"], scratch))]}
+
+    def claims(self, records, budget):
+        return [claim_from_dict(c) for r in records for c in r.result["claims"]]
 
 
 class SampledStudy(Study):
