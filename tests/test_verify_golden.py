@@ -76,7 +76,7 @@ def claims_of(report: dict) -> list[dict]:
     out = []
     for claim in report["claims"]:
         claim = {k: claim[k] for k in KEYS}
-        claim["evidence"] = {k: v for k, v in claim["evidence"].items() if k != "seconds"}
+        claim["evidence"] = {k: v for k, v in claim["evidence"].items() if k not in ("seconds", "cpu_seconds")}
         out.append(claim)
     return out
 
