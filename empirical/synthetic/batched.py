@@ -19,6 +19,7 @@ reaches its horizon is measured and leaves the stack.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Iterable
 
@@ -49,12 +50,29 @@ def train(task: Task, param: str, schedule: str, seed: int, test_size: int) -> R
     return run(task, [(param, schedule, seed)], test_size)[(param, schedule, seed)]
 
 
+@contextlib.contextmanager
+def one_thread():
+    """Torch on one thread for the block (small tensors: more threads only contend, and spin-wait on a
+    shared machine)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 def _stack(batches: list[Batch]) -> Batch:
     return Batch(*(torch.stack(fields) for fields in zip(*batches)))
 
 
 def run(task: Task, arms: list[tuple[str, str, int]], test_size: int) -> dict:
     """(param, schedule, seed) -> Result for every arm in ``arms``, trained together (module docstring)."""
+    with one_thread():
+        return _run(task, arms, test_size)
+
+
+def _run(task: Task, arms: list[tuple[str, str, int]], test_size: int) -> dict:
     stream_of, streams, tests = {}, [], []
     for param, _, seed in arms:
         key = (task.stream_key(param), seed)

@@ -103,6 +103,14 @@ def _losses(factors, data, alpha: torch.Tensor) -> torch.Tensor:
 
 
 def grid(forms, alphas, seeds, steps: int, eval_size: int, checkpoints: int) -> dict:
+    """(form, alpha, seed) -> Run for every combination (:func:`_grid`), on one torch thread."""
+    from qkdyn.empirical.synthetic.batched import one_thread
+
+    with one_thread():
+        return _grid(forms, alphas, seeds, steps, eval_size, checkpoints)
+
+
+def _grid(forms, alphas, seeds, steps: int, eval_size: int, checkpoints: int) -> dict:
     """(form, alpha, seed) -> Run for every combination, trained as one tensor program.
 
     Every run's OV circuit is stacked as (V_v, O, bias) along a leading run dimension (collapsed: V_v = I
