@@ -92,16 +92,14 @@ class SampledStudy(Study):
 
     def plan(self, budget):
         cfg = self.budget(budget)
-        return [RunSpec.make(self.name, gen, generator=gen, seeds=cfg["seeds"], steps=cfg[f"{gen}_steps"],
-                             test_size=cfg[f"{gen}_test"]) for gen in ("clean", "authors")]
+        return [RunSpec.make(self.name, gen, generator=gen, **cfg) for gen in ("clean", "authors")]
 
     def measure(self, spec, scratch):
-        from qkdyn.empirical.synthetic import authors, claims_sampled, clean
+        from qkdyn.empirical.synthetic import claims_sampled
 
         p = spec.params
-        task = clean.TASK if p["generator"] == "clean" else authors.task(p["steps"])
-        claims, _ = claims_sampled.generator_claims(p["generator"], task, p["steps"], p["test_size"], p["seeds"],
-                                                    scratch)
+        task, test_size = claims_sampled.tasks(p)[p["generator"]]
+        claims, _ = claims_sampled.generator_claims(p["generator"], task, test_size, p["seeds"], scratch)
         return {"claims": [claim_to_dict(c) for c in claims]}
 
     def claims(self, records, budget):
