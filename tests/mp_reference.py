@@ -108,7 +108,7 @@ class Reference:
         if positive is not None and positive > 0:
             ratio = ov_star / positive
             pieces |= {positive * ratio ** (mp.mpf(j) / 16) for j in range(17)}
-        pieces |= {ov_star - (ov_star - self.ov0) / mp.mpf(2) ** j for j in range(1, 40)}
+        pieces |= {ov_star - (ov_star - self.ov0) / mp.mpf(2) ** j for j in range(1, 60)}
         pieces = sorted(x for x in pieces if self.ov0 <= x <= ov_star)
         return mp.quad(integrand, pieces)
 
