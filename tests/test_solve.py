@@ -10,7 +10,7 @@ from qkdyn.theory.setting import ALL_PARAMS, EXACT_PARAMS, Setting
 
 @pytest.mark.parametrize("param", EXACT_PARAMS)
 @settings(max_examples=6)
-@given(setting=testing.settings())
+@given(setting=testing.setting_strategy())
 def test_first_integrals_and_balance_hold_to_1e15(param, setting):
     tr = solve(setting, param, t_max=1e15, points=80)
     testing.assert_conserved(tr, rel=1e-8)
