@@ -62,7 +62,7 @@ def check_a1(setting: Setting, t_max: float, figures: Path) -> Claim:
     for ax, circuit in zip(axes[0], ("QK", "OV")):
         ax.set(xlabel=f"|{circuit.lower()}|", ylabel=f"rate factor R_{circuit}",
                title=f"{circuit}: measured (dots), derived (line)")
-        ax.legend(fontsize=7)
+        ax.legend()
     plot = save(fig, figures, "a1_rate_factor.png")
     return Claim(
         "A1", "Factorizing a circuit rescales its learning rate by a state-dependent factor that grows "
@@ -75,10 +75,10 @@ def check_a1(setting: Setting, t_max: float, figures: Path) -> Claim:
 
 
 def check_a2(setting: Setting, t_max: float, rhos, figures: Path) -> Claim:
-    fig, axes = subplots(1, len(ALL_PARAMS))
+    fig, axes = subplots(2, len(ALL_PARAMS))
     evidence, worst = {}, 0.0
     for col, param in enumerate(ALL_PARAMS):
-        ax = axes[0, col]
+        ax, drift_ax = axes[0, col], axes[1, col]
         for rho in rhos:
             tr = solve(setting.replace(eta_qk=rho * setting.eta_ov), param, t_max=t_max, points=300)
             phi, psi = tr.line()
@@ -87,10 +87,15 @@ def check_a2(setting: Setting, t_max: float, rhos, figures: Path) -> Claim:
             evidence[f"{param}/rho={rho:g}"] = drifts
             worst = max(worst, *drifts.values())
             ax.loglog(rho * (psi[1:] - psi[0]), phi[1:] - phi[0], "-", label=f"rho={rho:g}")
+            # the drift itself, relative as in Trajectory.drifts (floored at 1e-17 to show on log axes)
+            scale = np.max(np.maximum(np.abs(phi), rho * np.abs(psi)))
+            drift_ax.loglog(tr.t[1:], np.maximum(np.abs(line[1:] - line[0]) / scale, 1e-17), label=f"rho={rho:g}")
         lo, hi = ax.get_xlim()
         ax.plot([lo, hi], [lo, hi], "k:", lw=0.8)
         ax.set(xlabel="rho (Psi(ov) - Psi(ov0))", ylabel="Phi(qk) - Phi(qk0)", title=f"{param}: the line y = x")
-        ax.legend(fontsize=7)
+        ax.legend()
+        drift_ax.axhline(1e-8, color="k", ls=":", lw=0.8)
+        drift_ax.set(xlabel="t", ylabel="relative drift of Phi - rho Psi", title=f"{param}: drift (dotted: 1e-8 bound)")
     plot = save(fig, figures, "a2_line.png")
     return Claim(
         "A2", "The reduced dynamics have a closed form: QK and OV move along a line in suitable "
@@ -129,7 +134,9 @@ def check_a3(setting: Setting, read_at, t_far: float, figures: Path) -> Claim:
             fits = growth.fit_families(tr.t[window], np.exp(log_y(tr)[window]))
             rows[name] = {"claimed_exponent": claimed, "local_exponent": at_times,
                           "best_family_on_1e10..1e15": growth.best_family(fits), "fits": fits}
-            axes[0, col].plot(np.log10(tr.t[late]), exponents, label=name)
+            # odds = (m/n) e^qk has the same exponent as exp(qk): dashed and wider so neither hides the other
+            axes[0, col].plot(np.log10(tr.t[late]), exponents, label=name + (" (same as exp(qk))" if name == "odds" else ""),
+                              ls="--" if name == "odds" else "-", lw=2.4 if name == "exp(qk)" else None)
         limits = _limit_exponents(param)
         for name in READINGS:
             rows[name]["derived_limit_exponent"] = limits[name]
@@ -147,7 +154,7 @@ def check_a3(setting: Setting, read_at, t_far: float, figures: Path) -> Claim:
         for value in (1, 2):
             ax.axhline(value, color="k", lw=0.5, ls=":")
         ax.set(xlabel="log10 t", ylabel="d log y / d log log t", title=param, ylim=(-0.5, 4))
-        ax.legend(fontsize=7)
+        ax.legend()
     plot = save(fig, figures, "a3_growth.png")
     held = {name: [param for param in ALL_PARAMS if verdicts[param][name]] for name in READINGS}
     last = f"{read_at[-1]:.0e}"
