@@ -39,6 +39,7 @@ import numpy as np
 from scipy.special import wrightomega
 
 from qkdyn.errors import InputError
+from qkdyn.simulate.grid import LabelledGrid, arrange
 from qkdyn.theory.compiled import Compiled, load
 from qkdyn.theory.setting import ALL_PARAMS, Setting
 
@@ -51,13 +52,15 @@ _PATH_SAMPLES = 24  # samples of the path that place the quadrature panels
 
 
 @dataclasses.dataclass
-class Sharpness:
-    """The state where the loss first reaches each level, and when (arrays of the broadcast shape)."""
+class Sharpness(LabelledGrid):
+    """The state where the loss first reaches each level, and when (arrays of the broadcast shape);
+    with ``grid=True`` the named axes too, and :meth:`to_xarray` / :meth:`to_pandas` (:mod:`qkdyn.simulate.grid`)."""
 
     qk: np.ndarray
     ov: np.ndarray
     attn: np.ndarray
     t: np.ndarray | None  # None when time=False
+    axes: dict[str, np.ndarray] | None = None  # axis name -> values (grid=True only)
 
 
 def _newton_increasing(fun, lo, hi, x, tol=1e-13, iterations=200, convex=False):
@@ -348,20 +351,25 @@ def _settings(setting, shape_of_rest) -> tuple[tuple, list[Setting], np.ndarray]
     return shape, settings, np.asarray(inverse).ravel()
 
 
-def sharpness(setting: Setting | Mapping, param: str, rho, loss, *, time: bool = True) -> Sharpness:
+def sharpness(setting: Setting | Mapping, param: str, rho, loss, *, time: bool = True, grid: bool = False) -> Sharpness:
     """qk, ov, attn and t at the first time the loss reaches ``loss``, for rho = eta_QK / eta_OV.
 
-    ``rho`` and ``loss`` broadcast against each other (numpy rules). ``setting`` is a
-    :class:`~qkdyn.theory.setting.Setting` or a mapping of Setting field names to scalars or arrays
-    (missing fields take the defaults) that broadcast with ``rho`` and ``loss``; its ``eta_qk`` is
-    not used (eta_QK = rho eta_OV) and ``eta_ov`` sets the unit of time. See the module docstring
-    for the mathematics; exact to round-off for (qk, ov, attn), t to about 1e-10 relative (a test
-    checks 1e-8 against a 12x finer quadrature).
+    ``setting`` is a :class:`~qkdyn.theory.setting.Setting` or a mapping of Setting field names to
+    scalars or arrays (missing fields take the defaults); its ``eta_qk`` is not used (eta_QK = rho
+    eta_OV) and ``eta_ov`` sets the unit of time. ``rho``, ``loss`` and the array-valued fields
+    broadcast against each other (numpy rules; a clear error says how to shape them when they do
+    not), or with ``grid=True`` form their outer product, one named axis per input (rho, loss, then
+    the fields): see :mod:`qkdyn.simulate.grid`. See the module docstring for the mathematics; exact
+    to round-off for (qk, ov, attn), t to about 1e-10 relative (a test checks 1e-8 against a 12x
+    finer quadrature).
 
     >>> r = sharpness({"m": [4, 8, 16]}, "FAFO", rho=1.0, loss=1e-2)
     >>> r.attn.shape
     (3,)
+    >>> sharpness({"m": [4, 8, 16]}, "FAFO", rho=[0.1, 1.0], loss=[0.1, 1e-2], grid=True).attn.shape
+    (2, 2, 3)
     """
+    setting, rho, loss, axes = arrange(setting, rho, loss, grid)
     if param not in ALL_PARAMS:
         raise InputError(f"must be one of {', '.join(ALL_PARAMS)}, got {param!r}", "param")
     rho_a, loss_a = np.asarray(rho, dtype=float), np.asarray(loss, dtype=float)
@@ -382,4 +390,4 @@ def sharpness(setting: Setting | Mapping, param: str, rho, loss, *, time: bool =
         if time:
             out["t"][mask] = problem.time_to(ov, rho_f[mask])
     result = {key: value.reshape(shape) for key, value in out.items()}
-    return Sharpness(result["qk"], result["ov"], result["attn"], result["t"] if time else None)
+    return Sharpness(result["qk"], result["ov"], result["attn"], result["t"] if time else None, axes)

@@ -34,7 +34,8 @@ DEFAULT_T_CAP = 1e100
 
 @dataclasses.dataclass
 class Trajectory:
-    """A solution sampled at times ``t``; quantities of DESIGN.md section 2 as properties."""
+    """A solution sampled at times ``t``; the quantities of docs/setting.md section 2 as properties, and
+    labelled exports (:meth:`to_pandas`, :meth:`to_xarray`, :meth:`to_csv`)."""
 
     param: str
     setting: Setting
@@ -120,6 +121,26 @@ class Trajectory:
         from qkdyn.csvio import write_columns
 
         write_columns(path, self.columns())
+
+    def to_pandas(self):
+        """:meth:`columns` as a ``pandas.DataFrame`` indexed by t; ``attrs`` holds ``param`` and the
+        Setting's fields (needs the ``frames`` extra: ``pip install qkdyn[frames]``)."""
+        import pandas as pd
+
+        columns = self.columns()
+        frame = pd.DataFrame({name: values for name, values in columns.items() if name != "t"},
+                             index=pd.Index(columns["t"], name="t"))
+        frame.attrs = {"param": self.param, **dataclasses.asdict(self.setting)}
+        return frame
+
+    def to_xarray(self):
+        """:meth:`columns` as an ``xarray.Dataset`` over the dimension t; ``attrs`` as in :meth:`to_pandas`."""
+        import xarray as xr
+
+        columns = self.columns()
+        attrs = {name: value for name, value in self.to_pandas().attrs.items() if value is not None}
+        return xr.Dataset({name: ("t", values) for name, values in columns.items() if name != "t"},
+                          coords={"t": columns["t"]}, attrs=attrs)
 
 
 def output_times(t_end: float, points: int, at: Sequence[float] = ()) -> np.ndarray:

@@ -260,3 +260,29 @@ def test_time_quadrature_is_accurate_to_1e_8(param, setting, rho, fraction):
 def test_the_line_normal_form_is_exact(param):
     """dPhi/dqk = A (m e^qk + n) / (n sqrt(qk^2 + beta^2)) (beta = 0: no root), symbolically."""
     assert theory.normal_form_residual(param) == 0
+
+
+def test_one_input_convention_broadcast_with_a_clear_error_or_an_explicit_grid():
+    with pytest.raises(InputError, match=r"do not broadcast: rho \(3,\), loss \(2,\); pass grid=True .* rho=np.array"):
+        sharpness(Setting(), "CACO", [1.0, 2.0, 3.0], [0.1, 0.01])
+    with pytest.raises(InputError, match=r"do not broadcast: rho \(2,\), loss \(\), m \(3,\)"):
+        sharpness({"m": [4, 8, 16]}, "CACO", [1.0, 2.0], 0.1)
+    grid = sharpness({"m": [4, 8, 16], "classes": 3}, "FAFO", [0.1, 10.0], [0.1, 1e-2], grid=True)
+    assert grid.attn.shape == (2, 2, 3) and list(grid.axes) == ["rho", "loss", "m"]
+    by_hand = sharpness({"m": np.array([4, 8, 16])[None, None, :], "classes": 3}, "FAFO",
+                        np.array([0.1, 10.0])[:, None, None], np.array([0.1, 1e-2])[None, :, None])
+    np.testing.assert_array_equal(grid.attn, by_hand.attn)
+    with pytest.raises(InputError, match="with grid=True must be a scalar or a 1-D list"):
+        sharpness(Setting(), "CACO", [[1.0, 2.0]], 0.1, grid=True)
+
+
+def test_a_grid_exports_to_xarray_and_pandas_with_named_axes():
+    grid = sharpness({"m": [4, 8]}, "CACO", [0.5, 2.0], [0.1, 1e-2, 1e-3], grid=True)
+    data = grid.to_xarray()
+    assert data.attn.dims == ("rho", "loss", "m") and list(data.m.values) == [4, 8]
+    assert float(data.attn.sel(rho=2.0, loss=1e-2, m=8)) == grid.attn[1, 1, 1]
+    frame = grid.to_pandas()
+    assert frame.index.names == ["rho", "loss", "m"] and len(frame) == 12
+    assert frame.loc[(0.5, 1e-3, 4), "t"] == grid.t[0, 2, 0]
+    with pytest.raises(ValueError, match="needs named axes: call sharpness"):
+        sharpness(Setting(), "CACO", [1.0, 2.0], 0.1).to_xarray()

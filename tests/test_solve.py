@@ -164,3 +164,14 @@ def test_negative_start_of_a_factorized_circuit_is_a_user_error():
     with pytest.raises(InputError) as caught:
         solve(Setting(ov0=-0.1), "CAFO", t_max=1.0)
     assert caught.value.field == "ov0"
+
+
+def test_a_trajectory_exports_labelled_tables():
+    tr = solve(Setting(), "FACO", t_max=1e4, points=20)
+    frame = tr.to_pandas()
+    assert frame.index.name == "t" and list(frame.columns[:4]) == ["qk", "ov", "attn", "loss"]
+    np.testing.assert_array_equal(frame["attn"].to_numpy(), tr.attn)
+    assert frame.attrs["param"] == "FACO" and frame.attrs["classes"] == Setting().classes
+    data = tr.to_xarray()
+    assert data.ov.dims == ("t",) and data.attrs["param"] == "FACO"
+    np.testing.assert_array_equal(data.t.values, tr.t)
