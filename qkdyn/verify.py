@@ -12,7 +12,7 @@ from pathlib import Path
 
 
 def plan(quick: bool) -> dict:
-    """Horizons and grids; the full run follows DESIGN.md (t >= 1e15, rho over [0.01, 100])."""
+    """Horizons and grids; the full run follows docs/setting.md (t >= 1e15, rho over [0.01, 100])."""
     import numpy as np
 
     return {

@@ -304,7 +304,7 @@ class _Problem:
 
 
 def initial_loss(setting: Setting, param: str) -> float:
-    """L0, the loss at the DESIGN.md initial state: the levels ``sharpness`` accepts lie in (0, L0)."""
+    """L0, the loss at the docs/setting.md initial state: the levels ``sharpness`` accepts lie in (0, L0)."""
     return _Problem(setting, param).loss0
 
 

@@ -169,7 +169,7 @@ def solve(
     method: str = "LSODA",
     record_losses: Sequence[float] = (),
 ) -> Trajectory:
-    """Solve the reduced flow from the DESIGN.md init to ``t_max`` or until the loss reaches
+    """Solve the reduced flow from the docs/setting.md init to ``t_max`` or until the loss reaches
     ``until_loss`` (whichever comes first; at least one must be given).
 
     ``record_losses``: loss levels whose exact crossing (time and state, located by the solver's

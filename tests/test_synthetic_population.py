@@ -3,7 +3,7 @@
 * count vectors (``data.count_support``) == every sequence enumerated and evaluated position by
   position (``model.forward_tokens``), for general random (non-symmetric) matrices, to 1e-12;
 * the mean-count batch (``data.mean_counts``) == the exact population on the symmetric subspace;
-* read(embed(x)) == x, and the DESIGN init reads as theory's balanced init.
+* read(embed(x)) == x, and the canonical init reads as theory's balanced init.
 """
 import numpy as np
 import pytest

@@ -4,13 +4,13 @@ Called by ``qkdyn verify``.
 
 Measurements (setting S6 = Setting(qk0=0.5, ov0=0.5), other fields default: the loss falls from
 1.26 to 0.08 by t = 40 for FAFO, so the runs cover the whole transition):
-* GD from the DESIGN init at steps h, 2h, ...: err(h) = max relative error of (qk, ov) against
+* GD from the canonical init at steps h, 2h, ...: err(h) = max relative error of (qk, ov) against
   ``qkdyn.simulate.solve.solve`` at the same times; order = log2(err(h) / err(h/2)) (Euler: 1).
 * SGD (FAFO) at batch sizes B, seeds averaged: dev = max sqrt(err^2 + sym_dist^2)
   (:func:`qkdyn.empirical.synthetic.experiment.sgd_deviation`); slope of log dev vs log B (noise: -1/2).
 * Adam (lr h eta_c per circuit, population batch) to a loss target, for rho in a sweep: attn at
   that loss against the ODE's attn at the same loss (solve ``until_loss``), and sym_dist.
-* Non-symmetric init: DESIGN init plus N(0, sigma^2) on every entry, SGD (B = 32): sym_dist over t.
+* Non-symmetric init: canonical init plus N(0, sigma^2) on every entry, SGD (B = 32): sym_dist over t.
 * The sampled generators (``clean`` and ``authors``): 4 parameterisations x 3 learning-rate schedules x
   seeds; attention on distinct tokens and on the query's id at matched loss, DTAP heatmaps.
 * The fixed-attention experiment (:mod:`.fixed_attention`, claim FA) beside the frozen-QK flow.
@@ -96,8 +96,8 @@ def adam(cfg: dict, figures_dir: Path) -> tuple[list[dict], list[str]]:
 
 
 def nonsymmetric(cfg: dict, figures_dir: Path, sigma: float = 0.05) -> tuple[dict, list[str]]:
-    """SGD (B = 32, h = 0.04, to t = T) from the DESIGN init plus N(0, sigma^2) noise on every entry:
-    sym_dist over t (compare: the same SGD from the exact DESIGN init, in the A6 evidence)."""
+    """SGD (B = 32, h = 0.04, to t = T) from the canonical init plus N(0, sigma^2) noise on every entry:
+    sym_dist over t (compare: the same SGD from the exact canonical init, in the A6 evidence)."""
     h, curves, evidence = 0.04, {}, {}
     steps = round(cfg["T"] / h)
     for param in ("CACO", "FAFO"):
@@ -163,7 +163,7 @@ def _check_a6(quick: bool, figures_dir: Path) -> list[Claim]:
     a6 = Claim(
         "A6", "Gradient descent and SGD on the full matrix model follow the ODE (error shrinking with step "
         "size and with batch size).", combine(a6_parts), ev,
-        f"GD from the DESIGN init vs the ODE over t <= {cfg['T']:g}: max relative error of (qk, ov) at the finest "
+        f"GD from the canonical init vs the ODE over t <= {cfg['T']:g}: max relative error of (qk, ov) at the finest "
         f"step h = {cfg['steps'][-1]} is {', '.join(f'{p} {e:.2e}' for p, e in finest.items())}; halving h divides "
         f"it by {', '.join(f'{p} ' + '/'.join(f'{r:.3f}' for r in rs) for p, rs in ev['gd_error_ratio'].items())} "
         f"(first order: 2). SGD (FAFO, h = {ev['sgd_step']}) deviation from the flow at B = {ev['sgd_batches']}: "
@@ -172,7 +172,7 @@ def _check_a6(quick: bool, figures_dir: Path) -> list[Claim]:
         f"randomly perturbed init the distance from the symmetric subspace goes "
         f"{nonsym['CACO']['sym_dist_start']:.3g} -> {nonsym['CACO']['sym_dist_end']:.3g} (CACO), "
         f"{nonsym['FAFO']['sym_dist_start']:.3g} -> {nonsym['FAFO']['sym_dist_end']:.3g} (FAFO) under SGD "
-        f"(B = 32); the same SGD from the exact DESIGN init ends at "
+        f"(B = 32); the same SGD from the exact canonical init ends at "
         f"{ev['sgd_b32_final_sym_dist_from_design_init']['CACO']:.3g} (CACO), "
         f"{ev['sgd_b32_final_sym_dist_from_design_init']['FAFO']:.3g} (FAFO).",
         a6_plots + nonsym_plots, parts=a6_parts)

@@ -1,4 +1,4 @@
-"""One output row of DESIGN.md section 2 from the current matrices.
+"""One output row of docs/setting.md section 2 from the current matrices.
 
 ``qk``, ``ov``, ``attn`` and ``loss`` are those of the reduced state read from the matrices
 (:func:`qkdyn.empirical.synthetic.reduced.read`, orbit means in the polar gauge), through the compiled

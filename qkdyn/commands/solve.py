@@ -1,4 +1,4 @@
-"""``qkdyn solve``: the reduced ODE solution as CSV (DESIGN.md sections 2 and 4)."""
+"""``qkdyn solve``: the reduced ODE solution as CSV (docs/setting.md sections 2 and 4)."""
 from __future__ import annotations
 
 import argparse
