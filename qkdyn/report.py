@@ -93,7 +93,7 @@ def _headline(claim: Claim) -> str:
     if not claim.stats:
         return ""
     if len(claim.stats) > 2:
-        counts = {}
+        counts: dict[str, int] = {}
         for c in claim.stats.values():
             counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
         return (f"{len(claim.stats)} comparisons: " + ", ".join(f"{n} {verdict}" for verdict, n in counts.items())

@@ -212,7 +212,7 @@ def check_growth(trajectory: "Trajectory", quantity: str | Callable, law: str | 
     law = law if isinstance(law, Law) else Law.parse(law)
     fit = fit_law(t, y, law)
     rivals = {str(r): fit_law(t, y, r)["rel_rms"] for r in RIVALS if r.leading != law.leading}
-    closest = min(rivals, key=rivals.get)
+    closest = min(rivals, key=lambda name: rivals[name])
     return [
         Criterion("slope", fit["a"] > 0, f"fit y = a ({law}) + c has a = {fit['a']:.4g}", "a > 0"),
         Criterion("fit", fit["rel_rms"] <= rel, f"relative rms residual {fit['rel_rms']:.3g}",

@@ -79,7 +79,7 @@ class Law:
 
     @classmethod
     def parse(cls, text: str) -> "Law":
-        terms = []
+        terms: list[tuple[float, float, float, float]] = []
         for piece in text.replace("*", " ").split("+"):
             rest, coef, powers = " ".join(piece.split()), 1.0, [0.0, 0.0, 0.0]
             match = _COEF.match(rest)
@@ -97,7 +97,7 @@ class Law:
                                      "'log t', '(log t)^2', 'log log t', '(log t)^2 log log t', joined by '+'")
             if powers == [0.0, 0.0, 0.0]:
                 raise ValueError(f"the growth law {text!r} has a constant term {piece.strip()!r}")
-            terms.append((coef, *powers))
+            terms.append((coef, powers[0], powers[1], powers[2]))
         return cls(tuple(terms))
 
     @property

@@ -36,6 +36,7 @@ import math
 from typing import Mapping
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.special import wrightomega
 
 from qkdyn.errors import InputError
@@ -351,7 +352,8 @@ def _settings(setting, shape_of_rest) -> tuple[tuple, list[Setting], np.ndarray]
     return shape, settings, np.asarray(inverse).ravel()
 
 
-def sharpness(setting: Setting | Mapping, param: str, rho, loss, *, time: bool = True, grid: bool = False) -> Sharpness:
+def sharpness(setting: Setting | Mapping, param: str, rho: ArrayLike, loss: ArrayLike, *, time: bool = True,
+              grid: bool = False) -> Sharpness:
     """qk, ov, attn and t at the first time the loss reaches ``loss``, for rho = eta_QK / eta_OV.
 
     ``setting`` is a :class:`~qkdyn.theory.setting.Setting` or a mapping of Setting field names to
