@@ -49,3 +49,30 @@ def test_every_theory_figure_renders_without_overlaps_and_with_labels(tmp_path):
     pngs = sorted(p.stem for p in tmp_path.glob("*.png"))
     assert pngs == sorted(p.stem for p in tmp_path.glob("*.pdf")) and len(pngs) == 8
     assert all((tmp_path / f"{name}.pdf").read_bytes()[:5] == b"%PDF-" for name in pngs)
+
+
+def test_every_synthetic_experiment_figure_renders_without_overlaps_and_with_labels(tmp_path):
+    from types import SimpleNamespace
+
+    from qkdyn.empirical.synthetic import plots
+
+    t = np.linspace(0.0, 10.0, 20)
+    forms, schedules = ["CACO", "FAFO"], ["equal", "qkfast"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", figures.FigureLayoutWarning)
+        plots.overlay({p: {"ode": (t, t, 2 * t), "gd": (t, t, 2 * t), "sgd": (t, t, 2 * t), "h": 0.01, "batch": 32}
+                       for p in forms}, tmp_path / "overlay.png")
+        plots.convergence({p: [1e-3, 5e-4, 2.5e-4] for p in forms}, [0.04, 0.02, 0.01], tmp_path / "convergence.png")
+        plots.sgd_batch([8, 32, 128], [0.05, 0.025, 0.012], tmp_path / "sgd.png", "FAFO")
+        plots.adam([{"param": p, "rho": r, "attn_adam": 0.5, "attn_ode": 0.6} for p in forms for r in (0.1, 1, 10)],
+                   tmp_path / "adam.png")
+        plots.symmetric_distance({p: (t + 1, np.exp(-t)) for p in forms}, tmp_path / "sym.png")
+        plots.dtap({(s, p): np.full((5, 5), 4.0) for s in schedules for p in forms}, tmp_path / "dtap.png")
+        plots.sampled_attention([{"form": f, "schedule": s, "attn_distinct": 0.5, "attn_distinct_sd": 0.01,
+                                  "attn_query_id": 0.1, "attn_query_id_sd": 0.01} for f in forms for s in schedules],
+                                tmp_path / "sampled.png", "clean")
+        runs = {(f, a, s): SimpleNamespace(t=t, loss=np.exp(-a * t), fall=a * np.exp(-t))
+                for f in forms for a in (0.2, 0.8) for s in (0, 1)}
+        plots.fixed_attention(runs, {(f, a): (np.exp(-a * t), a * np.exp(-t)) for f in forms for a in (0.2, 0.8)},
+                              tmp_path / "fixed.png")
+    assert len(list(tmp_path.glob("*.png"))) == len(list(tmp_path.glob("*.pdf"))) == 8
