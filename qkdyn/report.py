@@ -11,8 +11,8 @@ import dataclasses
 import json
 import platform
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from qkdyn.atomic import write_text
 from qkdyn.claims import Claim

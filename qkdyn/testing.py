@@ -40,7 +40,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import TYPE_CHECKING, Any, Callable, Sequence, Union
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -59,7 +60,7 @@ SETTING_BOUNDS: dict[str, tuple[float, float]] = {
 
 #: quantities :func:`assert_grows_like` knows by name: name -> (description, y along a trajectory).
 #: Any reduced variable of the trajectory (``trajectory.variables``) is accepted by its name too.
-QUANTITIES: dict[str, tuple[str, Callable[["Trajectory"], np.ndarray]]] = {
+QUANTITIES: dict[str, tuple[str, Callable[[Trajectory], np.ndarray]]] = {
     "ov": ("output margin ov", lambda tr: tr.ov),
     "qk": ("attention logit gap qk", lambda tr: tr.qk),
     "attn": ("attention mass on the distinct tokens, m e^qk / (m e^qk + n)", lambda tr: tr.attn),
@@ -70,7 +71,7 @@ QUANTITIES: dict[str, tuple[str, Callable[["Trajectory"], np.ndarray]]] = {
     "odds": ("attention odds attn / (1 - attn) = (m/n) e^qk", lambda tr: np.exp(tr.log_odds)),
 }
 
-Bound = Union[float, int, tuple, Any]  # a value, a (min_value, max_value) pair, or a hypothesis strategy
+Bound = float | int | tuple | Any  # a value, a (min_value, max_value) pair, or a hypothesis strategy
 
 
 def _draw(st, name: str, bound: Bound):
@@ -131,7 +132,7 @@ def rhos(min_value: float = 1e-2, max_value: float = 1e2):
         lambda x: min(max(math.exp(x), min_value), max_value))
 
 
-def assert_conserved(trajectory: "Trajectory", rel: float = 1e-8) -> None:
+def assert_conserved(trajectory: Trajectory, rel: float = 1e-8) -> None:
     """Every conserved quantity of ``trajectory`` drifts by at most ``rel`` (relative; see
     :meth:`~qkdyn.simulate.solve.Trajectory.drifts`). The message names each one that fails, its
     drift and where it is largest."""
@@ -160,7 +161,7 @@ class Criterion:
 LAW_CRITERIA = ("slope", "fit", "rivals")
 
 
-def quantity_values(trajectory: "Trajectory", quantity: str | Callable) -> tuple[str, np.ndarray]:
+def quantity_values(trajectory: Trajectory, quantity: str | Callable) -> tuple[str, np.ndarray]:
     """(name, values along the trajectory) of a quantity given by name (:data:`QUANTITIES` or a reduced
     variable) or as a function of the trajectory."""
     if callable(quantity):
@@ -173,7 +174,7 @@ def quantity_values(trajectory: "Trajectory", quantity: str | Callable) -> tuple
                      f"{', '.join(trajectory.variables)}, or a function of the trajectory")
 
 
-def check_growth(trajectory: "Trajectory", quantity: str | Callable, law: str | float | Law, *, rel: float = 0.05,
+def check_growth(trajectory: Trajectory, quantity: str | Callable, law: str | float | Law, *, rel: float = 0.05,
                  window: tuple[float, float | None] = (1e10, None), rival_margin: float = 1.0) -> list[Criterion]:
     """Every criterion of "``quantity`` grows like ``law`` on ``window``", each checked on its own.
 
@@ -223,7 +224,7 @@ def check_growth(trajectory: "Trajectory", quantity: str | Callable, law: str | 
     ]
 
 
-def assert_grows_like(trajectory: "Trajectory", quantity: str | Callable, law: str | float | Law, *, rel: float = 0.05,
+def assert_grows_like(trajectory: Trajectory, quantity: str | Callable, law: str | float | Law, *, rel: float = 0.05,
                       window: tuple[float, float | None] = (1e10, None), rival_margin: float = 1.0,
                       criteria: Sequence[str] | None = None) -> None:
     """Assert that ``quantity`` grows like ``law`` on ``window``: every criterion of :func:`check_growth`

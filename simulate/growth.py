@@ -78,7 +78,7 @@ class Law:
     terms: tuple[tuple[float, float, float, float], ...]
 
     @classmethod
-    def parse(cls, text: str) -> "Law":
+    def parse(cls, text: str) -> Law:
         terms: list[tuple[float, float, float, float]] = []
         for piece in text.replace("*", " ").split("+"):
             rest, coef, powers = " ".join(piece.split()), 1.0, [0.0, 0.0, 0.0]

@@ -14,11 +14,11 @@ import dataclasses
 from pathlib import Path
 
 import numpy as np
-
-from qkdyn.figures import PALETTE, colorbar
 from qkdyn.simulate.plotting import save, subplots
 from qkdyn.simulate.sharpness import sharpness
 from qkdyn.theory.setting import EXACT_PARAMS, Setting
+
+from qkdyn.figures import PALETTE, colorbar
 
 #: axis name -> (Setting field varied, label, value of the row index i = 0, 1, ...)
 AXES = {"m/n": ("m", "m / n", lambda i: i + 1), "K": ("classes", "K (classes)", lambda i: i + 2)}

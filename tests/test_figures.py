@@ -6,10 +6,10 @@ import warnings
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
-
-from qkdyn import figures
 from qkdyn.simulate import claims_sharpness, claims_theory, overview, phase
 from qkdyn.theory.setting import Setting
+
+from qkdyn import figures
 
 
 def test_the_layout_check_catches_a_planted_overlapping_label_and_an_unlabelled_colour_bar(tmp_path):

@@ -7,18 +7,18 @@ and require hypothesis to report the failure with the failed criterion named.
 import pytest
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
-
-import qkdyn
-from qkdyn import testing
 from qkdyn.simulate.growth import Law
 from qkdyn.simulate.solve import solve
 from qkdyn.theory.setting import ALL_PARAMS, EXACT_PARAMS, Setting
 
+import qkdyn
+from qkdyn import testing
+
 WINDOW = (1e30, 1e60)
 
 
-def late(param, setting=Setting()):
-    return solve(setting, param, t_max=WINDOW[1], points=200)
+def late(param, setting=None):
+    return solve(setting or Setting(), param, t_max=WINDOW[1], points=200)
 
 
 @testing.for_each_param(include_paper=True)

@@ -22,5 +22,5 @@ def test_mypy_passes_on_the_public_api():
     package_tree.on_config(None)
     out = subprocess.run([sys.executable, "-m", "mypy", "--follow-imports=silent", "--ignore-missing-imports",
                           "--cache-dir", str(ROOT / "build" / "mypy-cache"), *CHECKED],
-                         cwd=package_tree.TREE.parent, capture_output=True, text=True, timeout=300)
+                         cwd=package_tree.TREE.parent, capture_output=True, text=True, timeout=300, check=False)
     assert out.returncode == 0, out.stdout + out.stderr
