@@ -91,6 +91,10 @@ def run_mqar(task: str, preset: str, attention: AttentionConfig, cfg: TrainConfi
     mqar = PRESETS[task]
     model_cfg = preset_config(preset, vocab_size=mqar.vocab_size, block_size=mqar.block_size, attention=attention)
     check_sizes(model_cfg, cfg)
+    from qkdyn.memory import check_memory
+
+    # the fixed test set: int64 inputs and labels of n_test sequences per setting, built with a copy each
+    check_memory(32 * n_test * sum(t for t, _ in mqar.settings), f"{n_test} test sequences per setting", "n_test")
     evaluator = MQAREvaluator(mqar, n_test, cfg.seed)
     evaluate = with_strength(evaluator, next(iter(evaluator.sets.values()))[0][:8])
 
