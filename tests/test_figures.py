@@ -35,7 +35,14 @@ def test_the_layout_check_catches_a_planted_overlapping_label_and_an_unlabelled_
         figures.colorbar(fig, None, ax, "")
 
 
-def test_every_theory_figure_renders_without_overlaps_and_with_labels(tmp_path):
+def test_every_theory_figure_renders_without_overlaps_and_with_labels(tmp_path, monkeypatch):
+    from qkdyn.simulate.solve import solve
+
+    def coarse(*args, **kwargs):  # small inputs: 60 output rows instead of the claims' 300-600
+        return solve(*args, **{**kwargs, "points": 60})
+
+    for module in (claims_theory, overview):
+        monkeypatch.setattr(module, "solve", coarse)
     s = Setting()
     with warnings.catch_warnings():
         warnings.simplefilter("error", figures.FigureLayoutWarning)
