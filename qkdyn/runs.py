@@ -98,8 +98,11 @@ class RunDir:
         state = load_state(self.checkpoint)
         if not isinstance(state, dict) or not isinstance(state.get("config"), dict) or "step" not in state:
             raise InputError(f"{self.checkpoint} is not a checkpoint of this program; delete it or use another --out")
-        if state["config"] != config:
-            raise InputError(f"{self.checkpoint} was written by a different configuration; use another --out")
+        where = first_difference(state["config"], config)
+        if where is not None:
+            field, old, new = where
+            raise InputError(f"{self.checkpoint} was written by a different configuration ({field}: {old!r} there, "
+                             f"{new!r} now); use another --out")
         return state
 
     def save_checkpoint(self, state: dict) -> None:
@@ -124,6 +127,24 @@ class RunDir:
     def log(self, row: dict) -> None:
         with open(self.metrics, "a") as fh:
             fh.write(json.dumps(row) + "\n")
+
+
+def first_difference(old, new, prefix: str = "") -> tuple[str, object, object] | None:
+    """The first field (dotted path, keys in sorted order) where the plain-data records ``old`` and
+    ``new`` differ, with both values (``None`` for a missing key); None when they are equal."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in sorted(set(old) | set(new), key=str):
+            found = first_difference(old.get(key), new.get(key), f"{prefix}{key}.")
+            if found is not None:
+                return found
+        return None
+    if isinstance(old, (list, tuple)) and isinstance(new, (list, tuple)) and len(old) == len(new):
+        for i, (a, b) in enumerate(zip(old, new)):
+            found = first_difference(a, b, f"{prefix}{i}.")
+            if found is not None:
+                return found
+        return None
+    return None if old == new else (prefix.rstrip(".") or "(record)", old, new)
 
 
 def read_metrics(path: Path, repair: bool = False) -> list[dict]:

@@ -12,9 +12,11 @@ from qkdyn.configflags import (check_config, choice, device, flag, fraction, non
 from qkdyn.configflags import seed as seed_domain
 from qkdyn.errors import InputError
 
-KINDS = ("standard", "coupled", "mlp-only", "mlp-only-shared", "diff")
+KINDS = ("standard", "coupled", "mlp-only", "mlp-only-shared", "mlp-only-q", "diff")
 #: the variants that evolve q and k by a flow before scoring
-FLOW_KINDS = ("coupled", "mlp-only", "mlp-only-shared")
+FLOW_KINDS = ("coupled", "mlp-only", "mlp-only-shared", "mlp-only-q")
+#: what n integration steps span: n dt ("step") or dt ("fixed": n steps of dt / n)
+HORIZONS = ("step", "fixed")
 #: the keys of :data:`qkdyn.empirical.coupled.model.PRESETS` and of
 #: :data:`qkdyn.empirical.coupled.mqar.PRESETS` (torch modules; a test checks they agree)
 PRESET_NAMES = ("tiny", "1M", "4M", "60M", "150M", "350M")
@@ -43,6 +45,8 @@ class AttentionConfig:
         INTEGRATOR_NAMES, "coupled: Euler, or leapfrog (kick-drift-kick)"), _coupled, "with --attention coupled"))
     steps: int = dataclasses.field(default=1, metadata=only_when(positive_int(
         "integration steps n (coupled, mlp-only)", flag="--coupling-steps"), _flows, _FLOWS_WORDS))
+    horizon: str = dataclasses.field(default="step", metadata=only_when(choice(
+        HORIZONS, "n steps of dt (step: horizon n dt) or of dt/n (fixed: horizon dt)"), _flows, _FLOWS_WORDS))
     hidden: int = dataclasses.field(default=4, metadata=only_when(positive_int(
         "hidden width of the per-head MLP f (4: ~0.1%% overhead at 60M)", flag="--coupling-hidden"), _flows,
         _FLOWS_WORDS))

@@ -80,7 +80,18 @@ def run_lm(data: str, preset: str, attention: AttentionConfig, cfg: TrainConfig,
 
     extra = {"task": "lm", "data": data, "preset": preset, "eval_tokens": eval_tokens, "val_fraction": val_fraction,
              "tokenizer": tokenizer, "vocab": model_cfg.vocab_size}
-    return train(model_cfg, cfg, make_batches, evaluate, out_dir, extra)
+    return _with_ablations(train(model_cfg, cfg, make_batches, evaluate, out_dir, extra), out_dir, model_cfg,
+                           evaluator, cfg)
+
+
+def _with_ablations(summary: dict, out_dir: str, model_cfg, evaluator, cfg: TrainConfig) -> dict:
+    """After training (rank 0): the final checkpoint evaluated as trained and ablated
+    (:mod:`qkdyn.empirical.coupled.ablation`, ``ablation.json``)."""
+    from qkdyn.empirical.coupled.ablation import write_ablations
+
+    if summary:
+        summary["ablation"] = write_ablations(out_dir, model_cfg, evaluator, cfg.device)["delta"]
+    return summary
 
 
 def run_mqar(task: str, preset: str, attention: AttentionConfig, cfg: TrainConfig, out_dir: str,
@@ -102,4 +113,5 @@ def run_mqar(task: str, preset: str, attention: AttentionConfig, cfg: TrainConfi
         return MQARBatches(mqar, cfg.batch_size, cfg.grad_accum, seed, rank, world)
 
     extra = {"task": "mqar", "mqar": task, "preset": preset, "n_test": n_test}
-    return train(model_cfg, cfg, make_batches, evaluate, out_dir, extra)
+    return _with_ablations(train(model_cfg, cfg, make_batches, evaluate, out_dir, extra), out_dir, model_cfg,
+                           evaluator, cfg)
