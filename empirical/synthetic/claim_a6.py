@@ -16,7 +16,7 @@ Measurements (setting S6 = Setting(qk0=0.5, ov0=0.5), other fields default: the 
 * The fixed-attention experiment (:mod:`.fixed_attention`, claim FA) beside the frozen-QK flow.
 * Long horizon and large rho (:func:`long_horizon`): GD (h = 0.02) on the *exact* population loss
   (every count vector: the mean-count batch above is exact only on the symmetric subspace, so it
-  cannot leave it), K = D = N = 2, m = 2, n = 4, from the DESIGN init plus a transverse perturbation
+  cannot leave it), K = D = N = 2, m = 2, n = 4, from the canonical init plus a transverse perturbation
   of relative size 1e-4, to loss 1e-2 (t ~ 200), at rho = 1 (stable subspace, claim SUB) and rho = 50
   (unstable): deviation = max(relative distance from the subspace, relative error of the time to that
   loss) against the same 2e-3 as the short runs. It can fail, and at rho = 50 it does.
@@ -199,7 +199,7 @@ def _check_a6(quick: bool, figures_dir: Path) -> list[Claim]:
         f"(B = 32); the same SGD from the exact canonical init ends at "
         f"{ev['sgd_b32_final_sym_dist_from_design_init']['CACO']:.3g} (CACO), "
         f"{ev['sgd_b32_final_sym_dist_from_design_init']['FAFO']:.3g} (FAFO). Long horizon (GD h = {LONG['step']} on "
-        f"the exact population loss, K = D = N = 2, m = 2, n = 4, DESIGN init plus a {LONG['eps']:g} transverse "
+        f"the exact population loss, K = D = N = 2, m = 2, n = 4, canonical init plus a {LONG['eps']:g} transverse "
         f"perturbation, to loss {LONG['level']:g}): "
         + "; ".join(f"rho = {r['rho']:g}: t = {r['t']:.4g} (ODE {r['t_ode']:.4g}), distance from the subspace "
                     f"{r['distance_from_subspace']:.2e} (linearised prediction {r['linearised_prediction']:.2e}): "
