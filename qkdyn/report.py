@@ -66,13 +66,8 @@ def stats_line(label: str, comparison: dict) -> str:
     """One comparison (qkdyn.stats.Comparison.as_dict()) in words: effect, spread over seeds, interval, p."""
     lo, hi = comparison["interval"]
     return (f"{label}: claimed {comparison['claimed']}; effect {comparison['effect']:+.4g}, spread (sd over "
-<<<<<<< HEAD
             f"{comparison['n']} seeds) {comparison['spread']:.3g}, 95% CI [{lo:+.4g}, {hi:+.4g}]{_target(comparison)}; "
-            f"{comparison['test']} p = {comparison['p_value']:.3g} -> {comparison['verdict']}")
-=======
-            f"{comparison['n']} seeds) {comparison['spread']:.3g}, 95% CI [{lo:+.4g}, {hi:+.4g}]{target}; "
             f"{comparison['test']} p = {comparison['p_value']:.3g} -> {comparison['verdict']}; {power_line(comparison)}")
->>>>>>> main
 
 
 def _target(comparison: dict) -> str:
@@ -88,7 +83,7 @@ def stats_table(stats: dict) -> list[str]:
     rows = [{"comparison": label, "claimed": c["claimed"], "effect": f"{c['effect']:+.4g}",
              "sd (seeds)": f"{c['spread']:.3g} ({c['n']})",
              "95% CI": f"[{c['interval'][0]:+.4g}, {c['interval'][1]:+.4g}]{_target(c)}",
-             "test": c["test"], "p": f"{c['p_value']:.3g}", "verdict": f"**{c['verdict']}**"}
+             "test": c["test"], "p": f"{c['p_value']:.3g}", "verdict": f"**{c['verdict']}**", "power": power_line(c)}
             for label, c in stats.items()]
     return markdown_table(rows)
 
@@ -98,21 +93,16 @@ def _headline(claim: Claim) -> str:
     few comparisons are counted here and tabulated in the claim's section."""
     if not claim.stats:
         return ""
-<<<<<<< HEAD
+    missing = unmet(claim.preconditions)
+    lead = f"precondition not met: {', '.join(missing)}; " if missing else ""
     if len(claim.stats) > 2:
         counts: dict[str, int] = {}
         for c in claim.stats.values():
             counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
-        return (f"{len(claim.stats)} comparisons: " + ", ".join(f"{n} {verdict}" for verdict, n in counts.items())
+        return (lead + f"{len(claim.stats)} comparisons: " + ", ".join(f"{n} {verdict}" for verdict, n in counts.items())
                 + f" ([table](#{_anchor(claim)}))")
-    return "; ".join(f"{label}: {c['effect']:+.3g} (sd {c['spread']:.2g}, p = {c['p_value']:.2g})"
-                     for label, c in claim.stats.items())
-=======
-    missing = unmet(claim.preconditions)
-    lead = f"precondition not met: {', '.join(missing)}; " if missing else ""
     return lead + "; ".join(f"{label}: {c['effect']:+.3g} (sd {c['spread']:.2g}, p = {c['p_value']:.2g}, "
                             f"detects >= {c.get('mde', float('nan')):.2g})" for label, c in claim.stats.items())
->>>>>>> main
 
 
 def _anchor(claim: Claim) -> str:
@@ -124,7 +114,6 @@ def shared_evidence(claims: Sequence[Claim]) -> dict[str, tuple[object, list[str
     """Evidence entries (same key, same value) that several claims carry: key -> (value, claim ids)."""
     seen: dict[str, list[tuple[object, list[str]]]] = {}
     for claim in claims:
-<<<<<<< HEAD
         for key, value in claim.evidence.items():
             entries = seen.setdefault(key, [])
             for entry in entries:
@@ -151,19 +140,14 @@ def claims_markdown(claims: Sequence[Claim]) -> list[str]:
         lines.append("")
     for claim in claims:
         lines += [f"## {claim.id}: {_MARK[claim.verdict]}", "", f"*Claim.* {human(claim.statement)}", ""]
+        if claim.preconditions:
+            lines += ["*Preconditions* (measured in the same runs; any unmet makes the claim inconclusive):", ""]
+            lines += [f"- {describe_precondition(p)}" for p in claim.preconditions] + [""]
         if claim.parts and len(claim.parts) > _LONG:
             lines += ["*Parts.*", ""] + markdown_table([{"part": name, "verdict": f"**{verdict}**"}
                                                       for name, verdict in claim.parts.items()]) + [""]
         elif claim.parts:
             lines += ["*Parts.* " + "; ".join(f"{human(name)}: **{verdict}**" for name, verdict in claim.parts.items()), ""]
-=======
-        lines += [f"## {claim.id}: {_MARK[claim.verdict]}", "", f"*Claim.* {claim.statement}", ""]
-        if claim.preconditions:
-            lines += ["*Preconditions* (measured in the same runs; any unmet makes the claim inconclusive):", ""]
-            lines += [f"- {describe_precondition(p)}" for p in claim.preconditions] + [""]
-        if claim.parts:
-            lines += ["*Parts.* " + "; ".join(f"{name}: **{verdict}**" for name, verdict in claim.parts.items()), ""]
->>>>>>> main
         if claim.stats:
             lines += ["*Statistics* (paired over seeds, `qkdyn.stats`):", ""]
             if len(claim.stats) > _LONG:
