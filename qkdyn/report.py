@@ -81,9 +81,9 @@ def _target(comparison: dict) -> str:
 def stats_table(stats: dict) -> list[str]:
     """Many comparisons as one table: a row each."""
     rows = [{"comparison": label, "claimed": c["claimed"], "effect": f"{c['effect']:+.4g}",
-             "sd (seeds)": f"{c['spread']:.3g} ({c['n']})",
+             "spread (sd over seeds)": f"{c['spread']:.3g} ({c['n']})",
              "95% CI": f"[{c['interval'][0]:+.4g}, {c['interval'][1]:+.4g}]{_target(c)}",
-             "test": c["test"], "p": f"{c['p_value']:.3g}", "verdict": f"**{c['verdict']}**", "power": power_line(c)}
+             "test": c["test"], "p": f"p = {c['p_value']:.3g}", "verdict": f"**{c['verdict']}**", "power": power_line(c)}
             for label, c in stats.items()]
     return markdown_table(rows)
 
