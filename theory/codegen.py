@@ -66,7 +66,7 @@ def function_source(name: str, args: list, outputs, flavour: str, shape: str = "
            "matrix" (a 2-D float array).
     """
     printer = _ScalarPrinter() if flavour == "scalar" else _VectorPrinter()
-    flat = list(outputs) if shape != "matrix" else list(outputs)  # Matrix iterates row-major
+    flat = list(outputs)  # a Matrix iterates row-major
     replacements, reduced = sp.cse(flat, symbols=sp.numbered_symbols("_c"), optimizations="basic")
     lines, params = [], []
     for index, arg in enumerate(args):
