@@ -21,9 +21,11 @@
 # [docs/setting.md](../docs/setting.md).
 
 # %%
+import matplotlib.pyplot as plt
 import numpy as np
 
 import qkdyn
+from qkdyn import figures  # applies the qkdyn style sheet
 
 setting = qkdyn.Setting()  # K=4, D=10, N=10, m=8, n=24, s=1, qk0=ov0=0.01
 derived = qkdyn.derive("FAFO")
@@ -71,10 +73,6 @@ assert worst < 1e-6
 # ## A figure in the project's style
 
 # %%
-import matplotlib.pyplot as plt
-
-from qkdyn import figures  # applies the qkdyn style sheet
-
 fig, ax = plt.subplots(figsize=(3.4, 2.6))
 for level in table.loss.values:
     ax.semilogx(rhos, table.attn.sel(loss=level), marker="o", label=f"loss {level:g}")

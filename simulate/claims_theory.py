@@ -113,6 +113,7 @@ def check_a2(setting: Setting, t_max: float, rhos, figures: Path) -> Claim:
             worst = max(worst, *drifts.values())
             ax.loglog(rho * (psi[1:] - psi[0]), phi[1:] - phi[0], "-", label=f"rho={rho:g}")
             # the drift itself, relative as in Trajectory.drifts (floored at 1e-17 to show on log axes)
+            line = phi - rho * psi
             scale = np.max(np.maximum(np.abs(phi), rho * np.abs(psi)))
             drift_ax.loglog(tr.t[1:], np.maximum(np.abs(line[1:] - line[0]) / scale, 1e-17), label=f"rho={rho:g}")
         lo, hi = ax.get_xlim()
