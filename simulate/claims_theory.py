@@ -19,7 +19,6 @@ from qkdyn.simulate.solve import Trajectory, solve
 from qkdyn.claims import Claim, combine, parts_from_checks
 from qkdyn.theory.asymptotics import log_t_exponents, qk_law
 from qkdyn.theory.compiled import load
-from qkdyn.theory.model import PARAMS as MODEL_PARAMS
 from qkdyn.theory.model import ov as ov_symbol
 from qkdyn.theory.setting import ALL_PARAMS, Setting
 
@@ -31,13 +30,13 @@ def rate_factors(tr: Trajectory) -> dict[str, dict[str, np.ndarray]]:
     p = tr.setting.numeric()
     compiled, collapsed = tr.compiled, load("CACO")
     measured = compiled.metrics(tr.state, p)
-    closed = compiled.balanced_metrics(tr.qk, tr.ov, compiled.kappa(tr.state, p)[0] * np.ones_like(tr.t), p)
+    closed = compiled.balanced_metrics(tr.qk, tr.ov, compiled.kappa(tr.state, p), p)
     reference = collapsed.metrics(np.zeros((5, 1)), p)
     out = {}
     for index, (circuit, feature) in enumerate((("QK", tr.qk), ("OV", tr.ov))):
         out[circuit] = {"magnitude": np.abs(feature),
-                        "measured": np.asarray(measured[index]) / reference[index] * np.ones_like(tr.t),
-                        "closed": np.asarray(closed[index]) / reference[index] * np.ones_like(tr.t)}
+                        "measured": measured[index] / reference[index],
+                        "closed": closed[index] / reference[index]}
     return out
 
 
@@ -118,8 +117,8 @@ def check_a3(setting: Setting, read_at, t_far: float, figures: Path) -> Claim:
         tr = solve(setting, param, t_max=t_far, points=600, at=read_at)
         late = tr.t > 1e3
         compiled, p = tr.compiled, setting.numeric()
-        law_ov = np.asarray(compiled.ov_law(tr.t[late], p)[0])
-        law_qk = np.asarray(compiled.qk_law(tr.ov[late], p)[0])
+        law_ov = compiled.ov_law(tr.t[late], p)
+        law_qk = compiled.qk_law(tr.ov[late], p)
         rows = {}
         for name, (log_y, claimed) in READINGS.items():
             exponents = growth.local_exponent(tr.t[late], log_y(tr)[late])
@@ -183,8 +182,7 @@ def _fitted_constants(tr: Trajectory, param: str) -> dict[str, dict[str, float]]
     window = (tr.t >= 1e10) & (tr.t <= 1e15)
     law = qk_law(param)
     power = int(sp.degree(law.argument, ov_symbol))
-    values = dict(zip(MODEL_PARAMS, tr.setting.numeric()))
-    derived_c = float(sp.simplify(law.argument / ov_symbol**power).subs(values))
+    derived_c = float(tr.compiled.qk_law_constant(tr.setting.numeric()))  # derived once, in the generated module
     slope = np.polyfit(np.log(tr.t[window]), tr.ov[window], 1)[0]
     lhs = np.exp(tr.qk[window]) / tr.qk[window] ** law.power
     fitted_c = float(np.linalg.lstsq(tr.ov[window, None] ** power, lhs, rcond=None)[0][0])
