@@ -5,7 +5,8 @@ This is the explicit Runge-Kutta pair of Dormand and Prince of order 8(5,3) with
 Hairer, Norsett and Wanner (Solving ODEs I, II.10) as SciPy implements it in ``solve_ivp(method="DOP853")``
 (the same coefficients, imported from SciPy; the same error norm, step-size factor bounds and initial
 step), but the whole loop compiled, the right-hand side a compiled kernel of
-:mod:`qkdyn.theory.generated` called through a C pointer. Every accepted step stores its 7th-order
+:mod:`qkdyn.theory.generated` called through its C address (so a call from Python costs no more than
+its arguments' conversion, and one compiled integrator serves every form). Every accepted step stores its 7th-order
 dense interpolant (three extra stages), so output rows are read off afterwards at any tau.
 
 Events: for each loss level L_k, the first step across which g_k = log L(x) - log L_k changes sign
@@ -18,7 +19,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
 from scipy.integrate._ivp import dop853_coefficients as _dop
 
 from qkdyn.theory.kernels import cache_in_tree
@@ -35,22 +38,45 @@ _EXPONENT = -1.0 / 8.0  # -1 / (error estimator order + 1)
 REACHED, TERMINAL_EVENT, STEP_TOO_SMALL = 0, 1, -1
 
 
-@njit(cache=_CACHE)
+@intrinsic
+def _call_field(typingctx, address, x, p, out):
+    """Call the C kernel at ``address`` as void(double *x, double *p, double *out)."""
+    def codegen(context, builder, signature, args):
+        pointers = [context.make_array(t)(context, builder, v).data for t, v in zip(signature.args[1:], args[1:])]
+        double = ir.DoubleType().as_pointer()
+        kernel = builder.inttoptr(args[0], ir.FunctionType(ir.VoidType(), [double] * 3).as_pointer())
+        builder.call(kernel, pointers)
+        return context.get_dummy_value()
+    return types.void(address, x, p, out), codegen
+
+
+@intrinsic
+def _call_scalar(typingctx, address, x, p):
+    """Call the C kernel at ``address`` as double(double *x, double *p)."""
+    def codegen(context, builder, signature, args):
+        pointers = [context.make_array(t)(context, builder, v).data for t, v in zip(signature.args[1:], args[1:])]
+        double = ir.DoubleType().as_pointer()
+        kernel = builder.inttoptr(args[0], ir.FunctionType(ir.DoubleType(), [double] * 2).as_pointer())
+        return builder.call(kernel, pointers)
+    return types.float64(address, x, p), codegen
+
+
+@njit(cache=_CACHE, error_model="numpy")
 def _field(f, tau, x, p, out):
-    """out = e^tau f(x): the log-time field."""
-    f(x.ctypes, p.ctypes, out.ctypes)
+    """out = e^tau f(x): the log-time field (f: the address of a form's ``rhs_kernel``)."""
+    _call_field(f, x, p, out)
     scale = math.exp(tau)
     for i in range(out.size):
         out[i] *= scale
 
 
-@njit(cache=_CACHE)
+@njit(cache=_CACHE, error_model="numpy")
 def _log_loss(g, x, p):
-    value = g(x.ctypes, p.ctypes)
+    value = _call_scalar(g, x, p)
     return math.log(value) if value > 0 else -math.inf
 
 
-@njit(cache=_CACHE)
+@njit(cache=_CACHE, error_model="numpy")
 def _stage_state(y, h, K, row, stages, out):
     """out = y + h sum_j row[j] K[j] over the first ``stages`` stages (no temporaries)."""
     for i in range(y.size):
@@ -60,7 +86,7 @@ def _stage_state(y, h, K, row, stages, out):
         out[i] = y[i] + h * acc
 
 
-@njit(cache=_CACHE)
+@njit(cache=_CACHE, error_model="numpy")
 def _rms(v, scale):
     total = 0.0
     for i in range(v.size):
@@ -68,7 +94,7 @@ def _rms(v, scale):
     return math.sqrt(total / v.size)
 
 
-@njit(cache=_CACHE)
+@njit(cache=_CACHE, error_model="numpy")
 def _dense(tau_old, h, y_old, F, tau, out):
     """The step's dense interpolant at tau (SciPy's Dop853DenseOutput)."""
     s = (tau - tau_old) / h
@@ -79,7 +105,7 @@ def _dense(tau_old, h, y_old, F, tau, out):
         out[k] = acc + y_old[k]
 
 
-@njit(cache=_CACHE)
+@njit(cache=_CACHE, error_model="numpy")
 def _first_step(f, p, y0, f0, tau_end, rtol, atol):
     """SciPy's ``select_initial_step`` for order 8 (Hairer, Norsett and Wanner, II.4)."""
     scale = atol + np.abs(y0) * rtol
@@ -93,7 +119,7 @@ def _first_step(f, p, y0, f0, tau_end, rtol, atol):
     return min(100 * h0, h1, tau_end)
 
 
-@njit(cache=_CACHE)
+@njit(cache=_CACHE, error_model="numpy")
 def _locate(g, p, level, tau_old, h, y_old, F, g_lo, g_hi, work):
     """The tau in [tau_old, tau_old + h] where the dense log-loss crosses ``level`` (Illinois method)."""
     a, b, fa, fb = tau_old, tau_old + h, g_lo, g_hi
@@ -121,11 +147,12 @@ def _locate(g, p, level, tau_old, h, y_old, F, g_lo, g_hi, work):
     return b
 
 
-@njit(cache=_CACHE)
+@njit(cache=_CACHE, error_model="numpy")
 def integrate(f, g, p, y0, tau_end, rtol, atol, levels, terminal):
     """Integrate dx/dtau = e^tau f(x) from tau = 0 to ``tau_end`` (or to the terminal event).
 
-    f: the ``rhs_kernel`` of a form, g: its ``loss_kernel``, p: the parameter vector,
+    f, g: the addresses of a form's ``rhs_kernel`` and ``loss_kernel`` (plain integers: the
+    integrator is compiled, and cached, once for every form), p: the parameter vector,
     levels: log loss levels of the events (the last one terminal when ``terminal``).
     Returns (status, steps, nfev, event_tau (NaN where not crossed), dense table): the table is
     (tau_old, h, y_old, F) per accepted step, for :func:`evaluate`.
@@ -217,7 +244,7 @@ def integrate(f, g, p, y0, tau_end, rtol, atol, levels, terminal):
     return status, steps, nfev, event_tau, taus[:steps], hs[:steps], ys[:steps], Fs[:steps]
 
 
-@njit(cache=_CACHE)
+@njit(cache=_CACHE, error_model="numpy")
 def evaluate(taus, hs, ys, Fs, query):
     """States at the ascending times ``query`` (columns) from the dense table of :func:`integrate`."""
     out = np.empty((ys.shape[1], query.size))

@@ -7,8 +7,8 @@ sympy and nothing is executed from a cache or any other data directory.
 
 Vector functions return float arrays broadcast to the shape of their arguments (one array, or a
 tuple of arrays for several outputs: ``features``, ``invariants``, ``metrics``, ``balanced_metrics``,
-``line_scale``). ``rhs(x, p)`` and ``jac(x, p)`` are the compiled kernels called from Python (a new
-1-D / 2-D array each call); ``rhs_kernel`` and ``loss_kernel`` are the C-callable kernels the compiled
+``line_scale``). ``rhs(x, p)``, ``jac(x, p)`` and ``state_loss(x, p)`` are the compiled kernels called
+from Python (a new 1-D / 2-D array, or a float, each call); ``rhs_kernel`` and ``loss_kernel`` are the C-callable kernels the compiled
 integrator (:mod:`qkdyn.simulate.integrate`) takes.
 """
 from __future__ import annotations
@@ -34,6 +34,7 @@ class Compiled:
     invariant_degrees: tuple[int, ...]
     rhs_into: Callable
     jac_into: Callable
+    state_loss_into: Callable
     rhs_kernel: object
     loss_kernel: object
     init: Callable
@@ -61,6 +62,10 @@ class Compiled:
         self.rhs_into(np.asarray(x, dtype=float), np.asarray(p, dtype=float), out)
         return out
 
+    def state_loss(self, x, p) -> float:
+        """L(qk(x), ov(x)) of eq. (2) at the state ``x`` (the compiled kernel)."""
+        return self.state_loss_into(np.asarray(x, dtype=float), np.asarray(p, dtype=float))
+
     def jac(self, x, p) -> np.ndarray:
         """Its Jacobian d(dx/dt)/dx (the compiled kernel)."""
         out = np.empty((self.dim, self.dim))
@@ -76,4 +81,5 @@ def load(name: str) -> Compiled:
     module = importlib.import_module(f"qkdyn.theory.generated.{name}")
     functions = {key: getattr(module, key) for key in
                  ("rhs_into", "jac_into", "rhs_kernel", "loss_kernel", "init") + _VECTOR}
+    functions["state_loss_into"] = module.state_loss
     return Compiled(name, module.VARIABLES, module.INVARIANT_NAMES, module.INVARIANT_DEGREES, **functions)

@@ -31,6 +31,6 @@ FIELD = types.void(_POINTER, _POINTER, _POINTER)
 #: signature of ``loss_kernel``: (x, p) -> float
 SCALAR = types.float64(_POINTER, _POINTER)
 
-jit = njit(cache=_CACHE)
+jit = njit(cache=_CACHE, error_model="numpy")  # IEEE division (inf, nan) as in the vector functions
 field_kernel = cfunc(FIELD, cache=_CACHE)
 scalar_kernel = cfunc(SCALAR, cache=_CACHE)

@@ -26,8 +26,12 @@ def _lambertw_lower(x):
 
 
 def _shaped(like, *values):
-    shape = numpy.broadcast_shapes(*(numpy.shape(a) for a in like))
-    return tuple(numpy.asarray(v, dtype=float) + numpy.zeros(shape) for v in values)
+    """Each value as a new float array of the broadcast shape of the arguments ``like``."""
+    shape = numpy.broadcast(*like).shape if like else ()
+    out = tuple(numpy.empty(shape) for _ in values)
+    for target, value in zip(out, values):
+        target[...] = value
+    return out
 
 DIM = 6
 VARIABLES = ('q_query', 'k_distinct', 'k_common', 'ov_own', 'ov_cross', 'ov_common')
