@@ -145,7 +145,7 @@ def check_param(param: str) -> None:
 
 
 def solve(
-    setting: Setting | Sequence[Setting],
+    setting: Setting | list[Setting] | tuple[Setting, ...],
     param: str,
     *,
     t_max: float | None = None,
@@ -167,9 +167,11 @@ def solve(
     one-at-a-time solve: every solve is one call of the compiled integrator, so a sweep costs about
     the integration time per setting (``make bench`` compares it with a vmapped diffrax sweep).
     """
-    if not isinstance(setting, Setting):
+    if isinstance(setting, (list, tuple)):
         return [solve(one, param, t_max=t_max, until_loss=until_loss, points=points, at=at, rtol=rtol, atol=atol,
                       method=method, record_losses=record_losses) for one in setting]
+    if not isinstance(setting, Setting):
+        raise InputError(f"must be a Setting or a list of them, got {type(setting).__name__}", "setting")
     check_param(param)
     if method not in METHODS:
         raise InputError(f"must be one of {', '.join(METHODS)}, got {method!r}", "method")
