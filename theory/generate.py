@@ -49,7 +49,7 @@ def generate_source(name: str) -> str:
     laws = asymptotics.laws(d)
     qk_law = asymptotics.qk_law(name)
     power = int(sp.degree(qk_law.argument, ov))
-    src = codegen.HEADER
+    src = codegen.header()
     src += f"DIM = {len(x)}\n"
     src += f"VARIABLES = {tuple(v.name for v in d.variables)!r}\n"
     src += f"INVARIANT_NAMES = {tuple(named)!r}\n"

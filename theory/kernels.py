@@ -1,4 +1,8 @@
-"""numba decorators for the generated scalar kernels (:mod:`qkdyn.theory.generated`).
+"""The helpers and numba decorators of the generated modules (:mod:`qkdyn.theory.generated`).
+
+Stable primitives: expit(x) = 1 / (1 + e^-x) and softplus(x) = log(1 + e^x), compiled, without
+overflow for any finite x; for the vector functions, the lower branch W_{-1} of Lambert's W and
+``shaped`` (outputs broadcast to the shape of the arguments).
 
 ``jit`` compiles a function of floats and arrays; ``field_kernel`` and ``scalar_kernel`` compile
 C-callable wrappers on raw pointers: ``rhs_kernel(x, p, out)`` (out = f(x), eq. (1)) and
@@ -13,10 +17,13 @@ never used.
 """
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
+import numpy
 from numba import cfunc, njit, types
+from scipy import special
 
 
 def cache_in_tree(source: str) -> bool:
@@ -34,3 +41,29 @@ SCALAR = types.float64(_POINTER, _POINTER)
 jit = njit(cache=_CACHE, error_model="numpy")  # IEEE division (inf, nan) as in the vector functions
 field_kernel = cfunc(FIELD, cache=_CACHE)
 scalar_kernel = cfunc(SCALAR, cache=_CACHE)
+
+
+@jit
+def expit(x):
+    if x >= 0:
+        return 1.0 / (1.0 + math.exp(-x))
+    e = math.exp(x)
+    return e / (1.0 + e)
+
+
+@jit
+def softplus(x):
+    return x + math.log1p(math.exp(-x)) if x > 0 else math.log1p(math.exp(x))
+
+
+def lambertw_lower(x):
+    return numpy.real(special.lambertw(x, -1))
+
+
+def shaped(like, *values):
+    """Each value as a new float array of the broadcast shape of the arguments ``like``."""
+    shape = numpy.broadcast(*like).shape if like else ()
+    out = tuple(numpy.empty(shape) for _ in values)
+    for target, value in zip(out, values):
+        target[...] = value
+    return out
