@@ -250,7 +250,7 @@ class _Run:
 def _compiled(compiled: Compiled, p, x0, tau_end, rtol, atol, levels, terminal, method) -> _Run:
     """The compiled DOP853 of :mod:`qkdyn.simulate.integrate`."""
     status, steps, nfev, event_tau, *table = integrate.integrate(
-        compiled.rhs_kernel.address, compiled.loss_kernel.address, np.asarray(p, dtype=float), np.asarray(x0, dtype=float),
+        compiled.rhs_kernel.address, compiled.loss_kernel.address, compiled.kernel_parameters(p), np.asarray(x0, dtype=float),
         tau_end, rtol, atol, np.asarray(levels, dtype=float), terminal)
     return _Run(status, "step size below the resolution of tau", steps, nfev, 0, event_tau,
                 lambda taus: integrate.evaluate(*table, np.asarray(taus, dtype=float)))

@@ -83,6 +83,42 @@ def _unpack(args: list, indexed: bool) -> tuple[list[str], list[str]]:
     return params, lines
 
 
+class ParameterConstants:
+    """Hoists the parameter-only parts of kernel expressions into constants computed once per setting.
+
+    Calling it on an expression replaces every maximal subexpression of the parameters alone (and the
+    parameter-only factors of a product, terms of a sum) by a symbol ``_kI``; ``table`` maps each
+    such expression to its symbol, in order. The kernels then read the constants after the
+    parameters in their parameter vector (``kernel_parameters(p)`` of the generated module), so
+    e.g. log(m/n) is not recomputed at every right-hand-side evaluation.
+    """
+
+    def __init__(self, params):
+        self.params, self.table = set(params), {}
+
+    def __call__(self, expr):
+        return self._visit(sp.sympify(expr))
+
+    def _symbol(self, expr):
+        return self.table.setdefault(expr, sp.Symbol(f"_k{len(self.table)}"))
+
+    def _fixed(self, expr) -> bool:
+        return expr.free_symbols <= self.params
+
+    def _visit(self, expr):
+        if expr.is_Atom:
+            return expr
+        if self._fixed(expr):
+            return self._symbol(expr)
+        if isinstance(expr, (sp.Add, sp.Mul)):
+            fixed = [a for a in expr.args if self._fixed(a)]
+            moving = [self._visit(a) for a in expr.args if not self._fixed(a)]
+            if len(fixed) > 1 or (fixed and not fixed[0].is_Atom):
+                fixed = [self._symbol(expr.func(*fixed))]
+            return expr.func(*fixed, *moving)
+        return expr.func(*(self._visit(a) for a in expr.args))
+
+
 def function_source(name: str, args: list, outputs, flavour: str, *, like: list = (), single: bool = False) -> str:
     """Source of ``def name(*args)`` computing ``outputs``.
 

@@ -8,7 +8,8 @@ sympy and nothing is executed from a cache or any other data directory.
 Vector functions return float arrays broadcast to the shape of their arguments (one array, or a
 tuple of arrays for several outputs: ``features``, ``invariants``, ``metrics``, ``balanced_metrics``,
 ``line_scale``). ``rhs(x, p)``, ``jac(x, p)`` and ``state_loss(x, p)`` are the compiled kernels called
-from Python (a new 1-D / 2-D array, or a float, each call); ``rhs_kernel`` and ``loss_kernel`` are the C-callable kernels the compiled
+from Python (a new 1-D / 2-D array, or a float, each call); the kernels themselves take ``kernel_parameters(p)``, the
+parameters followed by their parameter-only subexpressions (computed once per setting); ``rhs_kernel`` and ``loss_kernel`` are the C-callable kernels the compiled
 integrator (:mod:`qkdyn.simulate.integrate`) takes.
 """
 from __future__ import annotations
@@ -37,6 +38,7 @@ class Compiled:
     state_loss_into: Callable
     rhs_kernel: object
     loss_kernel: object
+    kernel_parameters: Callable
     init: Callable
     features: Callable
     attention: Callable
@@ -59,17 +61,17 @@ class Compiled:
     def rhs(self, x, p) -> np.ndarray:
         """dx/dt of eq. (1) at the state ``x`` (the compiled kernel)."""
         out = np.empty(self.dim)
-        self.rhs_into(np.asarray(x, dtype=float), np.asarray(p, dtype=float), out)
+        self.rhs_into(np.asarray(x, dtype=float), self.kernel_parameters(p), out)
         return out
 
     def state_loss(self, x, p) -> float:
         """L(qk(x), ov(x)) of eq. (2) at the state ``x`` (the compiled kernel)."""
-        return self.state_loss_into(np.asarray(x, dtype=float), np.asarray(p, dtype=float))
+        return self.state_loss_into(np.asarray(x, dtype=float), self.kernel_parameters(p))
 
     def jac(self, x, p) -> np.ndarray:
         """Its Jacobian d(dx/dt)/dx (the compiled kernel)."""
         out = np.empty((self.dim, self.dim))
-        self.jac_into(np.asarray(x, dtype=float), np.asarray(p, dtype=float), out)
+        self.jac_into(np.asarray(x, dtype=float), self.kernel_parameters(p), out)
         return out
 
 
@@ -80,6 +82,6 @@ def load(name: str) -> Compiled:
         raise ValueError(f"no generated module for {name!r}: one of {', '.join(ALL_PARAMS)}")
     module = importlib.import_module(f"qkdyn.theory.generated.{name}")
     functions = {key: getattr(module, key) for key in
-                 ("rhs_into", "jac_into", "rhs_kernel", "loss_kernel", "init") + _VECTOR}
+                 ("rhs_into", "jac_into", "rhs_kernel", "loss_kernel", "kernel_parameters", "init") + _VECTOR}
     functions["state_loss_into"] = module.state_loss
     return Compiled(name, module.VARIABLES, module.INVARIANT_NAMES, module.INVARIANT_DEGREES, **functions)

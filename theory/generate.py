@@ -9,8 +9,9 @@ The modules are package code, like any other source file: at run time nothing is
 executed from a data directory (:mod:`qkdyn.theory.compiled` only imports them).
 
 Generated functions (x: the reduced state, p: Setting.numeric(); vector functions broadcast):
-    rhs_into(x, p, out), jac_into(x, p, out)  eq. (1) and its Jacobian            [kernel]
-    state_loss(x, p)                          L(qk(x), ov(x)), eq. (2)              [kernel]
+    kernel_parameters(p) -> k                 p and its constants for the kernels  [scalar]
+    rhs_into(x, k, out), jac_into(x, k, out)  eq. (1) and its Jacobian            [kernel]
+    state_loss(x, k)                          L(qk(x), ov(x)), eq. (2)              [kernel]
     rhs_kernel, loss_kernel                   their C-callable wrappers             [kernel]
     init(p, qk0, ov0)                         balanced initial state               [scalar]
     features(X, p) -> (qk, ov)                                                     [vector]
@@ -55,10 +56,15 @@ def generate_source(name: str) -> str:
     src += f"INVARIANT_NAMES = {tuple(named)!r}\n"
     degrees = tuple(int(sp.Poly(expr, *x).total_degree()) for expr in named.values())
     src += f"INVARIANT_DEGREES = {degrees!r}\n\n\n"
-    src += codegen.function_source("rhs_into", [x, p], d.rhs, "kernel")
-    src += codegen.function_source("jac_into", [x, p], d.jacobian, "kernel")
-    src += codegen.function_source("state_loss", [x, p], [d.loss], "kernel", single=True)
-    src += codegen.kernel_wrappers(len(x), len(p)) + "\n\n"
+    constants = codegen.ParameterConstants(p)
+    rhs, loss = [constants(e) for e in d.rhs], [constants(d.loss)]
+    jac = d.jacobian.applyfunc(constants)
+    extended = tuple(p) + tuple(constants.table.values())
+    src += codegen.function_source("rhs_into", [x, extended], rhs, "kernel")
+    src += codegen.function_source("jac_into", [x, extended], jac, "kernel")
+    src += codegen.function_source("state_loss", [x, extended], loss, "kernel", single=True)
+    src += codegen.kernel_wrappers(len(x), len(extended)) + "\n\n"
+    src += codegen.function_source("kernel_parameters", [p], list(p) + list(constants.table), "scalar")
     init = [d.init[sym] for sym in x]
     src += codegen.function_source("init", [p, model.qk0, model.ov0], init, "scalar")
     vector = [  # name, arguments, outputs, shape-giving arguments, single output

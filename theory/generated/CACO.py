@@ -31,18 +31,37 @@ def rhs_into(_a0, _a1, out):
     eta_QK = _a1[6]
     eta_OV = _a1[7]
     b = _a1[8]
-    _c0 = K - 1
-    _c1 = s*(qk_common - qk_distinct) - math.log(m/n)
-    _c2 = expit(-_c1)
-    _c3 = _c2*(ov_cross - ov_own)
-    _c4 = expit(_c3 + math.log(_c0))
-    _c5 = _c4/(D*K)
-    _c6 = _c3*eta_QK*s*expit(_c1)
-    _c7 = _c2*_c5*eta_OV
-    out[0] = -_c5*_c6
-    out[1] = _c4*_c6/N
-    out[2] = _c7
-    out[3] = -_c7/_c0
+    _k0 = _a1[9]
+    _k1 = _a1[10]
+    _k2 = _a1[11]
+    _k3 = _a1[12]
+    _k4 = _a1[13]
+    _k5 = _a1[14]
+    _k6 = _a1[15]
+    _k7 = _a1[16]
+    _k8 = _a1[17]
+    _k9 = _a1[18]
+    _k10 = _a1[19]
+    _k11 = _a1[20]
+    _k12 = _a1[21]
+    _k13 = _a1[22]
+    _k14 = _a1[23]
+    _k15 = _a1[24]
+    _k16 = _a1[25]
+    _k17 = _a1[26]
+    _k18 = _a1[27]
+    _k19 = _a1[28]
+    _k20 = _a1[29]
+    _c0 = qk_common - qk_distinct
+    _c1 = expit(-_c0*s + _k2)
+    _c2 = _c1*(ov_cross - ov_own)
+    _c3 = expit(_c2 + _k3)
+    _c4 = _c2*_c3*expit(-_c0*_k0 + _k1)
+    _c5 = _c1*_c3
+    out[0] = -_c4*_k4
+    out[1] = -_c4*_k5
+    out[2] = _c5*_k6
+    out[3] = _c5*_k7
     out[4] = 0
     return None
 
@@ -63,59 +82,58 @@ def jac_into(_a0, _a1, out):
     eta_QK = _a1[6]
     eta_OV = _a1[7]
     b = _a1[8]
-    _c0 = math.log(m/n)
-    _c1 = qk_common - qk_distinct
-    _c2 = _c0 - _c1*s
-    _c3 = expit(-_c2)
-    _c4 = K - 1
-    _c5 = math.log(_c4)
-    _c6 = ov_cross - ov_own
-    _c7 = _c3*expit(_c5 + _c6*expit(_c2))
-    _c8 = 1/(D*K)
-    _c9 = _c8*eta_QK
-    _c10 = -_c0 + _c1*s
-    _c11 = expit(-_c10)
-    _c12 = -_c11
-    _c13 = _c11*_c6
-    _c14 = _c13 + _c5
-    _c15 = expit(-_c14)
-    _c16 = _c13*_c15
-    _c17 = _c13*s**2
-    _c18 = _c17*(-_c12 - _c16*_c3 - _c3)
-    _c19 = expit(_c10)
-    _c20 = expit(_c14)
-    _c21 = _c17*_c19*_c20*(_c12 + _c16*_c19 + _c19)
-    _c22 = _c11*s*(_c16 + 1)
-    _c23 = _c22*_c7
-    _c24 = _c23*_c9
-    _c25 = eta_QK/N
-    _c26 = _c25*_c7
-    _c27 = _c22*_c26
-    _c28 = _c8*eta_OV
-    _c29 = _c23*_c28
-    _c30 = _c11**2*_c15*_c20*_c28
-    _c31 = 1/_c4
-    _c32 = _c29*_c31
-    _c33 = _c30*_c31
-    out[0, 0] = _c18*_c7*_c9
-    out[0, 1] = _c21*_c9
-    out[0, 2] = _c24
-    out[0, 3] = -_c24
+    _k0 = _a1[9]
+    _k1 = _a1[10]
+    _k2 = _a1[11]
+    _k3 = _a1[12]
+    _k4 = _a1[13]
+    _k5 = _a1[14]
+    _k6 = _a1[15]
+    _k7 = _a1[16]
+    _k8 = _a1[17]
+    _k9 = _a1[18]
+    _k10 = _a1[19]
+    _k11 = _a1[20]
+    _k12 = _a1[21]
+    _k13 = _a1[22]
+    _k14 = _a1[23]
+    _k15 = _a1[24]
+    _k16 = _a1[25]
+    _k17 = _a1[26]
+    _k18 = _a1[27]
+    _k19 = _a1[28]
+    _k20 = _a1[29]
+    _c0 = qk_common - qk_distinct
+    _c1 = expit(-_c0*_k0 + _k1)
+    _c2 = expit(-_c0*s + _k2)
+    _c3 = ov_cross - ov_own
+    _c4 = _c2*_c3
+    _c5 = expit(-_c4 + _k10)
+    _c6 = expit(_c4 + _k3)
+    _c7 = _c1*_c6
+    _c8 = _c4*_c7
+    _c9 = _c4*_c5
+    _c10 = _c2*_c7
+    _c11 = _c2**2*_c5*_c6
+    out[0, 0] = _c8*(_c1*_c2*_c3*_c5*_k9 - _c1*_k8 - _c2*_k9)
+    out[0, 1] = _c8*(_c1*_c2*_c3*_c5*_k8 - _c1*_k9 - _c2*_k8)
+    out[0, 2] = _c10*(-_c9*_k11 + _k4)
+    out[0, 3] = _c10*(-_c9*_k4 + _k11)
     out[0, 4] = 0
-    out[1, 0] = _c21*_c25
-    out[1, 1] = _c18*_c26
-    out[1, 2] = -_c27
-    out[1, 3] = _c27
+    out[1, 0] = _c8*(_c1*_c2*_c3*_c5*_k12 - _c1*_k13 - _c2*_k12)
+    out[1, 1] = _c8*(_c1*_c2*_c3*_c5*_k13 - _c1*_k12 - _c2*_k13)
+    out[1, 2] = _c10*(-_c9*_k14 + _k5)
+    out[1, 3] = _c10*(-_c9*_k5 + _k14)
     out[1, 4] = 0
-    out[2, 0] = _c29
-    out[2, 1] = -_c29
-    out[2, 2] = -_c30
-    out[2, 3] = _c30
+    out[2, 0] = _c10*(-_c9*_k16 + _k15)
+    out[2, 1] = _c10*(-_c9*_k15 + _k16)
+    out[2, 2] = _c11*_k17
+    out[2, 3] = _c11*_k6
     out[2, 4] = 0
-    out[3, 0] = -_c32
-    out[3, 1] = _c32
-    out[3, 2] = _c33
-    out[3, 3] = -_c33
+    out[3, 0] = _c10*(-_c9*_k19 + _k18)
+    out[3, 1] = _c10*(-_c9*_k18 + _k19)
+    out[3, 2] = _c11*_k20
+    out[3, 3] = _c11*_k7
     out[3, 4] = 0
     out[4, 0] = 0
     out[4, 1] = 0
@@ -141,17 +159,58 @@ def state_loss(_a0, _a1):
     eta_QK = _a1[6]
     eta_OV = _a1[7]
     b = _a1[8]
-    return softplus((ov_cross - ov_own)*expit(-s*(qk_common - qk_distinct) + math.log(m/n)) + math.log(K - 1))
+    _k0 = _a1[9]
+    _k1 = _a1[10]
+    _k2 = _a1[11]
+    _k3 = _a1[12]
+    _k4 = _a1[13]
+    _k5 = _a1[14]
+    _k6 = _a1[15]
+    _k7 = _a1[16]
+    _k8 = _a1[17]
+    _k9 = _a1[18]
+    _k10 = _a1[19]
+    _k11 = _a1[20]
+    _k12 = _a1[21]
+    _k13 = _a1[22]
+    _k14 = _a1[23]
+    _k15 = _a1[24]
+    _k16 = _a1[25]
+    _k17 = _a1[26]
+    _k18 = _a1[27]
+    _k19 = _a1[28]
+    _k20 = _a1[29]
+    return softplus(_k3 + (ov_cross - ov_own)*expit(_k2 - s*(qk_common - qk_distinct)))
 
 
 @field_kernel
 def rhs_kernel(x, p, out):
-    rhs_into(carray(x, (5,)), carray(p, (9,)), carray(out, (5,)))
+    rhs_into(carray(x, (5,)), carray(p, (30,)), carray(out, (5,)))
 
 
 @scalar_kernel
 def loss_kernel(x, p):
-    return state_loss(carray(x, (5,)), carray(p, (9,)))
+    return state_loss(carray(x, (5,)), carray(p, (30,)))
+
+
+def kernel_parameters(_a0):
+    (K, D, N, m, n, s, eta_QK, eta_OV, b) = _a0
+    _c0 = math.log(m/n)
+    _c1 = K - 1
+    _c2 = math.log(_c1)
+    _c3 = 1/(D*K)
+    _c4 = _c3*eta_QK
+    _c5 = _c4*s
+    _c6 = eta_QK/N
+    _c7 = _c6*s
+    _c8 = _c3*eta_OV
+    _c9 = _c8/_c1
+    _c10 = s**2
+    _c11 = _c10*_c4
+    _c12 = _c10*_c6
+    _c13 = _c8*s
+    _c14 = _c9*s
+    return numpy.array([K, D, N, m, n, s, eta_QK, eta_OV, b, -s, -_c0, _c0, _c2, _c5, -_c7, _c8, -_c9, _c11, -_c11, -_c2, -_c5, _c12, -_c12, _c7, _c13, -_c13, -_c8, -_c14, _c14, _c9], dtype=float)
 
 
 def init(_a0, qk0, ov0):

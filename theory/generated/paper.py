@@ -28,13 +28,19 @@ def rhs_into(_a0, _a1, out):
     eta_QK = _a1[6]
     eta_OV = _a1[7]
     b = _a1[8]
-    _c0 = K - 1
-    _c1 = mu_qk + math.log(m/n)
-    _c2 = expit(_c1)
-    _c3 = _c2*mu_ov
-    _c4 = expit(-_c3 + math.log(_c0))
-    out[0] = _c3*_c4*eta_QK*expit(-_c1)/(K*b**2)
-    out[1] = _c2*_c4*eta_OV/(_c0*b)
+    _k0 = _a1[9]
+    _k1 = _a1[10]
+    _k2 = _a1[11]
+    _k3 = _a1[12]
+    _k4 = _a1[13]
+    _k5 = _a1[14]
+    _k6 = _a1[15]
+    _k7 = _a1[16]
+    _c0 = expit(_k0 + mu_qk)
+    _c1 = _c0*mu_ov
+    _c2 = expit(-_c1 + _k2)
+    out[0] = _c1*_c2*_k3*expit(_k1 - mu_qk)
+    out[1] = _c0*_c2*_k4
     return None
 
 
@@ -51,22 +57,28 @@ def jac_into(_a0, _a1, out):
     eta_QK = _a1[6]
     eta_OV = _a1[7]
     b = _a1[8]
-    _c0 = mu_qk + math.log(m/n)
-    _c1 = expit(-_c0)
-    _c2 = expit(_c0)
-    _c3 = K - 1
-    _c4 = _c2*mu_ov
-    _c5 = _c4 - math.log(_c3)
-    _c6 = expit(_c5)
-    _c7 = _c4*_c6
-    _c8 = expit(-_c5)
-    _c9 = _c8*eta_QK/(K*b**2)
-    _c10 = _c1*_c2*(1 - _c7)
-    _c11 = _c8*eta_OV/(_c3*b)
-    out[0, 0] = _c1*_c4*_c9*(-_c1*_c7 + _c1 - _c2)
-    out[0, 1] = _c10*_c9
-    out[1, 0] = _c10*_c11
-    out[1, 1] = -_c11*_c2**2*_c6
+    _k0 = _a1[9]
+    _k1 = _a1[10]
+    _k2 = _a1[11]
+    _k3 = _a1[12]
+    _k4 = _a1[13]
+    _k5 = _a1[14]
+    _k6 = _a1[15]
+    _k7 = _a1[16]
+    _c0 = expit(_k0 + mu_qk)
+    _c1 = _c0*_k5
+    _c2 = expit(_k1 - mu_qk)
+    _c3 = _c0*mu_ov
+    _c4 = expit(_c3 + _k6)
+    _c5 = _c1*_c4*mu_ov
+    _c6 = expit(-_c3 + _k2)
+    _c7 = _c2*_c6
+    _c8 = _c0*_c7
+    _c9 = _c4*_k7
+    out[0, 0] = _c3*_c7*(_c1 + _c2*_c5 + _c2*_k3)
+    out[0, 1] = _c8*(_c5 + _k3)
+    out[1, 0] = _c8*(_c3*_c9 + _k4)
+    out[1, 1] = _c0**2*_c6*_c9
     return None
 
 
@@ -83,17 +95,35 @@ def state_loss(_a0, _a1):
     eta_QK = _a1[6]
     eta_OV = _a1[7]
     b = _a1[8]
-    return softplus(-mu_ov*expit(mu_qk + math.log(m/n)) + math.log(K - 1))
+    _k0 = _a1[9]
+    _k1 = _a1[10]
+    _k2 = _a1[11]
+    _k3 = _a1[12]
+    _k4 = _a1[13]
+    _k5 = _a1[14]
+    _k6 = _a1[15]
+    _k7 = _a1[16]
+    return softplus(_k2 - mu_ov*expit(_k0 + mu_qk))
 
 
 @field_kernel
 def rhs_kernel(x, p, out):
-    rhs_into(carray(x, (2,)), carray(p, (9,)), carray(out, (2,)))
+    rhs_into(carray(x, (2,)), carray(p, (17,)), carray(out, (2,)))
 
 
 @scalar_kernel
 def loss_kernel(x, p):
-    return state_loss(carray(x, (2,)), carray(p, (9,)))
+    return state_loss(carray(x, (2,)), carray(p, (17,)))
+
+
+def kernel_parameters(_a0):
+    (K, D, N, m, n, s, eta_QK, eta_OV, b) = _a0
+    _c0 = math.log(m/n)
+    _c1 = K - 1
+    _c2 = math.log(_c1)
+    _c3 = eta_QK/(K*b**2)
+    _c4 = eta_OV/(_c1*b)
+    return numpy.array([K, D, N, m, n, s, eta_QK, eta_OV, b, _c0, -_c0, _c2, _c3, _c4, -_c3, -_c2, -_c4], dtype=float)
 
 
 def init(_a0, qk0, ov0):
