@@ -5,8 +5,8 @@ f ~ 1/t, so the log-time field stays O(1): the solver takes O(log t_max) steps a
 t = 1e15 (or 1e300) without overflow, because every exponential in f is in stable
 sigmoid/softplus form. In log-time the field is not stiff in practice, so the default solver is
 explicit: DOP853, compiled with the generated right-hand side (:mod:`qkdyn.simulate.integrate`), which
-reaches t = 1e15 in about 150 steps and a few milliseconds (``make bench`` measures it against plain
-scipy, diffrax and a vmapped sweep). SciPy's LSODA, Radau and BDF (with the analytic Jacobian of
+reaches t = 1e15 in 75-150 steps (``make bench`` measures its time against plain scipy, jitted diffrax
+and a vmapped diffrax sweep). SciPy's LSODA, Radau and BDF (with the analytic Jacobian of
 :mod:`qkdyn.theory.compiled`) remain as options for stiff corners.
 
 Frozen circuits (a rate of 0, :class:`~qkdyn.theory.setting.Setting`) need nothing special: every
