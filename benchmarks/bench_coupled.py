@@ -19,6 +19,8 @@ VARIANTS = {
     "coupled leapfrog n=1": AttentionConfig(kind="coupled", integrator="leapfrog", steps=1),
     "mlp-only n=1": AttentionConfig(kind="mlp-only", steps=1),
     "mlp-only-shared n=1": AttentionConfig(kind="mlp-only-shared", steps=1),
+    "mlp-only-q n=1": AttentionConfig(kind="mlp-only-q", steps=1),
+    "diff": AttentionConfig(kind="diff"),
 }
 VOCAB = 8192
 

@@ -2,8 +2,10 @@
 
 A reader never sees a half-written file, and a failed run leaves nothing behind: the temporary file
 ``.NAME.PID.XXXXXXXX.tmp`` is removed when the write fails or is interrupted (the command line turns
-SIGTERM into an interrupt), and one left by a killed process (SIGKILL) is removed by the next write
-to the same target, or by :func:`remove_stale_temporaries`, once that process is gone. The result
+SIGTERM into an interrupt), and one left by a killed process (SIGKILL) is removed by the next atomic
+write in the same directory, or by :func:`remove_stale_temporaries`, once that process is gone. A
+write that fails for lack of space or beyond the file-size limit raises its OSError naming the
+target; the previous file is untouched. The result
 gets the mode of a plain ``open()`` (0666 less the umask), not ``mkstemp``'s 0600.
 """
 from __future__ import annotations
@@ -21,11 +23,19 @@ _TEMPORARY = re.compile(r"^\.(?P<name>.+)\.(?P<pid>\d+)\.[A-Za-z0-9_]{8}\.tmp$")
 
 
 def check_writable(path: str | os.PathLike) -> Path:
-    """Fail early (as a :class:`InputError`) if ``path`` cannot be created or replaced."""
+    """Fail early (as a :class:`InputError`) if ``path`` cannot be created or replaced: it must be
+    new or a regular file (a device node, FIFO or socket is never replaced), in a writable directory."""
+    from qkdyn.inputs import special_kind
+
+    if not str(path):
+        raise InputError("output path is empty")
     target = Path(path)
     parent = target.parent if str(target.parent) else Path(".")
     if target.is_dir():
         raise InputError(f"output path is a directory: {target}")
+    kind = special_kind(target)
+    if kind:
+        raise InputError(f"output path {target} is {kind}; give a regular file or a new path")
     if not parent.is_dir():
         raise InputError(f"output directory does not exist: {parent}")
     if not os.access(parent, os.W_OK):
@@ -67,13 +77,17 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path to write; on success it replaces ``path`` atomically."""
     target = check_writable(path)
     directory = target.parent or Path(".")
-    remove_stale_temporaries(directory, target.name)
+    remove_stale_temporaries(directory)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.{os.getpid()}.", suffix=".tmp", dir=directory)
     os.close(fd)
     try:
         yield Path(tmp)
         os.chmod(tmp, _umask_mode())
         os.replace(tmp, target)
+    except OSError as exc:  # disk full, file-size limit: name the output, not the temporary
+        if exc.filename is None or exc.filename == tmp:
+            exc.filename = str(target)
+        raise
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)

@@ -7,6 +7,7 @@ and ``run(args) -> int``. Command modules import heavy libraries (torch, matplot
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import os
 import signal
@@ -75,6 +76,20 @@ def reference() -> str:
             os.environ["COLUMNS"] = saved
 
 
+#: errno values of an exhausted resource (disk, quota, file-size limit, memory, descriptors): one line, exit 2
+LIMITS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.ENOMEM, errno.EMFILE, errno.ENFILE, errno.EROFS})
+
+
+def _limit_message(exc: BaseException) -> str | None:
+    """The one-line report of a resource limit hit while running (None: not a limit, a bug)."""
+    if isinstance(exc, OSError) and exc.errno in LIMITS:
+        where = f": {exc.filename}" if exc.filename else ""
+        return f"{exc.strerror or exc}{where}; the previous output, if any, is unchanged"
+    if isinstance(exc, MemoryError) or (isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc)):
+        return "out of memory; ask for smaller sizes (the previous output, if any, is unchanged)"
+    return None
+
+
 def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
@@ -87,8 +102,9 @@ def main(argv: list[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else 2
     previous = None
     if threading.current_thread() is threading.main_thread():
-        # SIGTERM unwinds like Ctrl-C, so atomic writes remove their temporary files
-        previous = signal.signal(signal.SIGTERM, _interrupt)
+        # SIGTERM unwinds like Ctrl-C, so atomic writes remove their temporary files; with SIGXFSZ
+        # ignored, a write beyond the file-size limit (ulimit -f) fails with EFBIG instead of killing us
+        previous = signal.signal(signal.SIGTERM, _interrupt), signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     try:
         return int(args._module.run(args) or 0)
     except InputError as exc:
@@ -101,9 +117,16 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # output piped into `head` etc.
         sys.stdout = open(os.devnull, "w")
         return 0
+    except (OSError, MemoryError, RuntimeError) as exc:
+        message = _limit_message(exc)
+        if message is None:
+            raise
+        sys.stderr.write(f"qkdyn {args.command}: error: {message}\n")
+        return 2
     finally:
         if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+            signal.signal(signal.SIGTERM, previous[0])
+            signal.signal(signal.SIGXFSZ, previous[1])
 
 
 if __name__ == "__main__":

@@ -10,8 +10,18 @@ whose argparse ``type`` parses *and* checks the value, so ``--lr nan`` is one li
 built whole by their own call) and :func:`check_config` re-checks every field of a built config,
 raising :class:`~qkdyn.errors.InputError` with the field's name (rendered as its flag).
 
-Domains: :func:`positive_int`, :func:`non_negative_int`, :func:`integer`, :func:`positive` (finite
-> 0), :func:`non_negative` (finite >= 0), :func:`finite`, :func:`probability` ([0, 1]),
+Numbers are doubles and 64-bit integers: a literal that underflows to 0 or to a subnormal double
+(``1e-400``, ``1e-310``) is refused (it would silently freeze or distort what it scales), and so is
+an integer of magnitude 2^63 or more; a seed must lie in [0, 2^32) (:func:`seed`), the range every
+generator the project seeds accepts (NumPy's legacy one is the narrowest).
+
+A field that only matters for some choices of the others declares so with :func:`only_when`; a flag
+given explicitly for a configuration it does not apply to (``--momentum`` with ``--optimizer adamw``)
+is an error (:func:`check_applicable`), not silently ignored.
+
+Domains: :func:`positive_int`, :func:`non_negative_int`, :func:`int_at_least`, :func:`integer`,
+:func:`seed`, :func:`positive` (finite > 0), :func:`non_negative` (finite >= 0), :func:`at_least`,
+:func:`finite`, :func:`probability` ([0, 1]),
 :func:`fraction` (an interval of [0, 1] with chosen open ends), :func:`choice`, :func:`choice_list`,
 :func:`positive_int_list`, :func:`text`,
 :func:`existing_path`, :func:`device`, :func:`flag` (a boolean).
@@ -22,6 +32,7 @@ import argparse
 import dataclasses
 import math
 import re
+import sys
 from pathlib import Path
 from typing import Any, Callable
 
@@ -42,6 +53,8 @@ class Domain:
     choices: tuple = ()
     boolean: bool = False
     words: str = ""  # what ``convert`` expects, for its error message
+    applies: Callable[[Any], bool] | None = None  # given the whole config: does this field matter? (only_when)
+    applies_words: str = ""  # when it does, e.g. "with --optimizer sgd"
 
     def parse(self, text: str) -> Any:
         """argparse ``type``: the value of ``text``, or an ArgumentTypeError naming what is wrong."""
@@ -58,8 +71,24 @@ class Domain:
         return {KEY: self}
 
 
+#: integers are 64-bit: |n| < 2^63
+INT_BOUND = 1 << 63
+#: seeds lie in [0, 2^32): NumPy's legacy generator, the narrowest the project seeds, takes no more
+SEED_BOUND = 1 << 32
+
+
+def parse_float(text: str) -> float:
+    """``float(text)``, refusing a literal that underflows to 0 or to a subnormal double."""
+    value = float(text)
+    if value != 0 and abs(value) < sys.float_info.min:
+        raise argparse.ArgumentTypeError(f"underflows to a subnormal double (below {sys.float_info.min:.3g}): {text!r}")
+    if value == 0 and re.search(r"[1-9]", re.split(r"[eE]", text.strip())[0]):
+        raise argparse.ArgumentTypeError(f"underflows to 0 in double precision: {text!r}")
+    return value
+
+
 def _article(convert) -> str:
-    return {int: "an integer", float: "a number"}.get(convert, "valid")
+    return {int: "an integer", parse_float: "a number"}.get(convert, "valid")
 
 
 def _number(kind, test: Callable[[float], bool], words: str):
@@ -68,6 +97,10 @@ def _number(kind, test: Callable[[float], bool], words: str):
             return f"must be {words}"
         if kind is float and not math.isfinite(value):
             return f"must be {words}"
+        if kind is float and value != 0 and abs(value) < sys.float_info.min:
+            return f"must be {words} (not subnormal)"
+        if kind is int and abs(value) >= INT_BOUND:
+            return f"must be {words} below 2^63"
         return None if test(value) else f"must be {words}"
     return problem
 
@@ -84,20 +117,35 @@ def non_negative_int(help: str = "", flag: str | None = None) -> dict:
     return _meta(Domain(int, _number(int, lambda v: v >= 0, "a non-negative integer")), help, flag)
 
 
+def int_at_least(low: int, help: str = "", flag: str | None = None) -> dict:
+    """An integer >= ``low``."""
+    return _meta(Domain(int, _number(int, lambda v: v >= low, f"an integer >= {low}")), help, flag)
+
+
 def integer(help: str = "", flag: str | None = None) -> dict:
     return _meta(Domain(int, _number(int, lambda v: True, "an integer")), help, flag)
 
 
+def seed(help: str = "", flag: str | None = None) -> dict:
+    """A generator seed: an integer in [0, 2^32)."""
+    return _meta(Domain(int, _number(int, lambda v: 0 <= v < SEED_BOUND, "an integer in [0, 2^32)")), help, flag)
+
+
 def positive(help: str = "", flag: str | None = None) -> dict:
-    return _meta(Domain(float, _number(float, lambda v: v > 0, "a positive finite number")), help, flag)
+    return _meta(Domain(parse_float, _number(float, lambda v: v > 0, "a positive finite number")), help, flag)
 
 
 def non_negative(help: str = "", flag: str | None = None) -> dict:
-    return _meta(Domain(float, _number(float, lambda v: v >= 0, "a finite number >= 0")), help, flag)
+    return _meta(Domain(parse_float, _number(float, lambda v: v >= 0, "a finite number >= 0")), help, flag)
+
+
+def at_least(low: float, help: str = "", flag: str | None = None) -> dict:
+    """A finite number >= ``low``."""
+    return _meta(Domain(parse_float, _number(float, lambda v: v >= low, f"a finite number >= {low:g}")), help, flag)
 
 
 def finite(help: str = "", flag: str | None = None) -> dict:
-    return _meta(Domain(float, _number(float, lambda v: True, "a finite number")), help, flag)
+    return _meta(Domain(parse_float, _number(float, lambda v: True, "a finite number")), help, flag)
 
 
 def probability(help: str = "", flag: str | None = None) -> dict:
@@ -108,7 +156,7 @@ def fraction(help: str = "", flag: str | None = None, low_open: bool = False, hi
     """A number in [0, 1], with the ends open as asked."""
     words = f"in {'(' if low_open else '['}0, 1{')' if high_open else ']'}"
     test = lambda v: (v > 0 if low_open else v >= 0) and (v < 1 if high_open else v <= 1)  # noqa: E731
-    return _meta(Domain(float, _number(float, test, words)), help, flag)
+    return _meta(Domain(parse_float, _number(float, test, words)), help, flag)
 
 
 def choice(options, help: str = "", flag: str | None = None) -> dict:
@@ -146,8 +194,14 @@ def number_list(above: float, help: str = "", flag: str | None = None) -> dict:
     def problem(value):
         ok = isinstance(value, tuple) and all(isinstance(v, float) and math.isfinite(v) and v > above for v in value)
         return None if ok else f"must be comma-separated numbers above {above:g}"
-    return _meta(Domain(lambda text: tuple(float(v) for v in _items(text)), problem,
+    return _meta(Domain(lambda text: tuple(parse_float(v) for v in _items(text)), problem,
                         words="comma-separated numbers"), help, flag)
+
+
+def only_when(metadata: dict, applies: Callable[[Any], bool], words: str) -> dict:
+    """The same domain, for a field that matters only when ``applies(config)``; ``words`` says when
+    ("with --optimizer sgd"). Giving its flag otherwise is an error (:func:`check_applicable`)."""
+    return dataclasses.replace(metadata[KEY], applies=applies, applies_words=words).metadata()
 
 
 def optional(metadata: dict) -> dict:
@@ -247,12 +301,42 @@ def add_flag(parser, dest: str, domain: Domain | dict, default, flag: str | None
     else:
         shown = f" (default {','.join(map(str, default)) if isinstance(default, tuple) else default})"
     if domain.boolean:
-        parser.add_argument(flag, dest=dest, action=argparse.BooleanOptionalAction, default=default,
-                            help=domain.help + shown)
+        parser.add_argument(flag, dest=dest, action=_GivenBoolean, default=default, help=domain.help + shown)
     else:
         metavar = "{" + ",".join(domain.choices) + "}" if domain.choices else dest.upper()
         parser.add_argument(flag, dest=dest, type=domain.parse, default=default, metavar=metavar,
-                            help=domain.help + shown)
+                            action=_Given, help=domain.help + shown)
+
+
+GIVEN = "_given_flags"  # the namespace attribute holding the dests of the flags given explicitly
+
+
+def _record(namespace, dest: str) -> None:
+    setattr(namespace, GIVEN, getattr(namespace, GIVEN, frozenset()) | {dest})
+
+
+class _Given(argparse._StoreAction):
+    """``store``, remembering that the flag was given (for :func:`check_applicable`)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        super().__call__(parser, namespace, values, option_string)
+        _record(namespace, self.dest)
+
+
+class _GivenBoolean(argparse.BooleanOptionalAction):
+    def __call__(self, parser, namespace, values, option_string=None):
+        super().__call__(parser, namespace, values, option_string)
+        _record(namespace, self.dest)
+
+
+def check_applicable(cfg, args: argparse.Namespace) -> None:
+    """InputError for a flag given explicitly (in ``args``) for a field of ``cfg`` that does not apply
+    to it (its :func:`only_when` test is false)."""
+    given = getattr(args, GIVEN, frozenset())
+    for field in dataclasses.fields(cfg):
+        domain = domain_of(field)
+        if domain is not None and domain.applies is not None and field.name in given and not domain.applies(cfg):
+            raise InputError(f"applies only {domain.applies_words}; leave it out", flag_of(field)[2:].replace("-", "_"))
 
 
 def values_from_args(cls, args: argparse.Namespace, **fixed) -> dict:
@@ -266,6 +350,7 @@ def config_from_args(cls, args: argparse.Namespace, **fixed):
     """``cls`` built from the parsed flags (``fixed`` values win, e.g. whole nested configs), checked."""
     cfg = cls(**values_from_args(cls, args, **fixed))
     check_config(cfg)
+    check_applicable(cfg, args)
     return cfg
 
 

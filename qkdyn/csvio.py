@@ -28,12 +28,18 @@ def parse_times(text: str | None) -> list[float]:
     """Parse ``--at t1,t2,...`` into non-negative finite floats."""
     if not text:
         return []
+    from argparse import ArgumentTypeError
+
+    from qkdyn.configflags import parse_float
+
     values = []
     for item in text.split(","):
         try:
-            value = float(item)
+            value = parse_float(item)
         except ValueError:
             raise InputError(f"--at expects comma-separated numbers, got {item!r}")
+        except ArgumentTypeError as exc:
+            raise InputError(f"--at time {exc}")
         if not (math.isfinite(value) and value >= 0):
             raise InputError(f"--at times must be finite and non-negative, got {item!r}")
         values.append(value)

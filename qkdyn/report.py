@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Sequence
 
 from qkdyn.atomic import write_text
-from qkdyn.claims import Claim
+from qkdyn.claims import Claim, describe_precondition, unmet
+from qkdyn.stats import power_line
 
 _MARK = {"holds": "HOLDS", "fails": "FAILS", "inconclusive": "INCONCLUSIVE", "partial": "PARTIAL"}
 
@@ -48,15 +49,17 @@ def stats_line(label: str, comparison: dict) -> str:
               else "")
     return (f"{label}: claimed {comparison['claimed']}; effect {comparison['effect']:+.4g}, spread (sd over "
             f"{comparison['n']} seeds) {comparison['spread']:.3g}, 95% CI [{lo:+.4g}, {hi:+.4g}]{target}; "
-            f"{comparison['test']} p = {comparison['p_value']:.3g} -> {comparison['verdict']}")
+            f"{comparison['test']} p = {comparison['p_value']:.3g} -> {comparison['verdict']}; {power_line(comparison)}")
 
 
 def _headline(claim: Claim) -> str:
     """Effect and p of an empirical claim for the summary table ('' for theory claims)."""
     if not claim.stats:
         return ""
-    return "; ".join(f"{label}: {c['effect']:+.3g} (sd {c['spread']:.2g}, p = {c['p_value']:.2g})"
-                     for label, c in claim.stats.items())
+    missing = unmet(claim.preconditions)
+    lead = f"precondition not met: {', '.join(missing)}; " if missing else ""
+    return lead + "; ".join(f"{label}: {c['effect']:+.3g} (sd {c['spread']:.2g}, p = {c['p_value']:.2g}, "
+                            f"detects >= {c.get('mde', float('nan')):.2g})" for label, c in claim.stats.items())
 
 
 def claims_markdown(claims: Sequence[Claim]) -> list[str]:
@@ -66,6 +69,9 @@ def claims_markdown(claims: Sequence[Claim]) -> list[str]:
     lines.append("")
     for claim in claims:
         lines += [f"## {claim.id}: {_MARK[claim.verdict]}", "", f"*Claim.* {claim.statement}", ""]
+        if claim.preconditions:
+            lines += ["*Preconditions* (measured in the same runs; any unmet makes the claim inconclusive):", ""]
+            lines += [f"- {describe_precondition(p)}" for p in claim.preconditions] + [""]
         if claim.parts:
             lines += ["*Parts.* " + "; ".join(f"{name}: **{verdict}**" for name, verdict in claim.parts.items()), ""]
         if claim.stats:

@@ -31,6 +31,8 @@ from qkdyn.errors import InputError
 
 def check_run_dir(path: str | os.PathLike, flag: str = "--out") -> Path:
     """``path`` as a usable run directory (existing or creatable); nothing is created."""
+    if not str(path):
+        raise InputError(f"{flag} is empty; name a directory")
     out = Path(path)
     if out.exists():
         if not out.is_dir():
@@ -96,8 +98,11 @@ class RunDir:
         state = load_state(self.checkpoint)
         if not isinstance(state, dict) or not isinstance(state.get("config"), dict) or "step" not in state:
             raise InputError(f"{self.checkpoint} is not a checkpoint of this program; delete it or use another --out")
-        if state["config"] != config:
-            raise InputError(f"{self.checkpoint} was written by a different configuration; use another --out")
+        where = first_difference(state["config"], config)
+        if where is not None:
+            field, old, new = where
+            raise InputError(f"{self.checkpoint} was written by a different configuration ({field}: {old!r} there, "
+                             f"{new!r} now); use another --out")
         return state
 
     def save_checkpoint(self, state: dict) -> None:
@@ -106,6 +111,9 @@ class RunDir:
     # metrics ---------------------------------------------------------------------------------
     def start_metrics(self, step: int | None) -> None:
         """Fresh run (``step`` None): remove old metrics. Resume: keep rows up to ``step`` only."""
+        from qkdyn.inputs import check_not_special
+
+        check_not_special(self.metrics, "metrics")
         if step is None:
             if self.metrics.exists():
                 self.metrics.unlink()
@@ -121,25 +129,40 @@ class RunDir:
             fh.write(json.dumps(row) + "\n")
 
 
+def first_difference(old, new, prefix: str = "") -> tuple[str, object, object] | None:
+    """The first field (dotted path, keys in sorted order) where the plain-data records ``old`` and
+    ``new`` differ, with both values (``None`` for a missing key); None when they are equal."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in sorted(set(old) | set(new), key=str):
+            found = first_difference(old.get(key), new.get(key), f"{prefix}{key}.")
+            if found is not None:
+                return found
+        return None
+    if isinstance(old, (list, tuple)) and isinstance(new, (list, tuple)) and len(old) == len(new):
+        for i, (a, b) in enumerate(zip(old, new)):
+            found = first_difference(a, b, f"{prefix}{i}.")
+            if found is not None:
+                return found
+        return None
+    return None if old == new else (prefix.rstrip(".") or "(record)", old, new)
+
+
 def read_metrics(path: Path, repair: bool = False) -> list[dict]:
     """The rows of a metrics JSONL file; with ``repair``, a cut last line (a kill mid-write) is dropped."""
-    try:
-        lines = path.read_text().splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read ({type(exc).__name__})")
+    from qkdyn.jsonio import loads, read_lines
+
+    hint = "delete the run directory or use another --out"
+    lines = read_lines(path, hint)
     rows = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
+    for index, (number, line) in enumerate(lines):
         try:
-            row = json.loads(line)
+            row = loads(line, str(path), number, hint=hint)
             if not isinstance(row, dict) or not isinstance(row.get("step"), int):
-                raise ValueError
-        except ValueError:
-            if repair and number == len(lines):
+                raise InputError(f"{path}: line {number} is not a metrics row; {hint}")
+        except InputError:
+            if repair and index == len(lines) - 1:
                 break
-            raise InputError(f"{path}: line {number} is not a metrics row; delete the run directory or use "
-                             "another --out")
+            raise
         rows.append(row)
     return rows
 
@@ -148,14 +171,40 @@ def save_state(path: Path, state: dict) -> None:
     """``torch.save`` atomically; ``state`` holds tensors and plain types only (see :func:`load_state`)."""
     import torch
 
-    with atomic_path(path) as tmp:
-        torch.save(state, tmp)
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        sink = _Sink(fh)
+        try:
+            torch.save(state, sink)
+        except RuntimeError:
+            if sink.error is not None:  # torch wraps a failed write (disk full, file-size limit); keep the OSError
+                raise sink.error from None
+            raise
+
+
+class _Sink:
+    """A file for ``torch.save`` that remembers the OSError of a failed write (torch reports only its own)."""
+
+    def __init__(self, fh):
+        self.fh, self.error = fh, None
+
+    def write(self, data) -> int:
+        try:
+            return self.fh.write(data)
+        except OSError as exc:
+            self.error = exc
+            raise
+
+    def flush(self) -> None:
+        self.fh.flush()
 
 
 def load_state(path: Path) -> dict:
     """``torch.load(path, weights_only=True)``: tensors and plain types only, never code."""
     import torch
 
+    from qkdyn.inputs import check_not_special
+
+    check_not_special(path, "checkpoint")
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # any unpickling / zip / EOF failure is a bad file, reported as one line
@@ -223,8 +272,7 @@ def pin_threads(n: int | None) -> None:
 
 
 def read_json(path: str | os.PathLike):
-    """The JSON document in ``path``; unreadable or malformed is one InputError naming the file."""
-    try:
-        return json.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise InputError(f"{path} is not readable JSON ({type(exc).__name__}); delete it to recompute it")
+    """The JSON document in ``path`` (:func:`qkdyn.jsonio.read_json`); damage is one InputError naming the file."""
+    from qkdyn.jsonio import read_json as read
+
+    return read(path, "delete it to recompute it")

@@ -26,6 +26,12 @@ positive_float = configflags.parser(configflags.positive())
 non_negative_float = configflags.parser(configflags.non_negative())
 positive_int = configflags.parser(configflags.positive_int())
 non_negative_int = configflags.parser(configflags.non_negative_int())
+seed = configflags.parser(configflags.seed())
+
+#: the shortest ``--t-max``: every solver (LSODA, Radau, BDF, DOP853) resolves horizons down to about
+#: 1e-140 and stalls below about 1e-150, where its step can get no smaller; 1e-100 keeps a wide margin
+MIN_HORIZON = 1e-100
+horizon = configflags.parser(configflags.at_least(MIN_HORIZON))
 
 
 def add_setting_flags(parser: argparse.ArgumentParser, params=ALL_PARAMS) -> None:

@@ -55,7 +55,7 @@ def verify(quick: bool = False, figures: str | Path = "figures", empirical: bool
         sys.stderr.write(f"[{time.perf_counter() - start:6.1f}s] {name}\n")
 
     step("A1 rate factors")
-    claims = [claims_theory.check_a1(setting, cfg["t_max"], figures)]
+    claims = [claims_theory.check_a1(setting, cfg["t_max"], figures, measure=_a1_measure() if empirical else None)]
     step("A2 first integrals")
     claims.append(claims_theory.check_a2(setting, cfg["t_max"], cfg["a2_rhos"], figures))
     step("A3 growth laws")
@@ -71,7 +71,8 @@ def verify(quick: bool = False, figures: str | Path = "figures", empirical: bool
                 for axis in phase.AXES]
     phase_plot = phase.plot(diagrams, cfg["phase_level"], figures)
     frozen = claims_sharpness.frozen_law_check(setting, cfg["loss_levels"])
-    claims += [claims_sharpness.check_a4(result, figures, proofs, cross_check, frozen),
+    hard = claims_sharpness.reachability(setting)
+    claims += [claims_sharpness.check_a4(result, figures, proofs, cross_check, frozen, hard),
                claims_sharpness.check_a5(result, cross_check, phase_plot, phase.summary(diagrams))]
     step("overview figures")
     extra = [overview.trajectories_plot(setting, cfg["t_max"], figures),
@@ -79,6 +80,8 @@ def verify(quick: bool = False, figures: str | Path = "figures", empirical: bool
     if empirical:
         step("A6 and sampled-data experiments (torch)")
         claims += _empirical_claims(quick, figures)
+        step("SUB stability of the symmetric subspace (torch)")
+        claims.append(_stability_claim(quick, figures))
     context = {"setting": dataclasses.asdict(setting), "quick": quick,
                "plan": {k: _describe(v) for k, v in cfg.items()},
                "seconds": round(time.perf_counter() - start, 1)}
@@ -102,3 +105,17 @@ def _empirical_claims(quick: bool, figures: Path):
     from qkdyn.empirical.synthetic.claim_a6 import check_a6
 
     return check_a6(quick, figures)
+
+
+def _stability_claim(quick: bool, figures: Path):
+    """Claim SUB (where the reduced flow describes the full model): one self-contained call."""
+    from qkdyn.empirical.synthetic.claim_stability import check
+
+    return check(quick, figures)
+
+
+def _a1_measure():
+    """A1's measurement on the full matrix model (torch layer), handed to the theory claim."""
+    from qkdyn.empirical.synthetic.rates import gd_rate_factors
+
+    return gd_rate_factors

@@ -153,7 +153,7 @@ def test_the_torch_free_config_names_the_presets_that_exist():
 
 # ---- the coupling acts (issue: at nanoGPT's N(0, 0.02^2) init, |dt f(q)| / |dt k| was ~1e-3) ----
 
-STRENGTH_FLOOR = 0.1  # docs/coupled.md: the default init gives ~0.48; 0.1 is 100x the old ~1e-3
+STRENGTH_FLOOR = 0.1  # docs/coupled.md: the default init gives |f(q)|/|k| ~0.48; 0.1 is 100x the old ~1e-3
 
 
 def _gpt(cfg, seed=0):
@@ -167,11 +167,12 @@ def test_coupling_strength_at_default_init_is_above_the_floor_and_the_old_init_w
     x = torch.randint(0, 512, (4, 32))
     model = _gpt(AttentionConfig(kind="coupled"))
     got = measure(model, x)
-    assert got["coupling"] > STRENGTH_FLOOR and 0 < got["qk_change"] < 1
+    assert got["field_ratio"] > STRENGTH_FLOOR and 0 < got["qk_change"] < 1
+    assert got["coupling"] == pytest.approx(0.1 * got["field_ratio"], rel=1e-5)  # dt = 0.1 in every head: dt is in it
     for block in model.blocks:  # nanoGPT's init of f, as before the issue
         old = PerHeadMLP(H, block.attn.d_head, 4, init_std=0.02)
         block.attn.field.load_state_dict(old.state_dict())
-    assert measure(model, x)["coupling"] < 0.01
+    assert measure(model, x)["field_ratio"] < 0.01
     assert measure(_gpt(AttentionConfig()), x) == {}
     assert set(measure(_gpt(AttentionConfig(kind="mlp-only")), x)) == {"qk_change"}
 

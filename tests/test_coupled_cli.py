@@ -41,7 +41,7 @@ def test_variant_names_of_the_command_match_the_study():
     (["compare-coupled", "--variants", "standard,fancy", "--out", "{tmp}"], "--variants"),
     (["lm", "--data", "wiki", "--out", "{tmp}/x", "--vocab-size", "100"], "--vocab-size"),
     (["lm", "--data", "wiki", "--out", "{tmp}/x", "--attention", "coupled", "--field-gain", "-1"], "--field-gain"),
-    (["compare-coupled", "--vocab-size", "100", "--out", "{tmp}"], "--vocab-size"),
+    (["compare-coupled", "--tokenizer", "bpe", "--vocab-size", "100", "--out", "{tmp}"], "--vocab-size"),
     (["compare-coupled", "--efficiency-budgets", "0.5", "--out", "{tmp}"], "--efficiency-budgets"),
     (["compare-coupled", "--trend-presets", "tiny,huge", "--out", "{tmp}"], "--trend-presets"),
 ])
@@ -61,16 +61,26 @@ def test_mqar_command_trains_and_reports(tmp_path, capsys):
 
 
 SEED_NOISE = (0.3, -0.5, 0.2, 0.6)  # per-seed deviations shared by all variants (paired design)
+#: the fake study's count models: standard attention (ppl ~10) is well below both
+COUNT_MODELS = {f"{c}|bpe|300": {"unigram_ppl": 60.0, "bigram_ppl": 20.0, "discount": 0.7, "train_tokens": 1000,
+                                 "val_targets": 100, "vocab": 300} for c in ("wiki", "web")}
+#: ablations of the fake runs (change of val loss / accuracy): attention matters, f acts
+ABLATION = {"attention": 1.0, "field": 0.05, "flow": 0.06}
+FAKE_STUDY = dict(coherent="wiki", heterogeneous="web", seeds=4, lm_steps=10, sweep_steps=(7,), sweep_horizons=("step",),
+                  mqar_steps=10, efficiency_budgets=(1.2, 3.0))
+FAKE_MATCHED = {"flops": 10, "tokens x1.2": 12, "tokens x3": 30}
 
 
-def _fake_run(root, data, attention, seed, final_ppl, task="lm", steps=1, max_steps=10, curve=None):
-    att = {"kind": "standard", "integrator": "euler", "steps": steps, "hidden": 4, "dt_init": 0.1, "field_gain": 1.0,
-           **attention}
-    name = f"{task}-{data}-{att['kind']}-{att['integrator']}-n{steps}-s{seed}-x{max_steps}"
+def _fake_run(root, data, attention, seed, final_ppl, task="lm", steps=1, max_steps=10, curve=None, name=None,
+              ablation=ABLATION):
+    att = {"kind": "standard", "integrator": "euler", "steps": steps, "horizon": "step", "hidden": 4, "dt_init": 0.1,
+           "field_gain": 1.0, **attention}
+    name = name or f"{task}-{data}-{att['kind']}-{att['integrator']}-n{steps}-s{seed}-x{max_steps}"
     d = root / name
     d.mkdir()
-    flow = att["kind"] != "standard"
-    extra = {"coupling": 0.48, "qk_change": 0.08} if att["kind"] == "coupled" else {"qk_change": 0.05} if flow else {}
+    flow = att["kind"] not in ("standard", "diff")
+    extra = ({"coupling": 0.048, "field_ratio": 0.48, "qk_change": 0.08} if att["kind"] == "coupled"
+             else {"qk_change": 0.05} if flow else {})
     if task == "lm":
         curve = curve or [final_ppl * f for f in (30.0, 3.0, 1.5, 1.0)]
         evals = [{"kind": "eval", "step": max_steps * i // 3, "tokens": 100 * max_steps * i // 3, "val_ppl": p, **extra}
@@ -82,40 +92,54 @@ def _fake_run(root, data, attention, seed, final_ppl, task="lm", steps=1, max_st
         evals = [{"kind": "eval", "step": 0, "tokens": 0, "mqar_acc": 0.0, **extra},
                  {"kind": "eval", "step": max_steps, "tokens": 1000, **final}]
     time_per_step = 0.01 * (1.2 if flow else 1.0)
-    result = {"task": task, "data": data, "mqar": data, "preset": "tiny",
+    result = {"task": task, "data": data, "mqar": data, "preset": "tiny", "tokenizer": "bpe",
               "model": {"attention": att, "vocab_size": 300, "block_size": 16, "n_layer": 2, "n_head": 4, "d_model": 64},
               "train": {"seed": seed, "max_steps": max_steps}, "tokens": 100 * max_steps,
               "train_time_s": time_per_step * max_steps, "tokens_per_s": 100 / time_per_step, "parameters": 100,
               "final": final}
+    metric = "val_loss" if task == "lm" else "mqar_acc"
+    sign = 1 if task == "lm" else -0.1
+    whats = ("attention", "field", "flow") if flow else ("attention",)
     (d / "result.json").write_text(json.dumps(result))
     (d / "metrics.jsonl").write_text("".join(json.dumps(e) + "\n" for e in evals))
+    (d / "ablation.json").write_text(json.dumps({"delta": {w: {metric: sign * ablation[w]} for w in whats}}))
 
 
-def _fake_study(root, gains=(0.9, 1.1), seeds=4):
-    """Coupled x0.9 of standard on 'wiki' (x1.1 on 'web'), with small paired noise; MLP-only noisy."""
-    for seed in range(seeds):
-        e = SEED_NOISE[seed]
-        for data, gain in zip(("wiki", "web"), gains):
-            base = 10.0 * (1 + 0.01 * e)
-            _fake_run(root, data, {"kind": "standard"}, seed, base)
-            _fake_run(root, data, {"kind": "coupled"}, seed, gain * base * (1 + 1e-4 * e))
-            _fake_run(root, data, {"kind": "coupled", "integrator": "leapfrog"}, seed, gain * base * (1 + 2e-4 * e))
-            _fake_run(root, data, {"kind": "mlp-only"}, seed, base * (1 + 0.1 * e))
-            _fake_run(root, data, {"kind": "mlp-only-shared"}, seed, base * (1 - 0.1 * e))
-            _fake_run(root, data, {"kind": "diff"}, seed, base * (1 + 0.002 * e))
-        # standard trained for coupled's wall-clock (12 steps) and 3x longer (each its own schedule): coupled's
-        # ~9.0 lies between their 9.8 and 8.9, at ~2.6x coupled's tokens
-        _fake_run(root, "wiki", {"kind": "standard"}, seed, 9.8 * (1 + 0.01 * e), max_steps=12)
-        _fake_run(root, "wiki", {"kind": "standard"}, seed, 8.9 * (1 + 0.002 * e), max_steps=30)
-        _fake_run(root, "wiki", {"kind": "coupled"}, seed, 9.0 * (1 + 0.01 * e) * (1 + 1e-4), steps=7)
-        for task in ("easy", "medium"):
-            _fake_run(root, task, {"kind": "standard"}, seed, 0.5 + 0.01 * e, task="mqar")
-            _fake_run(root, task, {"kind": "coupled"}, seed, 1.0, task="mqar")
+def _fake_value(spec, gains=(0.9, 1.1), standard_ladder=(9.8, 8.9)):
+    """The fake final value of a study run: coupled x0.9 of standard on 'wiki' (x1.1 on 'web'), small paired
+    noise; MLP-only noisy; standard trained 1.2x and 3x longer reaches 9.8 and 8.9 (coupled's ~9.0 between)."""
+    e = SEED_NOISE[spec.train.seed]
+    if spec.task == "mqar":
+        return 1.0 if spec.variant == "coupled-euler" else 0.5 + 0.01 * e
+    if spec.train.max_steps != spec.base_steps:
+        long = spec.train.max_steps > 12
+        return standard_ladder[long] * (1 + (0.002 if long else 0.01) * e)
+    if spec.attention.steps != 1:
+        return 9.0 * (1 + 0.01 * e) * (1 + 1e-4)
+    gain = gains[spec.data != "wiki"]
+    base = 10.0 * (1 + 0.01 * e)
+    return {"standard": base, "coupled-euler": gain * base * (1 + 1e-4 * e),
+            "coupled-leapfrog": gain * base * (1 + 2e-4 * e), "mlp-only": base * (1 + 0.1 * e),
+            "mlp-only-shared": base * (1 - 0.1 * e), "mlp-only-q": base * (1 + 0.09 * e),
+            "diff": base * (1 + 0.002 * e)}[spec.variant]
 
 
-def _verdicts(tmp_path, **kw):
+def _fake_study(root, gains=(0.9, 1.1), standard_ladder=(9.8, 8.9), ablation=ABLATION):
+    """Fake results of every run of a 4-seed study, each under its spec's name (run identity)."""
+    from qkdyn.empirical.coupled.study import matched_runs, study_plan, study_runs
+
+    study = dataclasses.replace(study_plan("tiny"), **FAKE_STUDY)  # the CPU plan with the fake's grid
+    (root / "matched.json").write_text(json.dumps(FAKE_MATCHED))
+    for spec in study_runs(study) + matched_runs(study):
+        attention = {"kind": spec.attention.kind, "integrator": spec.attention.integrator}
+        _fake_run(root, spec.data, attention, spec.train.seed, _fake_value(spec, gains, standard_ladder), task=spec.task,
+                  steps=spec.attention.steps, max_steps=spec.train.max_steps, name=spec.name, ablation=ablation)
+    return study
+
+
+def _verdicts(tmp_path, count_models=COUNT_MODELS, **kw):
     _fake_study(tmp_path, **kw)
-    claims = analyse(load_runs(tmp_path), "wiki", "web", {"flops": 10, "wall-clock": 12})["claims"]
+    claims = analyse(load_runs(tmp_path), "wiki", "web", FAKE_MATCHED, count_models)["claims"]
     return {c.id: c for c in claims}
 
 
@@ -125,20 +149,76 @@ def test_verdicts_follow_the_shared_rule(tmp_path):
     for cid, claim in claims.items():
         assert claim.verdict == "holds", (cid, claim.summary)
         assert claim.stats and all(0 <= c["p_value"] <= 1 for c in claim.stats.values())
-    assert set(claims["B1"].stats) == {"equal tokens", "equal wall-clock"}  # equal FLOPs = base length: no run
+        assert claim.preconditions and all(p["met"] for p in claim.preconditions), cid
+        assert all(c["mde"] >= 0 for c in claim.stats.values()), cid  # power beside every comparison (0: no spread)
+        assert claim.evidence["ablation"] and "Ablations" in claim.summary, cid  # ablation beside every verdict
+    assert set(claims["B1"].stats) == {"equal tokens"}  # equal FLOPs rounds to the base length: the base run
     assert set(claims["B2"].stats) == set(claims["B3"].stats) == {
-        "reading (a): separate g(q), h(k)", "reading (b): one f on q and on k"}
+        "reading (a): separate g(q), h(k)", "reading (b): one f on q and on k", "reading (c): an MLP update on q only"}
     assert claims["B3"].stats["reading (a): separate g(q), h(k)"]["test"].startswith("Pitman-Morgan")
     s12, s30, coupled = 9.8 * 1.003, 8.9 * 1.0006, 9.0 * 1.003 * 1.00003
     frac = math.log(s12 / coupled) / math.log(s12 / s30)
     assert claims["B6"].evidence["ratios"][0] == pytest.approx(1.2 * 2.5 ** frac, rel=1e-6)
+    assert claims["B6"].evidence["censored"] == 0
 
 
 def test_a_claim_that_does_not_hold_is_reported_as_failing(tmp_path):
     claims = _verdicts(tmp_path, gains=(1.1, 0.9))  # coupled worse on the coherent corpus, better on the other
     assert claims["B1"].verdict == claims["B8"].verdict == "fails"
     assert claims["B1"].stats["equal tokens"]["effect"] > 0 and claims["B1"].stats["equal tokens"]["p_value"] < 0.05
-    assert claims["B6"].verdict == "fails" and claims["B6"].evidence["ratios"][0] < 1
+
+
+LM_CLAIMS = ("B1", "B2", "B3", "B4", "B5", "B6", "B7", "B8")
+
+
+@pytest.mark.parametrize("gains", [(0.9, 1.1), (1.1, 0.9)])
+def test_a_baseline_at_unigram_level_makes_every_lm_claim_inconclusive_whatever_the_effect(tmp_path, gains):
+    at_unigram = {k: {**v, "unigram_ppl": 10.0, "bigram_ppl": 6.0} for k, v in COUNT_MODELS.items()}
+    claims = _verdicts(tmp_path, count_models=at_unigram, gains=gains)
+    for cid in LM_CLAIMS:
+        c = claims[cid]
+        assert c.verdict == "inconclusive" and set(c.parts.values()) <= {"inconclusive"}, cid
+        names = [p["name"] for p in c.preconditions if not p["met"]]
+        assert "wiki: standard ppl below the bigram model" in names, cid
+        assert c.summary.startswith("Inconclusive before any effect is read"), cid
+    assert claims["B9"].verdict == "holds"  # MQAR has its own precondition, met
+
+
+def test_without_count_models_the_floor_is_not_measured_and_nothing_is_decided(tmp_path):
+    claims = _verdicts(tmp_path, count_models={})
+    assert all(claims[cid].verdict == "inconclusive" for cid in LM_CLAIMS)
+    assert any(p["value"] == p["value"] and p["bound"] != p["bound"] for p in claims["B1"].preconditions)
+
+
+def test_a_coupling_that_changes_nothing_leaves_mechanism_claims_inconclusive(tmp_path):
+    claims = _verdicts(tmp_path, ablation={"attention": 1.0, "field": 1e-5, "flow": 1e-5})
+    for cid in ("B2", "B3", "B4", "B5", "B8"):
+        assert claims[cid].verdict == "inconclusive", cid
+        assert any("removing f" in p["name"] and not p["met"] for p in claims[cid].preconditions), cid
+    assert claims["B1"].verdict == "holds"  # a claim about the variant as a whole is still judged
+
+
+def test_all_seeds_censored_is_never_decided_with_p_zero(tmp_path):
+    claims = _verdicts(tmp_path, standard_ladder=(9.95, 9.9))  # standard never gets down to coupled's ~9.0
+    b6 = claims["B6"]
+    stats = b6.stats["log token ratio"]
+    assert b6.evidence["censored"] == 4 and stats["censored"] == 4
+    assert b6.verdict == "inconclusive" and stats["p_value"] > 0.05  # 4 seeds: the sign test's best p is 1/16
+    assert "sign test" in stats["test"] and "lower bound" in b6.summary
+
+
+def test_mqar_below_guessing_is_inconclusive(tmp_path):
+    from qkdyn.empirical.coupled.analysis import guessing_rate
+
+    assert guessing_rate({"final": {"acc_T64_kv4": 0.1, "acc_T64_kv8": 0.1, "mqar_acc": 0.1}}) == pytest.approx(0.1875)
+    _fake_study(tmp_path)
+    for p in tmp_path.glob("mqar-*standard*/result.json"):
+        result = json.loads(p.read_text())
+        result["final"].update({"acc_T64_kv4": 0.2, "mqar_acc": 0.2})  # below 1/4
+        p.write_text(json.dumps(result))
+    claims = {c.id: c for c in analyse(load_runs(tmp_path), "wiki", "web", FAKE_MATCHED, COUNT_MODELS)["claims"]}
+    assert claims["B9"].verdict == "inconclusive"
+    assert any("guessing" in p["name"] and not p["met"] for p in claims["B9"].preconditions)
 
 
 def test_an_unresolved_difference_is_inconclusive_not_failing(tmp_path):
@@ -172,21 +252,26 @@ def test_compare_writes_report_plots_and_readme_section(tmp_path, capsys):
     runs, out = tmp_path / "runs", tmp_path / "fig"
     runs.mkdir()
     _fake_study(runs)
-    (runs / "matched.json").write_text(json.dumps({"flops": 10, "wall-clock": 12}))
-    assert _main(["compare-coupled", "--runs", str(runs), "--out", str(out), "--coherent", "wiki",
-                  "--heterogeneous", "web"]) == 0
+    (runs / "count_models.json").write_text(json.dumps(COUNT_MODELS))
+    _fake_run(runs, "wiki", {"kind": "standard"}, 0, 1.0, name="lm-wiki-other-config")  # another config: not read
+    flags = ["--coherent", "wiki", "--heterogeneous", "web", "--seeds", "4", "--lm-steps", "10", "--sweep-steps", "7",
+             "--sweep-horizons", "step", "--mqar-steps", "10", "--efficiency-budgets", "1.2,3"]
+    assert _main(["compare-coupled", "--runs", str(runs), "--out", str(out), *flags]) == 0
     for name in ("report.md", "report.json", "README-section.md", "perplexity_by_variant.png",
                  "sample_efficiency.png", "coupling_steps.png", "coupling_strength.png", "mqar_accuracy.png"):
         assert (out / name).stat().st_size > 0
     report = (out / "report.md").read_text()
     claims = json.loads((out / "report.json").read_text())["claims"]
     assert len(claims) == 9 and all(c["stats"] for c in claims)
-    for c in claims:  # every claim prints its effect, spread over seeds and p-value
+    assert all(c["verdict"] == "holds" for c in claims)  # the other config's run (ppl 1.0) was not mixed in
+    for c in claims:  # every claim prints its preconditions first, effect, spread over seeds, p-value and power
         section = report.split(f"## {c['id']}: ")[1].split("\n## ")[0]
         assert "effect" in section and "spread" in section and "p = " in section, c["id"]
-    assert "0.480 → 0.480" in report  # coupling strength per variant, init -> final
+        assert section.index("*Preconditions*") < section.index("*Statistics*"), c["id"]
+        assert "with 80% power" in section and "Ablations" in section, c["id"]
+    assert "0.0480 → 0.0480" in report  # coupling strength |dt f(q)| / |k| per variant, init -> final
     assert "x1.20" in report  # the flow variants' fake runs are 1.2x slower
-    assert "ppl per byte" in report
+    assert "ppl per byte" in report and "bigram ppl" in report
 
 
 def _corpus(tmp_path):
@@ -211,6 +296,7 @@ def test_scale_trend_at_toy_size(tmp_path, monkeypatch, capsys):
     assert [r["preset"] for r in rows] == ["tiny", "1M"] and rows[0]["non-embedding parameters"] < rows[1]["non-embedding parameters"]
     assert all(r["ci low"] <= r["gap (log ppl)"] <= r["ci high"] and r["seeds"] == 2 for r in rows)
     assert (out / "scale_trend.png").stat().st_size > 0 and len(report["claims"]) == 2
+    assert all(len(c["preconditions"]) == 3 for c in report["claims"])  # each size's own floor and attention use
     assert len(list(runs.glob("*/result.json"))) == 2 * 2 * 2  # presets x seeds x (standard, coupled)
 
 

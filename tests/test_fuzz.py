@@ -1,8 +1,15 @@
 """Hostile-but-fair input over every subcommand: the one-line contract, and files are data, never code.
 
 The table: each bad input must give exit code 2, exactly one stderr line, no traceback, and no new
-file or directory in the working directory (everything is validated before anything is created).
-They fail at parse time or before any training, so the table runs in-process in seconds.
+or changed file or directory in the working directory (everything is validated before anything is
+created). Its world holds special files made in the temporary directory (a FIFO, a device node made
+with ``mknod`` when we are root, a socket, a link to the node): given as an output or as data they
+are refused and left as they were (same kind, size and time). The cases fail at parse time or
+before any training, so the table runs in-process in seconds (an alarm turns a hang into a failure).
+
+Out of process, where only a real process shows it: a full disk (a tiny tmpfs when ``mount`` works,
+else ``ulimit -f``) and a file-size limit, an address-space limit (``ulimit -v``), and
+``train-circuits`` killed with SIGKILL at a checkpoint that is not an evaluation step, then resumed.
 
 Then the integrity cases: a crafted pickle in a resume checkpoint never executes (lm, mqar,
 train-circuits); a tampered generated-code cache is detected and regenerated, with the trajectory of
@@ -13,6 +20,11 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import signal
+import socket
+import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -25,6 +37,8 @@ LINZEN = str(FIX / "linzen_agr.tsv")
 
 # ------------------------------------------------------------------------------------------------
 # the table
+
+ROOT = os.geteuid() == 0  # mknod needs it
 
 
 def _bad(base: list[str], flag: str, values) -> list[tuple[str, list[str]]]:
@@ -215,6 +229,8 @@ CASES += _bad(MQAR, "--n-test", ("0", "-1"))
 CASES += _bad(MQAR, "--task", ("impossible",))
 CASES += _bad(MQAR, "--lr", ("nan", "-1"))
 CASES += _bad(MQAR, "--max-steps", ("0",))
+CASES += _bad(LM + ["--attention", "coupled"], "--dt-init", ("0", "-1", "1e-400"))
+CASES += _bad(MQAR, "--n-test", ("100000000000",))
 CASES += [
     ("mqar crafted checkpoint", ["mqar", "--out", "evil_mqar", "--no-progress", "--max-steps", "2"]),
     ("mqar out under a file", ["mqar", "--out", "afile/x", "--no-progress"]),
@@ -233,6 +249,73 @@ CASES += [
     ("compare-coupled runs under a file", ["compare-coupled", "--runs", "afile/runs", "--out", "figs"]),
     ("compare-coupled corrupt result.json", ["compare-coupled", "--runs", "badstudy", "--out", "figs"]),
     ("compare-coupled cut metrics of a finished run", ["compare-coupled", "--runs", "cutstudy", "--out", "figs"]),
+]
+
+# numbers: underflow, subnormals, a horizon below the smallest step, huge integers, seeds
+CASES += _bad(SOLVE, "--eta-qk", ("1e-400", "1e-310"))
+CASES += _bad(SOLVE, "--qk0", ("1e-330",))
+CASES += _bad(SOLVE, "--t-max", ("1e-320", "1e-300", "1e-150"))
+CASES += _bad(SOLVE, "--at", ("1e-400",))
+CASES += _bad(SOLVE, "--points", (str(2 ** 70),))
+CASES += _bad(SGD, "--step", ("1e-400", "5e-324"))
+CASES += _bad(SGD + ["--optimizer", "sgd", "--batch", "4"], "--seed", (str(2 ** 70), str(2 ** 32)))
+CASES += _bad(TRAIN, "--seed", (str(2 ** 70),))
+CASES += _bad(TRAIN, "--lr", ("1e-400",))
+CASES += _bad(TRAIN, "--d-model", (str(2 ** 70),))
+CASES += _bad(TRAIN, "--max-steps", (str(2 ** 64),))
+CASES += _bad(TRAIN, "--vocab-size", ("1", "8"))
+CASES += _bad(LM, "--seed", (str(2 ** 64),))
+CASES += _bad(LM, "--lr", ("1e-400",))
+CASES += _bad(COMPARE, "--seeds", (str(2 ** 40),))
+CASES += _bad(SHARP + ["--loss", "0.1"], "--rho", ("1e-400", "1e-400:1:3"))
+CASES += _bad(FIXED, "--eval-size", ("1000000000000",))
+CASES += _bad(SHARP + ["--loss", "0.1"], "--rho", ("0.1:10:100000000000",))
+CASES += [
+    # memory beyond what can be had
+    ("sharpness grid beyond memory", SHARP + ["--rho", "0.1:10:100000", "--loss", "1e-3:0.1:100000"]),
+    # flags that do not apply to the chosen options
+    ("train-circuits momentum with adamw", TRAIN + ["--momentum", "0.5"]),
+    ("lm integrator with standard attention", LM + ["--integrator", "leapfrog"]),
+    ("lm dt-init with standard attention", LM + ["--dt-init", "0.2"]),
+    ("lm coupling-steps with diff attention", LM + ["--attention", "diff", "--coupling-steps", "2"]),
+    ("lm vocab-size with byte tokens", LM + ["--tokenizer", "byte", "--vocab-size", "300"]),
+    ("sgd seed with gd", SGD + ["--seed", "3"]),
+    ("sharpness eta-qk", SHARP_OK + ["--eta-qk", "2"]),
+    # empty paths would write into the working directory
+    ("verify figures empty", ["verify", "--figures", ""]),
+    ("fixed-attention figures empty", ["fixed-attention", "--out", "fa.csv", "--figures", ""]),
+    ("solve out empty", SOLVE[:-1] + [""]),
+    ("train-circuits out empty", TRAIN[:8] + ["", "--no-progress"]),
+    # deep JSON, foreign and damaged files, NaN in data
+    ("compare-circuits deep final.json", COMPARE[:8] + ["deepruns"] + COMPARE[9:]),
+    ("compare-coupled deep result.json", ["compare-coupled", "--runs", "deepstudy", "--out", "figs"]),
+    ("compare-coupled deep metrics line", ["compare-coupled", "--runs", "deepmetrics", "--out", "figs"]),
+    ("train-circuits hatexplain deep json", ["train-circuits", "--task", "hatexplain", "--preset", "tiny",
+                                             "--data", "hx_deep", "--out", "run"]),
+    ("train-circuits vader NaN rating", ["train-circuits", "--task", "vader", "--preset", "tiny",
+                                         "--data", "vader_nan", "--out", "run", "--no-progress"]),
+    ("train-circuits vader inf rating", ["train-circuits", "--task", "vader", "--preset", "tiny",
+                                         "--data", "vader_inf", "--out", "run", "--no-progress"]),
+    ("train-circuits brown NaN label", ["train-circuits", "--task", "brown-sva", "--preset", "tiny",
+                                        "--data", "brown_nan", "--out", "run", "--no-progress"]),
+]
+# special files: never replaced as outputs, never read as data (made by _world; the node only as root)
+SPECIAL = ["fifo", "sock", "node", "link_to_node"] if ROOT else ["fifo", "sock"]
+for _name in SPECIAL:
+    CASES += [
+        (f"solve out is {_name}", SOLVE[:-1] + [_name]),
+        (f"sgd out is {_name}", SGD[:-1] + [_name]),
+        (f"sharpness out is {_name}", SHARP_OK[:4] + [_name] + SHARP_OK[5:]),
+        (f"fixed-attention out is {_name}", ["fixed-attention", "--out", _name, "--figures", "figs"]),
+        (f"train-circuits data is {_name}", TRAIN[:6] + [_name] + TRAIN[7:]),
+        (f"lm data is {_name}", ["lm", "--data", _name, "--out", "run", "--no-progress"]),
+    ]
+CASES += [
+    ("train-circuits hatexplain dataset is a fifo", ["train-circuits", "--task", "hatexplain", "--preset", "tiny",
+                                                     "--data", "hx_fifo", "--out", "run"]),
+    ("train-circuits checkpoint is a fifo", TRAIN[:8] + ["fifo_circuits", "--no-progress"]),
+    ("lm metrics is a fifo", ["lm", "--data", "corpus.txt", "--out", "fifo_lm", "--no-progress", "--tokenizer", "byte"]),
+    ("compare-circuits final.json is a fifo", COMPARE[:8] + ["fiforuns"] + COMPARE[9:]),
 ]
 
 
@@ -287,10 +370,56 @@ def _world(root: Path) -> None:
     (root / "cutstudy" / "lm-x").mkdir(parents=True)
     (root / "cutstudy" / "lm-x" / "result.json").write_text(json.dumps({"model": {}, "train": {}}))
     (root / "cutstudy" / "lm-x" / "metrics.jsonl").write_text('{"kind": "eval", "step": 1}\n{"kind": "ev')
+    deep = "[" * 100_000 + "]" * 100_000
+    (root / "deepruns" / "sva" / "qk1_s0").mkdir(parents=True)
+    (root / "deepruns" / "sva" / "qk1_s0" / "final.json").write_text(deep)
+    (root / "deepstudy" / "lm-x").mkdir(parents=True)
+    (root / "deepstudy" / "lm-x" / "result.json").write_text(deep)
+    (root / "deepmetrics" / "lm-x").mkdir(parents=True)
+    (root / "deepmetrics" / "lm-x" / "result.json").write_text(json.dumps({"model": {}, "train": {}}))
+    (root / "deepmetrics" / "lm-x" / "metrics.jsonl").write_text('{"kind": "eval", "step": 1}\n' + deep + "\n"
+                                                                 + '{"kind": "eval", "step": 2}\n')
+    (root / "hx_deep").mkdir()
+    (root / "hx_deep" / "dataset.json").write_text('{"p1": ' + "[" * 5000 + "]" * 5000 + "}")
+    (root / "hx_deep" / "post_id_divisions.json").write_text(json.dumps({"train": ["p1"], "val": [], "test": ["p1"]}))
+    for name, bad in (("vader_nan", "nan"), ("vader_inf", "-inf")):
+        (root / name).mkdir()
+        (root / name / "lexicon.tsv").write_text((FIX / "vader" / "lexicon.tsv").read_text())
+        lines = (FIX / "vader" / "snippets.tsv").read_text().splitlines(keepends=True)
+        uid, _, text = lines[2].split("\t", 2)
+        (root / name / "snippets.tsv").write_text("".join(lines[:2] + [f"{uid}\t{bad}\t{text}"] + lines[3:]))
+    (root / "brown_nan").mkdir()
+    item = {"prefix": ["the", "dog"], "label": 0, "subject": 1, "verb": 2, "verb_word": "runs", "doc": "ca01",
+            "uid": "ca01:0:2"}
+    (root / "brown_nan" / "items.jsonl").write_text(json.dumps(item) + "\n" + json.dumps({**item, "label": float("nan")})
+                                                    + "\n")
+    # special files, made here (never a system device)
+    os.mkfifo(root / "fifo")
+    server = socket.socket(socket.AF_UNIX)
+    server.bind(str(root / "sock"))
+    server.close()
+    if ROOT:
+        os.mknod(root / "node", 0o600 | stat.S_IFCHR, os.makedev(1, 3))  # the null device's numbers
+        os.symlink("node", root / "link_to_node")
+    (root / "hx_fifo").mkdir()
+    os.mkfifo(root / "hx_fifo" / "dataset.json")
+    (root / "hx_fifo" / "post_id_divisions.json").write_text(json.dumps({"train": ["p1"], "val": [], "test": ["p1"]}))
+    (root / "fifo_circuits").mkdir()
+    os.mkfifo(root / "fifo_circuits" / "checkpoint.pt")
+    (root / "fifo_lm").mkdir()
+    os.mkfifo(root / "fifo_lm" / "metrics.jsonl")
+    (root / "fiforuns" / "sva" / "qk1_s0").mkdir(parents=True)
+    os.mkfifo(root / "fiforuns" / "sva" / "qk1_s0" / "final.json")
 
 
 def _snapshot(root: Path) -> dict:
-    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*")}
+    """Every path's kind, size and modification time (links not followed: a special file stays one)."""
+    return {str(p.relative_to(root)): (p.lstat().st_mode, p.lstat().st_size, p.lstat().st_mtime_ns)
+            for p in root.rglob("*")}
+
+
+def _alarm(signum, frame):
+    raise TimeoutError("the case hung (a FIFO read?)")
 
 
 @pytest.fixture(scope="module")
@@ -305,14 +434,18 @@ def isolated(world, monkeypatch, tmp_path_factory):
     monkeypatch.chdir(world)
     monkeypatch.setenv("QKDYN_CACHE", str(tmp_path_factory.getbasetemp() / "fuzz-cache"))
     threads = torch.get_num_threads()
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(120)
     yield world
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
     torch.set_num_threads(threads)
 
 
 def test_the_table_is_large_and_covers_every_command():
     from qkdyn.cli import COMMANDS
 
-    assert len(CASES) >= 150
+    assert len(CASES) >= 400
     covered = {argv[0] for _, argv in CASES if argv}
     assert set(COMMANDS) <= covered
 
@@ -460,10 +593,270 @@ def test_atomic_writes_use_the_umask_and_clean_stale_temporaries(tmp_path):
 
     stale = tmp_path / ".out.txt.999999999.abcdefgh.tmp"  # a writer that no longer exists
     stale.write_text("half")
+    (tmp_path / ".other.csv.999999999.abcdefgh.tmp").write_text("half")  # another target in the same directory
+    live = tmp_path / f".busy.csv.{os.getpid()}.abcdefgh.tmp"  # a writer still running: kept
+    live.write_text("writing")
     mask = os.umask(0o022)
     try:
         write_text(tmp_path / "out.txt", "done")
     finally:
         os.umask(mask)
     assert (tmp_path / "out.txt").stat().st_mode & 0o777 == 0o644
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [live.name, "out.txt"]
+
+
+# ------------------------------------------------------------------------------------------------
+# poisoned manifests and caches, JSON damage, divergence (in-process)
+
+
+def _rewrite_manifest(out: Path, change) -> None:
+    manifest = json.loads((out / ".complete").read_text())
+    change(manifest)
+    (out / ".complete").write_text(json.dumps(manifest))
+
+
+def _escape(out: Path, manifest: dict) -> None:
+    """Point the manifest at a file outside the cache, pinned correctly (so only confinement stops it)."""
+    from qkdyn.empirical.data.fetch import sha256_of
+
+    elsewhere = out.parent.parent / "elsewhere"
+    elsewhere.mkdir(exist_ok=True)
+    (elsewhere / "file").write_text("poisoned text. " * 400)
+    manifest["files"] = {"../../elsewhere/file": {"size": (elsewhere / "file").stat().st_size,
+                                                  "sha256": sha256_of(elsewhere / "file")}}
+
+
+MANIFEST_DAMAGE = {
+    "no files": (lambda out, m: m.update(files={}), "must list every prepared file"),
+    "files not a mapping": (lambda out, m: m.update(files=["text.txt"]), "must list every prepared file"),
+    "escaping path": (_escape, "outside"),
+    "absolute path": (lambda out, m: m.update(files={str(out / "text.txt"): m["files"]["text.txt"]}), "outside"),
+    "bad pin": (lambda out, m: m["files"]["text.txt"].update(sha256="x"), "not a size and a sha256"),
+    "unlisted file": (lambda out, m: (out / "extra.txt").write_text("planted"), "not in the manifest"),
+}
+
+
+@pytest.mark.parametrize("damage", list(MANIFEST_DAMAGE))
+def test_a_poisoned_manifest_is_refused(damage, tmp_path, monkeypatch, capsys):
+    from qkdyn.empirical.data.fetch import is_cached
+
+    monkeypatch.setenv("QKDYN_CACHE", str(tmp_path / "cache"))
+    out = _cached_corpus(tmp_path / "cache", "wiki", "some article text. " * 500)
+    change, words = MANIFEST_DAMAGE[damage]
+    _rewrite_manifest(out, lambda m: change(out, m))
+    assert not is_cached("wiki")
+    for argv in (["data", "fetch", "wiki"], ["lm", "--data", "wiki", "--out", str(tmp_path / "run"), "--no-progress"]):
+        code = main(argv)
+        err = capsys.readouterr().err
+        assert code == 2 and err.count("\n") == 1 and words in err, err
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_deep_or_huge_manifest_is_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("QKDYN_CACHE", str(tmp_path))
+    out = _cached_corpus(tmp_path, "wiki", "some article text. " * 500)
+    for text, words in (("[" * 100_000 + "]" * 100_000, "nests deeper"), (" " * (2 << 20), "more than")):
+        (out / ".complete").write_text(text)
+        assert main(["data", "fetch", "wiki"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and words in err and ".complete" in err, err
+
+
+def _forge(root: Path, name: str, array) -> None:
+    """Replace a cached array and re-pin its hash in meta.json (what someone who can write the cache can do)."""
+    import numpy as np
+
+    from qkdyn.empirical.data.fetch import sha256_of
+
+    if isinstance(array, bytes):
+        (root / name).write_bytes(array)
+    else:
+        np.save(root / name, array)
+    meta = json.loads((root / "meta.json").read_text())
+    meta["sha256"][name] = sha256_of(root / name)
+    (root / "meta.json").write_text(json.dumps(meta))
+
+
+BPE_DAMAGE = {
+    "edited ids": lambda root, clean: (root / "train.npy").write_bytes((root / "train.npy").read_bytes()[:-2] + b"\xff\xff"),
+    "forged ids out of range": lambda root, clean: _forge(root, "train.npy", clean[0] * 0 + 65535),
+    "forged zero byte table": lambda root, clean: _forge(root, "token_bytes.npy", clean[2] * 0),
+    "forged garbage": lambda root, clean: _forge(root, "val.npy", b"\x93NUMPY garbage"),
+    "forged dtype": lambda root, clean: _forge(root, "train.npy", clean[0].astype("float64")),
+    "meta without hashes": lambda root, clean: (root / "meta.json").write_text('{"vocab_size": 280}'),
+    "deep meta": lambda root, clean: (root / "meta.json").write_text("[" * 100_000 + "]" * 100_000),
+}
+
+
+@pytest.mark.parametrize("damage", list(BPE_DAMAGE))
+def test_a_poisoned_bpe_cache_is_rejected_and_regenerated(damage, tmp_path, capsys):
+    import numpy as np
+
+    from qkdyn.empirical.data import text_bpe
+
+    text = np.frombuffer(("the quick brown fox jumps over the lazy dog.\n" * 60).encode(), dtype=np.uint8)
+    train, val = text[:2400], text[2400:]
+    clean = [np.array(a) for a in text_bpe.bpe_splits(train, val, 280, cache=tmp_path)]
+    (root,) = tmp_path.iterdir()
+    BPE_DAMAGE[damage](root, clean)
+    capsys.readouterr()
+    again = text_bpe.bpe_splits(train, val, 280, cache=tmp_path)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "BPE token cache" in err and "regenerating" in err, err
+    for a, b in zip(clean, again):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+    assert capsys.readouterr().err == "" and all(
+        np.array_equal(a, b) for a, b in zip(clean, text_bpe.bpe_splits(train, val, 280, cache=tmp_path)))
+
+
+def test_the_json_reader_bounds_size_depth_and_names_the_file(tmp_path):
+    from qkdyn.errors import InputError
+    from qkdyn.jsonio import read_json
+
+    path = tmp_path / "x.json"
+    for text, words in (("[" * 65 + "]" * 65, "nests deeper than 64"), ("[" * 10 ** 6, "nests deeper"),
+                        ('{"a": ', "not valid JSON"), ("\xff", "not UTF-8"), ("9" * 5000, "not valid JSON")):
+        path.write_bytes(text.encode("latin-1"))
+        with pytest.raises(InputError, match=words) as info:
+            read_json(path)
+        assert str(path) in str(info.value)
+    path.write_text("[" * 64 + "]" * 64)
+    read_json(path)
+    path.write_text("[NaN, 1]")  # the project's own files write NaN for undefined statistics
+    assert read_json(path)[1] == 1
+    path.write_text("1" * 100)
+    with pytest.raises(InputError, match="more than"):
+        read_json(path, limit=99)
+
+
+def test_a_foreign_summary_in_the_compare_out_dir_is_one_line(tmp_path):
+    from qkdyn.empirical.circuits.cli_compare import write_report
+    from qkdyn.errors import InputError
+
+    (tmp_path / "sva.json").write_text(json.dumps({"task": "sva", "summary": {}}))
+    with pytest.raises(InputError, match="not a compare-circuits summary"):
+        write_report(tmp_path)
+
+
+def test_a_diverging_run_stops_with_one_line_and_keeps_the_last_good_checkpoint(tmp_path, capsys):
+    from qkdyn.runs import load_state
+
+    out = tmp_path / "run"
+    argv = TRAIN[:8] + [str(out), "--no-progress", "--lr", "1e30", "--ckpt-every", "1", "--eval-every", "1"]
+    threads = torch.get_num_threads()
+    try:
+        code = main(argv)
+    finally:
+        torch.set_num_threads(threads)
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "diverged at step" in err and "is kept" in err, err
+    state = load_state(out / "checkpoint.pt")
+    assert state["step"] >= 1 and f"step {state['step'] + 1}" in err
+    assert all(bool(torch.isfinite(v).all()) for v in state["model"].values())
+    assert not (out / "final.json").exists()
+
+
+# ------------------------------------------------------------------------------------------------
+# out of process: resource limits, kill -9
+
+
+def _qkdyn(cwd: Path, argv: list[str], limits: str = "", timeout: int = 300) -> subprocess.CompletedProcess:
+    """Run ``qkdyn ARGV`` in a fresh process under the shell ``limits`` (``ulimit -f 64`` ...)."""
+    import shlex
+
+    command = f"{limits}; exec {shlex.quote(sys.executable)} -m qkdyn.cli {' '.join(map(shlex.quote, argv))}"
+    env = {**os.environ, "QKDYN_CACHE": str(cwd / "cache"), "OMP_NUM_THREADS": "1"}
+    return subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def _one_line(result: subprocess.CompletedProcess, words: str) -> None:
+    assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
+    assert result.stderr.count("\n") == 1 and words in result.stderr and "Traceback" not in result.stderr, result.stderr
+
+
+def _tiny_tmpfs(path: Path) -> bool:
+    path.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(path)], capture_output=True)
+    return done.returncode == 0
+
+
+@pytest.mark.parametrize("limit", ["full disk", "file-size limit"])
+def test_a_full_disk_or_file_size_limit_is_one_line_and_keeps_the_old_output(limit, tmp_path):
+    where = tmp_path / "small"
+    shell = "ulimit -f 64"
+    if limit == "full disk":
+        if not _tiny_tmpfs(where):
+            pytest.skip("cannot mount a tmpfs here (the file-size limit case still runs)")
+        shell = "true"
+    else:
+        where.mkdir()
+    try:
+        (where / "o.csv").write_text("old\n")
+        result = _qkdyn(tmp_path, ["solve", "--param", "CACO", "--t-max", "10", "--points", "20000",
+                                   "--out", str(where / "o.csv")], shell)
+        _one_line(result, "No space left" if limit == "full disk" else "File too large")
+        assert str(where / "o.csv") in result.stderr
+        assert (where / "o.csv").read_text() == "old\n"
+        assert sorted(p.name for p in where.iterdir()) == ["o.csv"]  # no temporary left
+    finally:
+        if limit == "full disk":
+            subprocess.run(["umount", str(where)], capture_output=True)
+
+
+def test_a_checkpoint_beyond_the_file_size_limit_is_one_line(tmp_path):
+    """torch.save reports a failed write as its own RuntimeError; the OSError underneath is what we report."""
+    result = _qkdyn(tmp_path, TRAIN[:8] + [str(tmp_path / "run"), "--no-progress"], "ulimit -f 32")
+    _one_line(result, "File too large")
+    assert "checkpoint.pt" in result.stderr
+    assert not (tmp_path / "run" / "checkpoint.pt").exists()
+    assert not [p for p in (tmp_path / "run").iterdir() if p.name.endswith(".tmp")]
+
+
+def test_the_memory_check_sees_the_address_space_limit(tmp_path):
+    """Under ``ulimit -v`` (about 2.9 GiB) 5 GiB of rows are refused even where the machine has more."""
+    result = _qkdyn(tmp_path, ["solve", "--param", "CACO", "--t-max", "10", "--points", "10000000",
+                               "--out", str(tmp_path / "o.csv")], "ulimit -v 3000000")
+    _one_line(result, "of memory")
+    have = float(result.stderr.split("; ")[-1].split()[0])
+    assert "GiB" in result.stderr.split("; ")[-1] and have < 3.0 or "MiB" in result.stderr.split("; ")[-1]
+    assert not (tmp_path / "o.csv").exists()
+
+
+_KILL_AT_4 = """
+import os, signal, sys
+from qkdyn import runs
+from qkdyn.cli import main
+save = runs.RunDir.save_checkpoint
+def save_then_die(self, state):
+    save(self, state)
+    if state["step"] == 4:  # a checkpoint that is not an evaluation step (those are 3 and 6)
+        os.kill(os.getpid(), signal.SIGKILL)
+runs.RunDir.save_checkpoint = save_then_die
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_train_circuits_resumed_after_kill_9_reproduces_every_metrics_line(tmp_path):
+    import shlex
+
+    argv = TRAIN[:7] + ["--max-steps", "6", "--eval-every", "3", "--ckpt-every", "2", "--no-progress", "--out"]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        assert main(argv + [str(tmp_path / "a")]) == 0
+        killed = subprocess.run(["bash", "-c", f"{shlex.quote(sys.executable)} -c {shlex.quote(_KILL_AT_4)} "
+                                 + " ".join(map(shlex.quote, argv + [str(tmp_path / 'b')]))],
+                                env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=300)
+        assert killed.returncode == -signal.SIGKILL or killed.returncode == 128 + signal.SIGKILL, killed.stderr
+        assert torch.load(tmp_path / "b" / "checkpoint.pt", weights_only=True)["step"] == 4
+        assert main(argv + [str(tmp_path / "b")]) == 0
+    finally:
+        torch.set_num_threads(threads)
+    a, b = ((tmp_path / d / "metrics.jsonl").read_text().splitlines() for d in "ab")
+    assert len(a) == 2 and a == b
+    final = [json.loads((tmp_path / d / "final.json").read_text()) for d in "ab"]
+    assert final[0]["dev"] == final[1]["dev"] and final[0]["test"] == final[1]["test"]
+    states = [torch.load(tmp_path / d / "checkpoint.pt", weights_only=True) for d in "ab"]
+    assert states[0]["rng"]["python"] == states[1]["rng"]["python"]
+    assert torch.equal(states[0]["rng"]["numpy"]["keys"], states[1]["rng"]["numpy"]["keys"])
+    assert torch.equal(states[0]["rng"]["torch"], states[1]["rng"]["torch"])

@@ -100,3 +100,81 @@ def test_variance_comparison_is_pitman_morgan():
     t = r * math.sqrt(4) / math.sqrt(1 - r * r)
     assert result.p_value == pytest.approx(2 * sps.t.sf(abs(t), 4))
     assert result.effect == pytest.approx(math.log(a.var(ddof=1) / b.var(ddof=1)))
+
+
+# ---- power, censoring, preconditions -------------------------------------------------------------
+
+def test_detectable_effect_has_the_stated_power_by_simulation():
+    from qkdyn.stats import detectable_effect
+
+    rng = np.random.default_rng(0)
+    n, sd = 5, 0.05
+    mde = detectable_effect("two-sided", sd, n)
+    d = rng.normal(mde, sd, (40000, n))
+    t = d.mean(1) / (d.std(1, ddof=1) / math.sqrt(n))
+    assert np.mean(np.abs(t) > sps.t.ppf(0.975, n - 1)) == pytest.approx(0.8, abs=0.01)
+    # the numbers: B1 at 3 seeds and its measured spread detects only ~0.24 in log ppl
+    assert detectable_effect("two-sided", 0.0734, 3) == pytest.approx(0.24, abs=0.005)
+    assert detectable_effect("two-sided", 2 * sd, n) == pytest.approx(2 * mde)  # linear in the spread
+
+
+def test_tost_power_by_simulation_and_seeds_needed_reach_it():
+    from qkdyn.stats import _t_power, detectable_effect, seeds_needed
+
+    rng = np.random.default_rng(1)
+    n, sd = 6, 0.03
+    margin = detectable_effect("tost", sd, n)
+    d = rng.normal(0.0, sd, (40000, n))
+    se = d.std(1, ddof=1) / math.sqrt(n)
+    crit = sps.t.ppf(0.95, n - 1)
+    both = ((d.mean(1) + margin) / se > crit) & ((d.mean(1) - margin) / se < -crit)
+    assert np.mean(both) == pytest.approx(0.8, abs=0.03)  # the shifted-t approximation
+    need = seeds_needed("tost", 0.01, 0.0447)
+    assert _t_power("tost", 0.01, 0.0447, need) >= 0.8 > _t_power("tost", 0.01, 0.0447, need - 1)
+    assert seeds_needed("two-sided", 1e-9, 1.0) is None  # beyond any budget: said, not looped forever
+
+
+def test_every_comparison_prints_its_power():
+    c = compare([1.1, 2.0, 3.3, 3.9, 5.2], CONTROL, "increase", smallest_effect=0.5)
+    assert c.mde > 0 and c.paper_effect == 0.5 and c.seeds_needed >= 2
+    assert "with 80% power" in c.describe() and f"needs {c.seeds_needed} seeds" in c.describe()
+    same = compare([1.1, 2.0, 3.3, 3.9, 5.2], CONTROL, "same", margin=0.2)
+    assert same.paper_effect == 0.2 and same.mde > 0
+    from qkdyn.stats import compare_variance
+
+    v = compare_variance([1.0, 2.1, 2.9, 4.2], [1.1, 1.9, 3.0, 4.0], "decrease", paper_effect=4.1)
+    assert v.mde == pytest.approx(2 * (sps.norm.ppf(0.975) + sps.norm.ppf(0.8)))
+    assert compare_variance([1.0, 2.1, 2.9], [1.1, 1.9, 3.0], "decrease").mde == math.inf  # one degree of freedom
+
+
+def test_censored_values_are_never_decided_by_zero_spread():
+    from qkdyn.stats import compare_censored
+
+    bounds = [0.9, 0.9, 0.9]  # every seed censored at the same bound: no spread, but no p = 0 either
+    c = compare_censored(bounds, [True] * 3, "increase", smallest_effect=0.875)
+    assert c.verdict == "inconclusive" and c.p_value == pytest.approx(0.125) and c.censored == 3
+    five = compare_censored([0.9] * 5, [True] * 5, "increase")
+    assert five.verdict == "holds" and five.p_value == pytest.approx(1 / 32)  # every bound above 0 decides
+    down = compare_censored([-0.5, -0.4, -0.6, -0.5, 0.3], [False] * 4 + [True], "increase")
+    assert down.verdict == "inconclusive"  # 4 of 5 below zero: sign-test p = 3/16
+    assert compare_censored([-0.5] * 7 + [0.3], [False] * 7 + [True], "increase").verdict == "fails"  # p = 9/256
+    plain = compare_censored([0.1, 0.2, 0.15], [False] * 3, "increase")
+    assert plain.test == "paired t-test"  # nothing censored: the ordinary rule
+
+
+def test_a_claim_with_an_unmet_precondition_is_inconclusive_and_says_so():
+    from qkdyn.claims import Precondition, gate, unmet
+
+    floor = Precondition("baseline below the bigram model", 400.0, "<", 310.0, "worst seed")
+    ok = Precondition("attention used", 0.5, ">", 0.1)
+    assert not floor.met and ok.met and not Precondition("x", math.nan, ">", 0.0).met
+    assert gate({"a": "holds", "b": "fails"}, [floor, ok]) == {"a": "inconclusive", "b": "inconclusive"}
+    assert gate({"a": "holds"}, [ok]) == {"a": "holds"}
+    with pytest.raises(ValueError, match="unmet"):
+        Claim("X", "s", "holds", {}, "", preconditions=[floor])
+    claim = Claim("X", "s", "inconclusive", {}, "", preconditions=[floor, ok])
+    assert unmet(claim.preconditions) == ["baseline below the bigram model"]
+    from qkdyn.report import claims_markdown
+
+    text = "\n".join(claims_markdown([claim]))
+    assert "baseline below the bigram model: 400 < 310: NOT MET (worst seed)" in text

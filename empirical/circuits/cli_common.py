@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from qkdyn.configflags import add_config_flags, values_from_args
+from qkdyn.configflags import add_config_flags, check_applicable, values_from_args
 from qkdyn.empirical.circuits.presets import PRESETS, TASKS, RunConfig, resolve
 from qkdyn.settingflags import positive_int
 
@@ -23,6 +23,7 @@ def add_config_arguments(parser: argparse.ArgumentParser, skip: tuple[str, ...] 
 
 def config_from_args(args: argparse.Namespace, **fixed) -> RunConfig:
     cfg = resolve(args.task, args.preset, values_from_args(RunConfig, args, **fixed))
+    check_applicable(cfg, args)
     check_sizes(cfg)
     return cfg
 

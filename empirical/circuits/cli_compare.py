@@ -115,6 +115,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+#: the keys every task summary written by :func:`run` has
+SUMMARY_KEYS = frozenset({"task", "summary", "notes", "plots"})
+
+
 def write_report(out_dir: Path) -> dict:
     """report.md + report.json (every task's claims, by the one report writer, then its table) and
     README-section.md, all recomputed from the ``*.json`` task summaries in ``out_dir`` (per-seed
@@ -124,8 +128,16 @@ def write_report(out_dir: Path) -> dict:
     from qkdyn.report import write_claims_report
     from qkdyn.runs import read_json
 
-    payloads = [read_json(p) for p in sorted(out_dir.glob("*.json")) if p.name != "report.json"]
-    payloads = [p for p in payloads if isinstance(p, dict) and "summary" in p and "task" in p]
+    from qkdyn.empirical.circuits.presets import TASKS
+    from qkdyn.errors import InputError
+
+    payloads = []
+    for path in (out_dir / f"{task}.json" for task in TASKS):  # only our summaries; other files are not ours
+        if path.exists():
+            payload = read_json(path)
+            if not isinstance(payload, dict) or not SUMMARY_KEYS <= payload.keys() or payload["task"] not in TASKS:
+                raise InputError(f"{path} is not a compare-circuits summary; delete it or use another --out-dir")
+            payloads.append(payload)
     task_claims, sections = {}, []
     for p in payloads:
         summary = {float(m): s for m, s in p["summary"].items()}

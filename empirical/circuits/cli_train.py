@@ -21,9 +21,10 @@ def run(args: argparse.Namespace) -> int:
     from qkdyn.runs import pin_threads
 
     cfg = config_from_args(args)
-    out = Path(args.out or f"runs/circuits/{cfg.task}/qk{cfg.qk_lr_mult:g}_s{cfg.seed}")
+    out = args.out if args.out is not None else f"runs/circuits/{cfg.task}/qk{cfg.qk_lr_mult:g}_s{cfg.seed}"
     pin_threads(args.threads)
     result = train(cfg, out, progress=not args.no_progress)
+    out = Path(out)
     test = result["test"]
     keys = ("accuracy", "macro_f1", "exact_match", "f1", "attention_mass", "ac_area", "acmc_area",
             "comprehensiveness", "sufficiency")

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from qkdyn.configflags import (check_config, choice, existing_path, flag, fraction, non_negative, non_negative_int,
-                               positive, positive_int, probability, text)
+from qkdyn.configflags import (check_config, choice, existing_path, flag, fraction, int_at_least, non_negative,
+                               non_negative_int, only_when, positive, positive_int, probability, text)
+from qkdyn.configflags import seed as seed_domain
+from qkdyn.empirical.circuits.vocab import SPECIALS
 from qkdyn.errors import InputError
 
 TASKS = ("hatexplain", "sva", "squad", "brown-sva", "vader")
@@ -29,14 +31,15 @@ class RunConfig:
     layernorm: bool = dataclasses.field(default=False, metadata=flag("LayerNorm in each block"))
     readout: str = dataclasses.field(default="last", metadata=text("read-out position: last or an index"))
     max_len: int = dataclasses.field(default=64, metadata=positive_int("tokens per example"))
-    vocab_size: int = dataclasses.field(default=10000,
-        metadata=positive_int("cap on the word vocabulary (specials included)"))
+    vocab_size: int = dataclasses.field(default=10000, metadata=int_at_least(
+        len(SPECIALS) + 1, f"cap on the word vocabulary (its {len(SPECIALS)} specials included, so at least one word)"))
     min_count: int = dataclasses.field(default=2, metadata=non_negative_int("minimum word count"))
     # optimisation
     optimizer: str = dataclasses.field(default="adamw", metadata=choice(("adamw", "sgd"), "optimiser"))
     lr: float = dataclasses.field(default=1e-3, metadata=positive("base learning rate"))
     weight_decay: float = dataclasses.field(default=0.01, metadata=non_negative("weight decay"))
-    momentum: float = dataclasses.field(default=0.9, metadata=fraction("SGD momentum (sgd only)", high_open=True))
+    momentum: float = dataclasses.field(default=0.9, metadata=only_when(
+        fraction("SGD momentum (sgd only)", high_open=True), lambda c: c.optimizer == "sgd", "with --optimizer sgd"))
     qk_lr_mult: float = dataclasses.field(default=1.0, metadata=positive("QK learning-rate multiplier"))
     qk_ramp_steps: int = dataclasses.field(default=0,
         metadata=non_negative_int(">0: ramp the QK multiplier linearly from 1 over this many steps"))
@@ -48,7 +51,7 @@ class RunConfig:
     max_steps: int = dataclasses.field(default=0, metadata=non_negative_int(">0 overrides --epochs"))
     batch_size: int = dataclasses.field(default=32, metadata=positive_int("batch size"))
     grad_clip: float = dataclasses.field(default=1.0, metadata=non_negative("gradient-norm clip, 0 = off"))
-    seed: int = dataclasses.field(default=0, metadata=non_negative_int("seed"))
+    seed: int = dataclasses.field(default=0, metadata=seed_domain("seed"))
     # bookkeeping
     eval_every: int = dataclasses.field(default=200, metadata=positive_int("steps between evaluations"))
     eval_examples: int = dataclasses.field(default=500,

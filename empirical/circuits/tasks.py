@@ -19,9 +19,12 @@ def is_qa(task: str) -> bool:
 def data_path(cfg: RunConfig) -> Path:
     """``--data`` if given (must exist), else the fetched registry copy (brown-sva, vader)."""
     if cfg.data:
+        from qkdyn.inputs import check_not_special
+
         path = Path(cfg.data)
         if not path.exists():
             raise InputError(f"--data path does not exist: {path}")
+        check_not_special(path, "--data")
         return path
     if cfg.task not in FETCHED:
         raise InputError(f"task {cfg.task} needs --data PATH (the corpus cannot be downloaded here)")

@@ -3,16 +3,24 @@
 Files in ``out_dir``: ``metrics.jsonl`` (one row per evaluation), ``checkpoint.pt`` (model,
 optimiser, scheduler, RNG states and the step; the data order is a function of (seed, epoch), so the
 step is the data-order position), ``final.json`` (configuration and full dev/test evaluation).
-A run that finds a checkpoint resumes from it and continues exactly as the uninterrupted run would.
-Locking, checkpoint format and metrics trimming: :mod:`qkdyn.runs`.
+A run that finds a checkpoint resumes from it and continues exactly as the uninterrupted run would:
+every metrics line is the same, because the checkpoint also holds every RNG state (torch, NumPy's
+and Python's global generators, all seeded from ``seed`` at the start) and the running training
+loss of the steps since the last evaluation (a checkpoint need not fall on an evaluation step).
+
+A run that diverges (a non-finite loss, or non-finite parameters when an evaluation or a checkpoint is due) stops
+with an :class:`~qkdyn.errors.InputError` naming the step; the last checkpoint written, all finite,
+is kept. Locking, checkpoint format and metrics trimming: :mod:`qkdyn.runs`.
 """
 from __future__ import annotations
 
 import dataclasses
 import json
 import math
+import random
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from qkdyn.empirical.circuits import evaluate
@@ -52,6 +60,8 @@ class Run:
             train = splits.train
         self.train, self.dev, self.test = train, splits.dev or splits.test, splits.test
         torch.manual_seed(cfg.seed)
+        np.random.seed(cfg.seed)  # unused by training today; seeded so the checkpointed states are reproducible
+        random.seed(cfg.seed)
         self.model = Decoder(ModelConfig(
             vocab_size=len(self.vocab), n_out=max(1, len(self.classes)), max_len=cfg.max_len,
             d_model=cfg.d_model, n_head=cfg.n_head, n_layer=cfg.n_layer, d_mlp=cfg.d_mlp,
@@ -81,29 +91,43 @@ class Run:
         fn = evaluate.evaluate_qa if self.qa else evaluate.evaluate_classifier
         return fn(self.model, examples, self.vocab, self.cfg, full)
 
-    def state(self, step: int) -> dict:
+    def state(self, step: int, running: tuple[float, int]) -> dict:
         return {"step": step, "model": self.model.state_dict(), "opt": self.opt.state_dict(),
                 "sched": self.sched.state_dict(), "rng": capture_rng(numpy_legacy=True, python=True),
+                "running_loss": {"sum": float(running[0]), "n": int(running[1])},
                 "vocab": self.vocab.itos, "config": dataclasses.asdict(self.cfg), "train_time": self.clock.totals()}
 
-    def restore(self, state: dict, path: Path) -> int:
+    def restore(self, state: dict, path: Path) -> tuple[int, tuple[float, int]]:
+        """Load ``state``; returns (step, (running loss sum, steps in it))."""
         try:
             self.model.load_state_dict(state["model"])
             self.opt.load_state_dict(state["opt"])
             self.sched.load_state_dict(state["sched"])
             restore_rng(state["rng"])
             self.clock = Clock(state["train_time"]["wall"], state["train_time"]["cpu"])
-            return int(state["step"])
+            running = state["running_loss"]
+            return int(state["step"]), (float(running["sum"]), int(running["n"]))
         except (KeyError, TypeError, ValueError, RuntimeError) as exc:
-            raise InputError(f"{path} is damaged ({type(exc).__name__}); delete it or use another --out")
+            raise InputError(f"{path} is damaged or from an older version ({type(exc).__name__}); delete it or use "
+                             "another --out")
+
+    def finite(self) -> bool:
+        """Whether every parameter is finite."""
+        return all(bool(torch.isfinite(p).all()) for p in self.model.parameters())
 
 
-def _resume(run: Run, rundir: RunDir) -> int:
-    """Restore the checkpoint if there is one; drop metric rows written after it. Returns the step."""
+def _resume(run: Run, rundir: RunDir) -> tuple[int | None, tuple[float, int]]:
+    """Restore the checkpoint if there is one; drop metric rows written after it. Returns its step
+    (None: a fresh run) and the running loss it holds."""
     state = rundir.load_checkpoint(dataclasses.asdict(run.cfg))
-    step = None if state is None else run.restore(state, rundir.checkpoint)
+    step, running = (None, (0.0, 0)) if state is None else run.restore(state, rundir.checkpoint)
     rundir.start_metrics(step)
-    return step or 0
+    return step, running
+
+
+def _diverged(step: int, what: str, saved: int | None) -> InputError:
+    kept = f"the checkpoint of step {saved} is kept" if saved is not None else "no checkpoint was written"
+    return InputError(f"training diverged at step {step}: {what} ({kept}); try a smaller --lr or --qk-lr-mult")
 
 
 def train(cfg: RunConfig, out_dir: str | Path, *, stop_after: int | None = None, progress: bool = True) -> dict | None:
@@ -119,8 +143,8 @@ def _train(cfg: RunConfig, run: Run, rundir: RunDir, stop_after: int | None, pro
     from tqdm import tqdm
 
     out_dir = rundir.path
-    step = _resume(run, rundir)
-    running_loss, n_loss = 0.0, 0
+    saved, (running_loss, n_loss) = _resume(run, rundir)
+    step = saved or 0
     bar = tqdm(total=run.total, initial=step, disable=not progress, desc=f"{cfg.task} qk x{cfg.qk_lr_mult:g} s{cfg.seed}")
     while step < run.total:
         if stop_after is not None and step >= stop_after:
@@ -128,6 +152,10 @@ def _train(cfg: RunConfig, run: Run, rundir: RunDir, stop_after: int | None, pro
             return None
         run.model.train()
         loss = run.loss(run.batch(step))
+        value = loss.item()
+        if not math.isfinite(value):
+            bar.close()
+            raise _diverged(step + 1, f"the training loss is {value}", saved)
         run.opt.zero_grad(set_to_none=True)
         loss.backward()
         if cfg.grad_clip > 0:
@@ -135,8 +163,12 @@ def _train(cfg: RunConfig, run: Run, rundir: RunDir, stop_after: int | None, pro
         run.opt.step()
         run.sched.step()
         step += 1
-        running_loss, n_loss = running_loss + loss.item(), n_loss + 1
+        running_loss, n_loss = running_loss + value, n_loss + 1
         bar.update(1)
+        due = step % cfg.eval_every == 0 or step % cfg.ckpt_every == 0 or step == run.total
+        if due and not run.finite():  # before anything is logged or saved
+            bar.close()
+            raise _diverged(step, "parameters are not finite", saved)
         if step % cfg.eval_every == 0 or step == run.total:
             row = {"step": step, "epoch": step / run.steps_per_epoch, "train_loss": running_loss / n_loss,
                    "lr_qk": run.sched.get_last_lr()[0], "lr_rest": run.sched.get_last_lr()[1]}
@@ -146,7 +178,8 @@ def _train(cfg: RunConfig, run: Run, rundir: RunDir, stop_after: int | None, pro
             bar.set_postfix(loss=f"{row['train_loss']:.3f}", mass=f"{dev['attention_mass']:.3f}")
             running_loss, n_loss = 0.0, 0
         if step % cfg.ckpt_every == 0 or step == run.total:
-            rundir.save_checkpoint(run.state(step))
+            rundir.save_checkpoint(run.state(step, (running_loss, n_loss)))
+            saved = step
     bar.close()
     cap = cfg.final_examples or None
     trained = run.clock.totals()

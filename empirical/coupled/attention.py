@@ -12,6 +12,16 @@
 * ``mlp-only-shared`` - the uncoupled control, reading (b): the coupled variant's own field f (same
   shape, ``hidden`` units) applied to each of q and k separately, q <- q + dt f(q), k <- k + dt f(k);
   again exactly the coupled variant's parameters, without the exchange between q and k.
+* ``mlp-only-q`` - the uncoupled control, reading (c), "an MLP update on Q only": q <- q + dt g(q)
+  with g of the coupled f's shape (``hidden`` units), k unchanged; the coupled variant's parameters.
+
+Integration horizon of the flow variants (``horizon``): "step" - each of the n steps advances time
+dt (n steps integrate to n dt); "fixed" - n steps of dt / n (the horizon dt whatever n).
+
+Ablations of a trained model (``module.ablation``, :mod:`qkdyn.empirical.coupled.ablation`): None (the
+model as trained); "attention" - the attention output is zero (the block keeps its MLP); "field" -
+the MLPs of the flow are zero (coupled: f = 0, so dt f(q) = 0 and the drift q' = q + dt k is kept;
+MLP-only: no update); "flow" - dt = 0 (q' = q, k' = k: standard attention on the same weights).
 * ``diff``      - Differential Attention (Ye et al. 2024): half as many heads, each the difference
   of two softmax maps, softmax(q1 k1^T) - lambda softmax(q2 k2^T), applied to values of twice the
   head width; lambda = exp(lq1.lk1) - exp(lq2.lk2) + lambda_init with
@@ -38,8 +48,18 @@ def extra_parameters(cfg: AttentionConfig, n_head: int, d_head: int) -> int:
     return 0
 
 
+ABLATIONS = ("attention", "field", "flow")
+
+
+def _zero_field(x: torch.Tensor) -> torch.Tensor:
+    return torch.zeros_like(x)
+
+
 class CausalSelfAttention(nn.Module):
-    """Standard multi-head causal self-attention; subclasses transform (q, k) before scoring."""
+    """Standard multi-head causal self-attention; subclasses transform (q, k) before scoring.
+    ``ablation`` (module docstring): None, or "attention" to output zeros."""
+
+    ablation: str | None = None
 
     def __init__(self, d_model: int, n_head: int):
         super().__init__()
@@ -57,6 +77,8 @@ class CausalSelfAttention(nn.Module):
         return q, k
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.ablation == "attention":
+            return torch.zeros_like(x)
         B, T, C = x.shape
         q, k, v = (self.split_heads(t, self.n_head) for t in self.c_attn(x).split(C, dim=2))
         q, k = self.transform_qk(q, k)
@@ -78,12 +100,27 @@ class FlowAttention(CausalSelfAttention):
     def __init__(self, d_model: int, n_head: int, cfg: AttentionConfig):
         super().__init__(d_model, n_head)
         self.steps = cfg.steps
+        self.fixed_horizon = cfg.horizon == "fixed"
         self.dt = nn.Parameter(torch.full((n_head,), float(cfg.dt_init)))
+
+    def step_size(self) -> torch.Tensor:
+        """The time step of one integration step: dt, or dt / n at a fixed horizon."""
+        return self.dt / self.steps if self.fixed_horizon else self.dt
+
+    def fields(self) -> tuple:
+        """The flow's MLPs as used now (zero fields under the "field" ablation)."""
+        own = self.own_fields()
+        return tuple(_zero_field for _ in own) if self.ablation == "field" else own
+
+    def own_fields(self) -> tuple:
+        raise NotImplementedError
 
     def flow(self, q, k):
         raise NotImplementedError
 
     def transform_qk(self, q, k):
+        if self.ablation == "flow":
+            return q, k
         q1, k1 = self.flow(q, k)
         if self.probe is not None:
             with torch.no_grad():
@@ -91,8 +128,11 @@ class FlowAttention(CausalSelfAttention):
                 moved = torch.cat([q1 - q, k1 - k], -1).float().norm(dim=-1)
                 entry = {"qk_change": float((moved / before.clamp_min(1e-12)).mean())}
                 if isinstance(self, CoupledQKAttention):
-                    ratio = self.field(q).float().norm(dim=-1) / k.float().norm(dim=-1).clamp_min(1e-12)
-                    entry["coupling"] = float(ratio.mean())
+                    f_norm = self.fields()[0](q).float().norm(dim=-1)
+                    ratio = f_norm / k.float().norm(dim=-1).clamp_min(1e-12)
+                    h = self.step_size().abs().float().view(1, -1, 1)  # (batch, head, token)
+                    entry["coupling"] = float((h * ratio).mean())
+                    entry["field_ratio"] = float(ratio.mean())
                 self.probe.append(entry)
         return q1, k1
 
@@ -105,8 +145,11 @@ class CoupledQKAttention(FlowAttention):
         self.integrator = cfg.integrator
         self.field = PerHeadMLP(n_head, self.d_head, cfg.hidden, cfg.field_gain)
 
+    def own_fields(self) -> tuple:
+        return (self.field,)
+
     def flow(self, q, k):
-        return integrate(q, k, self.field, self.dt, self.integrator, self.steps)
+        return integrate(q, k, self.fields()[0], self.step_size(), self.integrator, self.steps)
 
 
 class MLPOnlyAttention(FlowAttention):
@@ -117,10 +160,14 @@ class MLPOnlyAttention(FlowAttention):
         self.field_q = PerHeadMLP(n_head, self.d_head, cfg.hidden // 2, cfg.field_gain)
         self.field_k = PerHeadMLP(n_head, self.d_head, cfg.hidden // 2, cfg.field_gain)
 
+    def own_fields(self) -> tuple:
+        return self.field_q, self.field_k
+
     def flow(self, q, k):
-        dt = self.dt.view(-1, 1, 1)
+        g, h = self.fields()
+        dt = self.step_size().view(-1, 1, 1)
         for _ in range(self.steps):
-            q, k = q + dt * self.field_q(q), k + dt * self.field_k(k)
+            q, k = q + dt * g(q), k + dt * h(k)
         return q, k
 
 
@@ -131,10 +178,25 @@ class SharedMLPOnlyAttention(FlowAttention):
         super().__init__(d_model, n_head, cfg)
         self.field = PerHeadMLP(n_head, self.d_head, cfg.hidden, cfg.field_gain)
 
+    def own_fields(self) -> tuple:
+        return (self.field,)
+
     def flow(self, q, k):
-        dt = self.dt.view(-1, 1, 1)
+        (f,) = self.fields()
+        dt = self.step_size().view(-1, 1, 1)
         for _ in range(self.steps):
-            q, k = q + dt * self.field(q), k + dt * self.field(k)
+            q, k = q + dt * f(q), k + dt * f(k)
+        return q, k
+
+
+class QueryMLPOnlyAttention(SharedMLPOnlyAttention):
+    """Uncoupled control, reading (c): an MLP update on Q only, q <- q + dt g(q); k unchanged."""
+
+    def flow(self, q, k):
+        (g,) = self.fields()
+        dt = self.step_size().view(-1, 1, 1)
+        for _ in range(self.steps):
+            q = q + dt * g(q)
         return q, k
 
 
@@ -157,6 +219,8 @@ class DifferentialAttention(CausalSelfAttention):
         self.subln = nn.RMSNorm(2 * self.d_head, eps=1e-5)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.ablation == "attention":
+            return torch.zeros_like(x)
         B, T, C = x.shape
         q, k, v = self.c_attn(x).split(C, dim=2)
         q, k = self.split_heads(q, self.n_head), self.split_heads(k, self.n_head)  # 2 maps per head
@@ -177,6 +241,8 @@ def build_attention(cfg: AttentionConfig, d_model: int, n_head: int, layer: int)
         return MLPOnlyAttention(d_model, n_head, cfg)
     if cfg.kind == "mlp-only-shared":
         return SharedMLPOnlyAttention(d_model, n_head, cfg)
+    if cfg.kind == "mlp-only-q":
+        return QueryMLPOnlyAttention(d_model, n_head, cfg)
     if cfg.kind == "diff":
         return DifferentialAttention(d_model, n_head, layer)
     return CausalSelfAttention(d_model, n_head)

@@ -74,8 +74,9 @@ def run(args: argparse.Namespace) -> int:
     from qkdyn.errors import InputError
     from qkdyn.empirical.coupled.analysis import analyse, load_runs, trend
     from qkdyn.empirical.coupled.report import write_report, write_trend_report
-    from qkdyn.empirical.coupled.study import check_study_files, run_study
-    from qkdyn.runs import check_run_dir, read_json
+    from qkdyn.empirical.coupled.count_models import read_count_models
+    from qkdyn.empirical.coupled.study import check_study_files, matched_runs, matched_steps, run_study, study_runs
+    from qkdyn.runs import check_run_dir
 
     study = study_config(args)
     out = check_run_dir(args.out)
@@ -84,16 +85,17 @@ def run(args: argparse.Namespace) -> int:
     if args.train:
         run_study(study, args.runs, args.workers)
         check_study_files(args.runs)
-    runs = load_runs(args.runs, None if study.trend else study.preset)
+    specs = study_runs(study) + ([] if study.trend else matched_runs(study))
+    runs = load_runs(args.runs, None if study.trend else study.preset, {s.name for s in specs})  # this config's runs only
     if not runs:
-        raise InputError(f"no finished runs of preset {study.preset} under {args.runs}; add --train to run the study")
+        raise InputError(f"no finished runs of this study's configuration (preset {study.preset}) under {args.runs}; "
+                         "add --train to run the study")
     out.mkdir(parents=True, exist_ok=True)
     if study.trend:
-        result = trend(runs, study.coherent)
+        result = trend(runs, study.coherent, read_count_models(args.runs))
         written = write_trend_report(result, _context(study, runs, args.runs, None), args.out)
     else:
-        matched = Path(args.runs) / "matched.json"
-        result = analyse(runs, study.coherent, study.heterogeneous, read_json(matched) if matched.exists() else None)
+        result = analyse(runs, study.coherent, study.heterogeneous, matched_steps(study), read_count_models(args.runs))
         written = write_report(result, _context(study, runs, args.runs, result["lm_steps"]), args.out)
     for claim in result["claims"]:
         print(f"{claim.verdict:>12s}  {claim.id} {claim.summary}")

@@ -34,8 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--eval-tokens", type=positive_int, default=None,
                         help="cap on validation tokens per evaluation (default: the whole split)")
     parser.add_argument("--tokenizer", default="bpe", choices=("bpe", "byte"), help="sub-word BPE (default) or bytes")
-    parser.add_argument("--vocab-size", type=vocab_size, default=8192,
-                        help="BPE vocabulary size, learnt on the training split (default 8192)")
+    parser.add_argument("--vocab-size", type=vocab_size, default=None,
+                        help="BPE vocabulary size, learnt on the training split (--tokenizer bpe; default 8192)")
     parser.add_argument("--val-fraction", type=parser_of(fraction(low_open=True, high_open=True)), default=0.05,
                         help="held-out share when no validation file, in (0, 1)")
     add_model_arguments(parser)
@@ -46,10 +46,14 @@ def run(args: argparse.Namespace) -> int:
     from qkdyn.empirical.coupled.experiment import run_lm
     from qkdyn.runs import pin_threads
 
+    from qkdyn.errors import InputError
+
+    if args.tokenizer == "byte" and args.vocab_size is not None:
+        raise InputError("--vocab-size applies only with --tokenizer bpe (bytes have 256 tokens); leave it out")
     attention, train = attention_config(args), train_config(args)
     pin_threads(args.threads)
     summary = run_lm(args.data, args.preset, attention, train, args.out, args.block_size, args.eval_tokens,
-                     args.val_fraction, args.tokenizer, args.vocab_size)
+                     args.val_fraction, args.tokenizer, args.vocab_size or 8192)
     if summary:
         print(f"{args.out}: val_ppl {summary['final']['val_ppl']:.4f} per token, "
               f"{summary['final']['val_ppl_byte']:.4f} per byte after {summary['tokens']} tokens "

@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import dataclasses
 
-from qkdyn.configflags import (check_config, choice, device, finite, flag, fraction, non_negative, non_negative_int,
-                               positive, positive_int)
+from qkdyn.configflags import (check_config, choice, device, flag, fraction, non_negative, non_negative_int,
+                               only_when, positive, positive_int)
+from qkdyn.configflags import seed as seed_domain
 from qkdyn.errors import InputError
 
-KINDS = ("standard", "coupled", "mlp-only", "mlp-only-shared", "diff")
+KINDS = ("standard", "coupled", "mlp-only", "mlp-only-shared", "mlp-only-q", "diff")
 #: the variants that evolve q and k by a flow before scoring
-FLOW_KINDS = ("coupled", "mlp-only", "mlp-only-shared")
+FLOW_KINDS = ("coupled", "mlp-only", "mlp-only-shared", "mlp-only-q")
+#: what n integration steps span: n dt ("step") or dt ("fixed": n steps of dt / n)
+HORIZONS = ("step", "fixed")
 #: the keys of :data:`qkdyn.empirical.coupled.model.PRESETS` and of
 #: :data:`qkdyn.empirical.coupled.mqar.PRESETS` (torch modules; a test checks they agree)
 PRESET_NAMES = ("tiny", "1M", "4M", "60M", "150M", "350M")
@@ -22,20 +25,35 @@ MQAR_TASKS = ("easy", "medium", "hard")
 INTEGRATOR_NAMES = ("euler", "leapfrog")
 
 
+def _coupled(cfg) -> bool:
+    return cfg.kind == "coupled"
+
+
+def _flows(cfg) -> bool:
+    return cfg.kind in FLOW_KINDS
+
+
+_FLOWS_WORDS = f"with --attention {', '.join(FLOW_KINDS)}"
+
+
 @dataclasses.dataclass(frozen=True)
 class AttentionConfig:
     """Which attention variant to build, and its knobs (ignored by variants that lack them)."""
 
     kind: str = dataclasses.field(default="standard", metadata=choice(KINDS, "attention variant", flag="--attention"))
-    integrator: str = dataclasses.field(default="euler", metadata=choice(
-        INTEGRATOR_NAMES, "coupled: Euler, or leapfrog (kick-drift-kick)"))
-    steps: int = dataclasses.field(default=1, metadata=positive_int(
-        "integration steps n (coupled, mlp-only)", flag="--coupling-steps"))
-    hidden: int = dataclasses.field(default=4, metadata=positive_int(
-        "hidden width of the per-head MLP f (4: ~0.1%% overhead at 60M)", flag="--coupling-hidden"))
-    dt_init: float = dataclasses.field(default=0.1, metadata=finite("initial per-head step dt"))
-    field_gain: float = dataclasses.field(default=1.0, metadata=non_negative(
-        "init scale of f: W1 ~ N(0, 1/d_head), W2 ~ N(0, gain^2/hidden) (1: |f(q)|/|k| ~ 0.5)"))
+    integrator: str = dataclasses.field(default="euler", metadata=only_when(choice(
+        INTEGRATOR_NAMES, "coupled: Euler, or leapfrog (kick-drift-kick)"), _coupled, "with --attention coupled"))
+    steps: int = dataclasses.field(default=1, metadata=only_when(positive_int(
+        "integration steps n (coupled, mlp-only)", flag="--coupling-steps"), _flows, _FLOWS_WORDS))
+    horizon: str = dataclasses.field(default="step", metadata=only_when(choice(
+        HORIZONS, "n steps of dt (step: horizon n dt) or of dt/n (fixed: horizon dt)"), _flows, _FLOWS_WORDS))
+    hidden: int = dataclasses.field(default=4, metadata=only_when(positive_int(
+        "hidden width of the per-head MLP f (4: ~0.1%% overhead at 60M)", flag="--coupling-hidden"), _flows,
+        _FLOWS_WORDS))
+    dt_init: float = dataclasses.field(default=0.1, metadata=only_when(positive(
+        "initial per-head step dt > 0"), _flows, _FLOWS_WORDS))
+    field_gain: float = dataclasses.field(default=1.0, metadata=only_when(non_negative(
+        "init scale of f: W1 ~ N(0, 1/d_head), W2 ~ N(0, gain^2/hidden) (1: |f(q)|/|k| ~ 0.5)"), _flows, _FLOWS_WORDS))
 
     def __post_init__(self):
         check_config(self)
@@ -60,7 +78,7 @@ class TrainConfig:
     eval_interval: int = dataclasses.field(default=50, metadata=positive_int("steps between evaluations"))
     ckpt_interval: int = dataclasses.field(default=50, metadata=positive_int("steps between checkpoints"))
     log_interval: int = dataclasses.field(default=10, metadata=positive_int("steps between training-loss rows"))
-    seed: int = dataclasses.field(default=0, metadata=non_negative_int("seed"))
+    seed: int = dataclasses.field(default=0, metadata=seed_domain("seed"))
     device: str = dataclasses.field(default="auto", metadata=device("auto, cpu, cuda, cuda:1, ..."))
     compile: bool = dataclasses.field(default=False, metadata=flag("torch.compile the model"))
     progress: bool = True

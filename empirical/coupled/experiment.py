@@ -80,7 +80,18 @@ def run_lm(data: str, preset: str, attention: AttentionConfig, cfg: TrainConfig,
 
     extra = {"task": "lm", "data": data, "preset": preset, "eval_tokens": eval_tokens, "val_fraction": val_fraction,
              "tokenizer": tokenizer, "vocab": model_cfg.vocab_size}
-    return train(model_cfg, cfg, make_batches, evaluate, out_dir, extra)
+    return _with_ablations(train(model_cfg, cfg, make_batches, evaluate, out_dir, extra), out_dir, model_cfg,
+                           evaluator, cfg)
+
+
+def _with_ablations(summary: dict, out_dir: str, model_cfg, evaluator, cfg: TrainConfig) -> dict:
+    """After training (rank 0): the final checkpoint evaluated as trained and ablated
+    (:mod:`qkdyn.empirical.coupled.ablation`, ``ablation.json``)."""
+    from qkdyn.empirical.coupled.ablation import write_ablations
+
+    if summary:
+        summary["ablation"] = write_ablations(out_dir, model_cfg, evaluator, cfg.device)["delta"]
+    return summary
 
 
 def run_mqar(task: str, preset: str, attention: AttentionConfig, cfg: TrainConfig, out_dir: str,
@@ -91,6 +102,10 @@ def run_mqar(task: str, preset: str, attention: AttentionConfig, cfg: TrainConfi
     mqar = PRESETS[task]
     model_cfg = preset_config(preset, vocab_size=mqar.vocab_size, block_size=mqar.block_size, attention=attention)
     check_sizes(model_cfg, cfg)
+    from qkdyn.memory import check_memory
+
+    # the fixed test set: int64 inputs and labels of n_test sequences per setting, built with a copy each
+    check_memory(32 * n_test * sum(t for t, _ in mqar.settings), f"{n_test} test sequences per setting", "n_test")
     evaluator = MQAREvaluator(mqar, n_test, cfg.seed)
     evaluate = with_strength(evaluator, next(iter(evaluator.sets.values()))[0][:8])
 
@@ -98,4 +113,5 @@ def run_mqar(task: str, preset: str, attention: AttentionConfig, cfg: TrainConfi
         return MQARBatches(mqar, cfg.batch_size, cfg.grad_accum, seed, rank, world)
 
     extra = {"task": "mqar", "mqar": task, "preset": preset, "n_test": n_test}
-    return train(model_cfg, cfg, make_batches, evaluate, out_dir, extra)
+    return _with_ablations(train(model_cfg, cfg, make_batches, evaluate, out_dir, extra), out_dir, model_cfg,
+                           evaluator, cfg)

@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from qkdyn.empirical.coupled.attention import AttentionConfig, build_attention, extra_parameters
+from qkdyn.empirical.coupled.configs import FLOW_KINDS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,17 +67,23 @@ def flops_per_token(cfg: GPTConfig) -> float:
     """Training FLOPs per token (forward + backward = 3 x forward), counting matrix products only.
 
     Forward per token (Kaplan et al. 2020): 2 x (non-embedding matrix parameters + the output head)
-    + 2 n_layer block d_model for the attention scores and their weighted sum; plus, for the flow
-    variants, per layer, head and step, 2 x 2 d_head hidden per evaluation of the per-head MLP (one
-    for Euler and the mlp-only controls' two half-width MLPs, two for kick-drift-kick leapfrog) and
-    2 d_head per axpy. Elementwise work (SiLU, softmax, norms) is left out alike for every variant.
+    + 2 n_layer block d_model for the attention scores and their weighted sum (causal: the mean
+    context is block / 2); Differential Attention adds its second A.V product, n_layer block d_model
+    (two maps, each weighting values of width d_model); the flow variants add, per layer, head and
+    step, 2 x 2 d_head hidden per evaluation of a per-head MLP of ``hidden`` units (one for Euler
+    and the mlp-only controls (a) and (c), two for kick-drift-kick leapfrog and control (b)) and
+    2 d_head per axpy (two; one for control (c), which moves q only). Elementwise work (SiLU,
+    softmax, norms) is left out alike for every variant.
     """
     d, att = cfg.d_model, cfg.attention
     forward = 2 * (cfg.n_layer * 12 * d * d + cfg.vocab_size * d) + 2 * cfg.n_layer * cfg.block_size * d
-    if att.kind in ("coupled", "mlp-only", "mlp-only-shared"):
+    if att.kind == "diff":
+        forward += cfg.n_layer * cfg.block_size * d
+    if att.kind in FLOW_KINDS:
         d_head = d // cfg.n_head
         evals = 2 if (att.kind == "coupled" and att.integrator == "leapfrog") or att.kind == "mlp-only-shared" else 1
-        per_step = evals * 4 * d_head * att.hidden + 2 * 2 * d_head
+        axpys = 1 if att.kind == "mlp-only-q" else 2
+        per_step = evals * 4 * d_head * att.hidden + axpys * 2 * d_head
         forward += cfg.n_layer * cfg.n_head * att.steps * per_step
     return 3.0 * forward
 

@@ -13,7 +13,10 @@ from qkdyn import atomic
 from qkdyn.figures import save_png
 from qkdyn.report import write_claims_report
 
-VARIANT_ORDER = ("standard", "coupled-euler", "coupled-leapfrog", "mlp-only", "mlp-only-shared", "diff")
+VARIANT_ORDER = ("standard", "coupled-euler", "coupled-leapfrog", "mlp-only", "mlp-only-shared", "mlp-only-q", "diff")
+
+
+ABLATION_COLUMNS = ("attention removed", "f removed (dt f = 0)", "flow removed (dt = 0)")
 
 
 def _fmt(stat: dict, digits: int = 3) -> str:
@@ -84,17 +87,19 @@ def write_plots(result: dict, out: Path) -> list[str]:
         ax.bar([i - 0.2 for i in x], [s["init"] for _, _, s in strength_rows], 0.4, label="at init")
         ax.bar([i + 0.2 for i in x], [s["final"] for _, _, s in strength_rows], 0.4, label="after training")
         ax.set_xticks(list(x), labels, fontsize=7)
-        ax.set_ylabel("|dt f(q)| / |dt k|")
+        ax.set_ylabel("|dt f(q)| / |k|")
         ax.set_title("coupling strength")
         ax.legend()
         save(fig, "coupling_strength.png")
 
-    if len(tables["steps"]) > 1:
+    if tables["steps"]:
         fig, ax = plt.subplots(figsize=(5, 4))
-        ns = sorted(tables["steps"])
-        ax.errorbar(ns, [tables["steps"][n]["mean"] for n in ns],
-                    yerr=[0 if math.isnan(tables["steps"][n]["std"]) else tables["steps"][n]["std"] for n in ns],
-                    fmt="o-", capsize=4)
+        for horizon, sweep in tables["steps"].items():
+            ns = sorted(sweep)
+            ax.errorbar(ns, [sweep[n]["mean"] for n in ns],
+                        yerr=[0 if math.isnan(sweep[n]["std"]) else sweep[n]["std"] for n in ns],
+                        fmt="o-", capsize=4, label=horizon)
+        ax.legend()
         ax.set_xlabel("coupling steps n (Euler)")
         ax.set_ylabel("final validation perplexity (mean ± sd)")
         ax.set_title(f"{result['coherent']}: coupling steps")
@@ -106,7 +111,7 @@ def write_plots(result: dict, out: Path) -> list[str]:
         for ax, task in zip(axes[0], tasks):
             table = tables["mqar"][task]
             names = _variants(table)
-            settings = [k for k in table[names[0]] if k.startswith("acc_")]
+            settings = [k for k in table[names[0]] if k.startswith("acc_T")]
             width = 0.8 / len(names)
             for i, v in enumerate(names):
                 ax.bar([j + i * width for j in range(len(settings))], [table[v][k]["mean"] for k in settings],
@@ -125,32 +130,46 @@ def tables_markdown(result: dict, context: dict) -> str:
     t, lines = result["tables"], []
     for corpus, table in t["perplexity"].items():
         lines += [f"## Perplexity, `{corpus}` (mean ± sd over seeds; {context['tokenizer']} tokens)", "",
-                  "| variant | seeds | ppl per token | ppl per byte | per-run 95% interval (per token) | coupling init → final "
-                  "| q/k change final | tokens/s |", "|---|---|---|---|---|---|---|---|"]
+                  "| variant | seeds | ppl per token | ppl per byte | coupling \\|dt f\\|/\\|k\\| init → final "
+                  "| q/k change final | Δ loss, attention removed | Δ loss, f removed | Δ loss, flow removed | tokens/s |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         for v in _variants(table):
             row = table[v]
-            runs = ", ".join(f"[{lo:.3f}, {hi:.3f}]" for lo, hi in row["run_interval"])
             st = row["strength"]
-            coupling = f"{st['coupling']['init']:.3f} → {st['coupling']['final']:.3f}" if "coupling" in st else "-"
+            coupling = f"{st['coupling']['init']:.4f} → {st['coupling']['final']:.4f}" if "coupling" in st else "-"
             change = f"{st['qk_change']['final']:.3f}" if "qk_change" in st else "-"
+            abl = [_fmt(row["ablation"][name], 4) if name in row["ablation"] else "-" for name in ABLATION_COLUMNS]
             lines.append(f"| {v} | {row['val_ppl']['n']} | {_fmt(row['val_ppl'])} | {_fmt(row['val_ppl_byte'])} | "
-                         f"{runs} | {coupling} | {change} | {_fmt(row['tokens_per_s'], 0)} |")
+                         f"{coupling} | {change} | {' | '.join(abl)} | {_fmt(row['tokens_per_s'], 0)} |")
+        lines += ["", "Δ loss: change of validation loss (nats per token = change of log perplexity) when the part is "
+                  "removed from the same final checkpoint, whole validation split, mean ± sd over seeds."]
         std = table.get("standard")
         if std:
             over = ", ".join(f"{v} x{std['tokens_per_s']['mean'] / table[v]['tokens_per_s']['mean']:.2f}"
                              for v in _variants(table) if v != "standard")
-            lines += ["", f"Wall-clock slowdown vs standard (training tokens/s, shared CPU, noisy): {over}."]
+            lines += ["", f"Training tokens/s vs standard (one measurement per run on a shared machine: noisy, "
+                      f"not used to choose step counts; repeated alternating timing: `python -m benchmarks coupled`): "
+                      f"{over}."]
         lines.append("")
     if t["steps"]:
-        lines += [f"## Coupling steps (Euler, `{result['coherent']}`)", "", "| n | seeds | val ppl |", "|---|---|---|"]
-        lines += [f"| {n} | {t['steps'][n]['n']} | {_fmt(t['steps'][n])} |" for n in sorted(t["steps"])]
+        lines += [f"## Coupling steps (Euler, `{result['coherent']}`)", "", "| horizon | n | seeds | val ppl |",
+                  "|---|---|---|---|"]
+        lines += [f"| {h} | {n} | {sweep[n]['n']} | {_fmt(sweep[n])} |" for h, sweep in t["steps"].items() for n in sorted(sweep)]
+        lines.append("")
+    if result.get("count_models"):
+        lines += ["## Count models (the floor a model must clear; same training split, every validation target)", "",
+                  "| corpus, tokens | unigram ppl | bigram ppl | discount D | training tokens | validation targets |",
+                  "|---|---|---|---|---|---|"]
+        lines += [f"| {k} | {e['unigram_ppl']:.2f} | {e['bigram_ppl']:.2f} | {e['discount']:.3f} | {e['train_tokens']:,} | "
+                  f"{e['val_targets']:,} |" for k, e in sorted(result["count_models"].items())]
         lines.append("")
     for task, table in sorted(t["mqar"].items()):
         names = _variants(table)
-        keys = list(table[names[0]])
-        lines += [f"## MQAR `{task}` (accuracy, mean ± sd over seeds)", "", "| variant | " + " | ".join(keys) + " |",
-                  "|---|" + "---|" * len(keys)]
-        lines += [f"| {v} | " + " | ".join(_fmt(table[v][k]) for k in keys) + " |" for v in names]
+        keys = list(dict.fromkeys(k for v in names for k in table[v]))
+        lines += [f"## MQAR `{task}` (accuracy, mean ± sd over seeds; Δ acc: change when the part is removed from "
+                  "the same checkpoint)", "", "| variant | " + " | ".join(keys) + " |", "|---|" + "---|" * len(keys)]
+        lines += [f"| {v} | " + " | ".join(_fmt(table[v][k]) if k in table[v] else "-" for k in keys) + " |"
+                  for v in names]
         lines.append("")
     lines += ["## Parameter and FLOP overhead of coupled Euler (n = 1, hidden 4)", "",
               "| preset | standard params | coupled params | overhead | FLOPs/token ratio |", "|---|---|---|---|---|"]
@@ -163,9 +182,13 @@ def _intro(result: dict, context: dict) -> str:
             f"tokens, {context['lm_tokens']:,} training tokens per base LM run ({result['lm_steps']} steps), seeds "
             f"{context['seeds']}; coherent corpus `{result['coherent']}`, heterogeneous `{result['heterogeneous'] or 'none'}`; "
             f"{context['n_runs']} runs in `{context['runs_dir']}`. Perplexity is per token on the whole validation "
-            "split (per byte alongside). Every verdict is the project's rule (`qkdyn.stats`): paired over seeds, "
+            "split (per byte alongside). Validity before verdict: each claim's preconditions (the baseline below "
+            "the unigram and bigram count models, attention used, f changing the trained model by more than the "
+            "seed noise, MQAR recall above guessing) are measured in the same runs and printed first; any unmet "
+            "makes the claim inconclusive. Then the project's rule (`qkdyn.stats`): paired over seeds, "
             "holds/fails need p < 0.05 in the claimed/opposite direction, or fails when the interval excludes the "
-            "paper's smallest reported effect; the rules per claim are in `empirical/coupled/analysis.py` and "
+            "paper's smallest reported effect; each comparison prints the smallest effect it detects with 80% power "
+            "and the seeds the paper's effect needs. Rules per claim: `empirical/coupled/analysis.py`, "
             "`docs/coupled.md`. A verdict speaks for the scale tested only.")
 
 
@@ -174,10 +197,15 @@ def _readme_section(claims, result: dict, context: dict, out: Path) -> str:
     lines = ["## Results: coupled query-key dynamics (paper B)", "", _intro(result, context), "",
              f"Of {len(claims)} claims, {counts['holds']} hold, {counts['fails']} fail, {counts['inconclusive']} are "
              f"inconclusive and {counts['partial']} partial at this scale:", ""]
+    from qkdyn.claims import unmet
+
     for c in claims:
-        head = "; ".join(f"{k}: effect {v['effect']:+.4f} (sd {v['spread']:.3g}, p = {v['p_value']:.3g}) {v['verdict']}"
-                         + _short_of_paper(v) for k, v in (c.stats or {}).items())
-        lines.append(f"- **{c.verdict}** - {c.id} {c.statement} {head}.")
+        missing = unmet(c.preconditions)
+        lead = f"(precondition not met: {'; '.join(missing)}) " if missing else ""
+        head = "; ".join(f"{k}: effect {v['effect']:+.4f} (sd {v['spread']:.3g}, p = {v['p_value']:.3g}, detects "
+                         f">= {v.get('mde', math.nan):.3g}) {v['verdict']}" + _short_of_paper(v)
+                         for k, v in (c.stats or {}).items())
+        lines.append(f"- **{c.verdict}** - {c.id} {c.statement} {lead}{head}.")
     lines += ["", f"Full tables and plots: `{out / 'report.md'}`.", ""]
     return "\n".join(lines)
 

@@ -1,15 +1,19 @@
 """How strongly the query-key flow acts: the coupling strength of a model on a batch.
 
-For every flow layer (coupled, mlp-only, mlp-only-shared; see
+For every flow layer (coupled and the mlp-only controls; see
 :class:`qkdyn.empirical.coupled.attention.FlowAttention`) one forward pass records
 
-* ``coupling`` = mean over (batch, head, token) of |dt f(q)| / |dt k| = |f(q)| / |k| on the first
-  integration step: the size of the key's update relative to the query's (coupled only). About
-  1e-3 means f does not act and the flow is the linear drift q' = q + dt k;
+* ``coupling`` = mean over (batch, head, token) of |h f(q)| / |k| on the first integration step,
+  h = dt (or dt / n at a fixed horizon): how far the coupling moves the key, relative to the key
+  (coupled only). dt is in it: a large field with a small step moves nothing;
+* ``field_ratio`` = mean of |f(q)| / |k|: the field's size without the step (coupled only; it was
+  the strength figure before dt was included: about 1e-3 means f does not act);
 * ``qk_change`` = mean of |(q', k') - (q, k)| / |(q, k)|: how far the whole flow moves q and k.
 
-``measure`` averages both over layers and returns ``{"coupling": ..., "qk_change": ...}`` (empty
-for standard and differential attention, and ``coupling`` absent for the uncoupled controls).
+``measure`` averages them over layers and returns ``{"coupling": ..., "field_ratio": ...,
+"qk_change": ...}`` (empty for standard and differential attention; only ``qk_change`` for the
+uncoupled controls). What the coupling changes in the loss is measured by ablation
+(:mod:`qkdyn.empirical.coupled.ablation`).
 """
 from __future__ import annotations
 

@@ -6,18 +6,21 @@ Main grid (every run is one ``result.json`` under ``runs_dir / name``), sub-word
   readings and Differential Attention (flows with n = 1 step); heterogeneous corpus x seed: the
   ``heterogeneous_variants`` (standard and coupled Euler: it serves the corpus claim only);
 * LM, coherent corpus, every seed: coupled Euler with n in ``sweep_steps`` (default 4 and 7; with
-  n = 1 from the main grid this spans the paper's 1-7);
+  n = 1 from the main grid this spans the paper's 1-7), for each integration horizon in
+  ``sweep_horizons`` ("step": n steps of dt; "fixed": n steps of dt / n);
 * MQAR, for each task x seed: standard and coupled Euler.
 
 Compute-matched phase (after the main grid; coherent corpus, every seed), standard attention only,
 each run with its own full warm-up + cosine schedule:
 
-* the same training FLOPs as coupled Euler (:func:`qkdyn.empirical.coupled.model.flops_per_token`);
-* the same wall-clock as coupled Euler (its measured training time over the main grid's runs);
+* the same training FLOPs as coupled Euler (:func:`qkdyn.empirical.coupled.model.flops_per_token`,
+  the real kernels' matrix products counted);
 * ``efficiency_budgets`` x the coupled run's tokens, the runs that locate the tokens at which
   standard attention reaches coupled attention's final perplexity (sample efficiency).
 
-A matched run whose step count equals the base run's is the base run itself. Scale trend (``trend``):
+A matched run whose step count equals the base run's is the base run itself. Wall-clock is not
+used to choose step counts (on a shared machine it is timing noise); it is reported from
+repeated alternating timing (``python -m benchmarks coupled``). Scale trend (``trend``):
 standard and coupled Euler on the coherent corpus for each preset in ``trend_presets`` x seed.
 
 Runs already finished are skipped and interrupted ones resume, so the study can be restarted.
@@ -32,7 +35,7 @@ from pathlib import Path
 
 from qkdyn.configflags import (check_config, choice, choice_list, device, flag, number_list, optional, positive,
                                positive_int, positive_int_list, text)
-from qkdyn.empirical.coupled.configs import MQAR_TASKS, PRESET_NAMES, AttentionConfig, TrainConfig
+from qkdyn.empirical.coupled.configs import HORIZONS, MQAR_TASKS, PRESET_NAMES, AttentionConfig, TrainConfig
 from qkdyn.errors import InputError
 from qkdyn.runs import read_json, read_metrics
 
@@ -42,6 +45,7 @@ LM_VARIANTS = {
     "coupled-leapfrog": AttentionConfig(kind="coupled", integrator="leapfrog"),
     "mlp-only": AttentionConfig(kind="mlp-only"),
     "mlp-only-shared": AttentionConfig(kind="mlp-only-shared"),
+    "mlp-only-q": AttentionConfig(kind="mlp-only-q"),
     "diff": AttentionConfig(kind="diff"),
 }
 MQAR_VARIANTS = ("standard", "coupled-euler")
@@ -66,13 +70,17 @@ class StudyConfig:
     coherent: str = dataclasses.field(default="wiki", metadata=text("domain-coherent corpus (name or path)"))
     heterogeneous: str = dataclasses.field(default="nlp-corpus", metadata=text(
         "heterogeneous corpus (name or path; '' for none)"))
-    seeds: int = dataclasses.field(default=3, metadata=positive_int("seeds of the LM runs"))
+    seeds: int = dataclasses.field(default=5, metadata=positive_int(
+        "seeds of the runs (5: the fewest at which a paired design has power at the measured spreads)"))
     variants: tuple[str, ...] = dataclasses.field(default=tuple(LM_VARIANTS), metadata=choice_list(
         tuple(LM_VARIANTS), "attention variants of the LM runs", empty_ok=False))
     heterogeneous_variants: tuple[str, ...] = ("standard", "coupled-euler")  # it serves the corpus claim only
     lm_steps: int = dataclasses.field(default=200, metadata=positive_int("steps of each LM run"))
     sweep_steps: tuple[int, ...] = dataclasses.field(default=(4, 7), metadata=positive_int_list(
         "coupling steps n tried besides n = 1"))
+    sweep_horizons: tuple[str, ...] = dataclasses.field(default=HORIZONS, metadata=choice_list(
+        HORIZONS, "integration horizons of the steps sweep: step (n steps of dt), fixed (n steps of dt/n)",
+        empty_ok=False))
     mqar_tasks: tuple[str, ...] = dataclasses.field(default=("easy", "medium"), metadata=choice_list(
         MQAR_TASKS, "comma-separated MQAR presets ('' for none)"))
     mqar_steps: int = dataclasses.field(default=500, metadata=positive_int("steps of each MQAR run"))
@@ -108,10 +116,17 @@ class StudyConfig:
             raise InputError(f"must be at least 2, got {self.block_size}", "block_size")
 
 
+#: the CPU study (``--preset tiny``), sized by probe runs (docs/coupled.md, "The CPU regime"): byte
+#: tokens on ``pydocs`` (10.49M training bytes), 600 steps of 16 x 128 = 1,228,800 bytes per base
+#: run (0.117 epochs), lr 6e-3; the 600-step probe of standard attention reached 10.29 per byte
+#: (bigram count model 16.16, unigram 33.36) and removing its attention cost 0.67 nats
+CPU_PLAN = StudyConfig(coherent="pydocs", tokenizer="byte", seeds=5, lm_steps=600, lm_lr=6e-3, batch_size=16,
+                       sweep_steps=(7,), efficiency_budgets=(2.4,), mqar_tasks=("easy",), mqar_steps=1500,
+                       mqar_batch_size=64, evals_per_run=1)
 #: study plans selected by ``--preset``: the CPU study (tiny) and the GPU comparison at 60M, sized
 #: for about 8 minutes on one H100/H200-class GPU (3 seeds x 2 variants x 600 steps x 16 x 1024 tokens)
 STUDY_PLANS = {
-    "tiny": StudyConfig(),
+    "tiny": CPU_PLAN,
     "60M": StudyConfig(preset="60M", heterogeneous="", variants=("standard", "coupled-euler"), lm_steps=600,
                        sweep_steps=(), mqar_tasks=(), batch_size=16, lm_lr=1e-3, match_compute=False,
                        efficiency_budgets=(), compile=True, evals_per_run=4),
@@ -139,10 +154,14 @@ class RunSpec:
 
     @property
     def name(self) -> str:
+        """Readable prefix plus the hash of every field (:mod:`qkdyn.empirical.coupled.identity`)."""
+        from qkdyn.empirical.coupled.identity import run_key
+
         data = Path(self.data).name or self.data
         tok = f"-{self.tokenizer}{self.vocab_size}" if self.task == "lm" and self.tokenizer == "bpe" else ""
         length = "" if self.train.max_steps == self.base_steps else f"-x{self.train.max_steps}"
-        return f"{self.task}-{data}{tok}-{self.preset}-{self.variant}-n{self.attention.steps}-s{self.train.seed}{length}"
+        return (f"{self.task}-{data}{tok}-{self.preset}-{self.variant}-n{self.attention.steps}-s{self.train.seed}"
+                f"{length}-{run_key(self)}")
 
 
 def _on_cuda(device: str) -> bool:
@@ -171,9 +190,9 @@ def corpora(study: StudyConfig) -> list[str]:
 
 
 def lm_run(study: StudyConfig, corpus: str, variant: str, seed: int, steps: int | None = None,
-           coupling_steps: int = 1, preset: str | None = None) -> RunSpec:
+           coupling_steps: int = 1, preset: str | None = None, horizon: str = "step") -> RunSpec:
     """One LM run of the study (``steps`` defaults to the study's ``lm_steps``)."""
-    attention = dataclasses.replace(LM_VARIANTS[variant], steps=coupling_steps)
+    attention = dataclasses.replace(LM_VARIANTS[variant], steps=coupling_steps, horizon=horizon)
     cfg = _train_config(study, steps or study.lm_steps, study.lm_lr, study.batch_size, seed)
     return RunSpec("lm", corpus, variant, attention, cfg, preset or study.preset, study.eval_tokens, study.tokenizer,
                    study.vocab_size, study.block_size, study.lm_steps)
@@ -198,14 +217,14 @@ def study_runs(study: StudyConfig) -> list[RunSpec]:
         for seed in seeds:
             runs += [lm_run(study, corpus, variant, seed) for variant in variants]
     if "coupled-euler" in study.variants:
-        runs += [lm_run(study, study.coherent, "coupled-euler", s, coupling_steps=n) for n in study.sweep_steps
-                 for s in seeds]
+        runs += [lm_run(study, study.coherent, "coupled-euler", s, coupling_steps=n, horizon=h)
+                 for h in study.sweep_horizons for n in study.sweep_steps for s in seeds]
     return runs
 
 
-def matched_steps(study: StudyConfig, runs_dir: str) -> dict[str, int]:
-    """Step counts of the standard runs matched to coupled Euler: ``flops``, ``wall-clock`` and each
-    ``tokens x<budget>``, from the closed-form FLOPs and the main grid's measured training times."""
+def matched_steps(study: StudyConfig) -> dict[str, int]:
+    """Step counts of the standard runs matched to coupled Euler: ``flops`` (counted FLOPs of the
+    real kernels) and each ``tokens x<budget>``."""
     from qkdyn.empirical.coupled.model import flops_per_token, preset_config
 
     if not study.match_compute or "coupled-euler" not in study.variants or "standard" not in study.variants:
@@ -216,25 +235,15 @@ def matched_steps(study: StudyConfig, runs_dir: str) -> dict[str, int]:
     flops = {v: flops_per_token(preset_config(study.preset, attention=LM_VARIANTS[v], **shape))
              for v in ("standard", "coupled-euler")}
     steps = {"flops": round(study.lm_steps * flops["coupled-euler"] / flops["standard"])}
-    times = {}
-    for v in ("standard", "coupled-euler"):
-        results = [Path(runs_dir) / lm_run(study, study.coherent, v, s).name / "result.json" for s in range(study.seeds)]
-        found = [read_json(r)["train_time_s"] for r in results if r.exists()]
-        if found:
-            times[v] = sum(found) / len(found)
-    if len(times) == 2:
-        steps["wall-clock"] = round(study.lm_steps * times["coupled-euler"] / times["standard"])
     for budget in study.efficiency_budgets:
         steps[f"tokens x{budget:g}"] = round(study.lm_steps * budget)
     return steps
 
 
-def matched_runs(study: StudyConfig, runs_dir: str) -> list[RunSpec]:
-    """The compute-matched standard runs of ``runs_dir/matched.json`` (see :func:`matched_steps`),
-    base-length ones left out."""
-    path = Path(runs_dir) / "matched.json"
-    matched = read_json(path) if path.exists() else matched_steps(study, runs_dir)
-    lengths = sorted({n for n in matched.values() if n != study.lm_steps})
+def matched_runs(study: StudyConfig) -> list[RunSpec]:
+    """The compute-matched standard runs (see :func:`matched_steps`; a function of the study's config
+    alone, so a changed config never reuses another's), base-length ones left out."""
+    lengths = sorted({n for n in matched_steps(study).values() if n != study.lm_steps})
     return [lm_run(study, study.coherent, "standard", s, steps=n) for n in lengths for s in range(study.seeds)]
 
 
@@ -243,8 +252,11 @@ def execute(spec: RunSpec, runs_dir: str, threads: int | None = None) -> str:
     from qkdyn.empirical.coupled.experiment import run_lm, run_mqar
     from qkdyn.runs import pin_threads
 
+    from qkdyn.empirical.coupled.identity import claim, run_record
+
     pin_threads(threads)
     out = str(Path(runs_dir) / spec.name)
+    claim(out, run_record(spec))
     if spec.task == "lm":
         run_lm(spec.data, spec.preset, spec.attention, spec.train, out, block_size=spec.block_size,
                eval_tokens=spec.eval_tokens, tokenizer=spec.tokenizer, vocab_size=spec.vocab_size)
@@ -273,7 +285,9 @@ def _execute_one_thread(args):
 def _run_all(specs: list[RunSpec], runs_dir: str, workers: int, desc: str) -> list[str]:
     from tqdm import tqdm
 
-    todo = [s for s in specs if not (Path(runs_dir) / s.name / "result.json").exists()]
+    from qkdyn.empirical.coupled.ablation import FILE
+
+    todo = [s for s in specs if not (Path(runs_dir) / s.name / FILE).exists()]  # finished: trained and ablated
     if workers == 1:
         return [execute(spec, runs_dir) for spec in tqdm(todo, desc=desc, unit="run")]
     ctx = multiprocessing.get_context("spawn")
@@ -283,16 +297,15 @@ def _run_all(specs: list[RunSpec], runs_dir: str, workers: int, desc: str) -> li
 
 
 def run_study(study: StudyConfig, runs_dir: str, workers: int) -> list[str]:
-    """Run every unfinished run of ``study`` with ``workers`` processes, then its compute-matched
-    runs (which need the main grid's timings); returns the names run."""
-    from qkdyn.empirical.coupled.experiment import lm_splits
+    """Write the count models of the study's corpora, then run every unfinished run of ``study`` and
+    its compute-matched runs with ``workers`` processes (``matched.json`` records their lengths);
+    returns the names run."""
+    from qkdyn.empirical.coupled.count_models import write_count_models
 
-    for corpus in corpora(study):  # fetch and tokenise once, before the workers start
-        lm_splits(corpus, study.tokenizer, study.vocab_size)
-    done = _run_all(study_runs(study), runs_dir, workers, "study")
+    for corpus in corpora(study):  # fetch and tokenise once, before the workers start; the count-model floor
+        write_count_models(runs_dir, corpus, study.tokenizer, study.vocab_size)
     if not study.trend:
         from qkdyn import atomic
 
-        atomic.write_text(Path(runs_dir) / "matched.json", json.dumps(matched_steps(study, runs_dir), indent=2) + "\n")
-        done += _run_all(matched_runs(study, runs_dir), runs_dir, workers, "compute-matched")
-    return done
+        atomic.write_text(Path(runs_dir) / "matched.json", json.dumps(matched_steps(study), indent=2) + "\n")
+    return _run_all(study_runs(study) + ([] if study.trend else matched_runs(study)), runs_dir, workers, "study")

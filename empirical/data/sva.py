@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 from pathlib import Path
 
 from qkdyn.empirical.data.examples_circuits import Example, Splits
@@ -24,11 +25,10 @@ def load(path: str | Path, max_len: int = 64) -> Splits:
     """Rows of the TSV at ``path`` as examples; sentences longer than ``max_len - 1`` words, or
     whose subject/verb index falls outside, are skipped."""
     splits: dict[str, list[Example]] = {"train": [], "dev": [], "test": []}
-    try:
-        with open(path, newline="", encoding="utf-8") as fh:
-            rows = list(csv.DictReader(fh, delimiter="\t", quoting=csv.QUOTE_NONE))
-    except OSError as exc:
-        raise InputError(f"cannot read agreement TSV {path}: {exc}")
+    from qkdyn.inputs import read_text
+
+    text = read_text(path, what="agreement TSV")
+    rows = list(csv.DictReader(io.StringIO(text, newline=""), delimiter="\t", quoting=csv.QUOTE_NONE))
     if rows and not {"verb_pos", "subj_index", "verb_index"} <= rows[0].keys():
         raise InputError(f"{path}: expected columns verb_pos, subj_index, verb_index")
     for n, row in enumerate(rows):

@@ -16,8 +16,12 @@ multi-byte character, that character's leading bytes move to the validation spli
 (:func:`char_boundary`), so every byte is in exactly one split and each split decodes.
 
 Cache: ``cache_dir() / "bpe" / <sha256 of both splits>-v<vocab>`` holds ``tokenizer.json``,
-``train.npy``, ``val.npy`` and ``token_bytes.npy``; a second call with the same corpus, split and
-vocabulary reads them back. Training is deterministic (single-threaded, fixed input order); a test
+``train.npy``, ``val.npy``, ``token_bytes.npy`` and ``meta.json`` (written last: the sha256 of each
+other file and the counts); a second call with the same corpus, split and vocabulary reads them
+back, verified like the corpora before use: every file's sha256, then each array's dtype and shape
+(1-D ids of the tokenizer's dtype, ``token_bytes`` int64 of the vocabulary's length, each token at
+least one byte) and the id range (every id below the vocabulary size). Arrays are read with
+``allow_pickle=False``. A cache that fails any check is regenerated, with one warning line. Training is deterministic (single-threaded, fixed input order); a test
 checks that two trainings give the same vocabulary and merges.
 """
 from __future__ import annotations
@@ -25,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -104,22 +109,59 @@ def bpe_splits(train_bytes: np.ndarray, val_bytes: np.ndarray, vocab_size: int,
     if vocab_size < MIN_VOCAB:
         raise InputError(f"must be >= {MIN_VOCAB} for byte-level BPE, got {vocab_size}", "vocab_size")
     from qkdyn import atomic
-    from qkdyn.empirical.data.fetch import cache_dir
+    from qkdyn.empirical.data.fetch import cache_dir, sha256_of
 
     root = (cache or cache_dir() / "bpe") / f"{_digest(train_bytes, val_bytes)}-v{vocab_size}"
-    names = ("train.npy", "val.npy", "token_bytes.npy")
-    if all((root / n).exists() for n in names) and (root / "tokenizer.json").exists():
-        return tuple(np.load(root / n, mmap_mode="r") for n in names)
+    if (root / "meta.json").exists():
+        problem, arrays = _read_cache(root)
+        if problem is None:
+            return arrays
+        sys.stderr.write(f"qkdyn: warning: BPE token cache {root} {problem}; regenerating it\n")
     train_bytes, val_bytes = char_boundary(train_bytes, val_bytes)
     tok = train_tokenizer(_text(train_bytes), vocab_size)
     arrays = (encode(tok, _text(train_bytes)), encode(tok, _text(val_bytes)), token_byte_lengths(tok))
     root.mkdir(parents=True, exist_ok=True)
-    for name, arr in zip(names, arrays):
+    for name, arr in zip(ARRAYS, arrays):
         with atomic.atomic_path(root / name) as tmp:
             with open(tmp, "wb") as fh:
-                np.save(fh, arr)
+                np.save(fh, arr, allow_pickle=False)
     atomic.write_text(root / "tokenizer.json", tok.to_str())
-    atomic.write_text(root / "meta.json", json.dumps({"vocab_size": vocab_size, "train_tokens": len(arrays[0]),
-                                                      "val_tokens": len(arrays[1]), "train_bytes": len(train_bytes),
-                                                      "val_bytes": len(val_bytes)}) + "\n")
+    hashes = {name: sha256_of(root / name) for name in (*ARRAYS, "tokenizer.json")}
+    atomic.write_text(root / "meta.json", json.dumps({
+        "vocab_size": vocab_size, "tokens": len(arrays[2]), "dtype": str(arrays[0].dtype),
+        "train_tokens": len(arrays[0]), "val_tokens": len(arrays[1]), "train_bytes": len(train_bytes),
+        "val_bytes": len(val_bytes), "sha256": hashes}) + "\n")
     return arrays
+
+
+ARRAYS = ("train.npy", "val.npy", "token_bytes.npy")
+
+
+def _read_cache(root: Path) -> tuple[str | None, tuple]:
+    """(None, the cached arrays) if the cache in ``root`` verifies, else (what is wrong, ())."""
+    from qkdyn.empirical.data.fetch import sha256_of
+    from qkdyn.jsonio import read_json
+
+    try:
+        meta = read_json(root / "meta.json", limit=1 << 20)
+    except InputError as exc:
+        return f"has an unreadable meta.json ({exc})", ()
+    hashes = meta.get("sha256") if isinstance(meta, dict) else None
+    if not isinstance(hashes, dict) or not isinstance(meta.get("tokens"), int):
+        return "has no content hashes (written by an older version)", ()
+    for name in (*ARRAYS, "tokenizer.json"):
+        if not (root / name).is_file() or sha256_of(root / name) != hashes.get(name):
+            return f"has a {name} that does not match its sha256", ()
+    try:
+        train, val, lengths = (np.load(root / name, mmap_mode="r", allow_pickle=False) for name in ARRAYS)
+    except (OSError, ValueError) as exc:
+        return f"has an array numpy cannot read ({type(exc).__name__})", ()
+    vocab = meta["tokens"]
+    if not (lengths.dtype == np.int64 and lengths.shape == (vocab,) and (len(lengths) == 0 or lengths.min() >= 1)):
+        return "has a token_bytes table of the wrong type, length or content", ()
+    for name, ids in (("train", train), ("val", val)):
+        if ids.ndim != 1 or ids.dtype not in (np.uint16, np.uint32) or str(ids.dtype) != meta.get("dtype"):
+            return f"has {name} ids of the wrong type or shape", ()
+        if len(ids) and int(ids.max()) >= vocab:
+            return f"has {name} ids outside the vocabulary of {vocab}", ()
+    return None, (train, val, lengths)

@@ -38,6 +38,10 @@ def _directory_splits(root: Path, val_fraction: float) -> tuple[np.ndarray, np.n
     valid = [p for p in files if "valid" in p.name or ".val" in p.name or "_val" in p.name]
     if len(train) == 1 and len(valid) == 1:
         return _bytes_of(train[0]), _bytes_of(valid[0])
+    from qkdyn.memory import check_memory
+
+    # read whole (not mapped): the files, their concatenation, and the split views of it
+    check_memory(2 * sum(p.stat().st_size for p in files), f"the {len(files)} corpus files in {root}")
     return _split(np.concatenate([np.fromfile(p, dtype=np.uint8) for p in files]), val_fraction)
 
 
@@ -50,7 +54,10 @@ def load_splits(spec: str, val_fraction: float = 0.05) -> tuple[np.ndarray, np.n
         from qkdyn.empirical.data.fetch import fetch
 
         return _split(_bytes_of(fetch(spec) / "text.txt"), val_fraction)
+    from qkdyn.inputs import check_not_special
+
     path = Path(spec)
+    check_not_special(path, "--data")
     if path.is_file():
         return _split(_bytes_of(path), val_fraction)
     if path.is_dir():

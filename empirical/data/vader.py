@@ -10,6 +10,7 @@ VADER lexicon (people rated those words' valence, not their role in this sentenc
 from __future__ import annotations
 
 import hashlib
+import math
 import tarfile
 from pathlib import Path
 
@@ -42,12 +43,21 @@ def load(path: str | Path, max_len: int = 64, margin: float = 0.5) -> Splits:
     """Snippets with |mean rating| >= ``margin`` as binary examples; tokens = the first
     ``max_len - 1`` words, then ``<cls>`` (the read-out position). One proxy rationale per example:
     lexicon-word positions (empty tuple if the snippet has none)."""
+    from qkdyn.errors import InputError
+    from qkdyn.inputs import read_text
+
     path = Path(path)
-    lexicon = {line.split("\t")[0].lower() for line in (path / "lexicon.tsv").read_text().splitlines() if line}
+    lexicon = {line.split("\t")[0].lower() for line in read_text(path / "lexicon.tsv").splitlines() if line}
     splits: dict[str, list[Example]] = {"train": [], "dev": [], "test": []}
-    for line in (path / "snippets.tsv").read_text(encoding="utf-8").splitlines():
-        uid, mean, text = line.split("\t", 2)
-        rating = float(mean)
+    snippets = path / "snippets.tsv"
+    for number, line in enumerate(read_text(snippets).splitlines(), 1):
+        try:
+            uid, mean, text = line.split("\t", 2)
+            rating = float(mean)
+        except ValueError:
+            raise InputError(f"{snippets}: line {number} is not id, mean rating, text")
+        if not math.isfinite(rating):
+            raise InputError(f"{snippets}: line {number}: the mean rating {mean!r} is not a finite number")
         if abs(rating) < margin:
             continue
         words = tuple(w for w, _, _ in tokenize(text))[: max_len - 1]

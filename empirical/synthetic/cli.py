@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from qkdyn.settingflags import add_setting_flags, non_negative_int, positive_float, positive_int, setting_from_args, warn_if_saddle
+from qkdyn.settingflags import add_setting_flags, positive_float, positive_int, seed, setting_from_args, warn_if_saddle
 
 HELP = "train the full matrix model (GD, SGD or Adam) from the DESIGN init and write a CSV"
 PARAMS = ("CACO", "FACO", "CAFO", "FAFO")
@@ -24,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "subspace, where GD stays; Adam leaves it) or a batch size B (default population)")
     parser.add_argument("--optimizer", choices=("gd", "sgd", "adam"), default="gd",
                         help="gd (population), sgd (sampled batches) or adam; lr = H * eta_c per circuit")
-    parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of the sampled batches (default 0)")
+    parser.add_argument("--seed", type=seed, default=None, help="seed of the sampled batches (sgd, adam; default 0)")
     parser.add_argument("--points", type=positive_int, default=200, help="log-spaced output rows (default 200)")
     parser.add_argument("--at", help="comma-separated times; the step nearest each appears as a row")
     parser.add_argument("--out", required=True, help="output CSV path")
@@ -56,6 +56,19 @@ def check_sizes(setting, batch: int | None, points: int) -> None:
     check_memory(1024 * points, "--points output rows", "points")
 
 
+def check_finite(rec) -> None:
+    """InputError naming the first recorded step with a value that is not finite (a diverged run, or a time
+    t = step * H beyond the largest double)."""
+    import numpy as np
+
+    from qkdyn.errors import InputError
+
+    bad = ~np.isfinite(np.column_stack(list(rec.columns.values()))).all(axis=1)
+    if bad.any():
+        raise InputError(f"training diverged: values are not finite at step {int(rec.step[bad.argmax()])} "
+                         "(a smaller --step keeps it finite); nothing written")
+
+
 def run(args: argparse.Namespace) -> int:
     from qkdyn.atomic import check_writable
     from qkdyn.csvio import parse_times
@@ -67,14 +80,17 @@ def run(args: argparse.Namespace) -> int:
     check_sizes(setting, batch, args.points)
     if args.optimizer == "gd" and batch is not None:
         raise InputError("--optimizer gd uses the population gradient; use --optimizer sgd with --batch B")
+    if args.optimizer == "gd" and args.seed is not None:
+        raise InputError("--seed applies only to the sampled optimizers (sgd, adam); gd samples nothing")
     check_writable(args.out)
     warn_if_saddle("sgd", args.param, setting)
     common = dict(points=args.points, at=parse_times(args.at), progress=True)
     if args.optimizer == "gd":
         rec = gd(setting, args.param, args.step, args.steps, **common)
     else:
-        rec = sgd(setting, args.param, args.step, args.steps, batch=batch, seed=args.seed, optimizer=args.optimizer,
-                  **common)
+        rec = sgd(setting, args.param, args.step, args.steps, batch=batch, seed=args.seed or 0,
+                  optimizer=args.optimizer, **common)
+    check_finite(rec)
     rec.to_csv(args.out)
     sys.stderr.write(f"{args.param} {args.optimizer}: {len(rec.t)} rows to {args.out}; final t = {rec.t[-1]:.6g}, "
                      f"loss {rec.loss[-1]:.6g}, attn {rec.attn[-1]:.4g}, sym_dist {rec.sym_dist[-1]:.2g}\n")

@@ -47,7 +47,16 @@ def run(args: argparse.Namespace) -> int:
     from qkdyn.empirical.synthetic import plots
     from qkdyn.errors import InputError
 
+    from qkdyn.empirical.synthetic.authors import SEQ_LEN, VOCAB
+    from qkdyn.memory import check_memory
+    from qkdyn.runs import check_run_dir
+
+    # the evaluation batch: float32 counts and sampling probabilities (V each), a bool mask, int64
+    # tokens, float32 ones (~ the context each), and as much again for the forward pass
+    check_memory(2 * args.eval_size * (9 * VOCAB + 12 * SEQ_LEN[fa.SEQ]), f"{args.eval_size} evaluation samples",
+                 "eval_size")
     check_writable(args.out)
+    check_run_dir(args.figures, "--figures")
     figures = Path(args.figures)
     try:
         figures.mkdir(parents=True, exist_ok=True)

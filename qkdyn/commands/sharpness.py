@@ -15,20 +15,30 @@ COLUMNS = ("param", "rho", "loss", "qk", "ov", "attn", "t")
 
 def parse_list(text: str, field: str) -> list[float]:
     """``a,b,c`` (comma-separated numbers) or ``start:stop:num`` (num log-spaced values, both ends included)."""
+    from argparse import ArgumentTypeError
+
+    from qkdyn.configflags import parse_float
+    from qkdyn.memory import check_memory
+
     parts = text.split(":")
+    if len(parts) not in (1, 3):
+        raise InputError(f"expects a,b,c or start:stop:num, got {text!r}", field)
     try:
         if len(parts) == 3:
-            start, stop, num = float(parts[0]), float(parts[1]), int(parts[2])
-            if not (math.isfinite(start) and math.isfinite(stop) and start > 0 and stop > 0 and num >= 1):
-                raise InputError(f"start:stop:num needs positive finite ends and num >= 1, got {text!r}", field)
-            if num == 1:
-                return [start]
-            return [math.exp(math.log(start) + (math.log(stop) - math.log(start)) * i / (num - 1)) for i in range(num)]
-        if len(parts) != 1:
-            raise InputError(f"expects a,b,c or start:stop:num, got {text!r}", field)
-        values = [float(item) for item in text.split(",")]
+            start, stop, num = parse_float(parts[0]), parse_float(parts[1]), int(parts[2])
+        else:
+            values = [parse_float(item) for item in text.split(",")]
     except ValueError:
         raise InputError(f"expects comma-separated numbers or start:stop:num, got {text!r}", field)
+    except ArgumentTypeError as exc:
+        raise InputError(str(exc), field)
+    if len(parts) == 3:
+        if not (math.isfinite(start) and math.isfinite(stop) and start > 0 and stop > 0 and num >= 1):
+            raise InputError(f"start:stop:num needs positive finite ends and num >= 1, got {text!r}", field)
+        if num == 1:
+            return [start]
+        check_memory(64 * num, f"{num} values", field)  # a Python float and its list slot, with room
+        return [math.exp(math.log(start) + (math.log(stop) - math.log(start)) * i / (num - 1)) for i in range(num)]
     if not all(math.isfinite(v) for v in values):
         raise InputError(f"values must be finite, got {text!r}", field)
     return values
@@ -50,10 +60,17 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from qkdyn.atomic import atomic_path, check_writable
+    from qkdyn.memory import check_memory
     from qkdyn.simulate.sharpness import sharpness
 
+    from qkdyn.configflags import GIVEN
+
+    if "eta_qk" in getattr(args, GIVEN, ()):
+        raise InputError("is not used by sharpness (eta_QK = rho * eta_OV); give --rho instead", "eta_qk")
     setting = setting_from_args(args)
     rhos, losses = parse_list(args.rho, "rho"), parse_list(args.loss, "loss")
+    # measured: ~10 KiB per grid point (path samples, quadrature panels and nodes, the CSV row)
+    check_memory(16384 * len(rhos) * len(losses), f"a {len(rhos)} x {len(losses)} grid of rho and loss")
     check_writable(args.out)
     rho_grid, loss_grid = np.meshgrid(rhos, losses, indexing="ij")
     result = sharpness(setting, args.param, rho_grid, loss_grid, time=not args.no_time)

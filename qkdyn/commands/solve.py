@@ -5,7 +5,7 @@ import argparse
 import sys
 
 from qkdyn.configflags import fraction, parser as parser_of
-from qkdyn.settingflags import (add_setting_flags, finite_float, positive_int, setting_from_args,
+from qkdyn.settingflags import (add_setting_flags, finite_float, horizon, positive_int, setting_from_args,
                                 warn_if_saddle)
 
 HELP = "solve the reduced gradient-flow ODE to --t-max or --until-loss and write a CSV"
@@ -14,7 +14,7 @@ HELP = "solve the reduced gradient-flow ODE to --t-max or --until-loss and write
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_setting_flags(parser)
     stop = parser.add_argument_group("horizon (one or both)")
-    stop.add_argument("--t-max", type=finite_float, help="final gradient-flow time")
+    stop.add_argument("--t-max", type=horizon, help="final gradient-flow time (at least 1e-100)")
     stop.add_argument("--until-loss", type=finite_float, help="stop when the loss reaches this value")
     parser.add_argument("--points", type=positive_int, default=200, help="log-spaced output rows (default 200)")
     parser.add_argument("--at", help="comma-separated times that must appear as exact rows")

@@ -1,0 +1,517 @@
+"""Stability of the symmetric subspace: where the reduced flow describes the full matrix model.
+
+The reduced flow (:mod:`qkdyn.theory.model`) is exact *on* the subspace Fix(G) of parameters left
+unchanged by the relabelling group G (permutations of the classes, of the distinct tokens within
+a class and of the commons). Fix(G) is invariant under the full gradient flow
+d theta/dt = -E grad L(theta) (E = eta_QK on QK parameters, eta_OV on OV parameters) because L is
+G-invariant. Whether the full flow *stays near* it is the linearisation in the symmetry-breaking
+directions, measured here for collapsed circuits (CACO: the parameters are the function itself, no
+factor gauge):
+
+At a point theta*(t) of the reduced trajectory (embedded, :func:`.reduced.embed`) let
+H = hess L(theta*), L the exact population loss over every count vector (:func:`.data.count_support`;
+the mean-count batch that GD uses elsewhere is exact only *on* the subspace and cannot see this).
+A perturbation delta obeys delta' = -E H delta. H commutes with the permutation action of G, so it
+maps Fix(G) and T = Fix(G)^perp into themselves, and so does E. With y = E^{-1/2} delta,
+y' = -S y, S = E^{1/2} H E^{1/2} symmetric, so on T
+
+    d|y|^2/dt = -2 y^T S y <= 2 lambda(t) |y|^2,   lambda(t) = max eig(-S on T)              (1)
+
+lambda(t) is the growth rate of the largest transverse mode, and Lambda(t) = int_0^t lambda is a
+bound: |y(t)| <= exp(Lambda(t)) |y(0)|. The *measured* amplification ``gain(t)`` is the norm of the
+transverse propagator, the ordered product of exp(-S_k dt_k) (S_k the mean of S at the two ends of
+step k of the trajectory's log-spaced time grid).
+
+Decision: a transverse perturbation of relative size ``EPS`` = 1e-8 stays bounded until loss L when
+EPS * max_{t <= t_L} gain(t) <= ``TOLERANCE`` = 1e-3. Validated by the nonlinear full-matrix flow
+(:func:`perturbed_flow`, any parameterisation) from the DESIGN init plus EPS along a random
+transverse direction, and by gradient descent at a small step (:func:`perturbed_gd`): the time to
+loss L against the reduced flow's, and the distance from the symmetric subspace at L
+(:func:`.reduced.symmetric_distance`, computed on the function so it is gauge-free for factors).
+
+Everything is float64; the caller sets torch to one thread.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import math
+
+import numpy as np
+import torch
+from scipy.integrate import solve_ivp
+
+from qkdyn.empirical.synthetic import data, reduced
+from qkdyn.empirical.synthetic.layout import Layout
+from qkdyn.empirical.synthetic.model import DTYPE, AttentionHead
+from qkdyn.simulate.solve import solve
+from qkdyn.theory.compiled import load
+from qkdyn.theory.setting import factorized
+
+#: initial transverse perturbation (relative) and the relative size at which it counts as broken
+EPS, TOLERANCE = 1e-8, 1e-3
+#: points of the reduced trajectory at which the transverse Hessian is evaluated
+POINTS = 48
+
+#: how a generator g (a permutation of the token indices) acts on (rows, columns) of each matrix;
+#: ``inner`` is the class permutation on the inner index of a factorized OV circuit (class i <-> i),
+#: the inner index of W_Q, W_K is not permuted
+_ACTION = {"W_QK": lambda g, inner, r: (g, g), "W_OV": lambda g, inner, r: (g, g),
+           "W_Q": lambda g, inner, r: (g, np.arange(r)), "W_K": lambda g, inner, r: (g, np.arange(r)),
+           "W_O": lambda g, inner, r: (g, inner), "W_V": lambda g, inner, r: (inner, g)}
+
+
+@contextlib.contextmanager
+def one_thread():
+    """Run torch on one thread inside the block (the matrices are tiny: more threads only contend)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def generators(lay: Layout) -> list[np.ndarray]:
+    """Permutations of the V token indices generating G: adjacent class swaps (blocks of distinct
+    tokens and the labels), adjacent swaps of distinct tokens within each class, of commons."""
+    def swap(pairs):
+        p = np.arange(lay.vocab)
+        for a, b in pairs:
+            p[a], p[b] = b, a
+        return p
+
+    out = [swap([*zip(lay.distinct_of(k), lay.distinct_of(k + 1)), (lay.labels[k], lay.labels[k + 1])])
+           for k in range(lay.classes - 1)]
+    for k in range(lay.classes):
+        d = lay.distinct_of(k)
+        out += [swap([(d[i], d[i + 1])]) for i in range(lay.distinct - 1)]
+    c = lay.common
+    return out + [swap([(c[i], c[i + 1])]) for i in range(len(c) - 1)]
+
+
+class FullFlow:
+    """The full gradient flow of one setting and parameterisation, on the entries that reach the loss.
+
+    ``batch`` (counts, labels, weights) defaults to every count vector (:func:`.data.count_support`);
+    the mean-count batch (:func:`.data.mean_counts`) is exact on the symmetric subspace only.
+
+    ``theta`` is the flat vector of the active blocks (``blocks``: matrix name, rows, columns): the
+    query row of W_QK (context columns) or of W_Q, the context rows of W_K, the label rows of W_OV
+    (context columns) or of W_O, the context columns of W_V. Every other entry has zero gradient for
+    ever and stays 0. The loss is the exact population loss (every count vector with its
+    probability), written out from the model of :mod:`.model`: scores a = s W_QK[q, ctx], values
+    B = W_OV[labels, ctx], attention softmax(a + log c), logits B attn, cross-entropy.
+    """
+
+    def __init__(self, setting, param: str, width: int | None = None, batch=None):
+        self.setting, self.param = setting, param
+        self.lay = lay = Layout.of(setting)
+        self.width = width or lay.vocab
+        ctx, q, lab, inner = lay.context, np.array([lay.query]), lay.labels, np.arange(self.width)
+        qk_f, ov_f = factorized(param)
+        self.blocks = ([("W_Q", q, inner), ("W_K", ctx, inner)] if qk_f else [("W_QK", q, ctx)]) + (
+            [("W_O", lab, inner), ("W_V", inner, ctx)] if ov_f else [("W_OV", lab, ctx)])
+        self.sizes = [len(r) * len(c) for _, r, c in self.blocks]
+        self.eta = np.concatenate([np.full(size, setting.eta_qk if name in ("W_QK", "W_Q", "W_K") else setting.eta_ov)
+                                   for (name, _, _), size in zip(self.blocks, self.sizes)])
+        counts, labels, weights = batch if batch is not None else data.count_support(setting)
+        counts = counts[:, torch.as_tensor(ctx)]
+        self.log_counts, self.labels, self.weights = torch.log(counts), labels, weights
+        with np.errstate(divide="ignore"):  # log 0 = -inf: a token absent from a context gets no attention
+            self._log_counts = np.log(counts.numpy())
+        self._labels, self._weights = labels.numpy(), weights.numpy()
+        self._rows = np.arange(len(self._labels))
+        self._onehot = np.eye(lay.classes)[self._labels]
+        self.model = AttentionHead(param, lay, setting.scale, self.width)
+        self.collapsed = factorized(param) == (False, False)
+
+    def split(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(a, B): scores of the context tokens (n_ctx,) and label values (K, n_ctx)."""
+        parts = dict(zip((b[0] for b in self.blocks), torch.split(theta, self.sizes)))
+        shape = {name: (len(r), len(c)) for name, r, c in self.blocks}
+        return self._function({name: v.reshape(shape[name]) for name, v in parts.items()})
+
+    def loss(self, theta: torch.Tensor) -> torch.Tensor:
+        """The loss in torch (the reference for autograd; the numpy twin below is what runs)."""
+        a, B = self.split(theta)
+        attn = torch.softmax(a + self.log_counts, dim=-1)
+        logits = attn @ B.T
+        ce = torch.logsumexp(logits, dim=-1) - logits.gather(1, self.labels[:, None])[:, 0]
+        return (self.weights * ce).sum()
+
+    def loss_value(self, theta: np.ndarray) -> float:
+        return float(self._forward(*self.function(theta))[0])
+
+    # -- the same loss in numpy, with its exact gradient and Hessian (checked against autograd) ----
+    def function(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(a, B) of ``theta`` (numpy; as :meth:`split`)."""
+        return self._function(self._matrices(theta))
+
+    def _function(self, M: dict):
+        """(a, B) from the matrices (numpy arrays or torch tensors alike)."""
+        a = (M["W_Q"] @ M["W_K"].T)[0] if "W_Q" in M else M["W_QK"][0]
+        B = M["W_O"] @ M["W_V"] if "W_O" in M else M["W_OV"]
+        return self.setting.scale * a, B
+
+    def _matrices(self, theta: np.ndarray) -> dict[str, np.ndarray]:
+        parts = np.split(np.asarray(theta, dtype=float), np.cumsum(self.sizes)[:-1])
+        return {name: v.reshape(len(r), len(c)) for (name, r, c), v in zip(self.blocks, parts)}
+
+    def _forward(self, a: np.ndarray, B: np.ndarray):
+        """Per count vector: attention p, label probabilities q, residual r = q - onehot(label)."""
+        u = a + self._log_counts
+        p = np.exp(u - u.max(axis=1, keepdims=True))
+        p /= p.sum(axis=1, keepdims=True)
+        z = p @ B.T
+        q = np.exp(z - z.max(axis=1, keepdims=True))
+        total = q.sum(axis=1, keepdims=True)
+        q /= total
+        r = q - self._onehot
+        # CE = logsumexp(z) - z_label = -log q_label
+        loss = -float(self._weights @ np.log(q[self._rows, self._labels]))
+        return loss, p, q, r
+
+    def function_gradient(self, a: np.ndarray, B: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+        """(L, dL/da, dL/dB): g = B^T r per count vector, dL/da = sum w p (g - p.g), dL/dB = sum w r p^T."""
+        loss, p, _, r = self._forward(a, B)
+        wr = self._weights[:, None] * r
+        g = wr @ B
+        d_a = (p * (g - (p * g).sum(axis=1, keepdims=True))).sum(axis=0)
+        return loss, d_a, wr.T @ p
+
+    def gradient(self, theta: np.ndarray, with_loss: bool = False):
+        """grad L(theta), by the chain rule through the factors (a = s W_Q[q] W_K^T, B = W_O W_V);
+        with ``with_loss``, (L, grad L)."""
+        if self.collapsed:  # the fast path: theta = (W_QK[q, ctx], W_OV[labels, ctx]) as they are
+            n_ctx = self.sizes[0]
+            loss, d_a, d_B = self.function_gradient(self.setting.scale * theta[:n_ctx], theta[n_ctx:].reshape(-1, n_ctx))
+            out = np.concatenate([self.setting.scale * d_a, d_B.ravel()])
+            return (loss, out) if with_loss else out
+        M = self._matrices(theta)
+        loss, d_a, d_B = self.function_gradient(*self._function(M))
+        d_a = self.setting.scale * d_a
+        out = []
+        for name, _, _ in self.blocks:
+            out.append({"W_QK": lambda: d_a[None, :], "W_OV": lambda: d_B,
+                        "W_Q": lambda: d_a[None, :] @ M["W_K"], "W_K": lambda: np.outer(d_a, M["W_Q"][0]),
+                        "W_O": lambda: d_B @ M["W_V"].T, "W_V": lambda: M["W_O"].T @ d_B}[name]().ravel())
+        return (loss, np.concatenate(out)) if with_loss else np.concatenate(out)
+
+    def field(self, theta: np.ndarray) -> np.ndarray:
+        """The flow's right-hand side -E grad L(theta)."""
+        return -self.eta * self.gradient(theta)
+
+    def hessian(self, theta: np.ndarray) -> np.ndarray:
+        """hess L(theta) for collapsed circuits (theta = (W_QK[q, ctx], W_OV[labels, ctx])), exactly:
+        with P = diag(p) - p p^T, Q = diag(q) - q q^T, g = B^T r, g~ = g - p.g per count vector,
+
+            L_BB[(l,x),(l',x')] = sum w Q_ll' p_x p_x'
+            L_Ba[(l,x), y]      = sum w ((Q B P)_ly p_x + r_l P_xy)
+            L_aa[x, y]          = sum w (P B^T Q B P + diag(p g~) - p (p g~)^T - (p g~) p^T)_xy
+
+        and a = s W_QK[q, ctx] scales the a-rows and -columns by s."""
+        if factorized(self.param) != (False, False):
+            raise ValueError("the closed-form Hessian is for collapsed circuits")
+        a, B = self.function(theta)
+        _, p, q, r = self._forward(a, B)
+        w = self._weights
+        P = np.einsum("ix,xy->ixy", p, np.eye(len(a))) - p[:, :, None] * p[:, None, :]
+        Q = np.einsum("il,lk->ilk", q, np.eye(len(B))) - q[:, :, None] * q[:, None, :]
+        BP = np.einsum("kx,ixy->iky", B, P)
+        QBP = np.einsum("ilk,iky->ily", Q, BP)
+        g = r @ B
+        pg = p * (g - (p * g).sum(axis=1, keepdims=True))
+        wp = w[:, None] * p
+        h_bb = np.einsum("ilk,ixy->lxky", Q, wp[:, :, None] * p[:, None, :]).reshape(B.size, B.size)
+        h_ba = (np.einsum("ily,ix->lxy", QBP, wp)
+                + np.einsum("il,ixy->lxy", w[:, None] * r, P)).reshape(B.size, len(a))
+        h_aa = (np.einsum("ilx,ily->xy", BP * w[:, None, None], QBP)
+                + np.diag(w @ pg) - wp.T @ pg - (w[:, None] * pg).T @ p)
+        s = self.setting.scale
+        return np.block([[s * s * h_aa, s * h_ba.T], [s * h_ba, h_bb]])
+
+    @functools.cached_property
+    def fix_basis(self) -> np.ndarray:
+        """Orthonormal basis (columns) of Fix(G): normalised orbit indicators."""
+        return self._orbits()[1]
+
+    def _orbits(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each entry's orbit under G (union-find over the generators) and the orthonormal basis of
+        Fix(G) (normalised orbit indicators, one column per orbit)."""
+        where = {}
+        start = 0
+        for name, rows, cols in self.blocks:
+            for i, r in enumerate(rows):
+                for j, c in enumerate(cols):
+                    where[(name, int(r), int(c))] = start + i * len(cols) + j
+            start += len(rows) * len(cols)
+        parent = np.arange(start)
+
+        def find(i):
+            while parent[i] != i:
+                parent[i] = parent[parent[i]]
+                i = parent[i]
+            return i
+
+        labels = self.lay.labels
+        for g in generators(self.lay):
+            inner = np.arange(self.width)
+            inner[: self.lay.classes] = np.searchsorted(labels, g[labels])
+            for (name, r, c), index in where.items():
+                row_perm, col_perm = _ACTION[name](g, inner, self.width)
+                a, b = find(index), find(where[(name, int(row_perm[r]), int(col_perm[c]))])
+                parent[a] = b
+        roots = np.array([find(i) for i in range(start)])
+        orbit = np.unique(roots, return_inverse=True)[1]
+        basis = np.zeros((start, orbit.max() + 1))
+        basis[np.arange(start), orbit] = 1.0
+        return orbit, basis / np.linalg.norm(basis, axis=0)
+
+    @functools.cache
+    def transverse_basis(self) -> np.ndarray:
+        """Orthonormal basis (columns) of T = Fix(G)^perp."""
+        B = self.fix_basis
+        u, sv, _ = np.linalg.svd(np.eye(len(B)) - B @ B.T)
+        return u[:, sv > 0.5]
+
+    def embed(self, x: np.ndarray) -> np.ndarray:
+        """theta of the reduced state ``x`` (variables of qkdyn.theory.model): the embedding
+        :func:`.reduced.embed` is linear, so theta = M x with M's columns the embedded unit vectors."""
+        if not hasattr(self, "_embedding"):
+            names = load(self.param).variables
+            self._embedding = np.stack([self._read(reduced.embed(self.model, dict(zip(names, np.eye(len(names))[i]))))
+                                        for i in range(len(names))], axis=1)
+        return self._embedding @ np.asarray(x, dtype=float)
+
+    def _read(self, model: AttentionHead) -> np.ndarray:
+        return np.concatenate([getattr(model, name).detach().numpy()[np.ix_(r, c)].ravel()
+                               for name, r, c in self.blocks])
+
+    def design_init(self) -> np.ndarray:
+        """theta of the DESIGN init (:func:`.reduced.design_init`)."""
+        return self._read(reduced.design_init(self.model, self.setting))
+
+    def to_model(self, theta: np.ndarray) -> AttentionHead:
+        with torch.no_grad():
+            for p in self.model.parameters():
+                p.zero_()
+            for (name, r, c), part in zip(self.blocks, np.split(theta, np.cumsum(self.sizes)[:-1])):
+                getattr(self.model, name)[np.ix_(r, c)] = torch.as_tensor(part.reshape(len(r), len(c)))
+        return self.model
+
+    def symmetric_distance(self, theta: np.ndarray) -> float:
+        """Relative distance of the computed function from the symmetric one (:func:`.reduced.symmetric_distance`)."""
+        return reduced.symmetric_distance(self.to_model(theta))
+
+
+@dataclasses.dataclass
+class Transverse:
+    """The linearised transverse flow along one reduced trajectory (module docstring, eq. (1)).
+
+    Sizes are in the weighted norm |y| = |E^{-1/2} theta|; a perturbation starts at EPS |y*(0)|."""
+
+    setting: object
+    t: np.ndarray  # trajectory times (log-spaced, t[-1] = time of the target loss)
+    loss: np.ndarray
+    growth_rate: np.ndarray  # lambda(t): largest eigenvalue of -S on T
+    bound: np.ndarray  # Lambda(t) = int_0^t lambda (trapezoid): log of the amplification bound
+    log_gain: np.ndarray  # log ||transverse propagator from 0 to t||
+    size: np.ndarray  # |y*(t)|, the weighted norm of the reduced trajectory
+    propagator: np.ndarray  # the propagator from 0 to t[-1] divided by its norm exp(log_gain[-1])
+    basis: np.ndarray  # T (columns), the coordinates of ``propagator``
+
+    @property
+    def relative(self) -> np.ndarray:
+        """EPS |y*(0)| gain(t) / |y*(t)|: the worst relative transverse size predicted at t."""
+        return EPS * self.size[0] * np.exp(self.log_gain) / self.size
+
+    @property
+    def bounded(self) -> bool:
+        """The worst perturbation of size EPS stays below TOLERANCE (relative) until the target loss."""
+        return bool(self.relative.max() <= TOLERANCE)
+
+    def predicted(self, direction: np.ndarray) -> float:
+        """|Phi(t_L) v| / |v| for a transverse direction v (coordinates of ``basis``)."""
+        v = direction / np.linalg.norm(direction)
+        return float(np.exp(self.log_gain[-1]) * np.linalg.norm(self.propagator @ v))
+
+
+def linearisation(setting, until_loss: float, points: int = POINTS, param: str = "CACO") -> Transverse:
+    """lambda(t), Lambda(t) and the propagator gain along the reduced trajectory to ``until_loss``.
+
+    The product of exponentials is second order in the grid: on the log-spaced grid of ``points``
+    times, the predicted size of a perturbation grown 1e4-fold is within ~30% at 48 points (the tests
+    compare it with the perturbed nonlinear flow)."""
+    if factorized(param) != (False, False):
+        raise ValueError("the linearisation is measured for collapsed circuits (CACO); use perturbed_flow")
+    flow = FullFlow(setting, param)
+    T = flow.transverse_basis()
+    tr = solve(setting, param, until_loss=until_loss, points=points)
+    root = np.sqrt(flow.eta)
+    thetas = [flow.embed(tr.state[:, i]) for i in range(len(tr.t))]
+    S = np.array([T.T @ (root[:, None] * flow.hessian(th) * root[None, :]) @ T for th in thetas])
+    # symmetric eigenproblems in torch: it honours torch.set_num_threads(1) (numpy's BLAS threads only contend)
+    S_t = torch.as_tensor(S)
+    rate = torch.linalg.eigvalsh(-S_t).max(dim=1).values.numpy()
+    dt = np.diff(tr.t)
+    bound = np.concatenate([[0.0], np.cumsum(0.5 * dt * (rate[1:] + rate[:-1]))])
+    propagator, log_gain = torch.eye(T.shape[1], dtype=DTYPE), [0.0]
+    for k, h in enumerate(dt):  # the product, renormalised at every step (it may exceed 1e300)
+        w, U = torch.linalg.eigh(-0.5 * h * (S_t[k] + S_t[k + 1]))  # exp of a symmetric matrix
+        propagator = (U * torch.exp(w)) @ (U.T @ propagator)
+        norm = float(torch.linalg.matrix_norm(propagator, ord=2))
+        log_gain.append(log_gain[-1] + math.log(norm))
+        propagator /= norm
+    size = np.array([np.linalg.norm(th / root) for th in thetas])
+    return Transverse(setting, tr.t, tr.loss, rate, bound, np.array(log_gain), size, propagator.numpy(), T)
+
+
+@dataclasses.dataclass
+class Perturbed:
+    """A full-matrix run from the DESIGN init plus a transverse perturbation, to a target loss."""
+
+    param: str
+    rho: float
+    eps: float
+    t: float  # time at which the full model's population loss first reaches the target
+    t_reduced: float  # the reduced flow's time to the same loss
+    sym_dist: float  # relative distance of the function from the symmetric one there
+    transverse: float  # |y_T| / |y| there (weighted norm): the measured relative transverse size
+    direction: np.ndarray  # the initial transverse direction (coordinates of FullFlow.transverse_basis)
+    seconds: float
+
+    @property
+    def time_error(self) -> float:
+        return abs(self.t / self.t_reduced - 1)
+
+    @property
+    def follows(self) -> bool:
+        """The reduced flow describes the run: off the subspace by at most TOLERANCE, time within TOLERANCE."""
+        return self.sym_dist <= TOLERANCE and self.time_error <= TOLERANCE
+
+
+def _perturbation(flow: FullFlow, theta: np.ndarray, eps: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(delta theta, v): a random unit v in T (weighted coordinates, eq. (1)), delta = E^{1/2} T v eps |y(0)|."""
+    T, root = flow.transverse_basis(), np.sqrt(flow.eta)
+    v = np.random.default_rng(seed).standard_normal(T.shape[1])
+    v /= np.linalg.norm(v)
+    return eps * np.linalg.norm(theta / root) * root * (T @ v), v
+
+
+def transverse_size(flow: FullFlow, theta: np.ndarray) -> float:
+    """|y_T| / |y| with y = E^{-1/2} theta: the relative size of theta's symmetry-breaking part."""
+    y = theta / np.sqrt(flow.eta)
+    return float(np.linalg.norm(flow.transverse_basis().T @ y) / np.linalg.norm(y))
+
+
+def perturbed_flow(setting, param: str, until_loss: float, eps: float = EPS, seed: int = 0) -> Perturbed:
+    """The nonlinear full gradient flow (exact population loss) in log time tau = log(1 + t), from
+    the DESIGN init plus a transverse perturbation, until the loss reaches ``until_loss``."""
+    import time
+
+    start = time.perf_counter()
+    flow = FullFlow(setting, param)
+    theta0 = flow.design_init()
+    delta, direction = _perturbation(flow, theta0, eps, seed)
+    theta0 = theta0 + delta
+    log_level = math.log(until_loss)
+
+    def event(tau, theta):
+        return math.log(flow.loss_value(theta)) - log_level
+
+    event.terminal, event.direction = True, -1
+    sol = solve_ivp(lambda tau, th: math.exp(tau) * flow.field(th), (0.0, math.log1p(1e12)), theta0,
+                    method="DOP853", rtol=1e-10, atol=1e-12, events=event)
+    if sol.status != 1:
+        raise RuntimeError(f"{param}: the full flow did not reach loss {until_loss:g}: {sol.message}")
+    t = math.expm1(sol.t_events[0][0])
+    reduced_t = solve(setting, param, until_loss=until_loss, points=2).event_t
+    end = sol.y_events[0][0]
+    return Perturbed(param, setting.rho, eps, t, reduced_t, flow.symmetric_distance(end), transverse_size(flow, end),
+                     direction, time.perf_counter() - start)
+
+
+@dataclasses.dataclass
+class GDRun:
+    """Gradient descent (step h, exact population gradient) from the DESIGN init plus a perturbation."""
+
+    rho: float
+    step: float
+    steps: int
+    t: float  # steps x h where the loss first reached the target
+    t_reduced: float
+    transverse: float  # measured |y_T| / |y| at the target loss
+    predicted: float  # the linearised flow's prediction for the same initial direction
+    eps: float
+
+    @property
+    def time_error(self) -> float:
+        return abs(self.t / self.t_reduced - 1)
+
+
+def perturbed_gd(setting, until_loss: float, step: float, eps: float = EPS, seed: int = 0,
+                 max_steps: int = 200_000) -> GDRun:
+    """GD on the collapsed model, theta <- theta - h E grad L (every count vector: the exact population
+    gradient off the subspace too), from the DESIGN init plus a transverse perturbation; stops at the
+    first step whose loss is below ``until_loss``. The prediction propagates the same direction by the
+    linearised flow (:func:`linearisation`) to the reduced flow's time of that loss."""
+    flow = FullFlow(setting, "CACO")
+    theta = flow.design_init()
+    delta, direction = _perturbation(flow, theta, eps, seed)
+    theta = theta + delta
+    lr = step * flow.eta
+    for k in range(max_steps + 1):
+        loss, gradient = flow.gradient(theta, with_loss=True)
+        if loss < until_loss:
+            break
+        theta = theta - lr * gradient
+    else:
+        raise RuntimeError(f"GD did not reach loss {until_loss:g} in {max_steps} steps")
+    lin = linearisation(setting, until_loss)
+    predicted = eps * lin.size[0] * lin.predicted(direction) / lin.size[-1]
+    return GDRun(setting.rho, step, k, k * step, float(lin.t[-1]), transverse_size(flow, theta), float(predicted), eps)
+
+
+@dataclasses.dataclass
+class Diagram:
+    """Where transverse perturbations stay bounded: ``relative[i, j]`` = max_t EPS gain / size
+    (:attr:`Transverse.relative`) for shape ``shapes[i]`` = (K, D, N) and ``rhos[j]``, until ``level``."""
+
+    shapes: list[tuple[int, int, int]]
+    rhos: np.ndarray
+    level: float
+    m: int
+    n: int
+    relative: np.ndarray
+    growth_rate_max: np.ndarray  # max_t lambda(t)
+    log_gain: np.ndarray  # log gain at the target loss
+    lines: list  # lines[i][j]: the Transverse of that cell
+
+    @property
+    def bounded(self) -> np.ndarray:
+        return self.relative <= TOLERANCE
+
+    def boundary(self) -> list[float | None]:
+        """Per shape: the largest rho of the grid below which every rho is bounded (None: none is)."""
+        out = []
+        for row in self.bounded:
+            out.append(float(self.rhos[np.argmin(row) - 1]) if not row.all() and row[0] else
+                       (float(self.rhos[-1]) if row.all() else None))
+        return out
+
+
+def diagram(shapes, rhos, level: float, m: int = 2, n: int = 4, points: int = POINTS) -> Diagram:
+    """The linearisation (CACO, eta_OV = 1, DESIGN init) over ``shapes`` x ``rhos`` to loss ``level``."""
+    lines = [[linearisation(_setting(K, D, N, m, n, rho), level, points) for rho in rhos] for K, D, N in shapes]
+    field = lambda f: np.array([[f(lin) for lin in row] for row in lines])
+    return Diagram([tuple(s) for s in shapes], np.asarray(rhos, dtype=float), level, m, n,
+                   field(lambda lin: lin.relative.max()), field(lambda lin: lin.growth_rate.max()),
+                   field(lambda lin: lin.log_gain[-1]), lines)
+
+
+def _setting(K, D, N, m, n, rho):
+    from qkdyn.theory.setting import Setting
+
+    return Setting(classes=K, distinct=D, commons=N, m=m, n=n, eta_qk=float(rho), eta_ov=1.0)

@@ -1,0 +1,96 @@
+"""Stability of the symmetric subspace (claim SUB): the exact gradient and Hessian of the full model,
+the symmetric subspace, the linearised transverse flow against perturbed nonlinear flows."""
+import numpy as np
+import pytest
+import torch
+from torch.func import grad, jacrev
+
+from qkdyn.empirical.synthetic import claim_stability, stability as st
+from qkdyn.theory.compiled import load
+from qkdyn.theory.setting import Setting
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    with st.one_thread():
+        yield
+
+
+@pytest.mark.parametrize("param", ["CACO", "FACO", "CAFO", "FAFO"])
+def test_numpy_gradient_is_autograd_of_the_torch_loss(param):
+    flow = st.FullFlow(Setting(classes=3, distinct=2, commons=2, m=2, n=3, eta_qk=5.0, scale=1.3), param, width=4)
+    theta = np.random.default_rng(1).standard_normal(sum(flow.sizes))
+    reference = grad(flow.loss)(torch.as_tensor(theta)).numpy()
+    assert flow.loss_value(theta) == pytest.approx(float(flow.loss(torch.as_tensor(theta))), rel=1e-13)
+    assert np.allclose(flow.gradient(theta), reference, rtol=1e-10, atol=1e-14)
+
+
+def test_closed_form_hessian_is_autograd_hessian():
+    flow = st.FullFlow(Setting(classes=3, distinct=2, commons=2, m=2, n=3, scale=1.3), "CACO")
+    theta = np.random.default_rng(2).standard_normal(sum(flow.sizes))
+    reference = jacrev(jacrev(flow.loss))(torch.as_tensor(theta)).numpy()
+    assert np.allclose(flow.hessian(theta), reference, rtol=1e-10, atol=1e-14)
+
+
+def test_symmetric_subspace_is_the_reduced_state_and_is_invariant():
+    """For CACO, Fix(G) has one dimension per reduced variable, holds every embedded state, and the
+    full model's gradient there has no transverse part (the subspace is invariant)."""
+    setting = Setting(classes=2, distinct=2, commons=2, m=2, n=4)
+    flow = st.FullFlow(setting, "CACO")
+    assert flow.fix_basis.shape[1] == len(load("CACO").variables)
+    theta = flow.embed(np.array([0.3, -0.1, 0.7, 0.2, -0.4]))
+    T = flow.transverse_basis()
+    assert np.abs(T.T @ theta).max() < 1e-14 and np.abs(T.T @ flow.field(theta)).max() < 1e-14
+    assert T.shape[1] + flow.fix_basis.shape[1] == len(theta)
+
+
+def test_linearisation_predicts_the_perturbed_full_flow_where_it_is_stable():
+    setting = Setting(classes=2, distinct=2, commons=2, m=2, n=4, eta_qk=1.0)
+    lin = st.linearisation(setting, 1e-4)
+    run = st.perturbed_flow(setting, "CACO", 1e-4)
+    predicted = st.EPS * lin.size[0] * lin.predicted(run.direction) / lin.size[-1]
+    assert lin.bounded and run.follows
+    assert 0.5 < run.transverse / predicted < 2
+
+
+def test_subspace_is_unstable_at_large_rho_and_the_full_flow_leaves_it():
+    """The issue's case: CACO, K = D = N = 2, m = 2, n = 4, rho = 50: a 1e-8 perturbation breaks the
+    symmetry before loss 1e-4 (the time to that loss is off, two distinct tokens of a class part)."""
+    setting = Setting(classes=2, distinct=2, commons=2, m=2, n=4, eta_qk=50.0)
+    lin = st.linearisation(setting, 1e-4)
+    run = st.perturbed_flow(setting, "CACO", 1e-4)
+    assert not lin.bounded and lin.growth_rate.max() > 0.4
+    assert not run.follows and run.sym_dist > 1e-2 and run.time_error > 1e-3
+
+
+def test_one_distinct_token_per_class_is_stable_at_large_rho():
+    lin = st.linearisation(Setting(classes=2, distinct=1, commons=2, m=2, n=4, eta_qk=100.0), 1e-6)
+    assert lin.bounded
+
+
+def test_claim_fails_beyond_the_boundary_and_holds_inside():
+    """The verdict logic on measured numbers: both sides validated gives partial (the unscoped claim fails)."""
+    d = st.diagram([(2, 1, 2), (2, 2, 2)], [1.0, 50.0], 1e-4, points=24)
+    assert d.bounded.tolist() == [[True, True], [True, False]] and d.boundary() == [50.0, 1.0]
+    runs = [{"K": 2, "D": 2, "N": 2, "rho": 50.0, "bounded (linearisation)": False, "predicted worst relative size": 1.0,
+             "predicted size of this run": 0.1, "measured size": 0.05, "sym_dist": 0.2, "time error": 0.02,
+             "follows": False},
+            {"K": 2, "D": 2, "N": 2, "rho": 1.0, "bounded (linearisation)": True, "predicted worst relative size": 1e-8,
+             "predicted size of this run": 1e-10, "measured size": 1.1e-10, "sym_dist": 1e-10, "time error": 1e-10,
+             "follows": True}]
+    gd = [st.GDRun(1.0, 0.02, 10, 1.0, 1.0, 1e-10, 1e-10, 1e-8), st.GDRun(50.0, 0.02, 10, 1.0, 1.0, 1e-7, 1e-7, 1e-8)]
+    fafo = [st.Perturbed("FAFO", 1.0, 1e-8, 1.0, 1.0, 1e-10, 1e-10, np.zeros(1), 0.0)]
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as tmp:
+        claim = claim_stability._claim(d, runs, gd, fafo, Path(tmp))
+        assert claim.verdict == "partial"
+        assert claim.parts["beyond the boundary: the full model leaves the reduced flow"] == "fails"
+        assert claim.parts["bounded region: the full model follows the reduced flow"] == "holds"
+        runs[0]["follows"] = True  # a predicted departure that no flow shows: no conclusion
+        assert claim_stability._claim(d, runs, gd, fafo, Path(tmp)).parts[
+            "beyond the boundary: the full model leaves the reduced flow"] == "inconclusive"
+        gd[1] = st.GDRun(50.0, 0.02, 10, 1.0, 1.0, 1e-7, 1e-9, 1e-8)  # GD disagrees with the linearised flow
+        assert claim_stability._claim(d, runs, gd, fafo, Path(tmp)).parts[
+            "linearisation confirmed by perturbed flows and GD"] == "fails"
