@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: verify verify-quick test bench install clean
+.PHONY: verify verify-quick test test-fast bench install clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,10 @@ verify-quick: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest tests
+
+# the suite without the tests marked slow (pyproject's `slow` marker); CI runs `make test`
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest tests -m "not slow"
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks

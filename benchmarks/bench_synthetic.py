@@ -4,8 +4,13 @@
   force, i.e. evaluating every sequence of the population position by position
   (K C(m+n, m) D^m N^n sequences, ~1e38 for the default setting: timed on a chunk of sequences and
   extrapolated), and against enumerating count vectors (K C(m+D-1, m) C(n+N-1, n), same method);
-* wall time of a full 20k-step GD run (FAFO, with its output rows) on one thread.
+* wall time of a full 20k-step GD run (FAFO, with its output rows) on one thread;
+* ``qkdyn.gd`` (default recording: 200 rows with the reduced state, accuracy and sym_dist) against a
+  plain torch loop on the same matrices (``torch.optim.SGD``, the same population batch, no recording),
+  per parameterisation: ratio = plain loop's time / qkdyn.gd's (>= 1: qkdyn is at least as fast),
+  median over interleaved rounds so that a shared machine's load falls on both alike.
 """
+import statistics
 import math
 import time
 
@@ -30,6 +35,40 @@ def seconds_per_step(model, batch_fn, forward, repeats):
     return (time.perf_counter() - start) / repeats
 
 
+def plain_loop(param: str, setting, step: float, steps: int) -> float:
+    """Seconds of the loop a user would write: forward, loss, zero_grad, backward, torch.optim.SGD step."""
+    model = reduced.new_model(param, setting)
+    opt = torch.optim.SGD([{"params": model.circuit_parameters("QK"), "lr": step * setting.eta_qk},
+                           {"params": model.circuit_parameters("OV"), "lr": step * setting.eta_ov}], lr=step)
+    counts, labels, weights = data.mean_counts(setting)
+    start = time.perf_counter()
+    for _ in range(steps):
+        loss = cross_entropy(model(counts)[0], labels, weights)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return time.perf_counter() - start
+
+
+def gd_vs_plain(setting, steps: int = 4000, rounds: int = 3) -> dict:
+    """param -> median over rounds of plain-loop time / qkdyn.gd time (same steps, same matrices)."""
+    import qkdyn
+
+    ratios = {}
+    for param in ("CACO", "FAFO"):
+        plain_loop(param, setting, 0.01, 10)  # warm-up (first optimiser step imports torch's compiler guard)
+        per_round = []
+        for _ in range(rounds):
+            plain = plain_loop(param, setting, 0.01, steps)
+            start = time.perf_counter()
+            rec = qkdyn.gd(setting, param, step=0.01, steps=steps)
+            per_round.append(plain / (time.perf_counter() - start))
+        ratios[param] = statistics.median(per_round)
+        print(f"qkdyn.gd vs plain torch loop ({param}, {steps} steps, {len(rec.t)} rows recorded): "
+              f"ratio {ratios[param]:.2f} (rounds {', '.join(f'{r:.2f}' for r in per_round)}; >= 1: at least as fast)")
+    return ratios
+
+
 def main() -> None:
     torch.set_num_threads(1)
     setting = Setting()
@@ -49,6 +88,7 @@ def main() -> None:
           f"speed-up ratio {t_brute / t_pop:.3e}")
     print(f"count-vector enumeration: {data.support_size(setting):.3e} count vectors, {t_counts:.3e} s/step; "
           f"speed-up ratio {t_counts / t_pop:.3e}")
+    gd_vs_plain(setting)
     start, cpu = time.perf_counter(), time.process_time()
     rows = experiment.run("FAFO", setting, 0.1, 20_000, points=200)
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu

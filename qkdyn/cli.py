@@ -22,19 +22,46 @@ COMMANDS: dict[str, str] = {
     "solve": "qkdyn.commands.solve",
     "sharpness": "qkdyn.commands.sharpness",
     "verify": "qkdyn.commands.verify",
-    "sgd": "qkdyn.empirical.synthetic.cli",
-    "fixed-attention": "qkdyn.empirical.synthetic.fixed_cli",
-    "data": "qkdyn.empirical.data.cli",
-    "train-circuits": "qkdyn.empirical.circuits.cli_train",
-    "compare-circuits": "qkdyn.empirical.circuits.cli_compare",
-    "lm": "qkdyn.empirical.coupled.cli_lm",
-    "mqar": "qkdyn.empirical.coupled.cli_mqar",
-    "compare-coupled": "qkdyn.empirical.coupled.cli_compare",
+    "plan": "qkdyn.commands.plan",
+    "run": "qkdyn.commands.run",
+    "report": "qkdyn.commands.report",
+    "sgd": "qkdyn.commands.sgd",
+    "fixed-attention": "qkdyn.commands.fixed_attention",
+    "data": "qkdyn.commands.data",
+    "train-circuits": "qkdyn.commands.train_circuits",
+    "compare-circuits": "qkdyn.commands.compare_circuits",
+    "lm": "qkdyn.commands.lm",
+    "mqar": "qkdyn.commands.mqar",
+    "compare-coupled": "qkdyn.commands.compare_coupled",
 }
 
 
+class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Every option's help ends with its default, unless the default is nothing (None, False) or the
+    help already names it."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.default in (None, False, argparse.SUPPRESS) or "default" in text or not action.option_strings:
+            return text
+        return super()._get_help_string(action)
+
+
 class _OneLineErrorParser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line on stderr and exit code 2."""
+    """argparse, but a usage error is one line on stderr and exit code 2, and an unknown choice
+    names the nearest one ("did you mean")."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def _check_value(self, action: argparse.Action, value) -> None:
+        if action.choices is not None and value not in action.choices:
+            from qkdyn.suggest import did_you_mean
+
+            choices = ", ".join(map(repr, action.choices))
+            raise argparse.ArgumentError(
+                action, f"invalid choice: {value!r}{did_you_mean(value, action.choices)} (choose from {choices})")
 
     def error(self, message: str) -> None:  # noqa: D401 - argparse API
         sys.stderr.write(f"{self.prog}: error: {message}\n")
@@ -45,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _OneLineErrorParser(
         prog="qkdyn", description="Derive, simulate and test the training dynamics of attention "
         "(query-key vs output-value circuits). See README.md and figures/report.md.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_OneLineErrorParser)
     for name, module_name in COMMANDS.items():
         module = importlib.import_module(module_name)
@@ -52,6 +80,15 @@ def build_parser() -> argparse.ArgumentParser:
         module.add_arguments(p)
         p.set_defaults(_module=module)
     return parser
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("qkdyn")
+    except PackageNotFoundError:  # a source tree that is not installed
+        return "unknown"
 
 
 def reference() -> str:

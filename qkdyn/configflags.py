@@ -180,13 +180,20 @@ def choice_list(options, help: str = "", flag: str | None = None, empty_ok: bool
     return _meta(Domain(_items, problem), help, flag)
 
 
-def positive_int_list(help: str = "", flag: str | None = None) -> dict:
-    """Comma-separated positive integers (``""`` is the empty tuple)."""
+def int_list(low: int, help: str = "", flag: str | None = None) -> dict:
+    """Comma-separated integers >= ``low`` (``""`` is the empty tuple)."""
+    words = {0: "non-negative", 1: "positive"}.get(low, f">= {low}")
+
     def problem(value):
-        ok = isinstance(value, tuple) and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value)
-        return None if ok else "must be comma-separated positive integers"
+        ok = isinstance(value, tuple) and all(isinstance(v, int) and not isinstance(v, bool) and v >= low for v in value)
+        return None if ok else f"must be comma-separated {words} integers"
     return _meta(Domain(lambda text: tuple(int(v) for v in _items(text)), problem,
                         words="comma-separated integers"), help, flag)
+
+
+def positive_int_list(help: str = "", flag: str | None = None) -> dict:
+    """Comma-separated positive integers (``""`` is the empty tuple)."""
+    return int_list(1, help, flag)
 
 
 def number_list(above: float, help: str = "", flag: str | None = None) -> dict:
@@ -268,9 +275,6 @@ def domain_of(field: dataclasses.Field) -> Domain | None:
 def flag_of(field: dataclasses.Field) -> str:
     domain = domain_of(field)
     return (domain.flag if domain and domain.flag else "--" + flag_name(field.name))
-
-
-_UNSET = object()
 
 
 def add_config_flags(parser, cls, *, defaults: dict | None = None, skip=(), all_none: bool = False) -> None:

@@ -1,121 +1,122 @@
-"""Check every claim: figures, ``report.md`` and ``report.json`` (the top layer: it runs everything).
+"""The one driver over the study registry (:mod:`qkdyn.studies`): run, judge, render, report.
 
-``verify`` runs the theory claims A1-A5 (:mod:`qkdyn.simulate`) and, unless told not to, the torch
-experiments (A6 and the sampled-data claims, :mod:`qkdyn.empirical.synthetic`).
+:func:`drive` takes study names and a budget: for each study it plans the runs, executes the
+missing ones (:mod:`qkdyn.executors`: local process pool or Ray), judges the claims from the records
+and renders the figures, then writes one ``report.md`` + ``report.json``. :func:`verify` is the
+``qkdyn verify`` set (theory A1-A5, then A6, the sampled claims and FA).
+
+Progress goes to stderr (tqdm): one bar over the studies, one over the current study's runs with
+an estimate of the time left, refreshed at least every 10 s while a run is in flight. Timings are
+printed there too and never written into the report, so the same runs give the same report.
 """
 from __future__ import annotations
 
-import dataclasses
+import contextlib
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
+from typing import Sequence
+
+from qkdyn.studies import VERIFY
 
 
-def plan(quick: bool) -> dict:
-    """Horizons and grids; the full run follows DESIGN.md (t >= 1e15, rho over [0.01, 100])."""
-    import numpy as np
+def _make_dir(path: Path, flag: str) -> Path:
+    from qkdyn.errors import InputError
 
-    return {
-        "t_max": 1e15,
-        "a2_rhos": [1.0] if quick else [0.1, 1.0, 10.0],
-        "a3_read_at": [1e6, 1e15, 1e30] if quick else [1e6, 1e15, 1e30, 1e100],
-        # log-spaced, always containing rho = 1 exactly (equal rates, claim A5)
-        "sweep_rhos": np.unique(np.append(np.geomspace(0.01, 100, 9 if quick else 50), 1.0)),
-        "loss_levels": (0.5, 0.1, 1e-2, 1e-3),
-        # closed-form phase diagrams of attn at matched loss: rhos x rows points per form and axis
-        "phase_rhos": np.geomspace(0.01, 100, 60 if quick else 317),
-        "phase_rows": 60 if quick else 316,
-        "phase_level": 1e-3,
-    }
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot create {flag} directory {path}: {exc.strerror}")
+    return path
 
 
-def verify(quick: bool = False, figures: str | Path = "figures", empirical: bool = True) -> list:
+@contextlib.contextmanager
+def _heartbeat(bar, every: float = 10.0):
+    """Refresh ``bar`` every ``every`` seconds (elapsed time and estimate move while a run computes)."""
+    stop = threading.Event()
+
+    def beat():
+        while not stop.wait(every):
+            bar.refresh()
+
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+def drive(names: Sequence, budget: str, figures: str | Path, runs_dir: str | Path, *, executor: str = "local",
+          workers: int = 1, ray_address: str | None = None, progress: bool = True, compute: bool = True, title: str,
+          intro: str) -> list:
+    """Run (what is missing), judge and render the studies ``names`` (registry names or
+    :class:`qkdyn.studies.Study` instances) at ``budget``; write the report.
+
+    Returns the claims in study order. Runs already recorded under ``runs_dir`` are read back;
+    ``compute=False`` runs nothing (``qkdyn report``: judge what has finished)."""
+    from tqdm import tqdm
+
+    from qkdyn.executors import execute
+    from qkdyn.report import write_claims_report
+    from qkdyn.studies import find, get, judge
+
+    studies = [get(name) if isinstance(name, str) else name for name in names]
+    # every plan made and every finished record read before anything is written (bad input: nothing created)
+    plans = [(study, study.plan(budget)) for study in studies]
+    found_before = [find(study, specs, runs_dir) for study, specs in plans]
+    figures, runs_dir = _make_dir(Path(figures), "--figures"), _make_dir(Path(runs_dir), "--runs")
+    claims, plots, context = [], [], {"budget": budget}
+    start = time.perf_counter()
+    outer = tqdm(list(zip(plans, found_before)), desc="studies", unit="study", position=0, file=sys.stderr,
+                 disable=not progress, dynamic_ncols=True)
+    for (study, specs), records in outer:
+        outer.set_postfix_str(study.name)
+        missing = [s for s in specs if s not in records] if compute else []
+        clock = time.perf_counter()
+        with tqdm(total=len(specs), initial=len(records), desc=f"  {study.name} runs", unit="run", position=1,
+                  leave=False, file=sys.stderr, disable=not progress, dynamic_ncols=True) as bar, _heartbeat(bar):
+            for record in execute(study, missing, runs_dir, executor, workers, ray_address):
+                records[record.spec] = record
+                bar.set_postfix_str(record.spec.name)
+                bar.update()
+        found = judge(study, budget, specs, records)
+        if len(records) == len(specs):
+            plots += study.render([records[s] for s in specs], found, figures)
+        claims += found
+        context[study.name] = study.context(budget)
+        tqdm.write(f"[{time.perf_counter() - start:7.1f}s] {study.name}: {len(missing)} of {len(specs)} runs computed "
+                   f"in {time.perf_counter() - clock:.1f}s, {len(found)} claims", file=sys.stderr)
+    write_claims_report(figures, claims, title=title, context=context, plots=plots, intro=intro)
+    sys.stderr.write(f"[{time.perf_counter() - start:7.1f}s] wrote {figures / 'report.md'}\n")
+    return claims
+
+
+def verify(quick: bool = False, figures: str | Path = "figures", empirical: bool = True, *, budget: str | None = None,
+           runs_dir: str | Path | None = None, executor: str = "local", workers: int = 1,
+           ray_address: str | None = None, progress: bool = True, studies: Sequence[str] | None = None) -> list:
     """Check every claim and write ``figures/report.md`` + ``report.json`` and the plots.
 
     Returns the list of :class:`qkdyn.claims.Claim` (verdict, evidence, summary, plots). ``quick``
-    uses shorter horizons and coarser sweeps (about a minute); ``empirical=False`` skips the torch runs.
+    (budget ``quick``) uses shorter horizons and coarser sweeps; ``empirical=False`` skips the torch
+    studies. ``runs_dir``: where run records go (default: a fresh temporary directory, so every call
+    computes; give one to resume); ``executor``/``workers``: how the runs are executed.
 
     >>> claims = qkdyn.verify(quick=True, figures="out", empirical=False)  # doctest: +SKIP
     >>> {c.id: c.verdict for c in claims}["A2"]  # doctest: +SKIP
     'holds'
     """
-    from qkdyn.errors import InputError
-    from qkdyn.simulate import claims_sharpness, claims_theory, overview, phase
-    from qkdyn.report import write_claims_report
-    from qkdyn.theory.setting import Setting
+    budget = budget or ("quick" if quick else "cpu")
+    from qkdyn.study_theory import TheoryStudy
 
-    figures = Path(figures)
-    try:
-        figures.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InputError(f"cannot create figures directory {figures}: {exc.strerror}")
-    setting, cfg, start = Setting(), plan(quick), time.perf_counter()
-
-    def step(name):
-        sys.stderr.write(f"[{time.perf_counter() - start:6.1f}s] {name}\n")
-
-    step("A1 rate factors")
-    claims = [claims_theory.check_a1(setting, cfg["t_max"], figures, measure=_a1_measure() if empirical else None)]
-    step("A2 first integrals")
-    claims.append(claims_theory.check_a2(setting, cfg["t_max"], cfg["a2_rhos"], figures))
-    step("A3 growth laws")
-    claims.append(claims_theory.check_a3(setting, cfg["a3_read_at"], cfg["a3_read_at"][-1], figures))
-    step(f"A4/A5 closed form over {len(cfg['sweep_rhos'])} values of rho, and the A4 proof")
-    result = claims_sharpness.closed_form_sweep(setting, cfg["sweep_rhos"], cfg["loss_levels"])
-    proofs = claims_sharpness.a4_evidence()
-    step("A4/A5 ODE sweep (cross-check of the closed form)")
-    ode = claims_sharpness.sweep(setting, cfg["sweep_rhos"], cfg["loss_levels"])
-    cross_check = claims_sharpness.agreement(result, ode)
-    step(f"A5 phase diagrams ({len(cfg['phase_rhos'])} x {cfg['phase_rows']} points per form and axis)")
-    diagrams = [phase.diagram(setting, axis, cfg["phase_rhos"], cfg["phase_rows"], cfg["phase_level"])
-                for axis in phase.AXES]
-    phase_plot = phase.plot(diagrams, cfg["phase_level"], figures)
-    frozen = claims_sharpness.frozen_law_check(setting, cfg["loss_levels"])
-    hard = claims_sharpness.reachability(setting)
-    claims += [claims_sharpness.check_a4(result, figures, proofs, cross_check, frozen, hard),
-               claims_sharpness.check_a5(result, cross_check, phase_plot, phase.summary(diagrams))]
-    step("overview figures")
-    extra = [overview.trajectories_plot(setting, cfg["t_max"], figures),
-             overview.phase_portrait(setting, (0.1, 1.0, 10.0), 1e6, figures)]
-    if empirical:
-        step("A6 and sampled-data experiments (torch)")
-        claims += _empirical_claims(quick, figures)
-        step("SUB stability of the symmetric subspace (torch)")
-        claims.append(_stability_claim(quick, figures))
-    context = {"setting": dataclasses.asdict(setting), "quick": quick,
-               "plan": {k: _describe(v) for k, v in cfg.items()},
-               "seconds": round(time.perf_counter() - start, 1)}
-    write_claims_report(
-        figures, claims, title="qkdyn verification report", context=context, plots=extra,
-        intro="Generated by `qkdyn verify`: every verdict and number below is computed in the run that wrote "
-              "this file (full numbers in `report.json`).")
-    step(f"wrote {figures / 'report.md'}")
-    return claims
-
-
-def _describe(value):
-    """Plan entries for the report: short lists as they are, long grids by their range."""
-    if not hasattr(value, "__len__"):
-        return value
-    values = [float(v) for v in value]
-    return values if len(values) <= 8 else f"{len(values)} values log-spaced in [{values[0]:g}, {values[-1]:g}]"
-
-
-def _empirical_claims(quick: bool, figures: Path):
-    from qkdyn.empirical.synthetic.claim_a6 import check_a6
-
-    return check_a6(quick, figures)
-
-
-def _stability_claim(quick: bool, figures: Path):
-    """Claim SUB (where the reduced flow describes the full model): one self-contained call."""
-    from qkdyn.empirical.synthetic.claim_stability import check
-
-    return check(quick, figures)
-
-
-def _a1_measure():
-    """A1's measurement on the full matrix model (torch layer), handed to the theory claim."""
-    from qkdyn.empirical.synthetic.rates import gd_rate_factors
-
-    return gd_rate_factors
+    names = list(studies or (VERIFY if empirical else [TheoryStudy(full_model=False)]))
+    intro = ("Generated by `qkdyn verify`: every verdict and number below is computed in the run that wrote this "
+             "file (full numbers in `report.json`).")
+    with contextlib.ExitStack() as stack:
+        if runs_dir is None:
+            runs_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="qkdyn-verify-"))
+        return drive(names, budget, figures, runs_dir, executor=executor, workers=workers, ray_address=ray_address,
+                     progress=progress, title="qkdyn verification report", intro=intro)

@@ -19,7 +19,7 @@ import sympy as sp
 from qkdyn.simulate import growth
 from qkdyn.simulate.plotting import COLOURS, save, subplots
 from qkdyn.simulate.solve import Trajectory, solve
-from qkdyn.claims import Claim, combine, parts_from_checks
+from qkdyn.claims import Claim, combine
 from qkdyn.theory.asymptotics import log_t_exponents, qk_law
 from qkdyn.theory.compiled import load
 from qkdyn.theory.model import ov as ov_symbol
@@ -107,7 +107,6 @@ def check_a2(setting: Setting, t_max: float, rhos, figures: Path) -> Claim:
         for rho in rhos:
             tr = solve(setting.replace(eta_qk=rho * setting.eta_ov), param, t_max=t_max, points=300)
             phi, psi = tr.line()
-            line = phi - rho * psi
             drifts = tr.drifts()
             evidence[f"{param}/rho={rho:g}"] = drifts
             worst = max(worst, *drifts.values())

@@ -2,7 +2,6 @@
 layers whose imports read one way (theory <- simulate <- empirical <- verify/commands)."""
 import ast
 import csv
-import os
 import shutil
 import subprocess
 import sys
@@ -40,6 +39,8 @@ def test_a_plain_install_holds_exactly_one_top_level_package(tmp_path):
     ours = {name for name in ours if not name.startswith(("pip-", "setuptools-"))}
     assert ours == {"qkdyn", "qkdyn-0.1.0.dist-info"}
     assert {"theory", "simulate", "empirical", "commands"} <= {p.name for p in (site / "qkdyn").iterdir()}
+    # data the code reads at run time is package data (the hand-checked Brown SVA items), not a test fixture
+    assert (site / "qkdyn" / "empirical" / "circuits" / "brown_sva_handcheck.tsv").stat().st_size > 1000
     # qkdyn imports in an environment without numpy, sympy or torch: nothing heavy at import time
     out = subprocess.run([python, "-c", LIGHT_IMPORT], check=True, capture_output=True, text=True, cwd=tmp_path)
     assert out.stdout.split()[1:] == []
@@ -95,12 +96,19 @@ def test_gd_tracks_the_flow_and_writes_the_sgd_csv(tmp_path, capsys):
         qkdyn.gd(setting, "CACO", step=-1.0, steps=10)
 
 
-# --- layers: qkdyn.theory imports nothing above it, qkdyn.simulate nothing of empirical or the CLI ---
+# --- layers: qkdyn.theory imports nothing above it, qkdyn.simulate nothing of empirical or the CLI,
+# qkdyn.empirical nothing of the commands or the driver, and the transformer studies (circuits,
+# coupled) nothing of the theory: they test the papers' claims on real models, not the reduced ODE ---
 
-LAYERS = {"theory": ROOT / "theory", "simulate": ROOT / "simulate"}
+COMMAND_LAYER = ("qkdyn.commands", "qkdyn.cli", "qkdyn.verify", "qkdyn.executors", "qkdyn.settingflags")
+LAYERS = {"theory": ROOT / "theory", "simulate": ROOT / "simulate", "empirical": ROOT / "empirical",
+          "circuits": ROOT / "empirical" / "circuits", "coupled": ROOT / "empirical" / "coupled"}
 FORBIDDEN = {
-    "theory": ("qkdyn.simulate", "qkdyn.empirical", "qkdyn.commands", "qkdyn.cli", "qkdyn.verify", "qkdyn.settingflags"),
-    "simulate": ("qkdyn.empirical", "qkdyn.commands", "qkdyn.cli", "qkdyn.verify", "qkdyn.settingflags"),
+    "theory": ("qkdyn.simulate", "qkdyn.empirical", *COMMAND_LAYER),
+    "simulate": ("qkdyn.empirical", *COMMAND_LAYER),
+    "empirical": COMMAND_LAYER,
+    "circuits": ("qkdyn.theory", "qkdyn.simulate", *COMMAND_LAYER),
+    "coupled": ("qkdyn.theory", "qkdyn.simulate", *COMMAND_LAYER),
 }
 
 

@@ -12,7 +12,7 @@ from qkdyn.empirical.data.examples_circuits import tokenize
 from qkdyn.errors import InputError
 
 FIX = Path(__file__).parent / "fixtures" / "circuits"
-HANDCHECK = FIX / "brown_sva_handcheck.tsv"
+HANDCHECK = Path(__file__).parents[1] / "empirical" / "circuits" / "brown_sva_handcheck.tsv"  # package data
 
 
 def test_tokenize_keeps_inner_apostrophes_and_spans():

@@ -200,7 +200,7 @@ def test_brown_task_trains(tmp_path):
 
     pkg = tmp_path / "unpacked" / "package"
     pkg.mkdir(parents=True)
-    rows = (FIX / "brown_sva_handcheck.tsv").read_text().splitlines()[1:]
+    rows = (FIX.parents[2] / "empirical" / "circuits" / "brown_sva_handcheck.tsv").read_text().splitlines()[1:]
     for n, row in enumerate(rows * 3):
         (pkg / f"c{'abcdefghijklmnopqr'[n % 18]}{n:02d}").write_text("\t" + row.split("\t")[-1] + "\n")
     (tmp_path / "prep").mkdir()
@@ -238,7 +238,7 @@ def test_cli_train_and_user_errors(tmp_path, capsys):
 def test_cli_compare_writes_table_plots_and_verdict(tmp_path):
     out = tmp_path / "fig"
     assert main(["compare-circuits", "--task", "vader", "--preset", "tiny", "--data", str(DATA["vader"]),
-                 "--mults", "30", "--seeds", "0,1", "--runs-dir", str(tmp_path / "runs"), "--out-dir", str(out),
+                 "--mults", "30", "--seeds", "0,1", "--runs", str(tmp_path / "runs"), "--out", str(out),
                  "--no-progress"]) == 0
     payload = json.loads((out / "vader.json").read_text())
     assert payload["mults"] == [1.0, 30.0] and payload["seeds"] == [0, 1]

@@ -105,3 +105,24 @@ def test_attn0_with_qk0_names_attn0(tmp_path, capsys):
     code, _, err = run_cli(capsys, "solve", "--param", "CACO", "--attn0", "0.5", "--qk0", "2", "--t-max", "1",
                            "--out", str(tmp_path / "x.csv"))
     assert code == 2 and "--attn0" in err
+
+
+def test_every_command_module_lives_in_qkdyn_commands():
+    from pathlib import Path
+
+    from qkdyn.cli import COMMANDS
+
+    assert all(module.startswith("qkdyn.commands.") for module in COMMANDS.values())
+    root = Path(__file__).resolve().parents[1]
+    assert not [p for p in (root / "empirical").rglob("*cli*.py")]
+
+
+def test_help_shows_defaults_version_and_did_you_mean(capsys):
+    from qkdyn.cli import main
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.startswith("qkdyn ")
+    assert main(["verify", "--help"]) == 0
+    assert "(default: figures)" in " ".join(capsys.readouterr().out.split())
+    assert main(["verify", "--executor", "rya"]) == 2
+    assert "did you mean 'ray'" in capsys.readouterr().err

@@ -26,7 +26,7 @@ def test_help_does_not_import_torch():
 
 
 def test_variant_names_of_the_command_match_the_study():
-    from qkdyn.empirical.coupled.cli_compare import VARIANTS
+    from qkdyn.commands.compare_coupled import VARIANTS
     from qkdyn.empirical.coupled.study import LM_VARIANTS
 
     assert VARIANTS == tuple(LM_VARIANTS)
@@ -301,7 +301,7 @@ def test_scale_trend_at_toy_size(tmp_path, monkeypatch, capsys):
 
 
 def test_gpu_plan_runs_at_toy_size_on_cpu(tmp_path, monkeypatch):
-    from qkdyn.empirical.coupled.cli_compare import study_config
+    from qkdyn.commands.compare_coupled import study_config
     from qkdyn.empirical.coupled.study import STUDY_PLANS, study_runs
     from qkdyn.cli import build_parser
 

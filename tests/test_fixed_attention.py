@@ -50,3 +50,39 @@ def test_cli_writes_csv_and_rejects_bad_alphas(tmp_path, capsys):
     assert "FA " in capsys.readouterr().out
     assert main(["fixed-attention", "--alphas", "0,0.5", "--out", str(tmp_path / "x.csv")]) == 2
     assert not (tmp_path / "x.csv").exists()
+
+
+def test_batched_runs_equal_their_plain_loops():
+    """Every run of the one tensor program equals its plain nn.Linear + torch.optim.SGD loop (same stream)."""
+    from qkdyn.empirical.synthetic.sampled import CHUNK, Batch, draw_chunks
+
+    steps, checkpoints = 150, 4
+    runs = fa.grid(fa.FORMS, (0.4, 1.0), (0, 1), steps, eval_size=256, checkpoints=checkpoints)
+    for form, alpha, seed in [("collapsed", 0.4, 1), ("factorized", 1.0, 0), ("factorized", 0.4, 1)]:
+        lr = fa.NOTEBOOK_LR * fa.NOTEBOOK_STEPS / steps
+        stream = draw_chunks(lambda size, g: authors.sample(fa.SEQ, size, g), fa.BATCH, seed)
+        evaluation = authors.sample(fa.SEQ, 256, torch.Generator().manual_seed(20_000 + seed))
+        torch.manual_seed(seed)
+        model = fa.FixedOV(form)
+        opt = torch.optim.SGD(model.parameters(), lr=lr)
+        other = alpha - fa.DELTA if alpha + fa.DELTA > 1 else alpha + fa.DELTA
+        losses, falls = [], []
+        for step in range(steps + 1):
+            if step in (0, 50, 100, 150):
+                with torch.no_grad():
+                    here = fa.loss_at(model, evaluation, alpha).item()
+                    there = fa.loss_at(model, evaluation, other).item()
+                losses.append(here)
+                falls.append((here - there) / (other - alpha))
+            if step == steps:
+                break
+            if step % CHUNK == 0:
+                chunk = next(stream)
+            opt.zero_grad()
+            fa.loss_at(model, Batch(*(f[step % CHUNK] for f in chunk)), alpha).backward()
+            opt.step()
+        run = runs[(form, alpha, seed)]
+        np.testing.assert_allclose(run.loss, losses, rtol=1e-5)
+        np.testing.assert_allclose(run.fall, falls, rtol=2e-3, atol=2e-3)  # a difference of two losses / 0.005
+        alone = fa.train(form, alpha, seed, steps, eval_size=256, checkpoints=checkpoints)
+        np.testing.assert_allclose(alone.loss, run.loss, rtol=1e-6)

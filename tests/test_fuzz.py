@@ -53,8 +53,8 @@ PROB = ("-0.1", "1.5", "nan")
 SOLVE = ["solve", "--param", "CACO", "--t-max", "10", "--out", "o.csv"]
 SGD = ["sgd", "--param", "CACO", "--step", "0.1", "--steps", "10", "--out", "o.csv"]
 TRAIN = ["train-circuits", "--task", "sva", "--preset", "tiny", "--data", LINZEN, "--out", "run", "--no-progress"]
-COMPARE = ["compare-circuits", "--task", "sva", "--preset", "tiny", "--data", LINZEN, "--runs-dir", "runs",
-           "--out-dir", "figs", "--no-progress"]
+COMPARE = ["compare-circuits", "--task", "sva", "--preset", "tiny", "--data", LINZEN, "--runs", "runs",
+           "--out", "figs", "--no-progress"]
 LM = ["lm", "--data", "corpus.txt", "--out", "run", "--no-progress"]
 MQAR = ["mqar", "--out", "run", "--no-progress"]
 STUDY = ["compare-coupled", "--runs", "runs", "--out", "figs"]
@@ -114,7 +114,7 @@ CASES += _bad(SGD + ["--optimizer", "sgd"], "--batch", ("0", "-1", "x", "1.5"))
 CASES += _bad(SGD, "--seed", ("-1", "x"))
 CASES += _bad(SGD, "--points", ("0",))
 CASES += _bad(SGD, "--eta-qk", ("nan", "-1"))
-for _flag in ("--d-model", "--n-head", "--batch-size", "--eval-every", "--ckpt-every", "--eval-examples",
+for _flag in ("--d-model", "--n-head", "--batch-size", "--eval-interval", "--ckpt-interval", "--eval-examples",
               "--max-len", "--vocab-size"):
     CASES += _bad(TRAIN, _flag, ("0", "-1", "x"))
 for _flag in ("--lr", "--qk-lr-mult"):
@@ -156,9 +156,26 @@ CASES += _bad(COMPARE, "--acc-tolerance", ("-1", "nan"))
 CASES += _bad(COMPARE, "--lr", ("nan", "0"))
 CASES += _bad(COMPARE, "--threads", ("0",))
 CASES += [
-    ("compare-circuits out-dir is a file", COMPARE[:-3] + ["afile", "--no-progress"]),
-    ("compare-circuits runs-dir is a file", COMPARE[:8] + ["afile"] + COMPARE[9:]),
-    ("compare-circuits corrupt final.json", COMPARE[:8] + ["badruns"] + COMPARE[9:]),
+    ("compare-circuits out is a file", COMPARE[:-2] + ["afile", "--no-progress"]),
+    ("compare-circuits runs is a file", COMPARE[:8] + ["afile"] + COMPARE[9:]),
+    ("compare-circuits corrupt run record", COMPARE[:8] + ["badruns"] + COMPARE[9:]),
+    ("compare-circuits empty mults", COMPARE + ["--mults", ","]),
+]
+_FA_SPEC = ('{"study": "fixed-attention", "name": "collapsed_a0.2_s0", "config": {"alpha": 0.2, "checkpoints": 6, '
+            '"eval_size": 1024, "form": "collapsed", "seed": 0, "steps": 250}}')
+CASES += [
+    ("plan unknown study", ["plan", "bogus"]), ("plan unknown budget", ["plan", "theory", "--budget", "big"]),
+    ("plan runs is a file", ["plan", "theory", "--runs", "afile"]),
+    ("run spec not JSON", ["run", "theory", "--spec", "{"]), ("run spec not a spec", ["run", "theory", "--spec", "[]"]),
+    ("run spec of another study", ["run", "theory", "--spec", _FA_SPEC]),
+    ("run spec edited", ["run", "fixed-attention", "--spec", _FA_SPEC.replace("250", "-3")]),
+    ("run circuits spec with a bad field", ["run", "circuits", "--spec",
+                                            '{"study": "circuits", "name": "x", "config": {"lr": -1}}']),
+    ("run runs is a file", ["run", "fixed-attention", "--spec", _FA_SPEC, "--runs", "afile"]),
+    ("report unknown study", ["report", "bogus"]), ("report runs is a file", ["report", "theory", "--runs", "afile"]),
+    ("report figures is a file", ["report", "theory", "--figures", "afile"]),
+    ("verify unknown executor", ["verify", "--executor", "slurm"]), ("verify runs is a file", ["verify", "--runs", "afile"]),
+    ("verify unknown study", ["verify", "--study", "bogus"]),
 ]
 CASES += _bad(SOLVE, "--attn0", ("0", "1", "-0.5", "nan", "x"))
 CASES += [
@@ -287,7 +304,7 @@ CASES += [
     ("solve out empty", SOLVE[:-1] + [""]),
     ("train-circuits out empty", TRAIN[:8] + ["", "--no-progress"]),
     # deep JSON, foreign and damaged files, NaN in data
-    ("compare-circuits deep final.json", COMPARE[:8] + ["deepruns"] + COMPARE[9:]),
+    ("compare-circuits deep run record", COMPARE[:8] + ["deepruns"] + COMPARE[9:]),
     ("compare-coupled deep result.json", ["compare-coupled", "--runs", "deepstudy", "--out", "figs"]),
     ("compare-coupled deep metrics line", ["compare-coupled", "--runs", "deepmetrics", "--out", "figs"]),
     ("train-circuits hatexplain deep json", ["train-circuits", "--task", "hatexplain", "--preset", "tiny",
@@ -315,7 +332,7 @@ CASES += [
                                                      "--data", "hx_fifo", "--out", "run"]),
     ("train-circuits checkpoint is a fifo", TRAIN[:8] + ["fifo_circuits", "--no-progress"]),
     ("lm metrics is a fifo", ["lm", "--data", "corpus.txt", "--out", "fifo_lm", "--no-progress", "--tokenizer", "byte"]),
-    ("compare-circuits final.json is a fifo", COMPARE[:8] + ["fiforuns"] + COMPARE[9:]),
+    ("compare-circuits run record is a fifo", COMPARE[:8] + ["fiforuns"] + COMPARE[9:]),
 ]
 
 
@@ -363,16 +380,16 @@ def _world(root: Path) -> None:
         (root / name).write_bytes(b"PK\x03\x04 truncated")
     (root / "odd_lm").mkdir()
     torch.save({"step": 1, "config": "not a dict"}, root / "odd_lm" / "ckpt.pt")
-    (root / "badruns" / "sva" / "qk1_s0").mkdir(parents=True)
-    (root / "badruns" / "sva" / "qk1_s0" / "final.json").write_text('{"config": {"task": "sva"')
+    (root / "badruns" / "circuits").mkdir(parents=True)
+    (root / "badruns" / "circuits" / "sva_qk1_s0.json").write_text('{"spec": {"study": "circuits"')
     (root / "badstudy" / "lm-x").mkdir(parents=True)
     (root / "badstudy" / "lm-x" / "result.json").write_text("{not json")
     (root / "cutstudy" / "lm-x").mkdir(parents=True)
     (root / "cutstudy" / "lm-x" / "result.json").write_text(json.dumps({"model": {}, "train": {}}))
     (root / "cutstudy" / "lm-x" / "metrics.jsonl").write_text('{"kind": "eval", "step": 1}\n{"kind": "ev')
     deep = "[" * 100_000 + "]" * 100_000
-    (root / "deepruns" / "sva" / "qk1_s0").mkdir(parents=True)
-    (root / "deepruns" / "sva" / "qk1_s0" / "final.json").write_text(deep)
+    (root / "deepruns" / "circuits").mkdir(parents=True)  # a run record of compare-circuits, too deep
+    (root / "deepruns" / "circuits" / "sva_qk1_s0.json").write_text(deep)
     (root / "deepstudy" / "lm-x").mkdir(parents=True)
     (root / "deepstudy" / "lm-x" / "result.json").write_text(deep)
     (root / "deepmetrics" / "lm-x").mkdir(parents=True)
@@ -408,8 +425,8 @@ def _world(root: Path) -> None:
     os.mkfifo(root / "fifo_circuits" / "checkpoint.pt")
     (root / "fifo_lm").mkdir()
     os.mkfifo(root / "fifo_lm" / "metrics.jsonl")
-    (root / "fiforuns" / "sva" / "qk1_s0").mkdir(parents=True)
-    os.mkfifo(root / "fiforuns" / "sva" / "qk1_s0" / "final.json")
+    (root / "fiforuns" / "circuits").mkdir(parents=True)
+    os.mkfifo(root / "fiforuns" / "circuits" / "sva_qk1_s0.json")
 
 
 def _snapshot(root: Path) -> dict:
@@ -730,7 +747,7 @@ def test_the_json_reader_bounds_size_depth_and_names_the_file(tmp_path):
 
 
 def test_a_foreign_summary_in_the_compare_out_dir_is_one_line(tmp_path):
-    from qkdyn.empirical.circuits.cli_compare import write_report
+    from qkdyn.empirical.circuits.study import write_report
     from qkdyn.errors import InputError
 
     (tmp_path / "sva.json").write_text(json.dumps({"task": "sva", "summary": {}}))
@@ -742,7 +759,7 @@ def test_a_diverging_run_stops_with_one_line_and_keeps_the_last_good_checkpoint(
     from qkdyn.runs import load_state
 
     out = tmp_path / "run"
-    argv = TRAIN[:8] + [str(out), "--no-progress", "--lr", "1e30", "--ckpt-every", "1", "--eval-every", "1"]
+    argv = TRAIN[:8] + [str(out), "--no-progress", "--lr", "1e30", "--ckpt-interval", "1", "--eval-interval", "1"]
     threads = torch.get_num_threads()
     try:
         code = main(argv)
@@ -839,7 +856,7 @@ sys.exit(main(sys.argv[1:]))
 def test_train_circuits_resumed_after_kill_9_reproduces_every_metrics_line(tmp_path):
     import shlex
 
-    argv = TRAIN[:7] + ["--max-steps", "6", "--eval-every", "3", "--ckpt-every", "2", "--no-progress", "--out"]
+    argv = TRAIN[:7] + ["--max-steps", "6", "--eval-interval", "3", "--ckpt-interval", "2", "--no-progress", "--out"]
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

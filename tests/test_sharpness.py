@@ -15,7 +15,7 @@ from qkdyn.simulate.sharpness import sharpness
 from qkdyn.simulate.solve import solve
 from qkdyn.theory import sharpness as theory
 from qkdyn.theory.compiled import load
-from qkdyn.theory.setting import ALL_PARAMS, EXACT_PARAMS, Setting
+from qkdyn.theory.setting import ALL_PARAMS, Setting
 
 settings_strategy = st.builds(
     Setting,

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from qkdyn.empirical.synthetic import authors, sampled
+from qkdyn.empirical.synthetic import authors, batched, sampled
 from qkdyn.empirical.synthetic.model import PARAMS
 
 
@@ -53,7 +53,7 @@ def test_inits_and_rates_per_form():
     fafo_equal = authors.new_model("FAFO", 1234, "equal")  # Row-1: QK identity init commented out
     assert not torch.equal(fafo_equal.query_layer.weight, 1e-6 * torch.eye(50))
     assert torch.equal(fafo_equal.value_layer.weight, 1e-6 * torch.eye(50))
-    task = authors.task(200_000)
+    task = authors.task(1)  # uncompressed: the notebooks' lr
     assert task.base_lr == pytest.approx(1e-2)
     assert task.qk_factor["qkfast"]("FAFO", 0.3) == 20 and task.qk_factor["qkfast"]("CACO", 0.3) == 5
     assert task.qk_factor["ramp"]("FAFO", 1.0) == 40 and task.qk_factor["ramp"]("CACO", 1.0) == 10
@@ -97,8 +97,30 @@ def test_shortcut_and_separability_metrics():
         assert values["separability"][b] == pytest.approx(float(top - low), abs=1e-7)
 
 
+#: every arm's SGD steps as the notebook cells run them (n_epochs x n_batches), transcribed from the cells:
+#: Fig2-Heatmaps/Fig-2-Heatmaps-Row-1.ipynb cells 5 (FAFO), 26 (FACO), 53 (CAFO), 65 (CACO), all equal rates;
+#: Fig2-Heatmaps/Fig-2_CACO_FAFO Experiments.ipynb cells 3 (FAFO QK 20x), 14 (FAFO ramp), 21 (CACO QK 5x),
+#: 28 (CACO ramp). Arms with no notebook take the notebook arm of their QK form and schedule (qk20 as qkfast).
+NOTEBOOKS = {("FAFO", "equal"): 2500 * 250, ("FACO", "equal"): 2500 * 250, ("CAFO", "equal"): 5000 * 200,
+             ("CACO", "equal"): 2500 * 200, ("FAFO", "qkfast"): 1000 * 100, ("FAFO", "ramp"): 2000 * 100,
+             ("CACO", "qkfast"): 2000 * 100, ("CACO", "ramp"): 2000 * 100}
+STAND_IN = {"FACO": "FAFO", "CAFO": "CACO", "FAFO": "FAFO", "CACO": "CACO"}
+
+
+@pytest.mark.parametrize("compression", [1, 80, 500])
+def test_every_arm_runs_its_notebook_horizon(compression):
+    task = authors.task(compression)
+    assert task.base_lr == pytest.approx(1e-2 * compression)  # the same flow time lr x steps per arm
+    for param in PARAMS:
+        for schedule in authors.SCHEDULES:
+            arm = (param, schedule) if (param, schedule) in NOTEBOOKS else (
+                STAND_IN[param], "qkfast" if schedule == "qk20" else schedule)
+            assert task.horizon(param, schedule) == round(NOTEBOOKS[arm] / compression), (param, schedule)
+    assert {arm: steps for arm, (steps, _, _) in authors.NOTEBOOK_HORIZONS.items()} == NOTEBOOKS
+
+
 def test_training_reaches_levels_and_ramp_runs_the_horizon():
-    task = authors.task(150)
-    result = sampled.train(task, "CACO", "ramp", seed=0, horizon=150, test_size=64)
-    assert result.steps == 150 and 1.0 in result.at_level  # lr scaled to the notebooks' flow time
+    task = authors.task(200_000 / 150)  # CACO ramp: 200k notebook steps in 150
+    result = batched.train(task, "CACO", "ramp", seed=0, test_size=64)
+    assert result.steps == result.horizon == 150 and 1.0 in result.at_level  # lr scaled to the notebooks' flow time
     assert set(result.final) == {"attn_distinct", "attn_query_id", "separability", "p_true"}

@@ -2,7 +2,7 @@
 import numpy as np
 import torch
 
-from qkdyn.empirical.synthetic import clean, reduced, sampled
+from qkdyn.empirical.synthetic import batched, clean, reduced, sampled
 from qkdyn.empirical.synthetic.model import PARAMS
 
 
@@ -23,6 +23,6 @@ def test_identity_init_is_balanced_and_dtap_sums_to_100():
     for param in PARAMS:
         model = clean.new_model(param)
         assert all(err < 1e-15 for err in reduced.balance_error(model).values())
-    result = sampled.train(clean.TASK, "CACO", "ramp", seed=0, horizon=20, test_size=200)
+    result = batched.train(clean.task(20), "CACO", "ramp", seed=0, test_size=200)
     hist = sampled.dtap(result.final)
     assert hist.shape == (5, 5) and abs(hist.sum() - 100) < 1e-9 and result.steps == 20

@@ -33,7 +33,7 @@ import itertools
 
 import sympy as sp
 
-from qkdyn.theory.model import D, K, N, Circuit, Derivation, attention, m, n, ov, qk, reduced_loss, s
+from qkdyn.theory.model import D, K, N, Circuit, Derivation, ov, qk, reduced_loss, s
 
 kappa = sp.Symbol("kappa", nonnegative=True)
 _y = sp.Symbol("y", real=True)

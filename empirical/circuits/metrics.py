@@ -14,10 +14,6 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-#: documented default thresholds: concentration (attention mass on rationale) and confidence
-#: (predicted-class probability)
-DEFAULT_CONCENTRATION = 0.5
-DEFAULT_CONFIDENCE = 0.9
 #: ERASER's AOPC fractions and the authors' single fraction
 AOPC_FRACTIONS = (0.01, 0.05, 0.10, 0.20, 0.50)
 AUTHORS_FRACTION = 0.05

@@ -53,10 +53,12 @@ class RunConfig:
     grad_clip: float = dataclasses.field(default=1.0, metadata=non_negative("gradient-norm clip, 0 = off"))
     seed: int = dataclasses.field(default=0, metadata=seed_domain("seed"))
     # bookkeeping
-    eval_every: int = dataclasses.field(default=200, metadata=positive_int("steps between evaluations"))
+    eval_every: int = dataclasses.field(default=200, metadata=positive_int("steps between evaluations",
+                                                                           flag="--eval-interval"))
     eval_examples: int = dataclasses.field(default=500,
         metadata=positive_int("dev examples scored at each evaluation during training"))
-    ckpt_every: int = dataclasses.field(default=200, metadata=positive_int("steps between checkpoints"))
+    ckpt_every: int = dataclasses.field(default=200, metadata=positive_int("steps between checkpoints",
+                                                                           flag="--ckpt-interval"))
     final_examples: int = dataclasses.field(default=0,
         metadata=non_negative_int(">0: cap on dev/test examples in the final evaluation"))
     # task specifics
@@ -163,3 +165,16 @@ def validate(cfg: RunConfig) -> None:
         parse_qk_params(cfg.qk_params)
     except ValueError as exc:
         raise InputError(f"--qk-params: {exc}")
+
+
+def check_sizes(cfg: RunConfig) -> None:
+    """Refuse a model that cannot fit: float32 parameters P = V d + L d + n_layer (4 d^2 + 2 d d_mlp)
+    with gradients and two Adam moments (16 P bytes), plus activations of one batch, about
+    B L n_layer (16 d + 2 d_mlp + 3 heads L) numbers, and (question answering) B L V logits twice."""
+    from qkdyn.memory import check_memory
+
+    d, L, B, V = cfg.d_model, cfg.max_len, cfg.batch_size, cfg.vocab_size
+    params = V * d + L * d + cfg.n_layer * (4 * d * d + 2 * d * cfg.d_mlp)
+    activations = B * L * cfg.n_layer * (16 * d + 2 * cfg.d_mlp + 3 * cfg.n_head * L) + 2 * B * L * V
+    check_memory(16 * params + 4 * activations,
+                 f"d_model {d}, max_len {L}, batch {B}, vocabulary cap {V}, {cfg.n_layer} layers")

@@ -127,14 +127,12 @@ class FlowAttention(CausalSelfAttention):
                 before = torch.cat([q, k], -1).float().norm(dim=-1)
                 moved = torch.cat([q1 - q, k1 - k], -1).float().norm(dim=-1)
                 entry = {"qk_change": float((moved / before.clamp_min(1e-12)).mean())}
-                if isinstance(self, CoupledQKAttention):
-                    f_norm = self.fields()[0](q).float().norm(dim=-1)
-                    ratio = f_norm / k.float().norm(dim=-1).clamp_min(1e-12)
-                    h = self.step_size().abs().float().view(1, -1, 1)  # (batch, head, token)
-                    entry["coupling"] = float((h * ratio).mean())
-                    entry["field_ratio"] = float(ratio.mean())
-                self.probe.append(entry)
+                self.probe.append({**entry, **self.probe_extra(q, k)})
         return q1, k1
+
+    def probe_extra(self, q, k) -> dict:
+        """Further sizes a flow reports on the probe batch (none here; see CoupledQKAttention)."""
+        return {}
 
 
 class CoupledQKAttention(FlowAttention):
@@ -150,6 +148,13 @@ class CoupledQKAttention(FlowAttention):
 
     def flow(self, q, k):
         return integrate(q, k, self.fields()[0], self.step_size(), self.integrator, self.steps)
+
+    def probe_extra(self, q, k) -> dict:
+        """On the probe batch, means over (batch, head, token): ``coupling`` = |h| |f(q)| / |k| and
+        ``field_ratio`` = |f(q)| / |k|."""
+        ratio = self.fields()[0](q).float().norm(dim=-1) / k.float().norm(dim=-1).clamp_min(1e-12)
+        h = self.step_size().abs().float().view(1, -1, 1)  # (batch, head, token)
+        return {"coupling": float((h * ratio).mean()), "field_ratio": float(ratio.mean())}
 
 
 class MLPOnlyAttention(FlowAttention):

@@ -4,9 +4,14 @@ Shared by the command line (``qkdyn lm``, ``qkdyn mqar``) and the study runner.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from qkdyn.empirical.coupled.attention import AttentionConfig
 from qkdyn.empirical.coupled.model import count_parameters, preset_config
 from qkdyn.empirical.coupled.train import TrainConfig, train
+
+if TYPE_CHECKING:
+    import torch
 
 
 def check_sizes(model_cfg, cfg: TrainConfig) -> None:

@@ -290,8 +290,10 @@ def _run_all(specs: list[RunSpec], runs_dir: str, workers: int, desc: str) -> li
     todo = [s for s in specs if not (Path(runs_dir) / s.name / FILE).exists()]  # finished: trained and ablated
     if workers == 1:
         return [execute(spec, runs_dir) for spec in tqdm(todo, desc=desc, unit="run")]
+    from qkdyn.studies import die_with_parent
+
     ctx = multiprocessing.get_context("spawn")
-    with ctx.Pool(workers) as pool:
+    with ctx.Pool(workers, initializer=die_with_parent) as pool:  # no orphans when the driver is killed
         return list(tqdm(pool.imap_unordered(_execute_one_thread, [(s, runs_dir) for s in todo]), total=len(todo),
                          desc=desc, unit="run"))
 

@@ -8,11 +8,12 @@ Modules, one job each:
     train       per-circuit optimiser groups and the training loop
     observe     one CSV row of DESIGN.md section 2 from the current matrices
     experiment  one run from the DESIGN init, and its distance from the ODE
-    cli         ``qkdyn sgd``
     sampled     SGD on a sampled generator, schedules, matched-loss measurements (attention, shortcut)
     clean       the ``clean`` sampled generator (a cleaned-up variant of the authors' task)
     authors     the ``authors`` sampled generator (their notebooks' ids, loss, inits, rates, lengths)
     claims_sampled  A4-/A5-sampled on both generators, over seeds
     plots       the figures of A6 and of the sampled experiments
-    claim_a6    claim A6 (and the sampled claims) for ``qkdyn verify``
+    claim_a6    the A6 measurements and their judgement (claims A6, A6-adam)
+    fixed_attention  the fixed-attention experiment (claim FA) beside the frozen-QK flow
+    study       the studies ``a6``, ``sampled`` and ``fixed-attention`` (:mod:`qkdyn.studies`)
 """

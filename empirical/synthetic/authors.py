@@ -21,14 +21,19 @@ Recipes (``RECIPES``; the notebook of each line in brackets):
   commented out) [Row-1] -- so FAFO's equal-vs-faster comparison also changes the QK init;
 * rates (SGD, batch 32): 1e-2 everywhere at equal rates; QK 20x for a factorized QK (FAFO: 0.2 vs 0.01),
   5x for a collapsed QK (CACO: 0.05 vs 0.01); ramps 1 -> 40x (factorized QK) and 1 -> 10x (collapsed)
-  linear over the whole horizon of 200k steps (2000 epochs of 100 batches). FACO and CAFO have no
-  faster-QK notebook: they take the factor of their QK form.
+  linear over the arm's whole horizon. FACO and CAFO have no faster-QK notebook: they take the factor
+  of their QK form.
+* horizons, per arm (:data:`NOTEBOOK_HORIZONS`, each entry citing its notebook cell: epochs x batches
+  per epoch): FAFO and FACO equal 625k steps, CAFO equal 1M, CACO equal 500k [Row-1]; FAFO 20x 100k,
+  FAFO ramp, CACO 5x and CACO ramp 200k [Fig-2]. An arm without a notebook takes the horizon of the
+  notebook arm with the same QK form and schedule (FACO as FAFO, CAFO as CACO; ``qk20`` as ``qkfast``).
 * test: 6400 samples (200 batches of 32); seeds 1234.. (5 for FAFO/CACO in Fig-2).
 * one schedule beyond the notebooks, ``qk20`` (QK 20x for every form, so also for CACO): where the
   query-id shortcut was seen; for factorized QK it equals ``qkfast``.
 
-What this module does differently (and why): the notebooks' horizon (200k steps at 1e-2) is compressed
-to ``horizon`` steps at ``1e-2 * 200000 / horizon`` (the same gradient-flow time); the data stream is
+What this module does differently (and why): every arm's notebook horizon N (steps at 1e-2) is
+compressed by one factor c to ``round(N / c)`` steps at ``1e-2 c`` (the same gradient-flow time per arm,
+and one learning-rate base for every arm, as theirs); the data stream is
 seeded (``torch.Generator``), not numpy's global state; the stopping rule is the correct running mean
 (:mod:`.sampled`) instead of their accumulator (a loss summed since the last print, every 100 epochs,
 divided by the batches of one epoch, so it fires late or never). Tensors are float32, as theirs.
@@ -41,7 +46,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from qkdyn.empirical.synthetic.sampled import Batch, Task
+from qkdyn.empirical.synthetic.sampled import Batch, Factors, Task
 from qkdyn.theory.setting import factorized
 
 VOCAB = 50
@@ -51,7 +56,19 @@ QUERY_IDS = (5, 6, 7, 8)
 LABEL_IDS = (1, 2, 3, 4)
 SCALE = 1 / math.sqrt(VOCAB)
 SEQ_LEN = {"CACO": 128, "FACO": 64, "CAFO": 64, "FAFO": 64}
-NOTEBOOK_LR, NOTEBOOK_STEPS, TEST_SIZE = 1e-2, 200_000, 6400
+NOTEBOOK_LR, TEST_SIZE = 1e-2, 6400
+ROW1, FIG2 = "Fig2-Heatmaps/Fig-2-Heatmaps-Row-1.ipynb", "Fig2-Heatmaps/Fig-2_CACO_FAFO Experiments.ipynb"
+#: (form, schedule) -> (SGD steps = n_epochs x n_batches, notebook, code cell index) as the notebooks run them
+NOTEBOOK_HORIZONS = {
+    ("FAFO", "equal"): (2500 * 250, ROW1, 5),  # "## FAFO": Net_p1, lr 1e-2
+    ("FACO", "equal"): (2500 * 250, ROW1, 26),  # "## FACO": Net_p2
+    ("CAFO", "equal"): (5000 * 200, ROW1, 53),  # "## CAFO": Net_p3
+    ("CACO", "equal"): (2500 * 200, ROW1, 65),  # "## CACO": Net_p4
+    ("FAFO", "qkfast"): (1000 * 100, FIG2, 3),  # Q, K at 2e-1, V, O at 1e-2
+    ("FAFO", "ramp"): (2000 * 100, FIG2, 14),  # "# increasing lr": LambdaLR 1 -> 40 on Q, K
+    ("CACO", "qkfast"): (2000 * 100, FIG2, 21),  # "### Increased Learning Rate": key_layer 0.05
+    ("CACO", "ramp"): (2000 * 100, FIG2, 28),  # LambdaLR 1 -> 10 on key_layer
+}
 QK_FAST = {False: 5.0, True: 20.0}  # by whether the QK circuit is factorized
 RAMP_END = {False: 10.0, True: 40.0}
 IDENTITY = 1e-6
@@ -157,11 +174,40 @@ def qk_factor(schedule: str):
     return lambda param, frac: 1.0 + (RAMP_END[factorized(param)[0]] - 1.0) * frac
 
 
-def task(horizon: int) -> Task:
-    """The recipe with the notebooks' 200k-step horizon compressed to ``horizon`` steps."""
+def notebook_arm(param: str, schedule: str) -> tuple[str, str]:
+    """The notebook arm whose horizon ``(param, schedule)`` runs (module docstring: the arm itself where
+    a notebook trains it, else the notebook arm of the same QK form and schedule)."""
+    if (param, schedule) in NOTEBOOK_HORIZONS:
+        return param, schedule
+    return ("FAFO" if factorized(param)[0] else "CACO"), ("qkfast" if schedule == "qk20" else schedule)
+
+
+def notebook_steps(param: str, schedule: str) -> int:
+    """The notebooks' SGD steps for this arm (:data:`NOTEBOOK_HORIZONS` through :func:`notebook_arm`)."""
+    return NOTEBOOK_HORIZONS[notebook_arm(param, schedule)][0]
+
+
+def horizon(param: str, schedule: str, compression: float) -> int:
+    """The arm's notebook horizon compressed by ``compression``: round(N / c) steps (at lr 1e-2 c)."""
+    return max(1, round(notebook_steps(param, schedule) / compression))
+
+
+def factors(model: AuthorsHead) -> Factors:
+    """The head as (A, B, O, V_v) of :class:`~.sampled.Factors`: A = query_layer^T (collapsed QK: I),
+    B = key_layer, O = prediction_layer, V_v = value_layer (collapsed OV: I)."""
+    qk, ov = factorized(model.param)
+    eye = torch.eye(VOCAB)
+    return Factors(model.query_layer.weight.T if qk else eye, model.key_layer.weight,
+                   model.prediction_layer.weight, model.value_layer.weight if ov else eye, qk, ov)
+
+
+def task(compression: float) -> Task:
+    """The recipe with every arm's notebook horizon compressed by ``compression`` (module docstring)."""
     return Task(
         name="authors", sample=sample, new_model=new_model, forward=lambda model, b: model(b.counts, b.query),
-        base_lr=NOTEBOOK_LR * NOTEBOOK_STEPS / horizon,
+        base_lr=NOTEBOOK_LR * compression,
         qk_factor={s: qk_factor(s) for s in SCHEDULES},
         levels=(1.0, 0.3, 0.1, 0.03, 0.01, 3e-3, 1e-3), window=100, target=1e-3,
+        horizon=lambda param, schedule: horizon(param, schedule, compression),
+        stream_key=SEQ_LEN.__getitem__, factors=factors, scale=SCALE, queries=QUERY_IDS,
     )

@@ -1,6 +1,6 @@
 """Claim A6 (GD and SGD on the full matrix model follow the ODE), with Adam and a non-symmetric
-init; and claims A4/A5 on sampled data from both sampled generators (:mod:`.claims_sampled`).
-Called by ``qkdyn verify``.
+init (the sampled claims are in :mod:`.claims_sampled`, claim FA in :mod:`.fixed_attention`).
+The study :class:`qkdyn.empirical.synthetic.study.A6Study` runs the measurements and judges them here.
 
 Measurements (setting S6 = Setting(qk0=0.5, ov0=0.5), other fields default: the loss falls from
 1.26 to 0.08 by t = 40 for FAFO, so the runs cover the whole transition):
@@ -11,9 +11,6 @@ Measurements (setting S6 = Setting(qk0=0.5, ov0=0.5), other fields default: the 
 * Adam (lr h eta_c per circuit, population batch) to a loss target, for rho in a sweep: attn at
   that loss against the ODE's attn at the same loss (solve ``until_loss``), and sym_dist.
 * Non-symmetric init: DESIGN init plus N(0, sigma^2) on every entry, SGD (B = 32): sym_dist over t.
-* The sampled generators (``clean`` and ``authors``): 4 parameterisations x 3 learning-rate schedules x
-  seeds; attention on distinct tokens and on the query's id at matched loss, DTAP heatmaps.
-* The fixed-attention experiment (:mod:`.fixed_attention`, claim FA) beside the frozen-QK flow.
 * Long horizon and large rho (:func:`long_horizon`): GD (h = 0.02) on the *exact* population loss
   (every count vector: the mean-count batch above is exact only on the symmetric subspace, so it
   cannot leave it), K = D = N = 2, m = 2, n = 4, from the DESIGN init plus a transverse perturbation
@@ -23,14 +20,12 @@ Measurements (setting S6 = Setting(qk0=0.5, ov0=0.5), other fields default: the 
 """
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from qkdyn.empirical.synthetic import (claims_sampled, experiment, fixed_attention, observe, plots, reduced, stability,
-                                       train)
+from qkdyn.empirical.synthetic import experiment, observe, plots, reduced, stability, train
 from qkdyn.empirical.synthetic.model import PARAMS
 from qkdyn.simulate.solve import solve
 from qkdyn.claims import Claim, combine, parts_from_checks
@@ -39,7 +34,7 @@ from qkdyn.theory.setting import Setting
 S6 = Setting(qk0=0.5, ov0=0.5)
 
 
-def _config(quick: bool) -> dict:
+def config(quick: bool) -> dict:
     if quick:
         return dict(T=10.0, steps=[0.04, 0.02], sgd_batches=[8, 64, 512], sgd_seeds=1, overlay_batch=32,
                     adam_rhos=[0.1, 10.0], adam_params=["CACO", "FAFO"], adam_cap=800, adam_loss=0.3)
@@ -143,36 +138,15 @@ def long_horizon() -> list[dict]:
     return rows
 
 
-def check_a6(quick: bool, figures_dir: Path) -> list[Claim]:
-    """Claims A6, A6-adam, A4-/A5-sampled-{clean,authors}, FA with computed verdicts; plots into figures_dir.
-    Runs on one torch thread (the matrices are tiny; more threads only contend)."""
-    with stability.one_thread():
-        return _check_a6(quick, Path(figures_dir))
+def judge(cfg: dict, gd_sgd: dict, nonsym: dict, adam_rows: list[dict], long_rows: list[dict]) -> list[Claim]:
+    """Claims A6 and A6-adam from the measured evidence (pure: no training, no plotting).
 
-
-def _check_a6(quick: bool, figures_dir: Path) -> list[Claim]:
-    figures_dir.mkdir(parents=True, exist_ok=True)
-    cfg = _config(quick)
-    seconds = {}
-    clock = time.perf_counter()
-
-    def lap(name):
-        nonlocal clock
-        seconds[name] = round(time.perf_counter() - clock, 1)
-        clock = time.perf_counter()
-
-    ev, a6_plots = gd_and_sgd(cfg, figures_dir)
-    lap("gd_sgd")
-    nonsym, nonsym_plots = nonsymmetric(cfg, figures_dir)
-    lap("nonsymmetric")
-    adam_rows, adam_plots = adam(cfg, figures_dir)
-    lap("adam")
-    long_rows = long_horizon()
-    lap("long_horizon")
-    sampled_claims, _ = claims_sampled.sampled_claims(quick, figures_dir)
-    lap("sampled")
-    sampled_claims.append(fixed_attention.check(quick, figures_dir))
-    lap("fixed_attention")
+    ``gd_sgd``: the evidence of :func:`gd_and_sgd`; ``nonsym``: of :func:`nonsymmetric`; ``adam_rows``:
+    the rows of :func:`adam`; ``long_rows``: of :func:`long_horizon`; the plots are the files those
+    functions wrote."""
+    a6_plots = ["a6_overlay.png", "a6_convergence.png", "a6_sgd_batch.png"]
+    nonsym_plots, adam_plots = ["a6_nonsymmetric.png"], ["a6_adam.png"]
+    ev = dict(gd_sgd)
     ev["nonsymmetric_init"] = nonsym
     order_ok = all(abs(r - 2) <= 0.3 for rs in ev["gd_error_ratio"].values() for r in rs)
     small_ok = all(e[-1] < 2e-3 for e in ev["gd_error"].values())
@@ -225,6 +199,4 @@ def _check_a6(quick: bool, figures_dir: Path) -> list[Claim]:
         "entry, so each circuit moves at its learning rate whatever its gradient size; it also amplifies round-off "
         "in directions where the population gradient is exactly 0 (sym_dist grows), so it leaves the symmetric "
         "subspace and the reduced ODE does not describe it.", adam_plots)
-    for claim in (a6, adam_claim, *sampled_claims):
-        claim.evidence["seconds"] = seconds
-    return [a6, adam_claim, *sampled_claims]
+    return [a6, adam_claim]

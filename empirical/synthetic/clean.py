@@ -14,7 +14,7 @@ DESIGN.md section 1 (everything else is the canonical model, reused):
 * scores scaled by s = 1/sqrt(50) (50 context tokens);
 * every trainable matrix starts at 1e-6 * identity (factors 1e-6 I, balanced; so a factorized
   product starts at 1e-12 I); plain SGD, batch 32; learning rates per circuit: equal, QK 20x, or
-  QK ramped linearly 1x -> 40x over the horizon (:data:`RECIPE`, trained by :mod:`.sampled`).
+  QK ramped linearly 1x -> 40x over the horizon (:func:`task`, trained by :mod:`.batched`).
 Our vocabulary keeps the canonical layout (V = 55: 40 distinct, 10 commons, query, 4 labels);
 with one-hot tokens the index order carries no meaning.
 """
@@ -27,7 +27,7 @@ import torch
 
 from qkdyn.empirical.synthetic.layout import Layout
 from qkdyn.empirical.synthetic.model import DTYPE, AttentionHead
-from qkdyn.empirical.synthetic.sampled import Batch, Task
+from qkdyn.empirical.synthetic.sampled import Batch, Factors, Task
 
 LAYOUT = Layout(classes=4, distinct=10, commons=10)
 CONTEXT = 62
@@ -77,10 +77,23 @@ def _forward(model: AttentionHead, data: Batch):
     return model(data.counts)
 
 
-TASK = Task(
-    name="clean", sample=lambda param, size, generator: batch(size, generator),
-    new_model=lambda param, seed, schedule: new_model(param), forward=_forward,
-    base_lr=1.0, qk_factor={"equal": lambda p, f: 1.0, "qkfast": lambda p, f: 20.0,
-                            "ramp": lambda p, f: 1.0 + 39.0 * f},
-    levels=(0.3, 0.1, 0.03, 0.01, 3e-3, 1e-3), window=50, target=1e-3,
-)
+def factors(model: AttentionHead) -> Factors:
+    """The head as (A, B, O, V_v) of :class:`~.sampled.Factors` (only the K label rows of the OV circuit
+    reach the loss): A = W_Q (collapsed: I), B = W_K^T (collapsed: W_QK), O = W_O or W_OV at the label
+    rows, V_v = W_V (collapsed: I)."""
+    eye = torch.eye(LAYOUT.vocab, dtype=DTYPE)
+    qk, ov = model.qk_factorized, model.ov_factorized
+    return Factors(model.W_Q if qk else eye, model.W_K.T if qk else model.W_QK,
+                   (model.W_O if ov else model.W_OV)[model.labels], model.W_V if ov else eye, qk, ov)
+
+
+def task(steps: int) -> Task:
+    """The recipe of the module docstring with every arm ``steps`` SGD steps long."""
+    return Task(
+        name="clean", sample=lambda param, size, generator: batch(size, generator),
+        new_model=lambda param, seed, schedule: new_model(param), forward=_forward,
+        base_lr=1.0, qk_factor={"equal": lambda p, f: 1.0, "qkfast": lambda p, f: 20.0,
+                                "ramp": lambda p, f: 1.0 + 39.0 * f},
+        levels=(0.3, 0.1, 0.03, 0.01, 3e-3, 1e-3), window=50, target=1e-3,
+        horizon=lambda param, schedule: steps, factors=factors, scale=SCALE, queries=(LAYOUT.query,),
+    )

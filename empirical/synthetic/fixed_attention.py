@@ -45,10 +45,10 @@ DELTA = 0.005
 
 
 def fixed_attention(data, alpha: float | torch.Tensor) -> torch.Tensor:
-    """(B, V) attention mass per id: alpha spread over the distinct positions, 1 - alpha over the rest."""
+    """(..., B, V) attention mass per id: alpha spread over the distinct positions, 1 - alpha over the rest."""
     distinct = data.counts * data.distinct
-    s1 = distinct.sum(dim=1, keepdim=True).clamp(min=1)
-    s2 = (data.counts.sum(dim=1, keepdim=True) - s1).clamp(min=1)
+    s1 = distinct.sum(dim=-1, keepdim=True).clamp(min=1)
+    s2 = (data.counts.sum(dim=-1, keepdim=True) - s1).clamp(min=1)
     return alpha * distinct / s1 + (1 - alpha) * (data.counts - distinct) / s2
 
 
@@ -84,33 +84,90 @@ class Run:
 
 
 def train(form: str, alpha: float, seed: int, steps: int, eval_size: int, checkpoints: int) -> Run:
+    """One run alone (the batched program of :func:`grid` with one row)."""
+    return grid((form,), (alpha,), (seed,), steps, eval_size, checkpoints)[(form, alpha, seed)]
+
+
+def _logits(factors, attn: torch.Tensor) -> torch.Tensor:
+    """(R, B, V) logits of stacked OV circuits (V_v, O, bias): attn (O V_v)^T + bias (the product first:
+    fewer operations than two products with the batch)."""
+    V, O, bias = factors
+    return torch.baddbmm(bias[:, None, :], attn, torch.bmm(O, V).transpose(1, 2))
+
+
+def _losses(factors, data, alpha: torch.Tensor) -> torch.Tensor:
+    """(R,) mean cross-entropy of each run on its own data (fields (R, B, ...)) at attention alpha (R,)."""
+    logits = _logits(factors, fixed_attention(data, alpha[:, None, None]))
+    return nn.functional.cross_entropy(logits.flatten(0, 1), data.target.flatten(), reduction="none").view(
+        data.target.shape).mean(dim=1)
+
+
+def grid(forms, alphas, seeds, steps: int, eval_size: int, checkpoints: int) -> dict:
+    """(form, alpha, seed) -> Run for every combination (:func:`_grid`), on one torch thread."""
+    from qkdyn.empirical.synthetic.batched import one_thread
+
+    with one_thread():
+        return _grid(forms, alphas, seeds, steps, eval_size, checkpoints)
+
+
+def _grid(forms, alphas, seeds, steps: int, eval_size: int, checkpoints: int) -> dict:
+    """(form, alpha, seed) -> Run for every combination, trained as one tensor program.
+
+    Every run's OV circuit is stacked as (V_v, O, bias) along a leading run dimension (collapsed: V_v = I
+    and bias trained; factorized: V_v trained, no bias) and takes theta <- theta - lr grad of its own
+    loss (the gradient of the sum of the runs' losses: no parameter is shared), so each run's numbers
+    equal the run trained alone (with ``nn.Linear`` layers and ``torch.optim.SGD``) to round-off."""
+    from qkdyn.empirical.synthetic.sampled import CHUNK, Batch, draw_chunks
+
+    keys = [(f, a, s) for f in forms for a in alphas for s in seeds]
     lr = NOTEBOOK_LR * NOTEBOOK_STEPS / steps
-    generator = torch.Generator().manual_seed(seed)  # the same training stream for every alpha
-    evaluation = authors.sample(SEQ, eval_size, torch.Generator().manual_seed(20_000 + seed))
-    torch.manual_seed(seed)
-    model = FixedOV(form)
-    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    seeds = list(dict.fromkeys(seeds))
+    sample = lambda size, generator: authors.sample(SEQ, size, generator)  # noqa: E731
+    streams = [draw_chunks(sample, BATCH, seed) for seed in seeds]  # one training stream per seed, for every alpha
+    evaluation = [authors.sample(SEQ, eval_size, torch.Generator().manual_seed(20_000 + seed)) for seed in seeds]
+    evaluation = Batch(*(torch.stack(f) for f in zip(*evaluation)))
+    row_seed = torch.as_tensor([seeds.index(s) for _, _, s in keys])
+    evaluation = Batch(*(f[row_seed] for f in evaluation))
+    models = []
+    for f, _, s in keys:
+        torch.manual_seed(s)
+        models.append(FixedOV(f))
+    eye, zero = torch.eye(authors.VOCAB), torch.zeros(authors.VOCAB)
+    factors = [torch.stack([m.value_layer.weight if hasattr(m, "value_layer") else eye for m in models]),
+               torch.stack([m.prediction_layer.weight for m in models]),
+               torch.stack([m.prediction_layer.bias if m.prediction_layer.bias is not None else zero for m in models])]
+    factors = [p.detach().clone().requires_grad_() for p in factors]
+    factorized = torch.as_tensor([f == "factorized" for f, _, _ in keys], dtype=torch.float32)
+    rates = (lr * factorized[:, None, None], torch.full((len(keys), 1, 1), lr), lr * (1 - factorized)[:, None])
+    alpha = torch.as_tensor([a for _, a, _ in keys], dtype=torch.float64)
+    other = torch.where(alpha + DELTA > 1, alpha - DELTA, alpha + DELTA)
+    step_alpha = other - alpha
+    alpha, other = alpha.float(), other.float()
     marks = set(np.unique(np.linspace(0, steps, checkpoints).round().astype(int)).tolist())
-    other = alpha - DELTA if alpha + DELTA > 1 else alpha + DELTA
     t, loss, fall = [], [], []
     for step in range(steps + 1):
         if step in marks:
             with torch.no_grad():
-                here, there = loss_at(model, evaluation, alpha).item(), loss_at(model, evaluation, other).item()
+                here, there = _losses(factors, evaluation, alpha).double(), _losses(factors, evaluation, other).double()
             t.append(step * lr)
-            loss.append(here)
-            fall.append((here - there) / (other - alpha))  # -dL/dalpha
+            loss.append(here.numpy())
+            fall.append(((here - there) / step_alpha).numpy())  # -dL/dalpha
         if step == steps:
             break
-        batch = authors.sample(SEQ, BATCH, generator)
-        opt.zero_grad(set_to_none=True)
-        value = loss_at(model, batch, alpha)
-        if not math.isfinite(value.item()):
+        if step % CHUNK == 0:
+            chunk = Batch(*(torch.stack(f) for f in zip(*(next(stream) for stream in streams))))
+        batch = Batch(*(f[row_seed, step % CHUNK] for f in chunk))
+        value = _losses(factors, batch, alpha)
+        if not bool(torch.isfinite(value).all()):
             raise InputError(f"SGD diverged at step {step} (lr {lr:.3g}): use more steps", "steps")
-        value.backward()
-        opt.step()
-    mass = float((fixed_attention(evaluation, alpha) * evaluation.distinct).sum(dim=1).mean())
-    return Run(form, alpha, seed, np.array(t), np.array(loss), np.array(fall), mass)
+        value.sum().backward()
+        with torch.no_grad():
+            for p, rate in zip(factors, rates):
+                p.sub_(rate * p.grad)
+                p.grad = None
+    mass = (fixed_attention(evaluation, alpha[:, None, None]) * evaluation.distinct).sum(dim=-1).mean(dim=-1)
+    loss, fall = np.array(loss).T, np.array(fall).T
+    return {key: Run(*key, np.array(t), loss[i], fall[i], float(mass[i])) for i, key in enumerate(keys)}
 
 
 def theory(alpha: float, form: str, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -128,10 +185,6 @@ def theory(alpha: float, form: str, t: np.ndarray) -> tuple[np.ndarray, np.ndarr
     here = loss(alpha)
     lo, hi = max(alpha - DELTA, 1e-6), min(alpha + DELTA, 1 - 1e-9)
     return here, -(loss(hi) - loss(lo)) / (hi - lo)
-
-
-def grid(forms, alphas, seeds, steps: int, eval_size: int, checkpoints: int) -> dict:
-    return {(f, a, s): train(f, a, s, steps, eval_size, checkpoints) for f in forms for a in alphas for s in seeds}
 
 
 def theory_curves(runs: dict) -> dict:
@@ -216,15 +269,3 @@ def claim(runs: dict, curves: dict, rows: list[dict], plot: str) -> Claim:
         f"against the theory (outside [1/{MAGNITUDE_FACTOR:g}, {MAGNITUDE_FACTOR:g}] it fails).",
         [plot], table=rows, parts=parts, stats=stats)
 
-
-def check(quick: bool, figures_dir) -> Claim:
-    """Run the experiment (both forms, every alpha, seeds), plot it, and judge claim FA."""
-    from pathlib import Path
-
-    from qkdyn.empirical.synthetic import plots
-
-    cfg = config(quick)
-    runs = grid(FORMS, cfg["alphas"], cfg["seeds"], cfg["steps"], cfg["eval_size"], cfg["checkpoints"])
-    curves = theory_curves(runs)
-    plots.fixed_attention(runs, curves, Path(figures_dir) / "fixed_attention.png")
-    return claim(runs, curves, summary_table(runs, curves), "fixed_attention.png")

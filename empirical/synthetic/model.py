@@ -85,7 +85,11 @@ class AttentionHead(nn.Module):
 
     def forward(self, counts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Label logits (B, K) and attention masses (B, V) for count vectors ``counts`` (B, V)."""
-        attn = torch.softmax(self.query_scores() + torch.log(counts), dim=-1)
+        return self.forward_log(torch.log(counts))
+
+    def forward_log(self, log_counts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`forward` from log c (a fixed batch, e.g. the population, takes its log once)."""
+        attn = torch.softmax(self.query_scores() + log_counts, dim=-1)
         return attn @ self.label_values().T, attn
 
     def forward_tokens(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

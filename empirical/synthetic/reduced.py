@@ -21,6 +21,7 @@ max_c ||E_c - Pi E_c|| / ||E_c||: zero exactly when the model computes a symmetr
 """
 from __future__ import annotations
 
+import functools
 
 import numpy as np
 import torch
@@ -41,8 +42,10 @@ def _concat(blocks) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate([b[0] for b in blocks]), np.concatenate([b[1] for b in blocks])
 
 
+@functools.lru_cache(maxsize=None)
 def orbits(param: str, lay: Layout) -> dict[str, Orbit]:
-    """Reduced variable name -> the matrix entries sharing its value (names as in qkdyn.theory.model)."""
+    """Reduced variable name -> the matrix entries sharing its value (names as in qkdyn.theory.model);
+    built once per (param, layout): callers must not modify the arrays."""
     K, q, lab = lay.classes, lay.query, lay.labels
     out: dict[str, Orbit] = {}
     qk_factorized, ov_factorized = factorized(param)
@@ -113,8 +116,22 @@ def _complete_rows(Q: torch.Tensor) -> torch.Tensor:
 
 
 def read(model: AttentionHead) -> np.ndarray:
-    """The reduced state (order of qkdyn.theory.model.derive(P).variables): orbit means, polar gauge."""
-    values = orbit_values(model.param, model.layout, polar_gauge(model))
+    """The reduced state (order of qkdyn.theory.model.derive(P).variables): orbit means, polar gauge.
+
+    The orbits read only the first columns of the gauge-fixed factors, so the r x r completions of
+    :func:`polar_gauge` are never formed: with u = W_Q[q], W_Q R e_0 = W_Q u / |u| (and W_K likewise);
+    with Q = U V^T from the SVD of W_O[labels] (K x r), (W_O R)[:, :K] = W_O Q^T and (R^T W_V)[:K] = Q W_V."""
+    params = {name: p.detach() for name, p in model.named_parameters()}
+    with torch.no_grad():
+        if model.qk_factorized:
+            u = params["W_Q"][model.query]
+            e0 = u / u.norm() if u.norm() > 0 else torch.eye(model.width, dtype=u.dtype)[0]
+            params["W_Q"], params["W_K"] = (params["W_Q"] @ e0)[:, None], (params["W_K"] @ e0)[:, None]
+        if model.ov_factorized:
+            U, _, Vh = torch.linalg.svd(params["W_O"][model.labels], full_matrices=False)
+            Q = U @ Vh
+            params["W_O"], params["W_V"] = params["W_O"] @ Q.T, Q @ params["W_V"]
+    values = orbit_values(model.param, model.layout, params)
     return np.array(list(values.values()))
 
 

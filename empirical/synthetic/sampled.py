@@ -1,9 +1,15 @@
 """Sampled SGD on a synthetic generator (``clean`` or ``authors``), with measurements at matched loss.
 
-A :class:`Task` bundles one generator's data, model, inits and recipe; :func:`train` runs one
-(form, schedule, seed) and :func:`grid` all of them. Every run uses plain SGD with one group per
-circuit, learning rates ``base_lr * qk_factor(param, step / horizon)`` (QK) and ``base_lr`` (OV); the
-schedule is defined over the whole horizon (a ramp reaches its final factor at the last step).
+A :class:`Task` bundles one generator's data, model, inits and recipe (with each arm's horizon);
+:mod:`.batched` trains one (form, schedule, seed) or all of them as one tensor program. Every run uses
+plain SGD with one group per circuit, learning rates ``base_lr * qk_factor(param, step / horizon)``
+(QK) and ``base_lr`` (OV); the schedule is defined over the arm's whole horizon (a ramp reaches its
+final factor at the last step).
+
+Data: a run's training batches come from :func:`chunks` of its seeded stream: ``CHUNK`` batches drawn
+at once and used in order (one draw per ``CHUNK`` steps instead of one per step; the batches are
+i.i.d. either way). Runs with one seed and one :attr:`Task.stream_key` (the sample's shape) read the
+same stream.
 
 Stopping rule (correct form of the notebooks' rule): the *running loss* is the mean of the last
 ``window`` batch losses (``window`` = one of their epochs); a constant schedule stops once it is <=
@@ -25,13 +31,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections import deque
-from typing import Callable, NamedTuple
+from typing import Callable, Iterator, NamedTuple
 
 import numpy as np
 import torch
 from torch import nn
 
+#: batches drawn at once from a run's stream
+CHUNK = 100
 
 
 class Batch(NamedTuple):
@@ -40,6 +47,18 @@ class Batch(NamedTuple):
     target: torch.Tensor  # (B,) index of the correct logit
     cls: torch.Tensor  # (B,) class
     distinct: torch.Tensor  # (B, V) bool: ids that are distinct tokens of the sample's class
+
+
+class Factors(NamedTuple):
+    """A head as products the batched program evaluates: score_x = s (A[q] B)[x], logits = attn (O V_v)^T.
+    A collapsed circuit has the identity as its first factor (A or V_v), frozen."""
+
+    A: torch.Tensor  # (V, r) query-side factor (rows indexed by the query id)
+    B: torch.Tensor  # (r, V) key-side factor
+    O: torch.Tensor  # (C, r2) output factor (C logits)
+    V: torch.Tensor  # (r2, V) value factor
+    train_A: bool  # factorized QK: A trains
+    train_V: bool  # factorized OV: V_v trains
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,6 +74,11 @@ class Task:
     levels: tuple  # running-loss levels for matched-loss measurements
     window: int  # batches in the running loss
     target: float  # stopping level of constant schedules
+    horizon: Callable  # (param, schedule) -> SGD steps of that arm
+    factors: Callable  # model -> Factors (the batched program's view of the model)
+    scale: float  # score scale s
+    queries: tuple  # every query id the sampler uses
+    stream_key: Callable = lambda param: None  # param -> what of the form the sample depends on
     batch: int = 32
 
 
@@ -63,65 +87,53 @@ class Result:
     param: str
     schedule: str
     seed: int
+    horizon: int  # the arm's SGD steps (a constant schedule may stop before)
     steps: int
     loss: float  # running loss at the end
     at_level: dict  # level -> {metric: mean over the test set} when the running loss first fell below it
     final: dict  # metric -> per-sample array on the test set at the end
 
 
+def metrics(logits: torch.Tensor, attn: torch.Tensor, data: Batch) -> dict[str, torch.Tensor]:
+    """The per-sample metrics of the module docstring from logits (..., C) and attention (..., V);
+    leading dimensions broadcast (a batch of runs)."""
+    probs = torch.softmax(logits, dim=-1)
+    present = data.counts > 0
+    per_position = torch.where(present, attn / data.counts.clamp(min=1), torch.nan)
+    top = torch.where(data.distinct & present, per_position, -math.inf).amax(dim=-1)
+    bottom = torch.where(~data.distinct & present, per_position, math.inf).amin(dim=-1)
+    return {"attn_distinct": (attn * data.distinct).sum(dim=-1),
+            "attn_query_id": attn.gather(-1, data.query[..., None].expand(*attn.shape[:-1], 1))[..., 0],
+            "separability": top - bottom,
+            "p_true": probs.gather(-1, data.target[..., None].expand(*probs.shape[:-1], 1))[..., 0]}
+
+
 def measure(task: Task, model: nn.Module, data: Batch) -> dict[str, np.ndarray]:
-    """The per-sample metrics of the module docstring."""
+    """The per-sample metrics of one model on ``data``."""
     with torch.no_grad():
-        logits, attn = task.forward(model, data)
-        probs = torch.softmax(logits, dim=1)
-        rows = torch.arange(len(data.target))
-        present = data.counts > 0
-        per_position = torch.where(present, attn / data.counts.clamp(min=1), torch.nan)
-        top = torch.where(data.distinct & present, per_position, -math.inf).amax(dim=1)
-        bottom = torch.where(~data.distinct & present, per_position, math.inf).amin(dim=1)
-        return {"attn_distinct": (attn * data.distinct).sum(dim=1).numpy(),
-                "attn_query_id": attn[rows, data.query].numpy(),
-                "separability": (top - bottom).numpy(),
-                "p_true": probs[rows, data.target].numpy()}
+        return {k: v.numpy() for k, v in metrics(*task.forward(model, data), data).items()}
 
 
 def loss_of(task: Task, model: nn.Module, data: Batch) -> torch.Tensor:
     return nn.functional.cross_entropy(task.forward(model, data)[0], data.target)
 
 
-def train(task: Task, param: str, schedule: str, seed: int, horizon: int, test_size: int) -> Result:
-    """One run (see the module docstring); data and init seeded by ``seed``."""
+def draw_chunks(sample: Callable, batch: int, seed: int) -> Iterator[Batch]:
+    """A seeded stream of ``sample(size, generator)`` batches, ``CHUNK`` at a time: fields (CHUNK, batch, ...)."""
     generator = torch.Generator().manual_seed(seed)
-    test = task.sample(param, test_size, torch.Generator().manual_seed(10_000 + seed))
-    model = task.new_model(param, seed, schedule)
-    opt = torch.optim.SGD([{"params": model.circuit_parameters("QK"), "lr": task.base_lr},
-                           {"params": model.circuit_parameters("OV"), "lr": task.base_lr}], lr=task.base_lr)
-    factor = task.qk_factor[schedule]
-    recent: deque = deque(maxlen=task.window)
-    at_level: dict = {}
-    running, step = math.inf, 0
-    for step in range(horizon):
-        opt.param_groups[0]["lr"] = task.base_lr * factor(param, step / horizon)
-        loss = loss_of(task, model, task.sample(param, task.batch, generator))
-        if not math.isfinite(loss.item()):
-            raise RuntimeError(f"{task.name} {param} {schedule} seed {seed}: SGD diverged at step {step}")
-        recent.append(loss.item())
-        running = sum(recent) / len(recent) if len(recent) == recent.maxlen else math.inf
-        for level in task.levels:
-            if running <= level and level not in at_level:
-                at_level[level] = {k: float(np.nanmean(v)) for k, v in measure(task, model, test).items()}
-        if schedule != "ramp" and running <= task.target:
-            break
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-    return Result(param, schedule, seed, step + 1, running, at_level, measure(task, model, test))
+    while True:
+        big = sample(CHUNK * batch, generator)
+        yield Batch(*(f.reshape(CHUNK, batch, *f.shape[1:]) for f in big))
 
 
-def grid(task: Task, params, seeds, horizon: int, test_size: int) -> dict:
-    """(param, schedule, seed) -> Result for every schedule of the task."""
-    return {(p, s, seed): train(task, p, s, seed, horizon, test_size)
-            for p in params for s in task.qk_factor for seed in seeds}
+def chunks(task: Task, param: str, seed: int) -> Iterator[Batch]:
+    """A run's training stream (:func:`draw_chunks` of the task's sampler for ``param``)."""
+    return draw_chunks(lambda size, generator: task.sample(param, size, generator), task.batch, seed)
+
+
+def test_set(task: Task, param: str, seed: int, size: int) -> Batch:
+    """The fixed test set of a run (seeded apart from its training stream)."""
+    return task.sample(param, size, torch.Generator().manual_seed(10_000 + seed))
 
 
 def matched_level(results: dict, keys) -> float | None:

@@ -20,7 +20,25 @@ from qkdyn.empirical.synthetic import data
 from qkdyn.empirical.synthetic.model import AttentionHead, cross_entropy
 from qkdyn.errors import InputError
 
-OPTIMIZERS = ("gd", "sgd", "adam")
+class PlainSGD:
+    """theta <- theta - lr_g grad_theta for every parameter of group g: ``torch.optim.SGD`` without
+    momentum, minus its per-step dispatch (hooks, capturable and foreach checks, a compile guard), which
+    costs more than the update of these small matrices. Same ``param_groups`` / ``zero_grad`` / ``step``."""
+
+    def __init__(self, groups: list[dict]):
+        self.param_groups = groups
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                p.grad = None
+
+    @torch.no_grad()
+    def step(self) -> None:
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p.add_(p.grad, alpha=-group["lr"])
 
 
 def make_optimizer(model: AttentionHead, kind: str, step: float, eta_qk: float, eta_ov: float):
@@ -28,7 +46,7 @@ def make_optimizer(model: AttentionHead, kind: str, step: float, eta_qk: float, 
     groups = [{"params": model.circuit_parameters("QK"), "lr": step * eta_qk},
               {"params": model.circuit_parameters("OV"), "lr": step * eta_ov}]
     if kind in ("gd", "sgd"):
-        return torch.optim.SGD(groups, lr=step)
+        return PlainSGD(groups)
     if kind == "adam":
         return torch.optim.Adam(groups, lr=step)
     raise ValueError(f"unknown optimizer {kind!r}")
@@ -58,13 +76,20 @@ def train(model: AttentionHead, optimizer, next_batch: Callable[[], data.Batch],
     ``progress`` shows a tqdm bar on a terminal. A non-finite loss (divergence) is a InputError."""
     record = set(int(s) for s in record)
     rows = []
-    for step in tqdm(range(steps + 1), disable=None if progress else True, unit="step", mininterval=1.0):
+    last, log_counts = None, None
+    steps_iter = range(steps + 1)
+    if progress:
+        steps_iter = tqdm(steps_iter, disable=None, unit="step", mininterval=1.0)
+    for step in steps_iter:
         counts, labels, weights = next_batch()
-        logits, _ = model(counts)
+        if counts is not last:  # a fixed batch (the population) takes its log once
+            last, log_counts = counts, torch.log(counts)
+        logits, _ = model.forward_log(log_counts)
         loss = cross_entropy(logits, labels, weights)
-        if not math.isfinite(loss.item()):
+        value = loss.item()
+        if not math.isfinite(value):
             raise InputError(f"the loss is not finite at step {step}: training diverged, reduce --step")
-        done = step == steps or (stop_below is not None and loss.item() < stop_below)
+        done = step == steps or (stop_below is not None and value < stop_below)
         if step in record or done:
             rows.append({"step": step, **observe(model)})
         if done:

@@ -1,15 +1,25 @@
-"""``qkdyn verify``: a thin wrapper over :func:`qkdyn.verify.verify`."""
+"""``qkdyn verify``: every claim of the verify studies, one report (:func:`qkdyn.verify.verify`)."""
 from __future__ import annotations
 
 import argparse
+
+from qkdyn.commands.studyflags import add_budget_argument, add_executor_arguments
+from qkdyn.studies import STUDIES, VERIFY
 
 HELP = "check claims A1-A6 with verdicts, figures and figures/report.md + report.json"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--quick", action="store_true", help="shorter horizons and coarser sweeps (< 2 min)")
-    parser.add_argument("--figures", default="figures", help="output directory (default figures/)")
+    add_budget_argument(parser)
+    parser.add_argument("--quick", action="store_true", help="the same as --budget quick (a few minutes)")
+    parser.add_argument("--figures", default="figures", help="output directory of the report and figures")
+    parser.add_argument("--runs", default=None,
+                        help="keep the run records here and resume from them (default: a temporary directory)")
+    parser.add_argument("--study", action="append", choices=sorted(STUDIES), metavar="STUDY",
+                        help=f"run only this study (repeatable; default: {', '.join(VERIFY)})")
     parser.add_argument("--skip-empirical", action="store_true", help="theory claims only (no torch runs)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_executor_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -17,7 +27,12 @@ def run(args: argparse.Namespace) -> int:
     from qkdyn.verify import verify
 
     check_run_dir(args.figures, "--figures")  # before any figure is written
-    claims = verify(quick=args.quick, figures=args.figures, empirical=not args.skip_empirical)
+    if args.runs is not None:
+        check_run_dir(args.runs, "--runs")
+    claims = verify(figures=args.figures, empirical=not args.skip_empirical,
+                    budget="quick" if args.quick else args.budget, runs_dir=args.runs, executor=args.executor,
+                    workers=args.workers, ray_address=args.ray_address, progress=not args.no_progress,
+                    studies=args.study)
     for claim in claims:
         print(f"{claim.id:14s} {claim.verdict:12s} {claim.statement}")
     return 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from qkdyn.configflags import add_config_flags, check_applicable, values_from_args
-from qkdyn.empirical.circuits.presets import PRESETS, TASKS, RunConfig, resolve
+from qkdyn.empirical.circuits.presets import PRESETS, TASKS, RunConfig, check_sizes, resolve
 from qkdyn.settingflags import positive_int
 
 #: fields that the compare command sets itself
@@ -27,15 +27,3 @@ def config_from_args(args: argparse.Namespace, **fixed) -> RunConfig:
     check_sizes(cfg)
     return cfg
 
-
-def check_sizes(cfg: RunConfig) -> None:
-    """Refuse a model that cannot fit: float32 parameters P = V d + L d + n_layer (4 d^2 + 2 d d_mlp)
-    with gradients and two Adam moments (16 P bytes), plus activations of one batch, about
-    B L n_layer (16 d + 2 d_mlp + 3 heads L) numbers, and (question answering) B L V logits twice."""
-    from qkdyn.memory import check_memory
-
-    d, L, B, V = cfg.d_model, cfg.max_len, cfg.batch_size, cfg.vocab_size
-    params = V * d + L * d + cfg.n_layer * (4 * d * d + 2 * d * cfg.d_mlp)
-    activations = B * L * cfg.n_layer * (16 * d + 2 * cfg.d_mlp + 3 * cfg.n_head * L) + 2 * B * L * V
-    check_memory(16 * params + 4 * activations,
-                 f"d_model {d}, max_len {L}, batch {B}, vocabulary cap {V}, {cfg.n_layer} layers")

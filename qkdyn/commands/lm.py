@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 
 from qkdyn.configflags import fraction, parser as parser_of
-from qkdyn.empirical.coupled.cli_common import add_model_arguments, add_train_arguments, attention_config, train_config
+from qkdyn.commands.coupled_flags import add_model_arguments, add_train_arguments, attention_config, train_config
 from qkdyn.settingflags import positive_int
 
 HELP = "train a GPT LM (BPE or byte tokens) with standard, coupled-QK, MLP-only or differential attention"

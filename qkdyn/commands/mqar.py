@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import argparse
 
-from qkdyn.empirical.coupled.cli_common import add_model_arguments, add_train_arguments, attention_config, train_config
+from qkdyn.commands.coupled_flags import add_model_arguments, add_train_arguments, attention_config, train_config
 from qkdyn.empirical.coupled.configs import MQAR_TASKS
 from qkdyn.settingflags import positive_int
 

@@ -5,7 +5,7 @@ import argparse
 import json
 from pathlib import Path
 
-from qkdyn.empirical.circuits.cli_common import add_config_arguments, config_from_args
+from qkdyn.commands.circuits_flags import add_config_arguments, config_from_args
 
 HELP = "train a transformer with a QK learning-rate multiplier on a real task (resumable)"
 

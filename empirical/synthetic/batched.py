@@ -1,0 +1,167 @@
+"""Many sampled runs (forms x schedules x seeds) trained as one tensor program (:mod:`.sampled`'s recipe).
+
+Run r's head is held as its :class:`~.sampled.Factors`, stacked along a leading run dimension:
+A (R, V, r), B (R, r, V), O (R, C, r2), V_v (R, r2, V). One step evaluates, for every run on its own
+batch (counts c, query q, target y: the batch of its stream at this step),
+
+    A_x    = s (A[q] B)[x]                       scores
+    attn   = softmax_x(A_x + log c_x)            attention mass per id
+    logits = attn (O V_v)^T
+    L_r    = mean over the batch of CE(logits, y)
+
+and the SGD step theta_r <- theta_r - lr_r(step) grad_{theta_r} sum_r' L_r'. No parameter is shared
+between runs, so the gradient of the sum with respect to run r's parameters is that of L_r alone: every
+run follows its own trajectory, and its numbers equal those of the run trained alone to round-off (a
+test, against the plain module-and-optimiser loop). A collapsed circuit's identity factor has learning
+rate 0 (the products with I are exact). The bookkeeping of :mod:`.sampled` (running loss over the last
+``window`` batch losses, matched-loss levels, stopping) is vectorised over the runs; a run that stops or
+reaches its horizon is measured and leaves the stack.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import Iterable
+
+import numpy as np
+import torch
+from torch import nn
+
+from qkdyn.empirical.synthetic.sampled import CHUNK, Batch, Result, Task, chunks, metrics, test_set
+
+
+def forward(factors, scale: float, queries: torch.Tensor, log_counts: torch.Tensor, slot: torch.Tensor):
+    """Logits (R, B, C) and attention (R, B, V) of stacked heads ``factors`` = (A, B, O, V_v) on counts
+    whose query is ``queries[slot]``: the score rows s A[q] B are formed once per query id, not per sample."""
+    A, B, O, V = factors
+    table = scale * torch.bmm(A[:, queries], B)  # (R, queries, V)
+    scores = table.gather(1, slot[..., None].expand(*slot.shape, table.shape[-1]))
+    attn = torch.softmax(scores + log_counts, dim=-1)
+    return torch.bmm(attn, torch.bmm(O, V).transpose(1, 2)), attn
+
+
+def grid(task: Task, params: Iterable[str], seeds: Iterable[int], test_size: int) -> dict:
+    """(param, schedule, seed) -> Result for every form x schedule of the task x seed, in one program."""
+    return run(task, [(p, s, seed) for p in params for s in task.qk_factor for seed in seeds], test_size)
+
+
+def train(task: Task, param: str, schedule: str, seed: int, test_size: int) -> Result:
+    """One run alone (the same program with one row)."""
+    return run(task, [(param, schedule, seed)], test_size)[(param, schedule, seed)]
+
+
+@contextlib.contextmanager
+def one_thread():
+    """Torch on one thread for the block (small tensors: more threads only contend, and spin-wait on a
+    shared machine)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _stack(batches: list[Batch]) -> Batch:
+    return Batch(*(torch.stack(fields) for fields in zip(*batches)))
+
+
+def run(task: Task, arms: list[tuple[str, str, int]], test_size: int) -> dict:
+    """(param, schedule, seed) -> Result for every arm in ``arms``, trained together (module docstring)."""
+    with one_thread():
+        return _run(task, arms, test_size)
+
+
+def _run(task: Task, arms: list[tuple[str, str, int]], test_size: int) -> dict:
+    stream_of, streams, tests = {}, [], []
+    for param, _, seed in arms:
+        key = (task.stream_key(param), seed)
+        if key not in stream_of:
+            stream_of[key] = len(streams)
+            streams.append(chunks(task, param, seed))
+            tests.append(test_set(task, param, seed, test_size))
+    test = _stack(tests)
+    test_log = torch.log(test.counts)
+    queries = torch.as_tensor(task.queries)
+    slot_of = torch.zeros(int(queries.max()) + 1, dtype=torch.long)
+    slot_of[queries] = torch.arange(len(queries))
+    arm_stream = torch.as_tensor([stream_of[(task.stream_key(p), seed)] for p, _, seed in arms])
+
+    heads = [task.factors(task.new_model(p, seed, s)) for p, s, seed in arms]
+    params = [torch.stack([h[i].detach() for h in heads]).requires_grad_() for i in range(4)]
+    dtype = params[0].dtype
+    horizons = torch.as_tensor([task.horizon(p, s) for p, s, _ in arms])
+    steps_max = int(horizons.max())
+    qk_lr = torch.zeros(len(arms), steps_max, dtype=dtype)
+    for i, (p, s, _) in enumerate(arms):
+        frac = np.arange(int(horizons[i])) / int(horizons[i])
+        qk_lr[i, : len(frac)] = torch.as_tensor(task.base_lr * np.broadcast_to(task.qk_factor[s](p, frac), frac.shape))
+    train_A = torch.as_tensor([h.train_A for h in heads], dtype=dtype)  # a collapsed circuit's I is frozen
+    train_V = torch.as_tensor([h.train_V for h in heads], dtype=dtype)
+    ramp = torch.as_tensor([s == "ramp" for _, s, _ in arms])
+    levels = torch.as_tensor(task.levels, dtype=torch.float64)
+
+    alive = torch.arange(len(arms))  # arm index of each stacked row
+    recent = torch.zeros(len(arms), task.window, dtype=torch.float64)
+    reached = torch.zeros(len(arms), len(levels), dtype=torch.bool)
+    at_level: list[dict] = [{} for _ in arms]
+    results: dict = {}
+
+    def measure(rows: torch.Tensor) -> list[dict[str, np.ndarray]]:
+        """Per-sample test metrics of the stacked rows ``rows`` (current parameters)."""
+        with torch.no_grad():
+            data = Batch(*(f[arm_stream[alive[rows]]] for f in test))
+            out = metrics(*forward([p[rows] for p in params], task.scale, queries,
+                                   test_log[arm_stream[alive[rows]]], slot_of[data.query]), data)
+        return [{k: v[i].numpy() for k, v in out.items()} for i in range(len(rows))]
+
+    def finish(rows: torch.Tensor, step: int, running: torch.Tensor) -> None:
+        for row, final in zip(rows.tolist(), measure(rows)):
+            i = int(alive[row])
+            results[arms[i]] = Result(*arms[i], int(horizons[i]), step + 1, float(running[row]), at_level[i], final)
+
+    for step in range(steps_max):
+        if step % CHUNK == 0:
+            chunk = _stack([next(stream) for stream in streams])
+            chunk_log, chunk_slot = torch.log(chunk.counts), slot_of[chunk.query]
+        where = arm_stream[alive]
+        j = step % CHUNK
+        logits, _ = forward(params, task.scale, queries, chunk_log[where, j], chunk_slot[where, j])
+        target = chunk.target[where, j]
+        losses = nn.functional.cross_entropy(logits.flatten(0, 1), target.flatten(), reduction="none")
+        losses = losses.view(target.shape).mean(dim=1)
+        losses.sum().backward()
+        with torch.no_grad():
+            value = losses.double()
+            if not bool(torch.isfinite(value).all()):
+                p, s, seed = arms[int(alive[~torch.isfinite(value)][0])]
+                raise RuntimeError(f"{task.name} {p} {s} seed {seed}: SGD diverged at step {step}")
+            recent[alive, step % task.window] = value
+            full = step >= task.window - 1
+            running = recent[alive].sum(dim=1) / task.window if full else torch.full_like(value, math.inf)
+            new = (running[:, None] <= levels) & ~reached[alive]
+            if bool(new.any()):
+                rows = torch.nonzero(new.any(dim=1))[:, 0]
+                for row, values in zip(rows.tolist(), measure(rows)):
+                    i = int(alive[row])
+                    for level in levels[new[row]].tolist():
+                        at_level[i][level] = {k: float(np.nanmean(v)) for k, v in values.items()}
+                reached[alive] |= new
+            stop = ~ramp[alive] & (running <= task.target)
+            if bool(stop.any()):
+                finish(torch.nonzero(stop)[:, 0], step, running)
+            qk = qk_lr[alive, step]
+            ov = torch.full_like(qk, task.base_lr)
+            for p, rate in zip(params, (qk * train_A[alive], qk, ov, ov * train_V[alive])):
+                p.sub_(rate[:, None, None] * p.grad)
+                p.grad = None
+            done = ~stop & (horizons[alive] == step + 1)
+            if bool(done.any()):
+                finish(torch.nonzero(done)[:, 0], step, running)
+            keep = ~(stop | done)
+            if not bool(keep.all()):
+                alive = alive[keep]
+                params = [p[keep].detach().requires_grad_() for p in params]
+        if len(alive) == 0:
+            break
+    return {arm: results[arm] for arm in arms}

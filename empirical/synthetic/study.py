@@ -1,0 +1,163 @@
+"""The synthetic torch experiments as studies (:mod:`qkdyn.studies`).
+
+* ``a6`` (:mod:`.claim_a6`): runs ``gd_sgd``, ``nonsymmetric`` and ``adam``; claims A6 and A6-adam are
+  judged from their evidence by :func:`.claim_a6.judge`.
+* ``stability`` (:mod:`.claim_stability`): claim SUB, one run (where the reduced flow describes the
+  full model).
+* ``sampled`` (:mod:`.claims_sampled`): one run per sampled generator (``clean``, ``authors``), each
+  training its form x schedule x seed grid; claims A4-sampled-GEN and A5-sampled-GEN.
+* ``fixed-attention`` (:mod:`.fixed_attention`): one run per OV form x alpha x seed (a training run of
+  the OV circuit with attention fixed); claim FA is judged from the loss curves of the records and the
+  frozen-QK flow (deterministic solves), the figure drawn by ``render``.
+
+Budgets: ``quick`` is ``qkdyn verify --quick``; ``cpu``, ``gpu`` and ``paper`` the full run (these
+experiments are small: a GPU adds nothing).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from qkdyn.studies import RunSpec, Study, claim_from_dict, claim_to_dict, copy_files
+
+
+def _by_budget(config) -> dict:
+    full = config(False)
+    return {"quick": config(True), "cpu": full, "gpu": full, "paper": full}
+
+
+class A6Study(Study):
+    name = "a6"
+    title = "Claim A6: GD, SGD and Adam on the matrix model follow the ODE"
+    claim_names = ("A6", "A6-adam")
+
+    @property
+    def budgets(self):
+        from qkdyn.empirical.synthetic.claim_a6 import config
+
+        return _by_budget(config)
+
+    def plan(self, budget):
+        cfg = self.budget(budget)
+        return [RunSpec.make(self.name, run, **cfg) for run in ("gd_sgd", "nonsymmetric", "adam", "long_horizon")]
+
+    def measure(self, spec, scratch):
+        from qkdyn.empirical.synthetic import claim_a6
+
+        if spec.name == "long_horizon":  # its own fixed setting (claim_a6.LONG), the same at every budget
+            return {"evidence": claim_a6.long_horizon()}
+        measure = {"gd_sgd": claim_a6.gd_and_sgd, "nonsymmetric": claim_a6.nonsymmetric,
+                   "adam": claim_a6.adam}[spec.name]
+        evidence, _ = measure(spec.params, scratch)
+        return {"evidence": evidence}
+
+    def claims(self, records, budget):
+        from qkdyn.empirical.synthetic.claim_a6 import judge
+
+        got = {r.spec.name: r.result["evidence"] for r in records}
+        return judge(records[0].spec.params, got["gd_sgd"], got["nonsymmetric"], got["adam"], got["long_horizon"])
+
+
+class StabilityStudy(Study):
+    name = "stability"
+    title = "Claim SUB: stability of the symmetric subspace"
+    claim_names = ("SUB",)
+    budgets = {"quick": {"quick": True}, "cpu": {"quick": False}, "gpu": {"quick": False}, "paper": {"quick": False}}
+
+    def plan(self, budget):
+        return [RunSpec.make(self.name, "sub", **self.budget(budget))]
+
+    def measure(self, spec, scratch):
+        from qkdyn.empirical.synthetic.claim_stability import check
+
+        claim = check(spec.params["quick"], scratch)
+        claim.evidence.pop("cpu_seconds", None)  # a timing, not evidence: the report stays reproducible
+        return {"claims": [claim_to_dict(claim)]}
+
+    def claims(self, records, budget):
+        return [claim_from_dict(c) for r in records for c in r.result["claims"]]
+
+
+class SampledStudy(Study):
+    name = "sampled"
+    title = "Claims A4/A5 on the sampled generators"
+    claim_names = ("A4-sampled-clean", "A5-sampled-clean", "A4-sampled-authors", "A5-sampled-authors")
+
+    @property
+    def budgets(self):
+        from qkdyn.empirical.synthetic.claims_sampled import config
+
+        return _by_budget(config)
+
+    def plan(self, budget):
+        cfg = self.budget(budget)
+        return [RunSpec.make(self.name, gen, generator=gen, **cfg) for gen in ("clean", "authors")]
+
+    def measure(self, spec, scratch):
+        from qkdyn.empirical.synthetic import claims_sampled
+
+        p = spec.params
+        task, test_size = claims_sampled.tasks(p)[p["generator"]]
+        claims, _ = claims_sampled.generator_claims(p["generator"], task, test_size, p["seeds"], scratch)
+        return {"claims": [claim_to_dict(c) for c in claims]}
+
+    def claims(self, records, budget):
+        return [claim_from_dict(c) for r in records for c in r.result["claims"]]
+
+
+class FixedAttentionStudy(Study):
+    name = "fixed-attention"
+    title = "Claim FA: with attention fixed, the loss falls faster the more attention sits on distinct tokens"
+    claim_names = ("FA",)
+    plot = "fixed_attention.png"
+
+    @property
+    def budgets(self):
+        from qkdyn.empirical.synthetic.fixed_attention import config
+
+        return _by_budget(config)
+
+    def plan(self, budget):
+        from qkdyn.empirical.synthetic.fixed_attention import FORMS
+
+        cfg = self.budget(budget)
+        return [RunSpec.make(self.name, f"{form}_a{alpha:g}_s{seed}", form=form, alpha=alpha, seed=seed,
+                             steps=cfg["steps"], eval_size=cfg["eval_size"], checkpoints=cfg["checkpoints"])
+                for form in FORMS for alpha in cfg["alphas"] for seed in cfg["seeds"]]
+
+    def measure(self, spec, scratch):
+        from qkdyn.empirical.synthetic.fixed_attention import train
+
+        p = spec.params
+        run = train(p["form"], p["alpha"], p["seed"], p["steps"], p["eval_size"], p["checkpoints"])
+        return {"t": run.t.tolist(), "loss": run.loss.tolist(), "fall": run.fall.tolist(),
+                "attn_distinct": run.attn_distinct}
+
+    @staticmethod
+    def runs(records) -> dict:
+        """(form, alpha, seed) -> :class:`.fixed_attention.Run` from the records."""
+        from qkdyn.empirical.synthetic.fixed_attention import Run
+
+        out = {}
+        for r in records:
+            p, res = r.spec.params, r.result
+            out[(p["form"], p["alpha"], p["seed"])] = Run(p["form"], p["alpha"], p["seed"], np.array(res["t"]),
+                                                          np.array(res["loss"]), np.array(res["fall"]),
+                                                          res["attn_distinct"])
+        return out
+
+    def claims(self, records, budget):
+        from qkdyn.empirical.synthetic import fixed_attention as fa
+
+        runs = self.runs(records)
+        curves = fa.theory_curves(runs)
+        return [fa.claim(runs, curves, fa.summary_table(runs, curves), self.plot)]
+
+    def render(self, records, claims, figures: Path):
+        from qkdyn.empirical.synthetic import fixed_attention as fa, plots
+
+        copy_files(records, figures)
+        runs = self.runs(records)
+        plots.fixed_attention(runs, fa.theory_curves(runs), Path(figures) / self.plot)
+        return []

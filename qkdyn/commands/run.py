@@ -1,0 +1,36 @@
+"""``qkdyn run STUDY --spec JSON``: one run of a study (what each line of ``qkdyn plan`` runs).
+Idempotent: a finished run is not recomputed."""
+from __future__ import annotations
+
+import argparse
+
+from qkdyn.commands.studyflags import add_study_argument
+
+HELP = "run one planned run of a study (a line of `qkdyn plan`); finished runs are kept"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_study_argument(parser)
+    parser.add_argument("--spec", required=True, help="the run spec (JSON, as `qkdyn plan` writes it)")
+    parser.add_argument("--runs", default="runs/studies", help="directory of the study's run records")
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+
+    from qkdyn.errors import InputError
+    from qkdyn.runs import check_run_dir
+    from qkdyn.studies import RunSpec, get
+
+    try:
+        spec = RunSpec.from_dict(json.loads(args.spec))
+    except ValueError as exc:
+        raise InputError(f"--spec is not a run spec: {exc}")
+    if spec.study != args.study:
+        raise InputError(f"--spec belongs to study {spec.study!r}, not {args.study!r}")
+    study = get(args.study)
+    study.check(spec)
+    check_run_dir(args.runs, "--runs")
+    record = study.run(spec, args.runs)
+    print(f"wrote {study.record_path(record.spec, args.runs)}")
+    return 0

@@ -1,0 +1,277 @@
+"""The study: the unit of every experiment, one plan / run / judge / render interface.
+
+A study declares its budgets once (:data:`BUDGETS`: ``quick``, ``cpu``, ``gpu``, ``paper``) and
+implements
+
+* ``plan(budget) -> [RunSpec]``: the runs; a :class:`RunSpec` is typed, hashable and JSON
+  round-trippable, and its ``config`` fully determines the run (so a spec is a self-contained job);
+* ``measure(spec, scratch) -> dict``: the expensive part of one run (training, solving), files it
+  writes go to ``scratch``; :meth:`Study.run` wraps it: resumable and idempotent (a finished run is
+  read back from ``runs_dir/STUDY/NAME.json``, never recomputed);
+* ``claims(records, budget) -> [Claim]``: pure (no training, no plotting, no files): the verdicts
+  from the records alone, so it is unit-tested on fake records;
+* ``render(records, claims, figures) -> [str]``: the figures (files written into ``figures``);
+  returns further (non-claim) plots for the report.
+
+:func:`judge` applies a study's claims to whatever runs have finished: when some are missing every
+claim of the study is ``inconclusive`` saying "k of n runs". The registry :data:`STUDIES` maps
+names to studies (``qkdyn verify`` runs the ones in :data:`VERIFY`); :mod:`qkdyn.executors` runs
+the missing specs locally or on Ray, and ``qkdyn plan`` lists them as commands for any scheduler.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import json
+import shutil
+from pathlib import Path
+from typing import Any, Iterable
+
+from qkdyn.claims import Claim
+from qkdyn.errors import InputError
+
+BUDGETS = ("quick", "cpu", "gpu", "paper")
+
+#: study name -> "module:class" (imported on first use, so the registry is light)
+STUDIES: dict[str, str] = {
+    "theory": "qkdyn.study_theory:TheoryStudy",
+    "a6": "qkdyn.empirical.synthetic.study:A6Study",
+    "sampled": "qkdyn.empirical.synthetic.study:SampledStudy",
+    "fixed-attention": "qkdyn.empirical.synthetic.study:FixedAttentionStudy",
+    "stability": "qkdyn.empirical.synthetic.study:StabilityStudy",
+    "circuits": "qkdyn.empirical.circuits.study:CircuitsStudy",
+}
+#: the studies of ``qkdyn verify``, in report order; the first is the theory (no torch)
+VERIFY = ("theory", "a6", "sampled", "fixed-attention", "stability")
+
+
+def _freeze(value):
+    """JSON-like value -> hashable (lists to tuples, dicts to sorted item tuples are not allowed)."""
+    if isinstance(value, (list, tuple)):
+        return tuple(_freeze(v) for v in value)
+    if isinstance(value, dict):
+        raise TypeError("RunSpec config values must be numbers, strings, booleans, None or lists of them")
+    return value
+
+
+def _thaw(value):
+    return [_thaw(v) for v in value] if isinstance(value, tuple) else value
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    """One run: the study's name, a file-safe name unique in the plan, the full configuration
+    (sorted ``(key, value)`` pairs, values hashable), and the resources it asks for."""
+
+    study: str
+    name: str
+    config: tuple[tuple[str, Any], ...]
+    cpus: float = 1.0
+    gpus: float = 0.0
+
+    @classmethod
+    def make(cls, study: str, name: str, *, cpus: float = 1.0, gpus: float = 0.0, **config) -> "RunSpec":
+        return cls(study, name, tuple(sorted((k, _freeze(v)) for k, v in config.items())), float(cpus), float(gpus))
+
+    @property
+    def params(self) -> dict:
+        """The configuration as a plain dict (tuples as lists)."""
+        return {k: _thaw(v) for k, v in self.config}
+
+    def to_dict(self) -> dict:
+        return {"study": self.study, "name": self.name, "config": self.params, "cpus": self.cpus, "gpus": self.gpus}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "RunSpec":
+        try:
+            return cls.make(data["study"], data["name"], cpus=data.get("cpus", 1.0), gpus=data.get("gpus", 0.0),
+                            **data["config"])
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise InputError(f"not a run spec ({type(exc).__name__}: {exc})", "spec")
+
+
+@dataclasses.dataclass(frozen=True)
+class Record:
+    """A finished run: its spec, the measured result (JSON data) and the directory of its files."""
+
+    spec: RunSpec
+    result: dict
+    scratch: Path
+
+
+def json_default(value):
+    """numpy scalars and arrays for JSON: floats where they are one number, else their text."""
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+class Study:
+    """Base class; see the module docstring. Subclasses set ``name``, ``title``, ``budgets`` and
+    implement ``plan``, ``measure``, ``claims`` (and ``render`` when they draw figures)."""
+
+    name = ""
+    title = ""
+    #: budget -> the study's parameters at that budget (declared once, here)
+    budgets: dict[str, dict] = {}
+    #: the ids of the claims the study makes (what is reported inconclusive while runs are missing)
+    claim_names: tuple[str, ...] = ()
+
+    def claim_ids(self, budget: str) -> tuple[str, ...]:
+        return self.claim_names
+
+    def budget(self, budget: str) -> dict:
+        if budget not in BUDGETS:
+            from qkdyn.suggest import unknown_choice
+
+            raise InputError(unknown_choice("budget", budget, BUDGETS))
+        return self.budgets[budget]
+
+    def plan(self, budget: str) -> list[RunSpec]:
+        raise NotImplementedError
+
+    def measure(self, spec: RunSpec, scratch: Path) -> dict:
+        raise NotImplementedError
+
+    def claims(self, records: list[Record], budget: str) -> list[Claim]:
+        raise NotImplementedError
+
+    def render(self, records: list[Record], claims: list[Claim], figures: Path) -> list[str]:
+        """Default: copy every file the runs listed under ``result["files"]`` into ``figures``."""
+        return copy_files(records, figures)
+
+    def check(self, spec: RunSpec) -> None:
+        """InputError unless ``spec`` is a run this study can make: by default, a run of its plan at
+        some budget (a spec from elsewhere, or edited, is refused before anything runs)."""
+        if not any(spec in self.plan(b) for b in BUDGETS):
+            raise InputError(f"the spec {spec.name!r} is not a run of study {self.name}'s plan at any budget "
+                             f"({', '.join(BUDGETS)}); list them with `qkdyn plan {self.name}`")
+
+    def context(self, budget: str) -> dict:
+        """What the report's "Setting" section shows for this study."""
+        return {"budget": budget}
+
+    # -- generic parts ---------------------------------------------------------------------------
+    def record_path(self, spec: RunSpec, runs_dir: Path) -> Path:
+        return Path(runs_dir) / spec.study / f"{spec.name}.json"
+
+    def load(self, spec: RunSpec, runs_dir: Path) -> Record | None:
+        """The finished record of ``spec`` under ``runs_dir``, or None (missing, or another spec's)."""
+        from qkdyn.runs import read_json
+
+        path = self.record_path(spec, runs_dir)
+        if not path.exists():
+            return None
+        data = read_json(path)
+        if not isinstance(data, dict) or data.get("spec") != json.loads(spec.to_json()):
+            return None
+        return Record(spec, data["result"], path.with_suffix(""))
+
+    def run(self, spec: RunSpec, runs_dir: str | Path) -> Record:
+        """Run ``spec`` unless its record exists (idempotent), on ``spec.cpus`` torch threads; the
+        record is written atomically, with ``files``: what the run wrote into its scratch directory."""
+        record = self.load(spec, Path(runs_dir))
+        if record is None:
+            scratch = self.record_path(spec, Path(runs_dir)).with_suffix("")
+            scratch.mkdir(parents=True, exist_ok=True)
+            result = _with_threads(max(1, int(spec.cpus)), lambda: self.measure(spec, scratch))
+            result.setdefault("files", sorted(p.name for p in scratch.iterdir() if p.is_file()))
+            record = save(Record(spec, result, scratch), runs_dir)
+        return record
+
+
+def save(record: Record, runs_dir: str | Path) -> Record:
+    """Write ``record`` as ``runs_dir/STUDY/NAME.json`` (atomic); returns it as read back, so a
+    record in memory is exactly what a later ``report`` reads (JSON types, NaN kept)."""
+    from qkdyn.atomic import write_text
+
+    path = Path(runs_dir) / record.spec.study / f"{record.spec.name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps({"spec": json.loads(record.spec.to_json()), "result": record.result}, default=json_default)
+    write_text(path, text)
+    return Record(record.spec, json.loads(text)["result"], path.with_suffix(""))
+
+
+def die_with_parent() -> None:
+    """Pool initializer: SIGKILL this worker when the process that started it dies (Linux)."""
+    import multiprocessing
+    import os
+    import sys
+
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        parent = multiprocessing.parent_process()
+        if parent is not None and os.getppid() != parent.pid:  # it died before prctl took effect
+            os._exit(1)
+
+
+
+def _with_threads(n: int, fn):
+    import torch
+
+    saved = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        return fn()
+    finally:
+        torch.set_num_threads(saved)
+
+
+def copy_files(records: Iterable[Record], figures: Path) -> list[str]:
+    """Copy the files each record lists in ``result["files"]`` from its scratch directory to ``figures``."""
+    figures.mkdir(parents=True, exist_ok=True)
+    for record in records:
+        for name in record.result.get("files", []):
+            source = record.scratch / name
+            if source.exists():
+                shutil.copyfile(source, figures / name)
+    return []
+
+
+def claim_from_dict(data: dict) -> Claim:
+    """A :class:`Claim` from its JSON form (as in report.json and in records)."""
+    fields = {f.name for f in dataclasses.fields(Claim)}
+    return Claim(**{k: v for k, v in data.items() if k in fields})
+
+
+def claim_to_dict(claim: Claim) -> dict:
+    return json.loads(json.dumps(dataclasses.asdict(claim), default=json_default))
+
+
+def get(name: str) -> Study:
+    """The registered study ``name`` (an InputError with the nearest name if there is none)."""
+    if name not in STUDIES:
+        from qkdyn.suggest import unknown_choice
+
+        raise InputError(unknown_choice("study", name, STUDIES))
+    module, cls = STUDIES[name].split(":")
+    return getattr(importlib.import_module(module), cls)()
+
+
+def find(study: Study, specs: list[RunSpec], runs_dir: str | Path) -> dict[RunSpec, Record]:
+    """The finished records of ``specs`` under ``runs_dir``."""
+    found = {spec: study.load(spec, Path(runs_dir)) for spec in specs}
+    return {spec: r for spec, r in found.items() if r is not None}
+
+
+def judge(study: Study, budget: str, specs: list[RunSpec], records: dict[RunSpec, Record]) -> list[Claim]:
+    """The study's claims from the finished ``records`` of its plan ``specs``; with runs missing,
+    each claim the study makes (:meth:`claim_ids`) is ``inconclusive``, saying "k of n runs"."""
+    done = [records[s] for s in specs if s in records]
+    if len(done) == len(specs):
+        return study.claims(done, budget)
+    missing = [s.name for s in specs if s not in records]
+    text = (f"{len(done)} of {len(specs)} runs of study {study.name} (budget {budget}) have finished; "
+            f"missing: {', '.join(missing[:5])}{', ...' if len(missing) > 5 else ''}. Not judged until all have.")
+    return [Claim(cid, f"{study.title}: {cid}", "inconclusive",
+                  {"runs_finished": len(done), "runs_planned": len(specs)}, text)
+            for cid in study.claim_ids(budget)]
+

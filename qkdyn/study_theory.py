@@ -1,0 +1,116 @@
+"""The theory claims A1-A5 as a study (:mod:`qkdyn.studies`): five runs.
+
+It lives in the top layer because A1 is decided by gradient descent on the full matrix model
+(:func:`qkdyn.empirical.synthetic.rates.gd_rate_factors`, torch) handed to the theory check; with
+``full_model=False`` (``qkdyn verify --skip-empirical``) A1 is inconclusive and nothing imports torch.
+
+Runs: ``a1`` (rate factors), ``a2`` (first integrals), ``a3`` (growth laws), ``a45`` (the closed-form
+sweep of attn at matched loss over rho, the A4 proofs, the ODE cross-check, the phase diagrams and
+the frozen-attention law) and ``overview`` (trajectory and phase-portrait figures). Each run's record
+holds its claims as measured (the checks are exact computations, so judging is reading them back).
+
+Budgets: ``quick`` is the coarse grid of ``qkdyn verify --quick``; ``cpu``, ``gpu`` and ``paper`` the
+full one (t >= 1e15, rho over [0.01, 100], docs/setting.md).
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+
+from qkdyn.studies import BUDGETS, RunSpec, Study, claim_from_dict, claim_to_dict
+
+
+def grid(quick: bool) -> dict:
+    """Horizons and grids (plain floats and lists, so a run spec carries them)."""
+    return {
+        "t_max": 1e15,
+        "a2_rhos": [1.0] if quick else [0.1, 1.0, 10.0],
+        "a3_read_at": [1e6, 1e15, 1e30] if quick else [1e6, 1e15, 1e30, 1e100],
+        # log-spaced, always containing rho = 1 exactly (equal rates, claim A5)
+        "sweep_rhos": [float(r) for r in np.unique(np.append(np.geomspace(0.01, 100, 9 if quick else 50), 1.0))],
+        "loss_levels": [0.5, 0.1, 1e-2, 1e-3],
+        # closed-form phase diagrams of attn at matched loss: rhos x rows points per form and axis
+        "phase_rhos": [float(r) for r in np.geomspace(0.01, 100, 60 if quick else 317)],
+        "phase_rows": 60 if quick else 316,
+        "phase_level": 1e-3,
+    }
+
+
+def describe(value):
+    """Grid entries for the report: short lists as they are, long grids by their range."""
+    if not hasattr(value, "__len__"):
+        return value
+    values = [float(v) for v in value]
+    return values if len(values) <= 8 else f"{len(values)} values log-spaced in [{values[0]:g}, {values[-1]:g}]"
+
+
+_KEYS = {"a1": ("t_max",), "a2": ("t_max", "a2_rhos"), "a3": ("a3_read_at",),
+         "a45": ("sweep_rhos", "loss_levels", "phase_rhos", "phase_rows", "phase_level"), "overview": ("t_max",)}
+
+
+@dataclasses.dataclass
+class TheoryStudy(Study):
+    full_model: bool = True  # A1 measured on the full matrix model (torch)
+
+    name = "theory"
+    title = "Theory claims A1-A5"
+    budgets = {"quick": grid(True), "cpu": grid(False), "gpu": grid(False), "paper": grid(False)}
+    claim_names = ("A1", "A2", "A3", "A4", "A5")
+
+    def plan(self, budget: str) -> list[RunSpec]:
+        cfg = self.budget(budget)
+        extra = {"a1": {"full_model": self.full_model}}
+        return [RunSpec.make(self.name, run, **{k: cfg[k] for k in keys}, **extra.get(run, {}))
+                for run, keys in _KEYS.items()]
+
+    def check(self, spec):
+        if not any(spec in TheoryStudy(f).plan(b) for f in (True, False) for b in BUDGETS):
+            super().check(spec)
+
+    def measure(self, spec: RunSpec, scratch: Path) -> dict:
+        from qkdyn.simulate import claims_sharpness, claims_theory, overview, phase
+        from qkdyn.theory.setting import Setting
+
+        setting, p = Setting(), spec.params
+        if spec.name == "a1":
+            measure = None
+            if p["full_model"]:
+                from qkdyn.empirical.synthetic.rates import gd_rate_factors as measure
+            claims = [claims_theory.check_a1(setting, p["t_max"], scratch, measure=measure)]
+        elif spec.name == "a2":
+            claims = [claims_theory.check_a2(setting, p["t_max"], p["a2_rhos"], scratch)]
+        elif spec.name == "a3":
+            claims = [claims_theory.check_a3(setting, p["a3_read_at"], p["a3_read_at"][-1], scratch)]
+        elif spec.name == "a45":
+            rhos = np.array(p["sweep_rhos"])
+            result = claims_sharpness.closed_form_sweep(setting, rhos, tuple(p["loss_levels"]))
+            ode = claims_sharpness.sweep(setting, rhos, tuple(p["loss_levels"]), progress=False)
+            cross_check = claims_sharpness.agreement(result, ode)
+            diagrams = [phase.diagram(setting, axis, np.array(p["phase_rhos"]), p["phase_rows"], p["phase_level"])
+                        for axis in phase.AXES]
+            phase_plot = phase.plot(diagrams, p["phase_level"], scratch)
+            frozen = claims_sharpness.frozen_law_check(setting, tuple(p["loss_levels"]))
+            hard = claims_sharpness.reachability(setting)
+            claims = [claims_sharpness.check_a4(result, scratch, claims_sharpness.a4_evidence(), cross_check, frozen,
+                                                hard),
+                      claims_sharpness.check_a5(result, cross_check, phase_plot, phase.summary(diagrams))]
+        else:
+            plots = [overview.trajectories_plot(setting, p["t_max"], scratch),
+                     overview.phase_portrait(setting, (0.1, 1.0, 10.0), 1e6, scratch)]
+            return {"claims": [], "plots": plots}
+        return {"claims": [claim_to_dict(c) for c in claims], "plots": []}
+
+    def claims(self, records, budget):
+        return [claim_from_dict(c) for r in records for c in r.result["claims"]]
+
+    def render(self, records, claims, figures):
+        super().render(records, claims, figures)
+        return [p for r in records for p in r.result["plots"]]
+
+    def context(self, budget: str) -> dict:
+        from qkdyn.theory.setting import Setting
+
+        return {"setting": dataclasses.asdict(Setting()), "quick": budget == "quick",
+                "plan": {k: describe(v) for k, v in self.budget(budget).items()}}

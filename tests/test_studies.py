@@ -1,0 +1,185 @@
+"""The study interface (qkdyn.studies): specs, pure claims on fake records, missing runs, and the
+executors: local pool, Ray and the plan path (a shell loop over `qkdyn plan`'s commands) give the
+same claims; killing the driver leaves no worker behind."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from qkdyn.cli import main
+from qkdyn.studies import Record, RunSpec, get, judge
+
+QKDYN = str(Path(sys.executable).with_name("qkdyn"))
+
+
+def test_run_spec_is_hashable_and_round_trips():
+    spec = RunSpec.make("fixed-attention", "x", alpha=0.2, seeds=[0, 1], form="collapsed")
+    assert hash(spec) == hash(RunSpec.make("fixed-attention", "x", form="collapsed", seeds=(0, 1), alpha=0.2))
+    assert RunSpec.from_dict(json.loads(spec.to_json())) == spec
+    assert spec.params["seeds"] == [0, 1]
+    with pytest.raises(TypeError):
+        RunSpec.make("s", "n", nested={"a": 1})
+
+
+def test_every_study_plans_every_budget_with_unique_names():
+    for name in ("theory", "a6", "sampled", "fixed-attention", "stability", "circuits"):
+        study = get(name)
+        for budget in ("quick", "cpu", "gpu", "paper"):
+            specs = study.plan(budget)
+            assert specs and len({s.name for s in specs}) == len(specs) == len(set(specs))
+            assert all(s.study == name for s in specs)
+
+
+def _fake_records(study, budget, slope):
+    """Records of the fixed-attention plan with made-up loss curves: L(alpha) = 2 - slope alpha t."""
+    records = {}
+    for spec in study.plan(budget):
+        p = spec.params
+        t = np.linspace(0, 1, p["checkpoints"])
+        noise = 1e-3 * (p["seed"] + 1)
+        loss = 2 - slope * p["alpha"] * t + noise
+        records[spec] = Record(spec, {"t": t.tolist(), "loss": loss.tolist(),
+                                      "fall": (slope * t + noise).tolist(), "attn_distinct": p["alpha"]}, Path())
+    return records
+
+
+def test_fixed_attention_claims_are_judged_from_records_alone():
+    study = get("fixed-attention")
+    specs = study.plan("quick")
+    holds = judge(study, "quick", specs, _fake_records(study, "quick", slope=1.0))
+    assert [c.id for c in holds] == ["FA"]
+    # loss falling faster with alpha: the loss parts hold; the theory part is a check of the flow
+    assert all(v == "holds" for k, v in holds[0].parts.items() if "loss at alpha" in k)
+    reversed_ = judge(study, "quick", specs, _fake_records(study, "quick", slope=-1.0))[0]
+    assert all(v != "holds" for k, v in reversed_.parts.items() if "loss at alpha" in k)
+    assert reversed_.verdict != "holds"
+
+
+def test_missing_runs_make_every_claim_inconclusive_k_of_n():
+    study = get("fixed-attention")
+    specs = study.plan("quick")
+    records = dict(list(_fake_records(study, "quick", 1.0).items())[:5])
+    (claim,) = judge(study, "quick", specs, records)
+    assert claim.verdict == "inconclusive" and f"5 of {len(specs)} runs" in claim.summary
+
+
+def test_report_of_an_empty_runs_dir_is_inconclusive(tmp_path, capsys):
+    assert main(["report", "fixed-attention", "--budget", "quick", "--runs", str(tmp_path / "runs"),
+                 "--figures", str(tmp_path / "out")]) == 0
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert [c["verdict"] for c in report["claims"]] == ["inconclusive"]
+    assert "0 of 12 runs" in report["claims"][0]["summary"]
+
+
+def test_bad_spec_and_unknown_study_are_one_line(capsys):
+    assert main(["run", "fixed-attention", "--spec", "{not json"]) == 2
+    assert main(["plan", "fixd-attention"]) == 2
+    err = capsys.readouterr().err
+    assert "did you mean 'fixed-attention'" in err and "Traceback" not in err
+
+
+def _claims(path: Path) -> list:
+    return json.loads((path / "report.json").read_text())["claims"]
+
+
+@pytest.mark.slow
+def test_local_ray_and_plan_path_give_the_same_claims(tmp_path):
+    pytest.importorskip("ray")
+    quick = ["--study", "fixed-attention", "--budget", "quick", "--no-progress"]
+    assert main(["verify", *quick, "--workers", "2", "--runs", str(tmp_path / "local"),
+                 "--figures", str(tmp_path / "local-out")]) == 0
+    assert main(["verify", *quick, "--executor", "ray", "--runs", str(tmp_path / "ray"),
+                 "--figures", str(tmp_path / "ray-out")]) == 0
+    runs = tmp_path / "plan"
+    lines = subprocess.run([QKDYN, "plan", "fixed-attention", "--budget", "quick", "--runs", str(runs)],
+                           capture_output=True, text=True, check=True).stdout.splitlines()
+    assert len(lines) == 12
+    env = dict(os.environ, PATH=f"{Path(QKDYN).parent}:{os.environ['PATH']}")
+    script = "\n".join(json.loads(line)["command"] for line in lines)  # what a Slurm array would run
+    subprocess.run(["bash", "-euc", script], check=True, env=env, capture_output=True)
+    assert subprocess.run([QKDYN, "plan", "fixed-attention", "--budget", "quick", "--runs", str(runs)],
+                          capture_output=True, text=True, check=True).stdout == ""  # nothing left to run
+    assert main(["report", "fixed-attention", "--budget", "quick", "--runs", str(runs),
+                 "--figures", str(tmp_path / "plan-out")]) == 0
+    local = _claims(tmp_path / "local-out")
+    assert local[0]["verdict"] in ("holds", "fails", "partial", "inconclusive")
+    assert _claims(tmp_path / "ray-out") == local
+    assert _claims(tmp_path / "plan-out") == local
+    for name in ("report.md", "report.json"):  # the report is reproducible: no timings, no clock
+        assert (tmp_path / "local-out" / name).read_text() == (tmp_path / "ray-out" / name).read_text()
+
+
+def _descendants(pid: int) -> set[int]:
+    """Live (not zombie) descendants of ``pid``, from /proc."""
+    parent = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[0] != "Z":
+                parent[int(entry.name)] = int(fields[1])
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, ppid in parent.items() if ppid in frontier} - found
+        found |= frontier
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_killing_the_driver_leaves_no_worker(tmp_path):
+    driver = subprocess.Popen([QKDYN, "verify", "--study", "fixed-attention", "--budget", "quick", "--workers", "2",
+                               "--no-progress", "--runs", str(tmp_path / "runs"), "--figures", str(tmp_path / "out")],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline, workers = time.monotonic() + 120, set()
+        while time.monotonic() < deadline and len(workers) < 2:
+            time.sleep(0.5)
+            workers = _descendants(driver.pid)
+        assert len(workers) >= 2, "the pool never started"
+        time.sleep(2)
+        workers = _descendants(driver.pid)
+    finally:
+        driver.send_signal(signal.SIGKILL)
+        driver.wait()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and any(_alive(p) for p in workers):
+        time.sleep(0.5)
+    assert not [p for p in workers if _alive(p)]
+
+
+def _circuits_records(study, gain):
+    """Fake finished circuits runs: attention mass 0.2 + gain for R > 1 (seed noise), same accuracy."""
+    records = {}
+    for spec in study.plan("quick"):
+        p = spec.params
+        faster = p["qk_lr_mult"] != 1.0
+        test = {"accuracy": 0.8 + 0.001 * p["seed"], "attention_mass": 0.2 + gain * faster + 0.01 * p["seed"] ** 2}
+        records[spec] = Record(spec, {"test": test}, Path())
+    return records
+
+
+def test_circuits_claims_are_judged_from_records_alone():
+    from qkdyn.empirical.circuits.study import CircuitsStudy
+
+    study = CircuitsStudy(task="vader", seeds=(0, 1, 2))
+    specs = study.plan("quick")
+    (sharper,) = judge(study, "quick", specs, _circuits_records(study, gain=0.2))
+    assert sharper.id == "vader QK x30" and sharper.parts["sharper attention"] == "holds"
+    (flat,) = judge(study, "quick", specs, _circuits_records(study, gain=-0.2))
+    assert flat.parts["sharper attention"] != "holds"
