@@ -57,7 +57,7 @@ def sweep(setting: Setting, rhos, levels, curve_rhos=(0.01, 0.1, 1.0, 10.0, 100.
         crossings = {**tr.crossings, levels[-1]: (tr.event_t, tr.state[:, -1])}
         for level, (t_cross, x_cross) in crossings.items():
             qk, _ = compiled.features(x_cross, p)
-            attn[param][level][i] = float(compiled.attention(qk, p)[0])
+            attn[param][level][i] = float(compiled.attention(qk, p))
             times[param][level][i] = t_cross
         if any(np.isclose(rho, curve_rhos)):
             curves[(param, float(rho))] = (tr.loss, tr.attn)

@@ -22,7 +22,6 @@ from qkdyn.simulate.solve import Trajectory, solve
 from qkdyn.claims import Claim, combine
 from qkdyn.theory.asymptotics import log_t_exponents, qk_law
 from qkdyn.theory.compiled import load
-from qkdyn.theory.model import PARAMS as MODEL_PARAMS
 from qkdyn.theory.model import ov as ov_symbol
 from qkdyn.theory.setting import ALL_PARAMS, Setting
 
@@ -37,9 +36,9 @@ def closed_rate_factors(tr: Trajectory) -> dict[str, dict[str, np.ndarray]]:
     along ``tr``, with the magnitude |qk| or |ov|."""
     p = tr.setting.numeric()
     compiled, collapsed = tr.compiled, load("CACO")
-    closed = compiled.balanced_metrics(tr.qk, tr.ov, compiled.kappa(tr.state, p)[0] * np.ones_like(tr.t), p)
+    closed = compiled.balanced_metrics(tr.qk, tr.ov, compiled.kappa(tr.state, p), p)
     reference = collapsed.metrics(np.zeros((5, 1)), p)
-    return {circuit: {"magnitude": np.abs(feature), "closed": np.asarray(closed[index]) / reference[index] * np.ones_like(tr.t)}
+    return {circuit: {"magnitude": np.abs(feature), "closed": closed[index] / reference[index]}
             for index, (circuit, feature) in enumerate((("QK", tr.qk), ("OV", tr.ov)))}
 
 
@@ -146,8 +145,8 @@ def derived_log_readings(tr: Trajectory, t: np.ndarray) -> dict[str, np.ndarray]
     (qkdyn.theory.asymptotics: ov(t) from the OV law, Lambert W for a factorized OV; qk = the QK law at
     that ov, which carries the log log t of a factorized QK), no fitting."""
     compiled, p = tr.compiled, tr.setting.numeric()
-    ov = np.asarray(compiled.ov_law(t, p)[0], dtype=float) * np.ones_like(t)
-    qk = np.asarray(compiled.qk_law(ov, p)[0], dtype=float) * np.ones_like(t)
+    ov = compiled.ov_law(t, p)
+    qk = compiled.qk_law(ov, p)
     return {"ov": np.log(ov), "qk": np.log(qk), "exp(qk)": qk, "odds": qk + math.log(tr.setting.m / tr.setting.n)}
 
 
@@ -198,8 +197,8 @@ def check_a3(setting: Setting, read_at, t_far: float, figures: Path, laws=derive
         tr = solve(setting, param, t_max=max(t_far, t2), points=600, at=sorted(set(read_at) | set(WINDOW)))
         late = tr.t > 1e3
         compiled, p = tr.compiled, setting.numeric()
-        law_ov = np.asarray(compiled.ov_law(tr.t[late], p)[0])
-        law_qk = np.asarray(compiled.qk_law(tr.ov[late], p)[0])
+        law_ov = compiled.ov_law(tr.t[late], p)
+        law_qk = compiled.qk_law(tr.ov[late], p)
         rows = {}
         ends = np.searchsorted(tr.t, [t1, t2])
         pairs = lambda values: {k: tuple(map(float, v)) for k, v in values.items()}  # noqa: E731
@@ -281,8 +280,7 @@ def _fitted_constants(tr: Trajectory, param: str) -> dict[str, dict[str, float]]
     window = (tr.t >= 1e10) & (tr.t <= 1e15)
     law = qk_law(param)
     power = int(sp.degree(law.argument, ov_symbol))
-    values = dict(zip(MODEL_PARAMS, tr.setting.numeric()))
-    derived_c = float(sp.simplify(law.argument / ov_symbol**power).subs(values))
+    derived_c = float(tr.compiled.qk_law_constant(tr.setting.numeric()))  # derived once, in the generated module
     slope = np.polyfit(np.log(tr.t[window]), tr.ov[window], 1)[0]
     lhs = np.exp(tr.qk[window]) / tr.qk[window] ** law.power
     fitted_c = float(np.linalg.lstsq(tr.ov[window, None] ** power, lhs, rcond=None)[0][0])

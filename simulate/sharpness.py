@@ -216,26 +216,25 @@ class _Problem:
         compiled: Compiled = load(param)
         self.compiled, self.p, self.setting = compiled, setting.numeric(), setting
         x0 = compiled.init(self.p, setting.qk0, setting.ov0)
-        self.kappa = float(np.ravel(compiled.kappa(x0, self.p)[0])[0])
-        qk0, ov0 = (float(np.ravel(v)[0]) for v in compiled.features(x0, self.p))
+        self.kappa = float(compiled.kappa(x0, self.p))
+        qk0, ov0 = (float(v) for v in compiled.features(x0, self.p))
         self.qk0, self.ov0 = qk0, ov0
-        a, beta = (float(np.ravel(v)[0]) for v in compiled.line_scale(self.kappa, self.p))
+        a, beta = (float(v) for v in compiled.line_scale(self.kappa, self.p))
         self.line = _QKLine(a, beta, setting.m, setting.n, qk0)
         self.psi0 = self._psi(np.array([ov0]))[0]
-        self.loss0 = float(np.ravel(compiled.loss(qk0, ov0, self.p)[0])[0])
+        self.loss0 = float(compiled.loss(qk0, ov0, self.p))
         self.z0 = self.alpha(np.array([qk0]))[0] * ov0
         self.log_k1 = math.log(setting.classes - 1)
         self.factorized_ov = param in ("CAFO", "FAFO")
 
     def _psi(self, ov):
-        return np.asarray(self.compiled.psi(ov, self.p)[0], dtype=float) * np.ones_like(ov)
+        return self.compiled.psi(ov, self.p)
 
     def alpha(self, qk):
-        return np.asarray(self.compiled.attention(qk, self.p)[0], dtype=float) * np.ones_like(qk)
+        return self.compiled.attention(qk, self.p)
 
     def m_ov(self, ov):
-        metric = self.compiled.balanced_metrics(np.zeros_like(ov), ov, self.kappa, self.p)[1]
-        return np.asarray(metric, dtype=float) * np.ones_like(ov)
+        return self.compiled.balanced_metrics(np.zeros_like(ov), ov, self.kappa, self.p)[1]
 
     def qk_of_ov(self, ov, rho, polish: bool = True):
         """qk on the line at margin ov, and u (the line coordinate); ``polish``: see _QKLine.invert."""
