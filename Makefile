@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: verify verify-quick test test-fast bench install clean
+.PHONY: verify verify-quick test test-fast bench docs install clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,5 +32,8 @@ test-fast: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks
 
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict    # the site under site/ (tests/test_docs_site.py builds it too)
+
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build site *.egg-info

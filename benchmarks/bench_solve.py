@@ -1,62 +1,192 @@
-"""Solver speed: log-time LSODA with the analytic Jacobian vs plain ``solve_ivp`` (RK45, no Jacobian,
-linear time), both measured here on the same problems.
+"""Solver speed against what a user would write instead, measured side by side in this process.
 
-1. One solve of FAFO (default setting) to t = 1e15, numeric module cached.
-2. The A4/A5 sweep: 4 parameterisations x 50 values of rho to the loss-1e-3 event. The plain
-   solver is timed on every 10th rho (20 runs) and compared per run.
+The problem: the default setting's CACO flow to t = 1e15, 200 log-spaced rows. qkdyn solves its
+5-variable reduced state (``qkdyn.solve``: compiled DOP853 in log-time, rows from its dense output,
+the Trajectory built). The peers solve the same flow written by hand in its two features,
+
+    dqk/dt = -eta_QK s^2 (1/(KD) + 1/N) dL/dqk,   dov/dt = -eta_OV / ((K-1) D) dL/dov,
+    L = softplus(log(K-1) - alpha ov),   alpha = expit(qk + log(m/n)),
+
+in log-time too (tau = log(1 + t); in linear time none of them reaches 1e15):
+plain SciPy LSODA and DOP853 (``solve_ivp`` with ``t_eval``) on a Python RHS, and diffrax Tsit5
+jit-compiled (the optional ``bench`` extra; skipped with a note where jax/diffrax are missing).
+All at rtol 1e-11, atol 1e-14; the accuracy of each side is its largest relative error in (qk, ov)
+over the rows against a SciPy DOP853 reference at rtol 1e-14. Times are CPU seconds (all threads),
+rounds interleaved, the ratio reported is the median over rounds of (peer's time / qkdyn's time):
+above 1 means qkdyn is faster.
+
+Then a sweep over 64 values of eta_QK (``qkdyn.solve`` given the list of settings) against a
+diffrax ``vmap`` of the same solve and a loop of SciPy LSODA solves, per trajectory; and the cost of a
+first call in a fresh process with numba's cache empty (cold) and filled (warm).
 """
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
 import time
 
 import numpy as np
 from scipy.integrate import solve_ivp
 
-from qkdyn.simulate.solve import solve
-from qkdyn.theory.compiled import load
-from qkdyn.theory.setting import EXACT_PARAMS, Setting
+from qkdyn.simulate.solve import output_times, solve
+from qkdyn.theory.setting import Setting
+
+T_MAX, POINTS, RTOL, ATOL, ROUNDS = 1e15, 200, 1e-11, 1e-14, 7
+TIGHTER = (1e-12, 1e-13)  # qkdyn at tighter tolerances, to compare at equal accuracy
+SWEEP = np.geomspace(0.1, 10.0, 64)
 
 
-def plain(setting: Setting, param: str, t_max: float, until_loss: float | None = None):
-    compiled, p = load(param), setting.numeric()
-    x0 = compiled.init(p, setting.qk0, setting.ov0)
-    events = None
-    if until_loss is not None:
-        def events(t, x):
-            return compiled.loss(*compiled.features(x, p), p)[0] - until_loss
-        events.terminal = True
-    start = time.perf_counter()
-    sol = solve_ivp(lambda t, x: compiled.rhs(x, p), (0.0, t_max), x0, rtol=1e-11, atol=1e-14, events=events)
-    return time.perf_counter() - start, sol
+def _expit(x: float) -> float:
+    return 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
+
+
+def hand_field(setting: Setting):
+    """The log-time (qk, ov) field of CACO, written by hand in plain Python floats."""
+    K, D, N, m, n, s = setting.classes, setting.distinct, setting.commons, setting.m, setting.n, setting.scale
+    c_qk, c_ov = setting.eta_qk * s * s * (1 / (K * D) + 1 / N), setting.eta_ov / ((K - 1) * D)
+    log_k1, log_mn = math.log(K - 1), math.log(m / n)
+
+    def field(tau, y):
+        qk, ov = y
+        alpha = _expit(qk + log_mn)
+        g = _expit(log_k1 - alpha * ov)  # -dL/dz at z = alpha ov
+        e = math.exp(tau)
+        return [e * c_qk * g * ov * alpha * (1 - alpha), e * c_ov * g * alpha]
+
+    return field
+
+
+def cpu(fn):
+    start = time.process_time()
+    out = fn()
+    return time.process_time() - start, out
+
+
+def rel_error(qk_ov: np.ndarray, reference: np.ndarray) -> float:
+    return float(np.max(np.abs(qk_ov - reference) / np.maximum(np.abs(reference), 1e-300)))
+
+
+def diffrax_solvers(setting: Setting, taus: np.ndarray):
+    """(one solve, vmapped sweep over eta_QK), both jitted, or None where diffrax is not installed."""
+    try:
+        import jax
+        import jax.numpy as jnp
+        import diffrax
+    except ImportError:
+        return None
+    jax.config.update("jax_enable_x64", True)
+    K, D, N, m, n, s = setting.classes, setting.distinct, setting.commons, setting.m, setting.n, setting.scale
+    log_k1, log_mn = math.log(K - 1), math.log(m / n)
+
+    def field(tau, y, eta_qk):
+        qk, ov = y[0], y[1]
+        alpha = jax.nn.sigmoid(qk + log_mn)
+        g = jax.nn.sigmoid(log_k1 - alpha * ov)
+        e = jnp.exp(tau)
+        return jnp.stack([e * eta_qk * s * s * (1 / (K * D) + 1 / N) * g * ov * alpha * (1 - alpha),
+                          e * setting.eta_ov / ((K - 1) * D) * g * alpha])
+
+    def one(eta_qk):
+        sol = diffrax.diffeqsolve(diffrax.ODETerm(field), diffrax.Tsit5(), 0.0, float(taus[-1]), None,
+                                  jnp.array([setting.qk0, setting.ov0]), args=eta_qk,
+                                  saveat=diffrax.SaveAt(ts=jnp.asarray(taus)),
+                                  stepsize_controller=diffrax.PIDController(rtol=RTOL, atol=ATOL), max_steps=200_000)
+        return sol.ys
+
+    single, sweep = jax.jit(one), jax.jit(jax.vmap(one))
+    return (lambda eta: np.asarray(single(eta).block_until_ready()).T,
+            lambda etas: np.asarray(sweep(jnp.asarray(etas)).block_until_ready()))
+
+
+def first_call(cold: bool) -> tuple[float, float]:
+    """(import + first solve, one more solve) CPU seconds in a fresh process; cold: numba's cache empty."""
+    code = ("import time; t = time.process_time(); from qkdyn.simulate.solve import solve; "
+            "from qkdyn.theory.setting import Setting; solve(Setting(), 'CACO', t_max=1e15); "
+            "u = time.process_time(); solve(Setting(), 'CACO', t_max=1e15); print(u - t, time.process_time() - u)")
+    with tempfile.TemporaryDirectory() as empty:
+        env = {**os.environ, **({"NUMBA_CACHE_DIR": empty} if cold else {})}
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    first, again = map(float, out.stdout.split())
+    return first, again
 
 
 def main() -> None:
     setting = Setting()
-    for param in EXACT_PARAMS:
-        load(param)
-    solve(setting, "FAFO", t_max=1e15)  # warm caches
-    ours = min(solve(setting, "FAFO", t_max=1e15).stats["seconds"] for _ in range(3))
-    horizon = 1e7  # plain RK45 in linear time: measured to 1e7, its cost grows with log t thereafter
-    seconds, sol = plain(setting, "FAFO", horizon)
-    ours_same = min(solve(setting, "FAFO", t_max=horizon).stats["seconds"] for _ in range(3))
-    print(f"solve FAFO to t=1e15: {ours:.3f} s solver time ({'under' if ours < 1 else 'OVER'} the 1 s target)")
-    print(f"  to t=1e7: ours {ours_same:.3f} s vs plain RK45 {seconds:.3f} s ({sol.t.size} steps): "
-          f"ratio {seconds / ours_same:.1f}x")
+    taus = np.log1p(output_times(T_MAX, POINTS))
+    y0 = [setting.qk0, setting.ov0]
+    reference = solve_ivp(hand_field(setting), (0.0, taus[-1]), y0, method="DOP853", rtol=1e-14, atol=1e-16,
+                          t_eval=taus).y
+    def ours(rtol):
+        return lambda: (lambda tr: np.array([tr.qk, tr.ov]))(solve(setting, "CACO", t_max=T_MAX, points=POINTS,
+                                                                   rtol=rtol))
 
-    rhos = np.geomspace(0.01, 100, 50)
-    start = time.perf_counter()
-    for param in EXACT_PARAMS:
-        for rho in rhos:
-            solve(setting.replace(eta_qk=rho), param, until_loss=1e-3, points=2)
-    sweep = time.perf_counter() - start
-    ours_subset, plain_subset = 0.0, 0.0
-    for param in EXACT_PARAMS:
-        for rho in rhos[::10]:
-            start = time.perf_counter()
-            solve(setting.replace(eta_qk=rho), param, until_loss=1e-3, points=2)
-            ours_subset += time.perf_counter() - start
-            plain_subset += plain(setting.replace(eta_qk=rho), param, 1e12, until_loss=1e-3)[0]
-    print(f"sweep 4 x 50 to loss 1e-3: {sweep:.2f} s ({'under' if sweep < 20 else 'OVER'} the 20 s target)")
-    print(f"  on 20 of those runs: ours {ours_subset:.2f} s vs plain RK45 {plain_subset:.2f} s: "
-          f"ratio {plain_subset / ours_subset:.1f}x")
+    sides = {
+        "qkdyn.solve": ours(RTOL),
+        **{f"qkdyn rtol {rtol:.0e}": ours(rtol) for rtol in TIGHTER},
+        "scipy LSODA": lambda: solve_ivp(hand_field(setting), (0.0, taus[-1]), y0, method="LSODA", rtol=RTOL,
+                                         atol=ATOL, t_eval=taus).y,
+        "scipy DOP853": lambda: solve_ivp(hand_field(setting), (0.0, taus[-1]), y0, method="DOP853", rtol=RTOL,
+                                          atol=ATOL, t_eval=taus).y,
+    }
+    jitted = diffrax_solvers(setting, taus)
+    if jitted is not None:
+        single, sweep = jitted
+        sides["diffrax Tsit5 jit"] = lambda: single(setting.eta_qk)
+        compile_s, _ = cpu(lambda: single(setting.eta_qk))
+    else:
+        print("  (diffrax/jax not installed: `pip install -e '.[bench]'` adds the diffrax peers)")
+    for fn in sides.values():
+        fn()  # warm every side (numba and XLA caches, imports)
+    times = {name: [] for name in sides}
+    errors = {}
+    for _ in range(ROUNDS):
+        for name, fn in sides.items():
+            seconds, out = cpu(fn)
+            times[name].append(seconds)
+            errors[name] = rel_error(out, reference)
+    ours = times["qkdyn.solve"]
+    print(f"one solve, CACO to t=1e15 ({POINTS} rows), CPU time, median of {ROUNDS} interleaved rounds:")
+    for name in sides:
+        ratio = statistics.median(a / b for a, b in zip(times[name], ours))
+        tail = "" if name == "qkdyn.solve" else f"  peer/qkdyn = {ratio:.2f}x"
+        print(f"  {name:18s} {statistics.median(times[name]) * 1e3:8.2f} ms  max rel. error {errors[name]:.1e}{tail}")
+    if jitted is not None:
+        print(f"  (diffrax's one-off jit compile: {compile_s:.2f} CPU-s, not counted above)")
+        target = errors["diffrax Tsit5 jit"]
+        matched = [name for name in ("qkdyn.solve", *(f"qkdyn rtol {r:.0e}" for r in TIGHTER)) if errors[name] <= target]
+        if matched:
+            ratio = statistics.median(a / b for a, b in zip(times["diffrax Tsit5 jit"], times[matched[0]]))
+            print(f"  at equal accuracy (qkdyn's loosest rtol with an error <= diffrax's {target:.1e}: {matched[0]}): "
+                  f"diffrax/qkdyn = {ratio:.2f}x")
+        else:
+            print(f"  at equal accuracy: no qkdyn tolerance tried reaches diffrax's error {target:.1e}")
+
+    settings = [setting.replace(eta_qk=float(eta)) for eta in SWEEP]
+    sweep_sides = {"qkdyn.solve(list)": lambda: [np.array([tr.qk, tr.ov]) for tr in solve(settings, "CACO", t_max=T_MAX,
+                                                                                          points=POINTS)],
+                   "scipy LSODA loop": lambda: [solve_ivp(hand_field(s), (0.0, taus[-1]), y0, method="LSODA", rtol=RTOL,
+                                                          atol=ATOL, t_eval=taus).y for s in settings]}
+    if jitted is not None:
+        sweep_sides["diffrax Tsit5 vmap"] = lambda: list(sweep(SWEEP).transpose(0, 2, 1))
+    for fn in sweep_sides.values():
+        fn()
+    sweep_times = {name: [] for name in sweep_sides}
+    for _ in range(3):
+        for name, fn in sweep_sides.items():
+            seconds, _ = cpu(fn)
+            sweep_times[name].append(seconds)
+    print(f"sweep over {len(SWEEP)} values of eta_QK, per trajectory (median of 3 interleaved rounds):")
+    for name in sweep_sides:
+        ratio = statistics.median(a / b for a, b in zip(sweep_times[name], sweep_times["qkdyn.solve(list)"]))
+        tail = "" if name == "qkdyn.solve(list)" else f"  peer/qkdyn = {ratio:.2f}x"
+        print(f"  {name:18s} {statistics.median(sweep_times[name]) / len(SWEEP) * 1e3:8.2f} ms{tail}")
+
+    warm_first, warm_again = first_call(cold=False)
+    cold_first, _ = first_call(cold=True)
+    print(f"first call in a fresh process (import + solve), CPU: numba cache filled {warm_first:.2f} s, "
+          f"empty {cold_first:.2f} s (cold/warm = {cold_first / warm_first:.1f}x); the next call {warm_again * 1e3:.1f} ms")
 
 
 if __name__ == "__main__":

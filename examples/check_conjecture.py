@@ -1,18 +1,18 @@
-"""Check a new conjecture: integrate a setting, fit a law, print a verdict.
+"""Check a new conjecture: integrate a setting, test a law on a late window, print a verdict.
 
     python examples/check_conjecture.py [--fast]
 
 Conjecture (made up for the example): "in CACO the attention odds attn / (1 - attn) grow like
-log^2 t, whatever rho". We solve the flow to t = 1e40 for a few rho, fit the candidate families
-(log t, log^2 t, log log t, t^a) on a late window, and call the conjecture held when log^2 t fits
-best for every rho. Replace the setting, the quantity or the law to test your own.
+(log t)^2, whatever rho". We solve the flow to t = 1e40 for a few rho and check the law with
+``qkdyn.testing.check_growth`` on t in [1e30, 1e40]: its criteria are a positive slope, a small
+residual, and no rival law of another order (log t, log t log log t, ...) fitting better. The
+conjecture holds for a rho when every criterion passes. Replace the setting, the quantity or the
+law to test your own.
 """
 import sys
 
-import numpy as np
-
 import qkdyn
-from qkdyn.simulate import growth
+from qkdyn import testing
 
 
 def main(fast: bool = False) -> int:
@@ -20,14 +20,11 @@ def main(fast: bool = False) -> int:
     held = []
     for rho in rhos:
         trajectory = qkdyn.solve(qkdyn.Setting(eta_qk=rho), "CACO", t_max=1e40, points=300)
-        late = trajectory.t >= 1e30
-        odds = np.exp(trajectory.log_odds[late])
-        fits = growth.fit_families(trajectory.t[late], odds)
-        best = growth.best_family(fits)
-        held.append(best == "log^2 t")
-        print(f"rho = {rho:>5g}: best family {best:10s} (relative rms residual {fits[best]['rel_rms']:.2e})")
+        criteria = testing.check_growth(trajectory, "odds", "(log t)^2", window=(1e30, 1e40))
+        held.append(all(c.passed for c in criteria))
+        print(f"rho = {rho:>5g}: " + "; ".join(str(c) for c in criteria))
     verdict = "holds" if all(held) else "fails" if not any(held) else "partial"
-    print(f"conjecture 'odds ~ log^2 t in CACO': {verdict}")
+    print(f"conjecture 'odds ~ (log t)^2 in CACO': {verdict}")
     return 0
 
 

@@ -7,7 +7,7 @@ module (sympy, scipy, torch) on first use.
 * :data:`PARAMS` - the parameterisations: CACO, FACO, CAFO, FAFO and the authors' reduced form ``paper``.
 * :func:`derive` - the symbolic result for one form: reduced ODE, invariants, line, laws (sympy).
 * :func:`solve` - the reduced gradient flow to ``t_max`` or a loss level: a :class:`Trajectory`.
-* :func:`sharpness` - attention, qk, ov and time at matched loss in closed form (no ODE).
+* :func:`sharpness` - attention, qk, ov and time at matched loss in closed form (no ODE): a :class:`Sharpness`.
 * :func:`gd`, :func:`sgd` - training of the full matrix model (torch): a :class:`Recording`.
 * :func:`verify` - every claim, with verdicts, figures and a report: a list of :class:`Claim`.
 * :mod:`qkdyn.testing` - hypothesis strategies and growth-law assertions for property tests.
@@ -36,6 +36,7 @@ _API = {
     "solve": ("qkdyn.simulate.solve", "solve"),
     "Trajectory": ("qkdyn.simulate.solve", "Trajectory"),
     "sharpness": ("qkdyn.simulate.sharpness", "sharpness"),
+    "Sharpness": ("qkdyn.simulate.sharpness", "Sharpness"),
     "gd": ("qkdyn.empirical.synthetic.experiment", "gd"),
     "sgd": ("qkdyn.empirical.synthetic.experiment", "sgd"),
     "Recording": ("qkdyn.empirical.synthetic.experiment", "Recording"),

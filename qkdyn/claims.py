@@ -1,6 +1,6 @@
 """One claim's verdict with its evidence: the unit of every report (theory, synthetic, circuits, coupled).
 
-One vocabulary everywhere (DESIGN.md section 3): ``holds``, ``fails``, ``inconclusive``, and
+One vocabulary everywhere (docs/setting.md section 3): ``holds``, ``fails``, ``inconclusive``, and
 ``partial`` only for a claim with parts, which then names each part's own verdict.
 
 Validity before verdict: a claim names the preconditions it needs before it can be judged

@@ -1,17 +1,119 @@
-"""Saving figures: one PNG convention for every plot the project writes."""
+"""Figures fit for a paper: one style for every plot the project writes, a layout check, PNG + PDF.
+
+* :data:`STYLE` is the ``qkdyn`` matplotlib style sheet (``qkdyn/styles/qkdyn.mplstyle``): fonts and
+  sizes for a two-column paper, constrained layout, the Okabe-Ito colour-blind-safe palette
+  (:data:`PALETTE`), viridis for maps. Importing this module applies it (every plotting module of
+  qkdyn imports it); in your own code ``matplotlib.pyplot.style.use(qkdyn.figures.STYLE)``.
+* :func:`colorbar` adds a colour bar that always has a label.
+* :func:`layout_problems` lists what makes a figure unfit: text (labels, tick labels, titles,
+  legends) running into another axes or into another axes' text, and axes or colour bars without a
+  label. :func:`save_png` warns (:class:`FigureLayoutWarning`) on each; the tests turn it into an error.
+* :func:`save_png` writes the PNG and a PDF beside it (vector, for papers), atomically.
+"""
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
+from typing import Any
 
-from qkdyn.atomic import atomic_path
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from qkdyn.atomic import atomic_path  # noqa: E402
+
+#: the qkdyn style sheet
+STYLE = str(Path(__file__).with_name("styles") / "qkdyn.mplstyle")
+
+#: Okabe-Ito colours (colour-blind safe), in the style's cycle order
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000")
+
+plt.style.use(STYLE)
+
+
+class FigureLayoutWarning(UserWarning):
+    """A figure has overlapping text or an unlabelled axis (see :func:`layout_problems`)."""
+
+
+def colorbar(fig, mappable, ax, label: str, **kwargs: Any):
+    """``fig.colorbar(mappable, ax=ax)`` with its ``label`` (required: a colour bar says what it shows)."""
+    if not label:
+        raise ValueError("a colour bar needs a label")
+    bar = fig.colorbar(mappable, ax=ax, **kwargs)
+    bar.set_label(label)
+    return bar
+
+
+def _texts(ax, renderer) -> list[tuple[str, Any]]:
+    """(description, window extent) of every visible, non-empty text artist an axes draws."""
+    out = []
+    named = [("x label", ax.xaxis.label), ("y label", ax.yaxis.label), ("title", ax.title),
+             ("left title", ax._left_title), ("right title", ax._right_title)]
+    for axis, which in ((ax.xaxis, "x"), (ax.yaxis, "y")):
+        for tick in axis._update_ticks():  # the ticks actually drawn
+            for label in (tick.label1, tick.label2):
+                named.append((f"{which} tick label {label.get_text()!r}", label))
+    named += [("text", text) for text in ax.texts]
+    for name, artist in named:
+        if artist.get_visible() and artist.get_text():
+            out.append((f"{name} ({artist.get_text()!r})" if "tick" not in name else name,
+                        artist.get_window_extent(renderer)))
+    legend = ax.get_legend()
+    if legend is not None and legend.get_visible():
+        out.append(("legend", legend.get_window_extent(renderer)))
+    return out
+
+
+def _overlap(a, b, pad: float = 1.0) -> bool:
+    """Bounding boxes intersect by more than ``pad`` pixels in both directions."""
+    return min(a.x1, b.x1) - max(a.x0, b.x0) > pad and min(a.y1, b.y1) - max(a.y0, b.y0) > pad
+
+
+def layout_problems(fig) -> list[str]:
+    """Every text artist that overlaps another axes or another axes' text, and every axes or colour
+    bar without a label (tight bounding boxes from a full draw)."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    axes = [ax for ax in fig.get_axes() if ax.get_visible() and ax.axison]
+    problems, boxes = [], {}
+    for index, ax in enumerate(axes):
+        bar = getattr(ax, "_colorbar", None)
+        where = f"axes {index} ({ax.get_title() or ax.get_ylabel() or 'untitled'})"
+        if bar is not None:
+            if not (ax.get_ylabel() if bar.orientation == "vertical" else ax.get_xlabel()):
+                problems.append(f"colour bar of {where} has no label")
+        else:
+            for which, label in (("x", ax.get_xlabel()), ("y", ax.get_ylabel())):
+                if not label:
+                    problems.append(f"{where} has no {which} label")
+        boxes[index] = _texts(ax, renderer)
+    frames = {index: ax.get_window_extent(renderer) for index, ax in enumerate(axes)}
+    for index, texts in boxes.items():
+        for name, box in texts:
+            for other, frame in frames.items():
+                if other != index and _overlap(box, frame):
+                    problems.append(f"{name} of axes {index} overlaps axes {other}")
+            for other, other_texts in boxes.items():
+                if other > index:
+                    problems += [f"{name} of axes {index} overlaps {other_name} of axes {other}"
+                                 for other_name, other_box in other_texts if _overlap(box, other_box)]
+    title = fig._suptitle
+    if title is not None and title.get_text():
+        box = title.get_window_extent(renderer)
+        problems += [f"the figure title overlaps axes {i}" for i, frame in frames.items() if _overlap(box, frame)]
+    return problems
 
 
 def save_png(fig, path: str | os.PathLike) -> Path:
-    """Write ``fig`` to ``path`` as a PNG (110 dpi, tight bounding box) atomically, then close it."""
-    import matplotlib.pyplot as plt
-
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
+    """Write ``fig`` to ``path`` as a PNG and beside it a PDF (same name, ``.pdf``), atomically, then
+    close it. Each problem :func:`layout_problems` finds is a :class:`FigureLayoutWarning`."""
+    path = Path(path)
+    for target, fmt in ((path, "png"), (path.with_suffix(".pdf"), "pdf")):
+        with atomic_path(target) as tmp:
+            fig.savefig(tmp, format=fmt)
+    for problem in layout_problems(fig):  # the layout as saved
+        warnings.warn(f"{path.name}: {problem}", FigureLayoutWarning, stacklevel=2)
     plt.close(fig)
-    return Path(path)
+    return path

@@ -1,4 +1,4 @@
-"""The setting flags of DESIGN.md section 4, spelled the same for every subcommand."""
+"""The setting flags of docs/setting.md section 4, spelled the same for every subcommand."""
 from __future__ import annotations
 
 import argparse

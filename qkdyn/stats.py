@@ -1,4 +1,4 @@
-"""The one statistical rule for empirical claims (DESIGN.md section 3), shared by every study.
+"""The one statistical rule for empirical claims (docs/setting.md section 3), shared by every study.
 
 Runs with the same seed are paired (same initial weights where they share shapes, same data order),
 so an effect is measured on the per-seed differences ``d_i = treatment_i - control_i``:

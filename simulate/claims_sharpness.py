@@ -57,7 +57,7 @@ def sweep(setting: Setting, rhos, levels, curve_rhos=(0.01, 0.1, 1.0, 10.0, 100.
         crossings = {**tr.crossings, levels[-1]: (tr.event_t, tr.state[:, -1])}
         for level, (t_cross, x_cross) in crossings.items():
             qk, _ = compiled.features(x_cross, p)
-            attn[param][level][i] = float(compiled.attention(qk, p)[0])
+            attn[param][level][i] = float(compiled.attention(qk, p))
             times[param][level][i] = t_cross
         if any(np.isclose(rho, curve_rhos)):
             curves[(param, float(rho))] = (tr.loss, tr.attn)
@@ -191,14 +191,14 @@ def check_a4(result: Sweep, figures: Path, proofs: dict | None = None, cross_che
                 ax.plot(loss, attn, label=f"rho={rho:g}")
         ax.set(xscale="log", xlabel="loss", ylabel="attn", title=param)
         ax.invert_xaxis()
-        ax.legend(fontsize=7)
+        ax.legend()
     curves = save(fig, figures, "a4_attn_vs_loss.png")
     fig, axes = subplots(1, len(result.levels))
     for col, level in enumerate(result.levels):
         for param in EXACT_PARAMS:
             axes[0, col].semilogx(result.rhos, result.attn[param][level], color=COLOURS[param], label=param)
         axes[0, col].set(xlabel="rho = eta_QK / eta_OV", ylabel="attn at matched loss", title=f"loss = {level:g}")
-        axes[0, col].legend(fontsize=7)
+        axes[0, col].legend()
     matched = save(fig, figures, "a4_a5_attn_at_matched_loss.png")
     hard_verdicts = [v["reached"] for v in (hard or {}).values()]
     parts = parts_from_checks({"sharper attention at the same loss": monotone_all})

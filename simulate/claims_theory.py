@@ -22,7 +22,6 @@ from qkdyn.simulate.solve import Trajectory, solve
 from qkdyn.claims import Claim, combine
 from qkdyn.theory.asymptotics import log_t_exponents, qk_law
 from qkdyn.theory.compiled import load
-from qkdyn.theory.model import PARAMS as MODEL_PARAMS
 from qkdyn.theory.model import ov as ov_symbol
 from qkdyn.theory.setting import ALL_PARAMS, Setting
 
@@ -37,9 +36,9 @@ def closed_rate_factors(tr: Trajectory) -> dict[str, dict[str, np.ndarray]]:
     along ``tr``, with the magnitude |qk| or |ov|."""
     p = tr.setting.numeric()
     compiled, collapsed = tr.compiled, load("CACO")
-    closed = compiled.balanced_metrics(tr.qk, tr.ov, compiled.kappa(tr.state, p)[0] * np.ones_like(tr.t), p)
+    closed = compiled.balanced_metrics(tr.qk, tr.ov, compiled.kappa(tr.state, p), p)
     reference = collapsed.metrics(np.zeros((5, 1)), p)
-    return {circuit: {"magnitude": np.abs(feature), "closed": np.asarray(closed[index]) / reference[index] * np.ones_like(tr.t)}
+    return {circuit: {"magnitude": np.abs(feature), "closed": closed[index] / reference[index]}
             for index, (circuit, feature) in enumerate((("QK", tr.qk), ("OV", tr.ov)))}
 
 
@@ -80,7 +79,7 @@ def check_a1(setting: Setting, t_max: float, figures: Path, measure=None, points
         ax.set(xlabel=f"|{circuit.lower()}|", ylabel=f"rate factor R_{circuit}",
                title=f"{circuit}: full-model GD (dots), derived (line)")
         if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
+            ax.legend()
     plot = save(fig, figures, "a1_rate_factor.png")
     statement = ("Factorizing a circuit rescales its learning rate by a state-dependent factor that grows "
                  "with the circuit's magnitude (balanced factors).")
@@ -101,10 +100,10 @@ def check_a1(setting: Setting, t_max: float, figures: Path, measure=None, points
 
 
 def check_a2(setting: Setting, t_max: float, rhos, figures: Path) -> Claim:
-    fig, axes = subplots(1, len(ALL_PARAMS))
+    fig, axes = subplots(2, len(ALL_PARAMS))
     evidence, worst = {}, 0.0
     for col, param in enumerate(ALL_PARAMS):
-        ax = axes[0, col]
+        ax, drift_ax = axes[0, col], axes[1, col]
         for rho in rhos:
             tr = solve(setting.replace(eta_qk=rho * setting.eta_ov), param, t_max=t_max, points=300)
             phi, psi = tr.line()
@@ -112,10 +111,16 @@ def check_a2(setting: Setting, t_max: float, rhos, figures: Path) -> Claim:
             evidence[f"{param}/rho={rho:g}"] = drifts
             worst = max(worst, *drifts.values())
             ax.loglog(rho * (psi[1:] - psi[0]), phi[1:] - phi[0], "-", label=f"rho={rho:g}")
+            # the drift itself, relative as in Trajectory.drifts (floored at 1e-17 to show on log axes)
+            line = phi - rho * psi
+            scale = np.max(np.maximum(np.abs(phi), rho * np.abs(psi)))
+            drift_ax.loglog(tr.t[1:], np.maximum(np.abs(line[1:] - line[0]) / scale, 1e-17), label=f"rho={rho:g}")
         lo, hi = ax.get_xlim()
         ax.plot([lo, hi], [lo, hi], "k:", lw=0.8)
         ax.set(xlabel="rho (Psi(ov) - Psi(ov0))", ylabel="Phi(qk) - Phi(qk0)", title=f"{param}: the line y = x")
-        ax.legend(fontsize=7)
+        ax.legend()
+        drift_ax.axhline(1e-8, color="k", ls=":", lw=0.8)
+        drift_ax.set(xlabel="t", ylabel="relative drift of Phi - rho Psi", title=f"{param}: drift (dotted: 1e-8 bound)")
     plot = save(fig, figures, "a2_line.png")
     return Claim(
         "A2", "The reduced dynamics have a closed form: QK and OV move along a line in suitable "
@@ -140,8 +145,8 @@ def derived_log_readings(tr: Trajectory, t: np.ndarray) -> dict[str, np.ndarray]
     (qkdyn.theory.asymptotics: ov(t) from the OV law, Lambert W for a factorized OV; qk = the QK law at
     that ov, which carries the log log t of a factorized QK), no fitting."""
     compiled, p = tr.compiled, tr.setting.numeric()
-    ov = np.asarray(compiled.ov_law(t, p)[0], dtype=float) * np.ones_like(t)
-    qk = np.asarray(compiled.qk_law(ov, p)[0], dtype=float) * np.ones_like(t)
+    ov = compiled.ov_law(t, p)
+    qk = compiled.qk_law(ov, p)
     return {"ov": np.log(ov), "qk": np.log(qk), "exp(qk)": qk, "odds": qk + math.log(tr.setting.m / tr.setting.n)}
 
 
@@ -192,8 +197,8 @@ def check_a3(setting: Setting, read_at, t_far: float, figures: Path, laws=derive
         tr = solve(setting, param, t_max=max(t_far, t2), points=600, at=sorted(set(read_at) | set(WINDOW)))
         late = tr.t > 1e3
         compiled, p = tr.compiled, setting.numeric()
-        law_ov = np.asarray(compiled.ov_law(tr.t[late], p)[0])
-        law_qk = np.asarray(compiled.qk_law(tr.ov[late], p)[0])
+        law_ov = compiled.ov_law(tr.t[late], p)
+        law_qk = compiled.qk_law(tr.ov[late], p)
         rows = {}
         ends = np.searchsorted(tr.t, [t1, t2])
         pairs = lambda values: {k: tuple(map(float, v)) for k, v in values.items()}  # noqa: E731
@@ -208,7 +213,9 @@ def check_a3(setting: Setting, read_at, t_far: float, figures: Path, laws=derive
             fits = growth.fit_families(tr.t[window], np.exp(log_y(tr)[window]))
             rows[name] = {**judged[name], "local_exponent": at_times,
                           "best_family_on_1e10..1e15": growth.best_family(fits), "fits": fits}
-            axes[0, col].plot(np.log10(tr.t[late]), exponents, label=name)
+            # odds = (m/n) e^qk has the same exponent as exp(qk): dashed and wider so neither hides the other
+            axes[0, col].plot(np.log10(tr.t[late]), exponents, label=name + (" (same as exp(qk))" if name == "odds" else ""),
+                              ls="--" if name == "odds" else "-", lw=2.4 if name == "exp(qk)" else None)
         t_check = np.array(read_at)
         rows["law_check"] = {
             f"{t:.0e}": {"ov/ov_law - 1": float(np.interp(t, tr.t[late], tr.ov[late] / law_ov - 1)),
@@ -223,7 +230,7 @@ def check_a3(setting: Setting, read_at, t_far: float, figures: Path, laws=derive
         for value in (1, 2):
             ax.axhline(value, color="k", lw=0.5, ls=":")
         ax.set(xlabel="log10 t", ylabel="d log y / d log log t", title=param, ylim=(-0.5, 4))
-        ax.legend(fontsize=7)
+        ax.legend()
     plot = save(fig, figures, "a3_growth.png")
     held = {name: [param for param in ALL_PARAMS if verdicts[param][name]] for name in READINGS}
     unknown = {name: [param for param in ALL_PARAMS if verdicts[param][name] is None] for name in READINGS}
@@ -273,8 +280,7 @@ def _fitted_constants(tr: Trajectory, param: str) -> dict[str, dict[str, float]]
     window = (tr.t >= 1e10) & (tr.t <= 1e15)
     law = qk_law(param)
     power = int(sp.degree(law.argument, ov_symbol))
-    values = dict(zip(MODEL_PARAMS, tr.setting.numeric()))
-    derived_c = float(sp.simplify(law.argument / ov_symbol**power).subs(values))
+    derived_c = float(tr.compiled.qk_law_constant(tr.setting.numeric()))  # derived once, in the generated module
     slope = np.polyfit(np.log(tr.t[window]), tr.ov[window], 1)[0]
     lhs = np.exp(tr.qk[window]) / tr.qk[window] ** law.power
     fitted_c = float(np.linalg.lstsq(tr.ov[window, None] ** power, lhs, rcond=None)[0][0])

@@ -11,6 +11,9 @@ Two complementary measurements of how a positive quantity y(t) grows:
 """
 from __future__ import annotations
 
+import dataclasses
+import re
+
 import numpy as np
 
 FAMILIES = {
@@ -46,3 +49,92 @@ def fit_families(t: np.ndarray, y: np.ndarray) -> dict[str, dict]:
 
 def best_family(fits: dict[str, dict]) -> str:
     return min(fits, key=lambda name: fits[name]["rel_rms"])
+
+
+# --- growth laws written as text: "log t", "(log t)^2 log log t", "2 log log t + log log log t" ---
+
+_FACTORS = (  # (pattern, which power it adds to: 0 log t, 1 log log t, 2 log log log t; fixed amount or None)
+    (re.compile(r"\(log log log t\)\^([0-9.]+)"), 2, None),
+    (re.compile(r"\(log log t\)\^([0-9.]+)"), 1, None),
+    (re.compile(r"\(log t\)\^([0-9.]+)"), 0, None),
+    (re.compile(r"log\^([0-9.]+) t"), 0, None),
+    (re.compile(r"log log log t"), 2, 1.0),
+    (re.compile(r"log log t"), 1, 1.0),
+    (re.compile(r"log t"), 0, 1.0),
+)
+_COEF = re.compile(r"([0-9]+(?:\.[0-9]*)?)")
+
+
+@dataclasses.dataclass(frozen=True)
+class Law:
+    """A growth law phi(t) = sum_k c_k (log t)^p_k (log log t)^q_k (log log log t)^r_k.
+
+    Terms are ``(c, p, q, r)`` tuples. :meth:`parse` reads the text ``qkdyn derive`` prints
+    ("log t + log log t", "(log t)^2 * log log t", "2 log log t + log log log t") and the short forms
+    "log^2 t", "log t log log t"; ``str`` writes it back as a person would ("log t", not "(log t)^1").
+    The leading term (largest (p, q, r)) decides the order of growth.
+    """
+
+    terms: tuple[tuple[float, float, float, float], ...]
+
+    @classmethod
+    def parse(cls, text: str) -> Law:
+        terms: list[tuple[float, float, float, float]] = []
+        for piece in text.replace("*", " ").split("+"):
+            rest, coef, powers = " ".join(piece.split()), 1.0, [0.0, 0.0, 0.0]
+            match = _COEF.match(rest)
+            if match and not rest.startswith("log"):
+                coef, rest = float(match.group(1)), rest[match.end():].strip()
+            while rest:
+                for pattern, which, amount in _FACTORS:
+                    match = pattern.match(rest)
+                    if match:
+                        powers[which] += amount if amount is not None else float(match.group(1))
+                        rest = rest[match.end():].strip()
+                        break
+                else:
+                    raise ValueError(f"cannot read the growth law {text!r} at {rest!r}: write terms such as "
+                                     "'log t', '(log t)^2', 'log log t', '(log t)^2 log log t', joined by '+'")
+            if powers == [0.0, 0.0, 0.0]:
+                raise ValueError(f"the growth law {text!r} has a constant term {piece.strip()!r}")
+            terms.append((coef, powers[0], powers[1], powers[2]))
+        return cls(tuple(terms))
+
+    @property
+    def leading(self) -> tuple[float, float, float]:
+        """(p, q, r) of the fastest-growing term."""
+        return max(term[1:] for term in self.terms)
+
+    def __call__(self, t: np.ndarray) -> np.ndarray:
+        """phi(t) (t > e^e, where log log log t is defined)."""
+        L = np.log(np.asarray(t, dtype=float))
+        LL = np.log(L)
+        return sum(c * L**p * LL**q * np.log(LL) ** r for c, p, q, r in self.terms)
+
+    def __str__(self) -> str:
+        def power(base: str, exponent: float) -> str:
+            if exponent == 0:
+                return ""
+            if exponent == 1:
+                return base
+            return f"({base})^{exponent:g}"
+
+        def term(c, p, q, r) -> str:
+            factors = " ".join(f for f in (power("log t", p), power("log log t", q), power("log log log t", r)) if f)
+            return factors if c == 1 else f"{c:g} {factors}"
+
+        return " + ".join(term(*t) for t in self.terms)
+
+
+#: the rival laws a claimed law must fit at least as well as (those of a different leading order)
+RIVALS = tuple(Law.parse(text) for text in (
+    "log log t", "log t", "log t log log t", "(log t)^2", "(log t)^2 log log t", "(log t)^3"))
+
+
+def fit_law(t: np.ndarray, y: np.ndarray, law: Law) -> dict:
+    """Least squares y = a phi(t) + c; residual relative to the spread of y (as :func:`fit_families`)."""
+    basis = np.column_stack([law(t), np.ones_like(t)])
+    coef, *_ = np.linalg.lstsq(basis, y, rcond=None)
+    residual = y - basis @ coef
+    spread = max(np.ptp(y), 1e-300)
+    return {"a": float(coef[0]), "c": float(coef[1]), "rel_rms": float(np.sqrt(np.mean(residual**2)) / spread)}

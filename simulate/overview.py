@@ -18,9 +18,9 @@ def trajectories_plot(setting: Setting, t_max: float, figures: Path) -> str:
         t = tr.t[1:]
         for ax, values, name in zip(axes[0], (tr.qk, tr.ov, tr.attn, tr.loss), ("qk", "ov", "attn", "loss")):
             ax.plot(t, values[1:], color=COLOURS[param], label=param)
-            ax.set(xscale="log", xlabel="t", title=name)
+            ax.set(xscale="log", xlabel="t", ylabel=name, title=name)
     axes[0, 3].set_yscale("log")
-    axes[0, 0].legend(fontsize=7)
+    axes[0, 0].legend()
     return save(fig, figures, "trajectories.png")
 
 
@@ -35,7 +35,7 @@ def phase_portrait(setting: Setting, rhos, t_max: float, figures: Path) -> str:
         if param == "CACO":
             _direction_field(ax, setting)
         ax.set(xlabel="ov", ylabel="qk", title=param)
-        ax.legend(fontsize=7)
+        ax.legend()
     return save(fig, figures, "phase_portrait.png")
 
 

@@ -14,10 +14,11 @@ import dataclasses
 from pathlib import Path
 
 import numpy as np
-
 from qkdyn.simulate.plotting import save, subplots
 from qkdyn.simulate.sharpness import sharpness
 from qkdyn.theory.setting import EXACT_PARAMS, Setting
+
+from qkdyn.figures import PALETTE, colorbar
 
 #: axis name -> (Setting field varied, label, value of the row index i = 0, 1, ...)
 AXES = {"m/n": ("m", "m / n", lambda i: i + 1), "K": ("classes", "K (classes)", lambda i: i + 2)}
@@ -68,16 +69,17 @@ def plot(diagrams: list[Diagram], level: float, figures: Path, name: str = "a5_p
     for row, d in enumerate(diagrams):
         for col, param in enumerate(EXACT_PARAMS):
             ax = axes[row, col]
-            mesh = ax.pcolormesh(d.rhos, d.y, d.attn[param], shading="auto", vmin=0, vmax=1, cmap="viridis")
+            mesh = ax.pcolormesh(d.rhos, d.y, d.attn[param], shading="auto", vmin=0, vmax=1, cmap="viridis",
+                                 rasterized=True)
             ax.contour(d.rhos, d.y, d.attn["FAFO"] - d.caco_at_one[:, None], levels=[0], colors="w",
                        linewidths=1.2)
-            ax.contour(d.rhos, d.y, d.attn["FACO"] - d.attn["CACO"], levels=[0], colors="r", linewidths=1.0,
+            ax.contour(d.rhos, d.y, d.attn["FACO"] - d.attn["CACO"], levels=[0], colors=PALETTE[3], linewidths=1.0,
                        linestyles="--")
+            ax.grid(False)
             ax.set(xscale="log", yscale="log" if d.axis == "m/n" else "linear", xlabel="rho",
                    ylabel=AXES[d.axis][1], title=f"{param}: attn at loss {level:g}")
-        fig.colorbar(mesh, ax=axes[row, -1])
-    fig.suptitle("white: FAFO = CACO(rho=1); red dashed: FACO = CACO", fontsize=9)
-    fig.tight_layout()
+        colorbar(fig, mesh, axes[row, :], f"attn at loss {level:g}")
+    fig.suptitle("white: FAFO = CACO(rho=1); vermillion dashed: FACO = CACO")
     return save(fig, figures, name)
 
 

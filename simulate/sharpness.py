@@ -36,9 +36,11 @@ import math
 from typing import Mapping
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.special import log_expit, wrightomega
 
 from qkdyn.errors import InputError
+from qkdyn.simulate.grid import LabelledGrid, arrange
 from qkdyn.theory.compiled import Compiled, load
 from qkdyn.theory.setting import ALL_PARAMS, Setting
 
@@ -60,13 +62,15 @@ _LOG_DOUBLE_MAX = math.log(np.finfo(float).max)
 
 
 @dataclasses.dataclass
-class Sharpness:
-    """The state where the loss first reaches each level, and when (arrays of the broadcast shape)."""
+class Sharpness(LabelledGrid):
+    """The state where the loss first reaches each level, and when (arrays of the broadcast shape);
+    with ``grid=True`` the named axes too, and :meth:`to_xarray` / :meth:`to_pandas` (:mod:`qkdyn.simulate.grid`)."""
 
     qk: np.ndarray
     ov: np.ndarray
     attn: np.ndarray
     t: np.ndarray | None  # None when time=False
+    axes: dict[str, np.ndarray] | None = None  # axis name -> values (grid=True only)
 
 
 def _newton_increasing(fun, lo, hi, x, tol=1e-13, iterations=200, convex=False):
@@ -243,13 +247,13 @@ class _Problem:
         compiled: Compiled = load(param)
         self.compiled, self.p, self.setting = compiled, setting.numeric(), setting
         x0 = compiled.init(self.p, setting.qk0, setting.ov0)
-        self.kappa = float(np.ravel(compiled.kappa(x0, self.p)[0])[0])
-        qk0, ov0 = (float(np.ravel(v)[0]) for v in compiled.features(x0, self.p))
+        self.kappa = float(compiled.kappa(x0, self.p))
+        qk0, ov0 = (float(v) for v in compiled.features(x0, self.p))
         self.qk0, self.ov0 = qk0, ov0
-        a, beta = (float(np.ravel(v)[0]) for v in compiled.line_scale(self.kappa, self.p))
+        a, beta = (float(v) for v in compiled.line_scale(self.kappa, self.p))
         self.line = _QKLine(a, beta, setting.m, setting.n, qk0)
         self.psi0 = self._psi(np.array([ov0]))[0]
-        self.loss0 = float(np.ravel(compiled.loss(qk0, ov0, self.p)[0])[0])
+        self.loss0 = float(compiled.loss(qk0, ov0, self.p))
         self.z0 = self.alpha(np.array([qk0]))[0] * ov0
         self.log_k1 = math.log(setting.classes - 1)
         self.factorized_ov = param in ("CAFO", "FAFO")
@@ -258,14 +262,13 @@ class _Problem:
 
     def _psi(self, ov):
         """Psi, even in ov (Psi' = ov / M_OV with M_OV even): the derived psi(|ov|), valid for either sign."""
-        return np.asarray(self.compiled.psi(np.abs(ov), self.p)[0], dtype=float) * np.ones_like(ov)
+        return self.compiled.psi(np.abs(ov), self.p)
 
     def alpha(self, qk):
-        return np.asarray(self.compiled.attention(qk, self.p)[0], dtype=float) * np.ones_like(qk)
+        return self.compiled.attention(qk, self.p)
 
     def m_ov(self, ov):
-        metric = self.compiled.balanced_metrics(np.zeros_like(ov), ov, self.kappa, self.p)[1]
-        return np.asarray(metric, dtype=float) * np.ones_like(ov)
+        return self.compiled.balanced_metrics(np.zeros_like(ov), ov, self.kappa, self.p)[1]
 
     def qk_of_ov(self, ov, rho, polish: bool = True):
         """qk on the line at margin ov, and u (the line coordinate); ``polish``: see _QKLine.invert."""
@@ -402,7 +405,7 @@ class _Problem:
 
 
 def initial_loss(setting: Setting, param: str) -> float:
-    """L0, the loss at the DESIGN.md initial state: the levels ``sharpness`` accepts lie in (0, L0)."""
+    """L0, the loss at the docs/setting.md initial state: the levels ``sharpness`` accepts lie in (0, L0)."""
     return _Problem(setting, param).loss0
 
 
@@ -470,20 +473,26 @@ def _settings(setting, shape_of_rest) -> tuple[tuple, list[Setting], np.ndarray]
     return shape, settings, np.asarray(inverse).ravel()
 
 
-def sharpness(setting: Setting | Mapping, param: str, rho, loss, *, time: bool = True) -> Sharpness:
+def sharpness(setting: Setting | Mapping, param: str, rho: ArrayLike, loss: ArrayLike, *, time: bool = True,
+              grid: bool = False) -> Sharpness:
     """qk, ov, attn and t at the first time the loss reaches ``loss``, for rho = eta_QK / eta_OV.
 
-    ``rho`` and ``loss`` broadcast against each other (numpy rules). ``setting`` is a
-    :class:`~qkdyn.theory.setting.Setting` or a mapping of Setting field names to scalars or arrays
-    (missing fields take the defaults) that broadcast with ``rho`` and ``loss``; its ``eta_qk`` is
-    not used (eta_QK = rho eta_OV) and ``eta_ov`` sets the unit of time. See the module docstring
-    for the mathematics; exact to round-off for (qk, ov, attn), t to about 1e-10 relative (a test
-    checks 1e-8 against a 12x finer quadrature).
+    ``setting`` is a :class:`~qkdyn.theory.setting.Setting` or a mapping of Setting field names to
+    scalars or arrays (missing fields take the defaults); its ``eta_qk`` is not used (eta_QK = rho
+    eta_OV) and ``eta_ov`` sets the unit of time. ``rho``, ``loss`` and the array-valued fields
+    broadcast against each other (numpy rules; a clear error says how to shape them when they do
+    not), or with ``grid=True`` form their outer product, one named axis per input (rho, loss, then
+    the fields): see :mod:`qkdyn.simulate.grid`. See the module docstring for the mathematics; exact
+    to round-off for (qk, ov, attn), t to about 1e-10 relative (a test checks 1e-8 against a 12x
+    finer quadrature).
 
     >>> r = sharpness({"m": [4, 8, 16]}, "FAFO", rho=1.0, loss=1e-2)
     >>> r.attn.shape
     (3,)
+    >>> sharpness({"m": [4, 8, 16]}, "FAFO", rho=[0.1, 1.0], loss=[0.1, 1e-2], grid=True).attn.shape
+    (2, 2, 3)
     """
+    setting, rho, loss, axes = arrange(setting, rho, loss, grid)
     if param not in ALL_PARAMS:
         raise InputError(f"must be one of {', '.join(ALL_PARAMS)}, got {param!r}", "param")
     rho_a, loss_a = np.asarray(rho, dtype=float), np.asarray(loss, dtype=float)
@@ -510,4 +519,4 @@ def sharpness(setting: Setting | Mapping, param: str, rho, loss, *, time: bool =
                                  "without the time (time=False, --no-time) the state there is finite", "loss")
             out["t"][mask] = t
     result = {key: value.reshape(shape) for key, value in out.items()}
-    return Sharpness(result["qk"], result["ov"], result["attn"], result["t"] if time else None)
+    return Sharpness(result["qk"], result["ov"], result["attn"], result["t"] if time else None, axes)

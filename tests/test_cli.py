@@ -1,4 +1,4 @@
-"""The command-line contract of DESIGN.md section 4."""
+"""The command-line contract of docs/setting.md section 4."""
 import csv
 import json
 

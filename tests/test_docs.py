@@ -23,3 +23,17 @@ def test_readme_and_docs_link_only_to_files_inside_the_repository():
                 continue
             resolved = (page.parent / target).resolve()
             assert resolved.is_relative_to(ROOT) and resolved.exists(), f"{page.name} links to {target}"
+
+
+def test_modules_cite_docs_setting_md_by_sections_it_has():
+    """Users never see the design card: modules and help texts cite docs/setting.md, by its numbered sections."""
+    sections = set(re.findall(r"^## (\d+)\. ", (ROOT / "docs" / "setting.md").read_text(), flags=re.M))
+    cited = []
+    for path in sorted(ROOT.glob("*/**/*.py")):
+        if ".venv" in path.parts:
+            continue
+        text = path.read_text()
+        assert "DESIGN" + ".md" not in text and "DESIGN" + " init" not in text, f"{path.relative_to(ROOT)} cites the design card"
+        for group in re.findall(r"docs/setting\.md (?:section|sections|sec\.) ([\d, and]+)", text):
+            cited += [(path.name, number) for number in re.findall(r"\d+", group)]
+    assert cited and all(number in sections for _, number in cited), (sorted(sections), cited)

@@ -15,7 +15,7 @@ def run(*args, cwd):
 def test_the_growth_law_example_is_a_passing_pytest_file(tmp_path):
     out = run("-m", "pytest", "-p", "no:cacheprovider", str(EXAMPLES / "test_my_growth_law.py"), cwd=tmp_path)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "1 passed" in out.stdout
+    assert "4 passed" in out.stdout
 
 
 def test_the_overlay_example_writes_a_png(tmp_path):
@@ -28,5 +28,5 @@ def test_the_conjecture_example_prints_a_computed_verdict(tmp_path):
     out = run(str(EXAMPLES / "check_conjecture.py"), "--fast", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.strip().splitlines()
-    assert len(lines) == 3 and lines[-1].startswith("conjecture 'odds ~ log^2 t in CACO': ")
+    assert len(lines) == 3 and lines[-1].startswith("conjecture 'odds ~ (log t)^2 in CACO': ")
     assert lines[-1].split(": ")[-1] in ("holds", "fails", "partial")

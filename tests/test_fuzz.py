@@ -492,53 +492,45 @@ def test_a_crafted_checkpoint_never_executes(name, isolated, capsys):
         torch.load(isolated / name / ("checkpoint.pt" if name == "evil_circuits" else "ckpt.pt"), weights_only=True)
 
 
-@pytest.mark.parametrize("damage", ["append", "edit", "truncate"])
-def test_tampered_generated_code_is_detected_and_regenerated(damage, tmp_path, monkeypatch, capsys):
+@pytest.mark.parametrize("plant", ["forged-hash", "symlink"])
+def test_a_poisoned_code_cache_never_runs(plant, tmp_path, monkeypatch, capsys):
+    """Nothing is executed from $QKDYN_CACHE: a module planted where the old code cache lived, with a
+    matching .sha256 beside it (or as a symlink), neither runs nor changes a trajectory."""
+    import hashlib
+
     from qkdyn.simulate.solve import solve
     from qkdyn.theory import compiled
     from qkdyn.theory.setting import Setting
 
-    monkeypatch.setenv("QKDYN_CACHE", str(tmp_path))
-    marker = tmp_path / "PWNED"
-    compiled.load.cache_clear()
     setting = Setting(eta_qk=2.0)
     clean = solve(setting, "CACO", t_max=50.0, points=20).columns()
-    path = compiled.cache_dir() / "CACO.py"
-    source = path.read_text()
-    if damage == "append":
-        path.write_text(source + f"\nopen({str(marker)!r}, 'w')\n")
-    elif damage == "edit":
-        assert "def rhs(" in source
-        head, tail = source.split("def rhs(", 1)
-        body, rest = tail.split("return ", 1)
-        path.write_text(head + "def rhs(" + body + "return 2.0 * " + rest)
-    else:
-        path.write_text(source[: len(source) // 2])
+    marker = tmp_path / "PWNED"
+    evil = f"open({str(marker)!r}, 'w')\ndef rhs(x, p):\n    return 2.0 * x\n"
+    (tmp_path / "evil.py").write_text(evil)
+    monkeypatch.setenv("QKDYN_CACHE", str(tmp_path))
+    for directory in (tmp_path / "theory", *(tmp_path / "theory" / key for key in ("0" * 16, "current"))):
+        directory.mkdir(parents=True, exist_ok=True)
+        if plant == "symlink":
+            (directory / "CACO.py").symlink_to(tmp_path / "evil.py")
+        else:
+            (directory / "CACO.py").write_text(evil)
+        (directory / "CACO.sha256").write_text(hashlib.sha256(evil.encode()).hexdigest() + "\n")
     compiled.load.cache_clear()
-    capsys.readouterr()
-    again = solve(setting, "CACO", t_max=50.0, points=20).columns()
-    err = capsys.readouterr().err
-    compiled.load.cache_clear()
-    assert err.count("\n") == 1 and "does not match its recorded sha256" in err
-    assert not marker.exists()
-    assert path.read_text() == source
+    try:
+        again = solve(setting, "CACO", t_max=50.0, points=20).columns()
+    finally:
+        compiled.load.cache_clear()
+    assert not marker.exists() and capsys.readouterr().err == ""
     for key in clean:
         assert list(clean[key]) == list(again[key]), key
 
 
-def test_unusable_cache_is_one_line(tmp_path, monkeypatch, capsys):
+def test_only_the_generated_modules_can_be_loaded():
     from qkdyn.theory import compiled
 
-    (tmp_path / "file").write_text("x")
-    monkeypatch.setenv("QKDYN_CACHE", str(tmp_path / "file"))
-    compiled.load.cache_clear()
-    try:
-        code = main(["solve", "--param", "CACO", "--t-max", "1", "--out", str(tmp_path / "o.csv")])
-    finally:
-        compiled.load.cache_clear()
-    err = capsys.readouterr().err
-    assert code == 2 and err.count("\n") == 1 and "unusable" in err
-    assert not (tmp_path / "o.csv").exists()
+    for name in ("../CACO", "os", "generated", "CACO.py"):
+        with pytest.raises(ValueError, match="no generated module"):
+            compiled.load(name)
 
 
 def _cached_corpus(cache: Path, name: str, text: str) -> Path:

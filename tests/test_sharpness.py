@@ -36,7 +36,7 @@ def ode_crossings(setting, param, rho, levels):
     for level in levels:
         t, x = crossings[level]
         qk, _ = compiled.features(x, p)
-        out.append((float(compiled.attention(qk, p)[0]), t))
+        out.append((float(compiled.attention(qk, p)), t))
     return np.array(out)
 
 
@@ -48,14 +48,14 @@ def test_agrees_with_the_ode_event_crossing(param, setting, log_rho, fractions):
     """attn to 1e-9 and t to 1e-7 relative, for levels log-uniform in (1e-6, L0)."""
     rho = 10.0**log_rho
     compiled, p = load(param), setting.numeric()
-    loss0 = float(compiled.loss(*compiled.features(compiled.init(p, setting.qk0, setting.ov0), p), p)[0])
+    loss0 = float(compiled.loss(*compiled.features(compiled.init(p, setting.qk0, setting.ov0), p), p))
     levels = sorted({float(math.exp(math.log(1e-6) + f * (math.log(loss0) - math.log(1e-6))) * (1 - 1e-3))
                      for f in fractions}, reverse=True)
     closed = sharpness(setting, param, rho, levels)
     reference = ode_crossings(setting, param, rho, levels)
     np.testing.assert_allclose(closed.attn, reference[:, 0], rtol=0, atol=1e-9)
     np.testing.assert_allclose(closed.t, reference[:, 1], rtol=1e-7)
-    assert np.allclose(compiled.loss(closed.qk, closed.ov, p)[0], levels, rtol=1e-12)
+    assert np.allclose(compiled.loss(closed.qk, closed.ov, p), levels, rtol=1e-12)
 
 
 def test_paper_form_matches_qkdyn_solve(tmp_path, capsys):
@@ -79,7 +79,7 @@ def test_frozen_attention_matches_the_elementary_time_law():
     setting = Setting(classes=5, distinct=7, ov0=0.3, qk0=0.2, eta_ov=2.0)
     levels = np.array([0.5, 1e-3, 1e-8])
     result = sharpness(setting, "CACO", 0.0, levels)
-    alpha0 = float(load("CACO").attention(setting.qk0, setting.numeric())[0])
+    alpha0 = float(load("CACO").attention(setting.qk0, setting.numeric()))
     law = theory.frozen_time_law("CACO")
     symbols = {sp.Symbol(name, positive=True): value for name, value in
                (("K", 5), ("D", 7), ("eta_OV", 2.0), ("alpha0", alpha0), ("z0", alpha0 * 0.3))}
@@ -109,7 +109,7 @@ def test_a4_derivative_matches_finite_differences(param):
     setting, rho, level, h = Setting(), 2.0, 1e-3, 1e-5
     at = sharpness(setting, param, [rho - h, rho, rho + h], level, time=False)
     compiled, p = load(param), setting.numeric()
-    kappa = float(compiled.kappa(compiled.init(p, setting.qk0, setting.ov0), p)[0])
+    kappa = float(compiled.kappa(compiled.init(p, setting.qk0, setting.ov0), p))
     derivative = theory.a4_derivative(param)
     names = {"K": setting.classes, "D": setting.distinct, "N": setting.commons, "m": setting.m, "n": setting.n,
              "s": setting.scale, "kappa": kappa, "qk": at.qk[1], "ov": at.ov[1], "ov0": setting.ov0,
@@ -123,7 +123,7 @@ def test_negative_initial_margin_breaks_a4_as_the_derivative_predicts():
     """ov0 < 0 (collapsed OV): at losses reached while |ov| < |ov0|, larger rho gives softer attention."""
     setting = Setting(ov0=-1.0, qk0=0.0)
     compiled, p = load("CACO"), setting.numeric()
-    loss0 = float(compiled.loss(0.0, -1.0, p)[0])
+    loss0 = float(compiled.loss(0.0, -1.0, p))
     level = loss0 * 0.999  # reached almost at once: |ov| < |ov0| there
     result = sharpness(setting, "CACO", [1.0, 2.0], level, time=False)
     assert abs(result.ov[0]) < 1 and result.attn[1] < result.attn[0]
@@ -205,8 +205,8 @@ def test_cafo_ov_law_carries_the_derived_constant():
     tr = solve(setting, "CAFO", t_max=1e15, points=2)
     compiled, p = load("CAFO"), setting.numeric()
     ov = tr.ov[-1]
-    corrected = float(compiled.ov_law(1e15, p)[0])
-    leading = float(compiled.ov_law(1e15 * np.exp(-c), p)[0])  # the law's argument T is linear in t
+    corrected = float(compiled.ov_law(1e15, p))
+    leading = float(compiled.ov_law(1e15 * np.exp(-c), p))  # the law's argument T is linear in t
     assert "exp(" in str(asymptotics.ov_law("CAFO").argument)  # the printed law has the shift
     assert abs(leading / ov - 1) > 0.02
     assert abs(corrected / ov - 1) < 0.02 and abs(corrected - ov) < 0.25 * abs(leading - ov)
@@ -246,7 +246,7 @@ def test_attn0_broadcasts_as_a_setting_field():
 
 @pytest.mark.parametrize("param", ["CACO", "FACO", "CAFO", "FAFO", "paper"])
 @settings(max_examples=6, deadline=None)
-@given(setting=testing.settings(eta_qk=1.0, qk0=(0.01, 1.0), ov0=(0.01, 1.0)), rho=testing.rhos(1e-2, 1e2),
+@given(setting=testing.setting_strategy(eta_qk=1.0, qk0=(0.01, 1.0), ov0=(0.01, 1.0)), rho=testing.rhos(1e-2, 1e2),
        fraction=st.floats(0.05, 0.999))
 def test_time_quadrature_is_accurate_to_1e_8(param, setting, rho, fraction):
     """The default panels (about 3 units of progress each, 8 Gauss nodes) against 12x finer ones."""
@@ -263,3 +263,29 @@ def test_time_quadrature_is_accurate_to_1e_8(param, setting, rho, fraction):
 def test_the_line_normal_form_is_exact(param):
     """dPhi/dqk = A (m e^qk + n) / (n sqrt(qk^2 + beta^2)) (beta = 0: no root), symbolically."""
     assert theory.normal_form_residual(param) == 0
+
+
+def test_one_input_convention_broadcast_with_a_clear_error_or_an_explicit_grid():
+    with pytest.raises(InputError, match=r"do not broadcast: rho \(3,\), loss \(2,\); pass grid=True .* rho=np.array"):
+        sharpness(Setting(), "CACO", [1.0, 2.0, 3.0], [0.1, 0.01])
+    with pytest.raises(InputError, match=r"do not broadcast: rho \(2,\), loss \(\), m \(3,\)"):
+        sharpness({"m": [4, 8, 16]}, "CACO", [1.0, 2.0], 0.1)
+    grid = sharpness({"m": [4, 8, 16], "classes": 3}, "FAFO", [0.1, 10.0], [0.1, 1e-2], grid=True)
+    assert grid.attn.shape == (2, 2, 3) and list(grid.axes) == ["rho", "loss", "m"]
+    by_hand = sharpness({"m": np.array([4, 8, 16])[None, None, :], "classes": 3}, "FAFO",
+                        np.array([0.1, 10.0])[:, None, None], np.array([0.1, 1e-2])[None, :, None])
+    np.testing.assert_array_equal(grid.attn, by_hand.attn)
+    with pytest.raises(InputError, match="with grid=True must be a scalar or a 1-D list"):
+        sharpness(Setting(), "CACO", [[1.0, 2.0]], 0.1, grid=True)
+
+
+def test_a_grid_exports_to_xarray_and_pandas_with_named_axes():
+    grid = sharpness({"m": [4, 8]}, "CACO", [0.5, 2.0], [0.1, 1e-2, 1e-3], grid=True)
+    data = grid.to_xarray()
+    assert data.attn.dims == ("rho", "loss", "m") and list(data.m.values) == [4, 8]
+    assert float(data.attn.sel(rho=2.0, loss=1e-2, m=8)) == grid.attn[1, 1, 1]
+    frame = grid.to_pandas()
+    assert frame.index.names == ["rho", "loss", "m"] and len(frame) == 12
+    assert frame.loc[(0.5, 1e-3, 4), "t"] == grid.t[0, 2, 0]
+    with pytest.raises(ValueError, match="needs named axes: call sharpness"):
+        sharpness(Setting(), "CACO", [1.0, 2.0], 0.1).to_xarray()

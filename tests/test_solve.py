@@ -10,7 +10,7 @@ from qkdyn.theory.setting import ALL_PARAMS, EXACT_PARAMS, Setting
 
 @pytest.mark.parametrize("param", EXACT_PARAMS)
 @settings(max_examples=6)
-@given(setting=testing.settings())
+@given(setting=testing.setting_strategy())
 def test_first_integrals_and_balance_hold_to_1e15(param, setting):
     tr = solve(setting, param, t_max=1e15, points=80)
     testing.assert_conserved(tr, rel=1e-8)
@@ -164,3 +164,14 @@ def test_negative_start_of_a_factorized_circuit_has_signed_balanced_factors():
         tr = solve(setting, param, t_max=1.0, points=2)
         assert tr.qk[0] == pytest.approx(setting.qk0, rel=1e-14) and tr.ov[0] == pytest.approx(setting.ov0, rel=1e-14)
         assert np.all(np.isfinite(tr.state))
+
+
+def test_a_trajectory_exports_labelled_tables():
+    tr = solve(Setting(), "FACO", t_max=1e4, points=20)
+    frame = tr.to_pandas()
+    assert frame.index.name == "t" and list(frame.columns[:4]) == ["qk", "ov", "attn", "loss"]
+    np.testing.assert_array_equal(frame["attn"].to_numpy(), tr.attn)
+    assert frame.attrs["param"] == "FACO" and frame.attrs["classes"] == Setting().classes
+    data = tr.to_xarray()
+    assert data.ov.dims == ("t",) and data.attrs["param"] == "FACO"
+    np.testing.assert_array_equal(data.t.values, tr.t)

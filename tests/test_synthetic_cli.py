@@ -1,4 +1,4 @@
-"""``qkdyn sgd``: CSV columns and rows of DESIGN.md section 4, one-line errors with exit code 2."""
+"""``qkdyn sgd``: CSV columns and rows of docs/setting.md section 4, one-line errors with exit code 2."""
 import csv
 
 import pytest

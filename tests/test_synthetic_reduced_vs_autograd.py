@@ -1,4 +1,4 @@
-"""The reduced ODE of theory/ equals the full-matrix gradient flow, to round-off (DESIGN.md sec. 1).
+"""The reduced ODE of theory/ equals the full-matrix gradient flow, to round-off (docs/setting.md sec. 1).
 
 At a random symmetric state x (reduced variables of qkdyn.theory.model.derive(P).variables embedded in the
 matrices as theory/model.py states), -eta_c times the autograd gradient of the exact population

@@ -29,7 +29,7 @@ def test_reduction_lemma(param, setting, seed):
     x = np.random.default_rng(seed).normal(0, 1.5, len(d.symbols))
     p = setting.numeric()
     compiled = load(param)
-    reduced = compiled.loss(*compiled.features(x, p), p)[0]
+    reduced = compiled.loss(*compiled.features(x, p), p)
     assert float(full(list(x), list(p))) == pytest.approx(float(reduced), rel=1e-12, abs=1e-13)
 
 
@@ -66,7 +66,7 @@ def test_generated_rhs_is_the_metric_gradient_of_the_loss(param, setting, seed):
     etas = [setting.eta_qk if v.circuit == "QK" else setting.eta_ov for v in d.variables]
 
     def loss(y):
-        return float(compiled.loss(*compiled.features(y, p), p)[0])
+        return float(compiled.loss(*compiled.features(y, p), p))
 
     rhs = compiled.rhs(x, p)
     for i in range(len(x)):

@@ -87,11 +87,12 @@ def log_t_exponents(name: str) -> dict[str, str]:
     """Growth of each reported quantity in terms of log t, read off the laws (for reports)."""
     ov_power = sp.degree(qk_law(name).argument, ov)
     extra = " * log log t" if qk_law(name).power == 1 else ""
+    odds = ("log t" if ov_power == 1 else f"(log t)^{ov_power}") + extra  # as a person writes it: not (log t)^1
     return {
         "ov": "log t" + (" + log log t" if ov_law(name).power == 1 else ""),
-        "exp(qk)": f"(log t)^{ov_power}{extra}",
-        "odds": f"(log t)^{ov_power}{extra}",
-        "qk": f"{ov_power} log log t" + (" + log log log t" if extra else ""),
+        "exp(qk)": odds,
+        "odds": odds,
+        "qk": ("log log t" if ov_power == 1 else f"{ov_power} log log t") + (" + log log log t" if extra else ""),
     }
 
 

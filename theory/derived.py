@@ -1,6 +1,6 @@
 """The symbolic result for one parameterisation, as one object: what ``qkdyn.derive(param)`` returns.
 
-Symbols as in DESIGN.md: the reduced state x (orbit values of the matrix entries), the features
+Symbols as in docs/setting.md: the reduced state x (orbit values of the matrix entries), the features
 qk(x) and ov(x), attn = m e^qk / (m e^qk + n), the population loss L(qk, ov), the reduced flow
 dx_i/dt = -(eta_c / w_i) dL/dx_i, its conserved polynomials, the first-integral line
 Phi(qk) - rho Psi(ov) = const, the rate factors M_c and the late-time laws.

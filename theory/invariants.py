@@ -9,7 +9,7 @@ dx_i/dt = -(eta_c / w_i) (dL/df) (df/dx_i): every variable moves along the *same
   are removed, so what is left is new (linear: "mean modes"; quadratic: factor balance).
 * Rate factor (A1): df/dt = -eta_c M_c(x) dL/df with the metric M_c(x) = sum_i (df/dx_i)^2 / w_i.
   Collapsed circuits have constant M_c; factorizing multiplies it by R_c = M_c / M_c^collapsed, a
-  state-dependent rescaling of the learning rate. On the balanced manifold (init of DESIGN.md):
+  state-dependent rescaling of the learning rate. On the balanced manifold (init of docs/setting.md):
 
       QK:  M_QK = s^2 c sqrt(kappa^2 + 4 qk^2 / (s^2 c)),  c = 1/(KD) + 1/N,
            kappa = (KD k_d + N k_c)^2 / (KD + N)   (conserved)

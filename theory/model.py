@@ -1,6 +1,6 @@
 """The canonical setting in sympy: reduced coordinates, population loss, gradient-flow ODE.
 
-Symmetry (DESIGN.md section 1) makes the flow stay in a subspace where every matrix entry in one
+Symmetry (docs/setting.md section 1) makes the flow stay in a subspace where every matrix entry in one
 orbit of the relabelling group shares one value. A *reduced variable* is that shared value; its
 *orbit size* w_i is how many entries share it. If L~(x) is the population loss as a function of the
 reduced variables, the chain rule gives dL~/dx_i = w_i * dL/dW_entry, so the exact flow of one

@@ -1,4 +1,4 @@
-"""The canonical orthogonal-data setting of DESIGN.md section 1, as plain numbers.
+"""The canonical orthogonal-data setting of docs/setting.md section 1, as plain numbers.
 
 K classes, D distinct tokens per class, N common tokens, a context of m distinct + n common tokens,
 score scale s, learning rates eta_QK and eta_OV, initial gap ``qk0`` and margin ``ov0``. ``b`` is the
@@ -39,7 +39,7 @@ def factorized(param: str) -> tuple[bool, bool]:
 
 @dataclasses.dataclass(frozen=True)
 class Setting:
-    """One point of the canonical setting (symbols as in DESIGN.md)."""
+    """One point of the canonical setting (symbols as in docs/setting.md)."""
 
     classes: int = 4  # K
     distinct: int = 10  # D

@@ -220,7 +220,7 @@ A4_ASSUMPTIONS = {
     "runs (ODE event finder to t = 1e100 at ov0 < 0, plateaus, levels to 1e-30); at ov0 < 0 with a large rho a "
     "level can stay unreached by t = 1e100",
     "balanced factors stay balanced": "the factor balance is a conserved polynomial (qkdyn.theory.invariants, "
-    "proved by its Lie derivative in the tests) and the DESIGN init is balanced",
+    "proved by its Lie derivative in the tests) and the canonical init is balanced",
 }
 
 

@@ -1,13 +1,13 @@
-"""The full matrix model of the canonical setting (DESIGN.md section 1) in torch.
+"""The full matrix model of the canonical setting (docs/setting.md section 1) in torch.
 
 Modules, one job each:
     layout      token indices of the one-hot vocabulary
     model       the attention head (CACO/FACO/CAFO/FAFO), evaluated from token-count vectors
     data        batches: sampled, mean-count, exact count-vector support, brute-force sequences
-    reduced     DESIGN init, reduced state <-> matrices (embedding, orbit-averaged reading)
+    reduced     canonical init, reduced state <-> matrices (embedding, orbit-averaged reading)
     train       per-circuit optimiser groups and the training loop
-    observe     one CSV row of DESIGN.md section 2 from the current matrices
-    experiment  one run from the DESIGN init, and its distance from the ODE
+    observe     one CSV row of docs/setting.md section 2 from the current matrices
+    experiment  one run from the canonical init, and its distance from the ODE
     sampled     SGD on a sampled generator, schedules, matched-loss measurements (attention, shortcut)
     clean       the ``clean`` sampled generator (a cleaned-up variant of the authors' task)
     authors     the ``authors`` sampled generator (their notebooks' ids, loss, inits, rates, lengths)

@@ -4,16 +4,16 @@ The study :class:`qkdyn.empirical.synthetic.study.A6Study` runs the measurements
 
 Measurements (setting S6 = Setting(qk0=0.5, ov0=0.5), other fields default: the loss falls from
 1.26 to 0.08 by t = 40 for FAFO, so the runs cover the whole transition):
-* GD from the DESIGN init at steps h, 2h, ...: err(h) = max relative error of (qk, ov) against
+* GD from the canonical init at steps h, 2h, ...: err(h) = max relative error of (qk, ov) against
   ``qkdyn.simulate.solve.solve`` at the same times; order = log2(err(h) / err(h/2)) (Euler: 1).
 * SGD (FAFO) at batch sizes B, seeds averaged: dev = max sqrt(err^2 + sym_dist^2)
   (:func:`qkdyn.empirical.synthetic.experiment.sgd_deviation`); slope of log dev vs log B (noise: -1/2).
 * Adam (lr h eta_c per circuit, population batch) to a loss target, for rho in a sweep: attn at
   that loss against the ODE's attn at the same loss (solve ``until_loss``), and sym_dist.
-* Non-symmetric init: DESIGN init plus N(0, sigma^2) on every entry, SGD (B = 32): sym_dist over t.
+* Non-symmetric init: canonical init plus N(0, sigma^2) on every entry, SGD (B = 32): sym_dist over t.
 * Long horizon and large rho (:func:`long_horizon`): GD (h = 0.02) on the *exact* population loss
   (every count vector: the mean-count batch above is exact only on the symmetric subspace, so it
-  cannot leave it), K = D = N = 2, m = 2, n = 4, from the DESIGN init plus a transverse perturbation
+  cannot leave it), K = D = N = 2, m = 2, n = 4, from the canonical init plus a transverse perturbation
   of relative size 1e-4, to loss 1e-2 (t ~ 200), at rho = 1 (stable subspace, claim SUB) and rho = 50
   (unstable): deviation = max(relative distance from the subspace, relative error of the time to that
   loss) against the same 2e-3 as the short runs. It can fail, and at rho = 50 it does.
@@ -98,8 +98,8 @@ def adam(cfg: dict, figures_dir: Path) -> tuple[list[dict], list[str]]:
 
 
 def nonsymmetric(cfg: dict, figures_dir: Path, sigma: float = 0.05) -> tuple[dict, list[str]]:
-    """SGD (B = 32, h = 0.04, to t = T) from the DESIGN init plus N(0, sigma^2) noise on every entry:
-    sym_dist over t (compare: the same SGD from the exact DESIGN init, in the A6 evidence)."""
+    """SGD (B = 32, h = 0.04, to t = T) from the canonical init plus N(0, sigma^2) noise on every entry:
+    sym_dist over t (compare: the same SGD from the exact canonical init, in the A6 evidence)."""
     h, curves, evidence = 0.04, {}, {}
     steps = round(cfg["T"] / h)
     for param in ("CACO", "FAFO"):
@@ -161,7 +161,7 @@ def judge(cfg: dict, gd_sgd: dict, nonsym: dict, adam_rows: list[dict], long_row
     a6 = Claim(
         "A6", "Gradient descent and SGD on the full matrix model follow the ODE (error shrinking with step "
         "size and with batch size).", combine(a6_parts), ev,
-        f"GD from the DESIGN init vs the ODE over t <= {cfg['T']:g}: max relative error of (qk, ov) at the finest "
+        f"GD from the canonical init vs the ODE over t <= {cfg['T']:g}: max relative error of (qk, ov) at the finest "
         f"step h = {cfg['steps'][-1]} is {', '.join(f'{p} {e:.2e}' for p, e in finest.items())}; halving h divides "
         f"it by {', '.join(f'{p} ' + '/'.join(f'{r:.3f}' for r in rs) for p, rs in ev['gd_error_ratio'].items())} "
         f"(first order: 2). SGD (FAFO, h = {ev['sgd_step']}) deviation from the flow at B = {ev['sgd_batches']}: "
@@ -170,10 +170,10 @@ def judge(cfg: dict, gd_sgd: dict, nonsym: dict, adam_rows: list[dict], long_row
         f"randomly perturbed init the distance from the symmetric subspace goes "
         f"{nonsym['CACO']['sym_dist_start']:.3g} -> {nonsym['CACO']['sym_dist_end']:.3g} (CACO), "
         f"{nonsym['FAFO']['sym_dist_start']:.3g} -> {nonsym['FAFO']['sym_dist_end']:.3g} (FAFO) under SGD "
-        f"(B = 32); the same SGD from the exact DESIGN init ends at "
+        f"(B = 32); the same SGD from the exact canonical init ends at "
         f"{ev['sgd_b32_final_sym_dist_from_design_init']['CACO']:.3g} (CACO), "
         f"{ev['sgd_b32_final_sym_dist_from_design_init']['FAFO']:.3g} (FAFO). Long horizon (GD h = {LONG['step']} on "
-        f"the exact population loss, K = D = N = 2, m = 2, n = 4, DESIGN init plus a {LONG['eps']:g} transverse "
+        f"the exact population loss, K = D = N = 2, m = 2, n = 4, canonical init plus a {LONG['eps']:g} transverse "
         f"perturbation, to loss {LONG['level']:g}): "
         + "; ".join(f"rho = {r['rho']:g}: t = {r['t']:.4g} (ODE {r['t_ode']:.4g}), distance from the subspace "
                     f"{r['distance_from_subspace']:.2e} (linearised prediction {r['linearised_prediction']:.2e}): "

@@ -1,10 +1,10 @@
 """Claim SUB: the reduced flow describes the full matrix model, with its boundary (docs/stability.md).
 
 Measurements (:mod:`.stability`):
-* the phase diagram: the linearised transverse flow (CACO, m = 2, n = 4, DESIGN init, eta_OV = 1)
+* the phase diagram: the linearised transverse flow (CACO, m = 2, n = 4, canonical init, eta_OV = 1)
   over (K, D, N) x rho until the loss ``LEVEL``: bounded when a transverse perturbation of relative
   size EPS = 1e-8 stays below TOLERANCE = 1e-3 (relative) all the way;
-* the boundary checked: per shape, the nonlinear full-matrix flow from the DESIGN init plus EPS
+* the boundary checked: per shape, the nonlinear full-matrix flow from the canonical init plus EPS
   along a random transverse direction at the last bounded and the first unbounded rho of the grid
   (time to LEVEL against the reduced flow, distance from the symmetric subspace there), and the
   measured transverse size against the linearisation's prediction for that same direction;

@@ -4,7 +4,7 @@ This is NOT the authors' experiment as their notebooks run it (that is :mod:`.au
 canonical model and changes only what the weighted sampler needs. The differences from the notebooks
 are listed in docs/authors-experiments.md (separate query/label ids outside the context range, K-label
 loss, 1e-6 identity init for every form, one learning-rate base, context 62). Where it differs from
-DESIGN.md section 1 (everything else is the canonical model, reused):
+docs/setting.md section 1 (everything else is the canonical model, reused):
 * tokens are drawn i.i.d. per position from the class's weighted distribution: its D = 10 distinct
   tokens with weights 0.1, 0.2, ..., 1.0 and the N = 10 commons with weight 1 each, normalised
   together (so the number of distinct tokens in a context is random, mean 62 * 5.5 / 15.5 = 22);

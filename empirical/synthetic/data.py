@@ -4,7 +4,7 @@ The loss of a context depends only on its token-count vector (:mod:`qkdyn.empiri
 every data source here is a weighted set of count vectors; the population loss is
 sum_b weights_b CE(model(counts_b), label_b) when the weights are the probabilities.
 
-* :func:`sample`         B contexts drawn as in DESIGN.md (class uniform, m distinct and n common
+* :func:`sample`         B contexts drawn as in docs/setting.md (class uniform, m distinct and n common
                          tokens uniform with replacement), weights 1/B: SGD.
 * :func:`count_support`  every count vector with its exact probability: class k w.p. 1/K,
                          distinct counts ~ Multinomial(m, 1/D), common counts ~ Multinomial(n, 1/N),

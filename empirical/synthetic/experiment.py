@@ -1,4 +1,4 @@
-"""One training run of the full model from the DESIGN init, and its distance from the ODE.
+"""One training run of the full model from the canonical init, and its distance from the ODE.
 
 ``run`` composes the pieces (model, per-circuit optimiser, batches, observer, loop) and returns one
 row per recorded step with ``t = step * h``. ``flow_error`` compares rows with the reduced flow
@@ -31,7 +31,7 @@ from qkdyn.simulate.solve import solve
 def run(param: str, setting, step: float, steps: int, *, optimizer: str = "gd", batch: int | None = None,
         seed: int = 0, points: int = 50, extra_steps: Iterable[int] = (), stop_below: float | None = None,
         progress: bool = False) -> list[dict]:
-    """Train from the DESIGN init; ``batch=None`` is the population. Rows carry ``step`` and ``t``.
+    """Train from the canonical init; ``batch=None`` is the population. Rows carry ``step`` and ``t``.
     Runs on one thread (tiny matrices: more threads only contend)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -69,7 +69,7 @@ def sgd_deviation(rows: Sequence[dict], param: str, setting) -> float:
 
 @dataclasses.dataclass
 class Recording:
-    """A training run of the full matrix model, as numpy columns (DESIGN.md section 2 names):
+    """A training run of the full matrix model, as numpy columns (docs/setting.md section 2 names):
     t = step * h, qk, ov, attn, loss, the reduced state read from the matrices (orbit means), acc
     (fixed sampled test batch), sym_dist (relative distance from the symmetric subspace), step.
     Columns are also attributes: ``rec.attn``."""
@@ -99,7 +99,7 @@ def _recording(param: str, setting, rows: list[dict]) -> Recording:
 def gd(setting, param: str, step: float, steps: int, *, points: int = 200, at: Sequence[float] = (),
        progress: bool = False) -> Recording:
     """Full-batch gradient descent on the population loss: ``steps`` steps of size ``step`` from the
-    DESIGN init, per-circuit rates h eta_QK, h eta_OV. It tracks the flow at t = k h with an error
+    canonical init, per-circuit rates h eta_QK, h eta_OV. It tracks the flow at t = k h with an error
     O(h) (claim A6). Rows at ``points`` log-spaced steps plus the step nearest each ``at`` time.
 
     >>> rec = qkdyn.gd(qkdyn.Setting(), "CACO", step=0.01, steps=1000)   # doctest: +SKIP

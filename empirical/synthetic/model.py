@@ -1,4 +1,4 @@
-"""One attention head on one-hot tokens (DESIGN.md section 1), in four parameterisations.
+"""One attention head on one-hot tokens (docs/setting.md section 1), in four parameterisations.
 
 Matrices are V x V over the one-hot vocabulary (indices: :mod:`qkdyn.empirical.synthetic.layout`):
 W_QK collapsed, or W_QK = W_Q W_K^T with W_Q, W_K of shape V x r; W_OV collapsed, or
@@ -30,7 +30,7 @@ DTYPE = torch.float64
 
 
 class AttentionHead(nn.Module):
-    """The model of DESIGN.md for parameterisation ``param``; inner width r (default V)."""
+    """The model of docs/setting.md for parameterisation ``param``; inner width r (default V)."""
 
     def __init__(self, param: str, layout: Layout, scale: float, width: int | None = None,
                  query: int | None = None, dtype: torch.dtype = DTYPE):

@@ -1,4 +1,4 @@
-"""One output row of DESIGN.md section 2 from the current matrices.
+"""One output row of docs/setting.md section 2 from the current matrices.
 
 ``qk``, ``ov``, ``attn`` and ``loss`` are those of the reduced state read from the matrices
 (:func:`qkdyn.empirical.synthetic.reduced.read`, orbit means in the polar gauge), through the compiled
@@ -26,8 +26,7 @@ def observer(param: str, setting, test_size: int = 2048, seed: int = 12345) -> C
     def observe(model: AttentionHead) -> dict:
         x = reduced.read(model)
         qk, ov = (float(v) for v in compiled.features(x, p))
-        row = {"qk": qk, "ov": ov, "attn": float(compiled.attention(qk, p)[0]),
-               "loss": float(compiled.loss(qk, ov, p)[0])}
+        row = {"qk": qk, "ov": ov, "attn": float(compiled.attention(qk, p)), "loss": float(compiled.loss(qk, ov, p))}
         row.update(zip(compiled.variables, map(float, x)))
         row["acc"] = float((model(counts)[0].argmax(dim=1) == labels).double().mean())
         row["sym_dist"] = reduced.symmetric_distance(model)

@@ -1,18 +1,15 @@
 """The figures of claim A6 and of the authors' experiment (matplotlib, Agg; one function each).
 
-Every function takes the measured numbers and a target path, and writes one PNG.
+Every function takes the measured numbers and a target path, and writes one PNG (and a PDF beside
+it) in the qkdyn style (:mod:`qkdyn.figures`).
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from qkdyn.figures import save_png  # noqa: E402
+from qkdyn.figures import colorbar, plt, save_png
 
 
 def overlay(curves: dict, path: Path) -> None:
@@ -27,8 +24,8 @@ def overlay(curves: dict, path: Path) -> None:
         ax.plot(c["sgd"][0], c["sgd"][1], "C0x", ms=4, label=f"SGD B={c['batch']}")
         ax.plot(c["sgd"][0], c["sgd"][2], "C1x", ms=4)
         ax.set_title(param)
-        ax.set_xlabel("t = step h")
-    axes[0][0].legend(fontsize=7)
+        ax.set(xlabel="t = step h", ylabel="qk (blue), ov (orange)")
+    axes[0][0].legend()
     save_png(fig, path)
 
 
@@ -42,7 +39,7 @@ def convergence(errors: dict, steps: list, path: Path) -> None:
     ax.loglog(h, ref, "k--", lw=0.8, label="slope 1")
     ax.set_xlabel("step h")
     ax.set_ylabel("max rel. error of qk, ov vs ODE")
-    ax.legend(fontsize=7)
+    ax.legend()
     save_png(fig, path)
 
 
@@ -53,7 +50,7 @@ def sgd_batch(batches: list, deviations: list, path: Path, param: str) -> None:
     ax.loglog(b, deviations[0] * np.sqrt(b[0] / b), "k--", lw=0.8, label="B^-1/2")
     ax.set_xlabel("batch size B")
     ax.set_ylabel("deviation from the flow")
-    ax.legend(fontsize=7)
+    ax.legend()
     save_png(fig, path)
 
 
@@ -66,7 +63,7 @@ def adam(rows: list, path: Path) -> None:
         ax.semilogx([r["rho"] for r in sel], [r["attn_adam"] for r in sel], f"C{i}s--", label=f"{param} Adam")
     ax.set_xlabel("rho = eta_QK / eta_OV")
     ax.set_ylabel("attn at matched loss")
-    ax.legend(fontsize=7)
+    ax.legend()
     save_png(fig, path)
 
 
@@ -78,7 +75,7 @@ def symmetric_distance(curves: dict, path: Path) -> None:
     ax.set_yscale("log")
     ax.set_xlabel("t = step h")
     ax.set_ylabel("distance from the symmetric subspace")
-    ax.legend(fontsize=7)
+    ax.legend()
     save_png(fig, path)
 
 
@@ -91,16 +88,17 @@ def dtap(grid: dict, path: Path) -> None:
     for i, s in enumerate(schedules):
         for j, p in enumerate(params):
             ax, hist = axes[i][j], grid[(s, p)]
-            ax.imshow(hist, origin="lower", extent=(0, 1, 0, 1), vmin=0, vmax=100, cmap="viridis")
+            image = ax.imshow(hist, origin="lower", extent=(0, 1, 0, 1), vmin=0, vmax=100, cmap="viridis")
             for a in range(5):
                 for b in range(5):
                     if hist[a, b] >= 0.5:
                         ax.text(0.1 + 0.2 * b, 0.1 + 0.2 * a, f"{hist[a, b]:.0f}", ha="center", va="center",
                                 fontsize=6, color="w")
-            ax.set_title(f"{p} {s}", fontsize=8)
-            ax.set_xlabel("p(true)", fontsize=7)
-            ax.set_ylabel("attn on distinct", fontsize=7)
-            ax.tick_params(labelsize=6)
+            ax.set_title(f"{p} {s}")
+            ax.set_xlabel("p(true)")
+            ax.set_ylabel("attn on distinct")
+            ax.grid(False)
+    colorbar(fig, image, axes, "% of test sequences")
     save_png(fig, path)
 
 
@@ -119,8 +117,8 @@ def sampled_attention(rows: list[dict], path: Path, generator: str) -> None:
                    yerr=[r[f"{metric}_sd"] for r in sel], label=s, capsize=2)
         ax.set_xticks(np.arange(len(forms)) + width * (len(schedules) - 1) / 2, forms)
         ax.set_ylim(0, 1)
-        ax.set_title(f"{generator}: {title}", fontsize=9)
-    axes[0].legend(fontsize=7)
+        ax.set(title=f"{generator}: {title}", xlabel="parameterisation", ylabel="attention (mean +- sd over seeds)")
+    axes[0].legend()
     save_png(fig, path)
 
 
@@ -142,10 +140,10 @@ def fixed_attention(runs: dict, theory: dict, path: Path) -> None:
             axes[0][j].plot(t, th_loss, color=colour, ls="--", lw=0.8)
             axes[1][j].plot(t, th_fall, color=colour, ls="--", lw=0.8)
         axes[0][j].set_yscale("log")
-        axes[0][j].set_title(f"{f} OV, attention fixed (dashed: frozen-QK flow)", fontsize=8)
-        axes[0][j].set_ylabel("loss")
+        axes[0][j].set_title(f"{f} OV, attention fixed (dashed: frozen-QK flow)")
+        axes[0][j].set(xlabel="flow time t = lr x steps", ylabel="loss")
         axes[1][j].set_ylabel("-dL/dalpha (CRN)")
         axes[1][j].set_yscale("symlog", linthresh=1e-3)
         axes[1][j].set_xlabel("flow time t = lr x steps")
-        axes[0][j].legend(fontsize=6)
+        axes[0][j].legend()
     save_png(fig, path)

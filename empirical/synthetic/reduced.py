@@ -1,4 +1,4 @@
-"""The reduced state of :mod:`qkdyn.theory.model` and the full matrices, both ways; the DESIGN init.
+"""The reduced state of :mod:`qkdyn.theory.model` and the full matrices, both ways; the canonical init.
 
 Orbits. Each reduced variable of ``qkdyn.theory.model.derive(P).variables`` is the common value of one
 orbit of matrix entries (the embedding stated in ``theory/model.py``): factorized QK uses inner
@@ -11,7 +11,7 @@ products unchanged: the *polar gauge* rotates the inner space so that the query 
 |W_Q[q]| e_0, and so that the label block of W_O is the symmetric positive semi-definite factor P of
 its polar decomposition W_O[labels] = P Q (then W_V becomes Q W_V). On the embedded subspace with
 q_query >= 0 and a positive semi-definite label block (o_own - o_cross >= 0,
-o_own + (K-1) o_cross >= 0; true along every DESIGN trajectory) the polar gauge is the embedding's
+o_own + (K-1) o_cross >= 0; true along every trajectory from the canonical init) the polar gauge is the embedding's
 own, so read(embed(x)) = x. It makes the reading independent of which balanced SVD factorization
 the init chose (equal singular values leave the SVD basis free).
 
@@ -170,7 +170,7 @@ def balanced_factors(W: torch.Tensor, width: int) -> tuple[torch.Tensor, torch.T
 
 @torch.no_grad()
 def design_init(model: AttentionHead, setting) -> AttentionHead:
-    """DESIGN.md init: W_QK[q, d] = qk0 / s, W_OV[label_k, d in class k] = ov0, zeros elsewhere;
+    """docs/setting.md init: W_QK[q, d] = qk0 / s, W_OV[label_k, d in class k] = ov0, zeros elsewhere;
     factorized circuits get balanced factors from the SVD of that product, rotated into the polar
     gauge. The K equal singular values of W_OV leave the SVD's inner basis free; the polar gauge
     fixes it to the embedding of theory/model.py, so the init is embed(theory init) up to round-off;
@@ -219,5 +219,5 @@ def _balance(G1: torch.Tensor, G2: torch.Tensor) -> float:
 
 
 def new_model(param: str, setting, width: int | None = None) -> AttentionHead:
-    """The full model of ``setting`` in the DESIGN init."""
+    """The full model of ``setting`` in the canonical init."""
     return design_init(AttentionHead(param, Layout.of(setting), setting.scale, width), setting)

@@ -24,7 +24,7 @@ step k of the trajectory's log-spaced time grid).
 
 Decision: a transverse perturbation of relative size ``EPS`` = 1e-8 stays bounded until loss L when
 EPS * max_{t <= t_L} gain(t) <= ``TOLERANCE`` = 1e-3. Validated by the nonlinear full-matrix flow
-(:func:`perturbed_flow`, any parameterisation) from the DESIGN init plus EPS along a random
+(:func:`perturbed_flow`, any parameterisation) from the canonical init plus EPS along a random
 transverse direction, and by gradient descent at a small step (:func:`perturbed_gd`): the time to
 loss L against the reduced flow's, and the distance from the symmetric subspace at L
 (:func:`.reduced.symmetric_distance`, computed on the function so it is gauge-free for factors).
@@ -290,7 +290,7 @@ class FullFlow:
                                for name, r, c in self.blocks])
 
     def design_init(self) -> np.ndarray:
-        """theta of the DESIGN init (:func:`.reduced.design_init`)."""
+        """theta of the canonical init (:func:`.reduced.design_init`)."""
         return self._read(reduced.design_init(self.model, self.setting))
 
     def to_model(self, theta: np.ndarray) -> AttentionHead:
@@ -370,7 +370,7 @@ def linearisation(setting, until_loss: float, points: int = POINTS, param: str =
 
 @dataclasses.dataclass
 class Perturbed:
-    """A full-matrix run from the DESIGN init plus a transverse perturbation, to a target loss."""
+    """A full-matrix run from the canonical init plus a transverse perturbation, to a target loss."""
 
     param: str
     rho: float
@@ -408,7 +408,7 @@ def transverse_size(flow: FullFlow, theta: np.ndarray) -> float:
 
 def perturbed_flow(setting, param: str, until_loss: float, eps: float = EPS, seed: int = 0) -> Perturbed:
     """The nonlinear full gradient flow (exact population loss) in log time tau = log(1 + t), from
-    the DESIGN init plus a transverse perturbation, until the loss reaches ``until_loss``."""
+    the canonical init plus a transverse perturbation, until the loss reaches ``until_loss``."""
     import time
 
     start = time.perf_counter()
@@ -435,7 +435,7 @@ def perturbed_flow(setting, param: str, until_loss: float, eps: float = EPS, see
 
 @dataclasses.dataclass
 class GDRun:
-    """Gradient descent (step h, exact population gradient) from the DESIGN init plus a perturbation."""
+    """Gradient descent (step h, exact population gradient) from the canonical init plus a perturbation."""
 
     rho: float
     step: float
@@ -454,7 +454,7 @@ class GDRun:
 def perturbed_gd(setting, until_loss: float, step: float, eps: float = EPS, seed: int = 0,
                  max_steps: int = 200_000) -> GDRun:
     """GD on the collapsed model, theta <- theta - h E grad L (every count vector: the exact population
-    gradient off the subspace too), from the DESIGN init plus a transverse perturbation; stops at the
+    gradient off the subspace too), from the canonical init plus a transverse perturbation; stops at the
     first step whose loss is below ``until_loss``. The prediction propagates the same direction by the
     linearised flow (:func:`linearisation`) to the reduced flow's time of that loss."""
     flow = FullFlow(setting, "CACO")
@@ -503,7 +503,7 @@ class Diagram:
 
 
 def diagram(shapes, rhos, level: float, m: int = 2, n: int = 4, points: int = POINTS) -> Diagram:
-    """The linearisation (CACO, eta_OV = 1, DESIGN init) over ``shapes`` x ``rhos`` to loss ``level``."""
+    """The linearisation (CACO, eta_OV = 1, canonical init) over ``shapes`` x ``rhos`` to loss ``level``."""
     lines = [[linearisation(_setting(K, D, N, m, n, rho), level, points) for rho in rhos] for K, D, N in shapes]
     field = lambda f: np.array([[f(lin) for lin in row] for row in lines])
     return Diagram([tuple(s) for s in shapes], np.asarray(rhos, dtype=float), level, m, n,

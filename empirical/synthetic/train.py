@@ -1,6 +1,6 @@
 """Per-circuit optimiser groups and the training loop.
 
-Gradient descent with step h on the flow of DESIGN.md, d theta/dt = -eta_c grad_theta L, is
+Gradient descent with step h on the flow of docs/setting.md, d theta/dt = -eta_c grad_theta L, is
 theta <- theta - h eta_c grad_theta L for every parameter of circuit c: one optimiser group per
 circuit with learning rate h eta_QK or h eta_OV. ``gd`` and ``sgd`` are that update on the
 population or on a sampled batch; ``adam`` uses the same per-circuit learning rates in Adam (it

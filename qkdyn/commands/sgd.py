@@ -1,4 +1,4 @@
-"""``qkdyn sgd``: train the full matrix model of the canonical setting, write DESIGN.md rows as CSV.
+"""``qkdyn sgd``: train the full matrix model of the canonical setting, write docs/setting.md rows as CSV.
 
 Columns: t = step * H, qk, ov, attn, loss, the reduced state read from the matrices (orbit means),
 acc (fixed sampled test batch), sym_dist (distance from the symmetric subspace), step. Rows at
@@ -11,7 +11,7 @@ import sys
 
 from qkdyn.settingflags import add_setting_flags, positive_float, positive_int, seed, setting_from_args, warn_if_saddle
 
-HELP = "train the full matrix model (GD, SGD or Adam) from the DESIGN init and write a CSV"
+HELP = "train the full matrix model (GD, SGD or Adam) from the canonical init (docs/setting.md section 1) and write a CSV"
 PARAMS = ("CACO", "FACO", "CAFO", "FAFO")
 
 

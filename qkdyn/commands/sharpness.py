@@ -72,8 +72,8 @@ def run(args: argparse.Namespace) -> int:
     # measured: ~10 KiB per grid point (path samples, quadrature panels and nodes, the CSV row)
     check_memory(16384 * len(rhos) * len(losses), f"a {len(rhos)} x {len(losses)} grid of rho and loss")
     check_writable(args.out)
-    rho_grid, loss_grid = np.meshgrid(rhos, losses, indexing="ij")
-    result = sharpness(setting, args.param, rho_grid, loss_grid, time=not args.no_time)
+    result = sharpness(setting, args.param, rhos, losses, time=not args.no_time, grid=True)  # every rho x loss
+    rho_grid, loss_grid = np.meshgrid(result.axes["rho"], result.axes["loss"], indexing="ij")
     columns = {"rho": rho_grid, "loss": loss_grid, "qk": result.qk, "ov": result.ov, "attn": result.attn,
                "t": result.t if result.t is not None else None}
     with atomic_path(args.out) as tmp:

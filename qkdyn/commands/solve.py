@@ -1,4 +1,4 @@
-"""``qkdyn solve``: the reduced ODE solution as CSV (DESIGN.md sections 2 and 4)."""
+"""``qkdyn solve``: the reduced ODE solution as CSV (docs/setting.md sections 2 and 4)."""
 from __future__ import annotations
 
 import argparse
@@ -18,8 +18,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     stop.add_argument("--until-loss", type=finite_float, help="stop when the loss reaches this value")
     parser.add_argument("--points", type=positive_int, default=200, help="log-spaced output rows (default 200)")
     parser.add_argument("--at", help="comma-separated times that must appear as exact rows")
-    parser.add_argument("--method", default="LSODA", choices=("LSODA", "Radau", "BDF", "DOP853"),
-                        help="scipy solver (default LSODA, with the analytic Jacobian)")
+    parser.add_argument("--method", default="DOP853", choices=("DOP853", "LSODA", "Radau", "BDF"),
+                        help="integrator (default DOP853, compiled; LSODA, Radau and BDF are scipy's, with the "
+                             "analytic Jacobian)")
     parser.add_argument("--rtol", type=parser_of(fraction(low_open=True, high_open=True)), default=1e-11,
                         help="relative tolerance in (0, 1) (default 1e-11)")
     parser.add_argument("--out", required=True, help="output CSV path")

@@ -1,0 +1,258 @@
+"""The compiled integrator: DOP853 in log-time, with its dense output and loss events, under numba.
+
+With tau = log(1 + t) the flow dx/dt = f(x) is dx/dtau = e^tau f(x) (:mod:`qkdyn.simulate.solve`).
+This is the explicit Runge-Kutta pair of Dormand and Prince of order 8(5,3) with the step control of
+Hairer, Norsett and Wanner (Solving ODEs I, II.10) as SciPy implements it in ``solve_ivp(method="DOP853")``
+(the same coefficients, imported from SciPy; the same error norm, step-size factor bounds and initial
+step), but the whole loop compiled, the right-hand side a compiled kernel of
+:mod:`qkdyn.theory.generated` called through its C address (so a call from Python costs no more than
+its arguments' conversion, and one compiled integrator serves every form). Every accepted step stores its 7th-order
+dense interpolant (three extra stages), so output rows are read off afterwards at any tau.
+
+Events: for each loss level L_k, the first step across which g_k = log L(x) - log L_k changes sign
+from positive to non-positive (the loss falls through the level) is located to round-off on the
+dense interpolant by the Illinois variant of regula falsi; the last level may be terminal (the
+integration stops there, as ``solve_ivp``'s terminal events do).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
+from scipy.integrate._ivp import dop853_coefficients as _dop
+
+from qkdyn.theory.kernels import cache_in_tree
+
+_CACHE = cache_in_tree(__file__)
+_STAGES = _dop.N_STAGES
+_A, _B, _C = _dop.A, _dop.B, _dop.C
+_E3, _E5, _D = _dop.E3, _dop.E5, _dop.D
+_POWER = _dop.INTERPOLATOR_POWER
+_SAFETY, _MIN_FACTOR, _MAX_FACTOR = 0.9, 0.2, 10.0
+_EXPONENT = -1.0 / 8.0  # -1 / (error estimator order + 1)
+
+#: status codes of :func:`integrate`
+REACHED, TERMINAL_EVENT, STEP_TOO_SMALL = 0, 1, -1
+
+
+@intrinsic
+def _call_field(typingctx, address, x, p, out):
+    """Call the C kernel at ``address`` as void(double *x, double *p, double *out)."""
+    def codegen(context, builder, signature, args):
+        pointers = [context.make_array(t)(context, builder, v).data for t, v in zip(signature.args[1:], args[1:])]
+        double = ir.DoubleType().as_pointer()
+        kernel = builder.inttoptr(args[0], ir.FunctionType(ir.VoidType(), [double] * 3).as_pointer())
+        builder.call(kernel, pointers)
+        return context.get_dummy_value()
+    return types.void(address, x, p, out), codegen
+
+
+@intrinsic
+def _call_scalar(typingctx, address, x, p):
+    """Call the C kernel at ``address`` as double(double *x, double *p)."""
+    def codegen(context, builder, signature, args):
+        pointers = [context.make_array(t)(context, builder, v).data for t, v in zip(signature.args[1:], args[1:])]
+        double = ir.DoubleType().as_pointer()
+        kernel = builder.inttoptr(args[0], ir.FunctionType(ir.DoubleType(), [double] * 2).as_pointer())
+        return builder.call(kernel, pointers)
+    return types.float64(address, x, p), codegen
+
+
+@njit(cache=_CACHE, error_model="numpy")
+def _field(f, tau, x, p, out):
+    """out = e^tau f(x): the log-time field (f: the address of a form's ``rhs_kernel``)."""
+    _call_field(f, x, p, out)
+    scale = math.exp(tau)
+    for i in range(out.size):
+        out[i] *= scale
+
+
+@njit(cache=_CACHE, error_model="numpy")
+def _log_loss(g, x, p):
+    value = _call_scalar(g, x, p)
+    return math.log(value) if value > 0 else -math.inf
+
+
+@njit(cache=_CACHE, error_model="numpy")
+def _stage_state(y, h, K, row, stages, out):
+    """out = y + h sum_j row[j] K[j] over the first ``stages`` stages (no temporaries)."""
+    for i in range(y.size):
+        acc = 0.0
+        for j in range(stages):
+            acc += row[j] * K[j, i]
+        out[i] = y[i] + h * acc
+
+
+@njit(cache=_CACHE, error_model="numpy")
+def _rms(v, scale):
+    total = 0.0
+    for i in range(v.size):
+        total += (v[i] / scale[i]) ** 2
+    return math.sqrt(total / v.size)
+
+
+@njit(cache=_CACHE, error_model="numpy")
+def _dense(tau_old, h, y_old, F, tau, out):
+    """The step's dense interpolant at tau (SciPy's Dop853DenseOutput)."""
+    s = (tau - tau_old) / h
+    for k in range(y_old.size):
+        acc = 0.0
+        for i in range(_POWER):
+            acc = (acc + F[_POWER - 1 - i, k]) * (s if i % 2 == 0 else 1.0 - s)
+        out[k] = acc + y_old[k]
+
+
+@njit(cache=_CACHE, error_model="numpy")
+def _first_step(f, p, y0, f0, tau_end, rtol, atol):
+    """SciPy's ``select_initial_step`` for order 8 (Hairer, Norsett and Wanner, II.4)."""
+    scale = atol + np.abs(y0) * rtol
+    d0, d1 = _rms(y0, scale), _rms(f0, scale)
+    h0 = 1e-6 if d0 < 1e-5 or d1 < 1e-5 else 0.01 * d0 / d1
+    h0 = min(h0, tau_end)
+    f1 = np.empty_like(y0)
+    _field(f, h0, y0 + h0 * f0, p, f1)
+    d2 = _rms(f1 - f0, scale) / h0
+    h1 = max(1e-6, h0 * 1e-3) if d1 <= 1e-15 and d2 <= 1e-15 else (0.01 / max(d1, d2)) ** (1.0 / 9.0)
+    return min(100 * h0, h1, tau_end)
+
+
+@njit(cache=_CACHE, error_model="numpy")
+def _locate(g, p, level, tau_old, h, y_old, F, g_lo, g_hi, work):
+    """The tau in [tau_old, tau_old + h] where the dense log-loss crosses ``level`` (Illinois method)."""
+    a, b, fa, fb = tau_old, tau_old + h, g_lo, g_hi
+    side = 0
+    for _ in range(200):
+        if b - a <= 4e-16 * max(abs(a), abs(b), 1e-300):
+            break
+        c = b - fb * (b - a) / (fb - fa) if fb != fa else 0.5 * (a + b)
+        if not a < c < b:
+            c = 0.5 * (a + b)
+        _dense(tau_old, h, y_old, F, c, work)
+        fc = _log_loss(g, work, p) - level
+        if fc == 0.0:
+            return c
+        if fc > 0:
+            a, fa = c, fc
+            if side == 1:
+                fb *= 0.5
+            side = 1
+        else:
+            b, fb = c, fc
+            if side == -1:
+                fa *= 0.5
+            side = -1
+    return b
+
+
+@njit(cache=_CACHE, error_model="numpy")
+def integrate(f, g, p, y0, tau_end, rtol, atol, levels, terminal):
+    """Integrate dx/dtau = e^tau f(x) from tau = 0 to ``tau_end`` (or to the terminal event).
+
+    f, g: the addresses of a form's ``rhs_kernel`` and ``loss_kernel`` (plain integers: the
+    integrator is compiled, and cached, once for every form), p: the parameter vector,
+    levels: log loss levels of the events (the last one terminal when ``terminal``).
+    Returns (status, steps, nfev, event_tau (NaN where not crossed), dense table): the table is
+    (tau_old, h, y_old, F) per accepted step, for :func:`evaluate`.
+    """
+    n = y0.size
+    K = np.empty((16, n))
+    capacity = 256
+    taus, hs = np.empty(capacity), np.empty(capacity)
+    ys, Fs = np.empty((capacity, n)), np.empty((capacity, _POWER, n))
+    event_tau = np.full(levels.size, np.nan)
+    y, y_new, scale, work = y0.copy(), np.empty(n), np.empty(n), np.empty(n)
+    f_now = np.empty(n)
+    _field(f, 0.0, y, p, f_now)
+    nfev = 1
+    h_abs = _first_step(f, p, y, f_now, tau_end, rtol, atol)
+    nfev += 1
+    g_now = np.empty(levels.size)
+    log_loss = _log_loss(g, y, p)
+    for k in range(levels.size):
+        g_now[k] = log_loss - levels[k]
+    tau, steps, status = 0.0, 0, REACHED
+    while tau < tau_end:
+        min_step = 10 * abs(np.nextafter(tau, np.inf) - tau)
+        h_abs = max(h_abs, min_step)
+        rejected = False
+        while True:
+            if h_abs < min_step:
+                return STEP_TOO_SMALL, steps, nfev, event_tau, taus[:steps], hs[:steps], ys[:steps], Fs[:steps]
+            tau_new = min(tau + h_abs, tau_end)
+            h = tau_new - tau
+            K[0] = f_now
+            for s in range(1, _STAGES):
+                _stage_state(y, h, K, _A[s], s, work)
+                _field(f, tau + _C[s] * h, work, p, K[s])
+            _stage_state(y, h, K, _B, _STAGES, y_new)
+            _field(f, tau + h, y_new, p, K[_STAGES])
+            nfev += _STAGES
+            err5, err3 = 0.0, 0.0
+            for i in range(n):
+                scale[i] = atol + max(abs(y[i]), abs(y_new[i])) * rtol
+                e5, e3 = 0.0, 0.0
+                for j in range(_STAGES + 1):
+                    e5 += K[j, i] * _E5[j]
+                    e3 += K[j, i] * _E3[j]
+                err5 += (e5 / scale[i]) ** 2
+                err3 += (e3 / scale[i]) ** 2
+            norm = 0.0 if err5 == 0 and err3 == 0 else h * err5 / math.sqrt((err5 + 0.01 * err3) * n)
+            if norm < 1:
+                factor = _MAX_FACTOR if norm == 0 else min(_MAX_FACTOR, _SAFETY * norm ** _EXPONENT)
+                h_abs *= min(1.0, factor) if rejected else factor
+                break
+            h_abs *= max(_MIN_FACTOR, _SAFETY * norm ** _EXPONENT)
+            rejected = True
+        for s in range(_STAGES + 1, 16):  # the extra stages of the dense output
+            _stage_state(y, h, K, _A[s], s, work)
+            _field(f, tau + _C[s] * h, work, p, K[s])
+        nfev += 3
+        if steps == capacity:
+            capacity *= 2
+            taus, hs = np.concatenate((taus, np.empty(capacity - steps))), np.concatenate((hs, np.empty(capacity - steps)))
+            ys = np.concatenate((ys, np.empty((capacity - steps, n))))
+            Fs = np.concatenate((Fs, np.empty((capacity - steps, _POWER, n))))
+        F = Fs[steps]
+        for i in range(n):
+            F[0, i] = y_new[i] - y[i]
+            F[1, i] = h * K[0, i] - F[0, i]
+            F[2, i] = 2 * F[0, i] - h * (K[_STAGES, i] + K[0, i])
+            for r in range(_POWER - 3):
+                acc = 0.0
+                for j in range(16):
+                    acc += _D[r, j] * K[j, i]
+                F[3 + r, i] = h * acc
+        taus[steps], hs[steps], ys[steps] = tau, h, y
+        steps += 1
+        log_loss = _log_loss(g, y_new, p)
+        stop = False
+        for k in range(levels.size):
+            g_new = log_loss - levels[k]
+            if np.isnan(event_tau[k]) and g_now[k] > 0 and g_new <= 0:
+                event_tau[k] = _locate(g, p, levels[k], tau, h, y, F, g_now[k], g_new, work)
+                stop = stop or (terminal and k == levels.size - 1)
+            g_now[k] = g_new
+        y[:] = y_new
+        f_now[:] = K[_STAGES]  # FSAL: the last stage is f at the new state
+        tau = tau_new
+        if stop:
+            status = TERMINAL_EVENT
+            break
+    return status, steps, nfev, event_tau, taus[:steps], hs[:steps], ys[:steps], Fs[:steps]
+
+
+@njit(cache=_CACHE, error_model="numpy")
+def evaluate(taus, hs, ys, Fs, query):
+    """States at the ascending times ``query`` (columns) from the dense table of :func:`integrate`."""
+    out = np.empty((ys.shape[1], query.size))
+    work = np.empty(ys.shape[1])
+    step = 0
+    for q in range(query.size):
+        while step < taus.size - 1 and query[q] > taus[step] + hs[step]:
+            step += 1
+        _dense(taus[step], hs[step], ys[step], Fs[step], query[q], work)
+        out[:, q] = work
+    return out

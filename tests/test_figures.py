@@ -1,0 +1,85 @@
+"""Every theory figure is fit for a paper: rendered on small inputs, no text runs into another axes
+(tight bounding box per artist), every axes and colour bar is labelled, PNG and PDF are written; the
+check itself catches a planted overlapping label and an unlabelled colour bar."""
+import warnings
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+from qkdyn.simulate import claims_sharpness, claims_theory, overview, phase
+from qkdyn.theory.setting import Setting
+
+from qkdyn import figures
+
+
+def test_the_layout_check_catches_a_planted_overlapping_label_and_an_unlabelled_colour_bar(tmp_path):
+    fig, axes = plt.subplots(1, 2, figsize=(6, 3), layout="none")  # no layout engine to move the plant away
+    for ax in axes:
+        ax.set(xlabel="x", ylabel="y")
+    assert figures.layout_problems(fig) == ["y label ('y') of axes 1 overlaps axes 0"]  # without constrained layout
+    fig, axes = plt.subplots(1, 2, figsize=(6, 3), layout="none")
+    fig.subplots_adjust(wspace=0.6)
+    for ax in axes:
+        ax.set(xlabel="x", ylabel="y")
+    assert figures.layout_problems(fig) == []
+    axes[1].yaxis.set_label_coords(-1.1, 0.5)  # planted: the right panel's y label sits on the left panel
+    assert figures.layout_problems(fig) == ["y label ('y') of axes 1 overlaps axes 0"]
+    plt.close(fig)
+    fig, ax = plt.subplots()
+    ax.set(xlabel="x")
+    fig.colorbar(ax.pcolormesh(np.eye(2)), ax=ax)
+    assert figures.layout_problems(fig) == ["axes 0 (untitled) has no y label", "colour bar of axes 1 (untitled) has no label"]
+    with pytest.warns(figures.FigureLayoutWarning, match="planted.png: axes 0 .* has no y label"):
+        figures.save_png(fig, tmp_path / "planted.png")
+    with pytest.raises(ValueError, match="needs a label"):
+        figures.colorbar(fig, None, ax, "")
+
+
+def test_every_theory_figure_renders_without_overlaps_and_with_labels(tmp_path, monkeypatch):
+    from qkdyn.simulate.solve import solve
+
+    def coarse(*args, **kwargs):  # small inputs: 60 output rows instead of the claims' 300-600
+        return solve(*args, **{**kwargs, "points": 60})
+
+    for module in (claims_theory, overview):
+        monkeypatch.setattr(module, "solve", coarse)
+    s = Setting()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", figures.FigureLayoutWarning)
+        claims_theory.check_a1(s, 1e15, tmp_path, points=8)  # reads its solutions down to a loss level
+        claims_theory.check_a2(s, 1e5, [1.0], tmp_path)
+        claims_theory.check_a3(s, [1e6, 1e15], 1e15, tmp_path)  # its fits need t in [1e10, 1e15]
+        claims_sharpness.check_a4(claims_sharpness.closed_form_sweep(s, np.array([0.1, 1.0, 10.0]), (0.1, 1e-2)), tmp_path)
+        phase.plot([phase.diagram(s, axis, np.geomspace(0.01, 100, 6), 4, 1e-2) for axis in phase.AXES], 1e-2, tmp_path)
+        overview.trajectories_plot(s, 1e5, tmp_path)
+        overview.phase_portrait(s, (0.1, 1.0), 1e4, tmp_path)
+    pngs = sorted(p.stem for p in tmp_path.glob("*.png"))
+    assert pngs == sorted(p.stem for p in tmp_path.glob("*.pdf")) and len(pngs) == 8
+    assert all((tmp_path / f"{name}.pdf").read_bytes()[:5] == b"%PDF-" for name in pngs)
+
+
+def test_every_synthetic_experiment_figure_renders_without_overlaps_and_with_labels(tmp_path):
+    from types import SimpleNamespace
+
+    from qkdyn.empirical.synthetic import plots
+
+    t = np.linspace(0.0, 10.0, 20)
+    forms, schedules = ["CACO", "FAFO"], ["equal", "qkfast"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", figures.FigureLayoutWarning)
+        plots.overlay({p: {"ode": (t, t, 2 * t), "gd": (t, t, 2 * t), "sgd": (t, t, 2 * t), "h": 0.01, "batch": 32}
+                       for p in forms}, tmp_path / "overlay.png")
+        plots.convergence({p: [1e-3, 5e-4, 2.5e-4] for p in forms}, [0.04, 0.02, 0.01], tmp_path / "convergence.png")
+        plots.sgd_batch([8, 32, 128], [0.05, 0.025, 0.012], tmp_path / "sgd.png", "FAFO")
+        plots.adam([{"param": p, "rho": r, "attn_adam": 0.5, "attn_ode": 0.6} for p in forms for r in (0.1, 1, 10)],
+                   tmp_path / "adam.png")
+        plots.symmetric_distance({p: (t + 1, np.exp(-t)) for p in forms}, tmp_path / "sym.png")
+        plots.dtap({(s, p): np.full((5, 5), 4.0) for s in schedules for p in forms}, tmp_path / "dtap.png")
+        plots.sampled_attention([{"form": f, "schedule": s, "attn_distinct": 0.5, "attn_distinct_sd": 0.01,
+                                  "attn_query_id": 0.1, "attn_query_id_sd": 0.01} for f in forms for s in schedules],
+                                tmp_path / "sampled.png", "clean")
+        runs = {(f, a, s): SimpleNamespace(t=t, loss=np.exp(-a * t), fall=a * np.exp(-t))
+                for f in forms for a in (0.2, 0.8) for s in (0, 1)}
+        plots.fixed_attention(runs, {(f, a): (np.exp(-a * t), a * np.exp(-t)) for f in forms for a in (0.2, 0.8)},
+                              tmp_path / "fixed.png")
+    assert len(list(tmp_path.glob("*.png"))) == len(list(tmp_path.glob("*.pdf"))) == 8

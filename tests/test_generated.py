@@ -1,0 +1,75 @@
+"""The generated numeric modules: current with the derivation, and their kernels equal to it."""
+import math
+
+import numpy as np
+import pytest
+import sympy as sp
+
+from qkdyn.simulate.solve import solve
+from qkdyn.theory import generate, model
+from qkdyn.theory.compiled import load
+from qkdyn.theory.functions import expit, softplus
+from qkdyn.theory.setting import ALL_PARAMS, Setting
+
+
+@pytest.mark.parametrize("param", ALL_PARAMS)
+def test_committed_modules_equal_what_the_derivation_generates_now(param):
+    committed = (generate.GENERATED / f"{param}.py").read_text()
+    assert committed == generate.generate_source(param), f"run `python -m qkdyn.theory.generate` ({param})"
+
+
+def _exact(expr, values):
+    """An expression evaluated with 40-digit arithmetic (expit and softplus by their definitions)."""
+    expr = expr.replace(expit, lambda x: 1 / (1 + sp.exp(-x))).replace(softplus, lambda x: sp.log(1 + sp.exp(x)))
+    return float(sp.N(expr.subs(values), 40))
+
+
+@pytest.mark.parametrize("param", ALL_PARAMS)
+def test_compiled_kernels_equal_the_sympy_expressions_on_random_states(param):
+    d, compiled = model.derive(param), load(param)
+    rng = np.random.default_rng(7)
+    for _ in range(3):
+        setting = Setting(eta_qk=float(rng.uniform(0.1, 5)), scale=float(rng.uniform(0.5, 2)))
+        p, x = setting.numeric(), rng.normal(size=len(d.symbols))
+        values = {**dict(zip(model.PARAMS, p)), **dict(zip(d.symbols, x))}
+        rhs, jac = compiled.rhs(x, p), compiled.jac(x, p)
+        exact_rhs = np.array([_exact(e, values) for e in d.rhs])
+        exact_jac = np.array([[_exact(e, values) for e in row] for row in d.jacobian.tolist()])
+        np.testing.assert_allclose(rhs, exact_rhs, rtol=1e-12, atol=1e-15 * np.abs(exact_rhs).max())
+        np.testing.assert_allclose(jac, exact_jac, rtol=1e-11, atol=1e-14 * np.abs(exact_jac).max())
+        loss = load(param).loss(*compiled.features(x, p), p)
+        assert float(loss) == pytest.approx(_exact(d.loss, values), rel=1e-13)
+        assert compiled.state_loss(x, p) == pytest.approx(_exact(d.loss, values), rel=1e-13)
+
+
+def test_vector_functions_return_arrays_of_the_input_shape():
+    compiled, p = load("FAFO"), Setting().numeric()
+    states = np.random.default_rng(1).normal(size=(len(compiled.variables), 7))
+    qk, ov = compiled.features(states, p)
+    assert qk.shape == ov.shape == (7,) and qk.dtype == float
+    assert compiled.loss(qk, ov, p).shape == (7,) and compiled.attention(qk, p).shape == (7,)
+    assert all(v.shape == (7,) for v in compiled.invariants(states, p))  # v_common is one state variable
+    collapsed = load("CACO")
+    kappa = collapsed.kappa(np.zeros((5, 4)), p)  # a collapsed QK circuit has kappa = 0, still one per state
+    assert kappa.shape == (4,) and np.all(kappa == 0)
+    assert float(compiled.attention(0.0, p)) == pytest.approx(8 / 32)
+
+
+@pytest.mark.parametrize("param", ALL_PARAMS)
+def test_compiled_dop853_agrees_with_scipy_lsoda(param):
+    setting = Setting(eta_qk=3.0)
+    ours = solve(setting, param, t_max=1e12, points=30, record_losses=[0.1])
+    theirs = solve(setting, param, t_max=1e12, points=30, record_losses=[0.1], method="LSODA", rtol=1e-12)
+    np.testing.assert_allclose(ours.state, theirs.state, rtol=1e-8, atol=1e-12)
+    assert ours.crossings[0.1][0] == pytest.approx(theirs.crossings[0.1][0], rel=1e-8)
+    assert ours.stats["method"] == "DOP853" and ours.stats["steps"] < 1000
+
+
+def test_a_sweep_equals_its_one_at_a_time_solves():
+    settings = [Setting(eta_qk=rho) for rho in (0.1, 1.0, 7.0)]
+    sweep = solve(settings, "FACO", until_loss=1e-3, record_losses=[0.3], points=25)
+    for setting, tr in zip(settings, sweep):
+        alone = solve(setting, "FACO", until_loss=1e-3, record_losses=[0.3], points=25)
+        assert np.array_equal(tr.state, alone.state) and np.array_equal(tr.t, alone.t)
+        assert tr.event_t == alone.event_t and tr.crossings[0.3][0] == alone.crossings[0.3][0]
+        assert math.isclose(tr.loss[-1], 1e-3, rel_tol=1e-9)

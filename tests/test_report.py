@@ -1,0 +1,35 @@
+"""The report reads as a person would write it: nothing cut off, shared facts once, long lists as tables."""
+from qkdyn.claims import Claim
+from qkdyn.report import claims_markdown, human
+
+
+def comparison(effect, p, verdict="holds"):
+    return {"claimed": "increase", "effect": effect, "spread": 0.01, "n": 3, "interval": [effect - 0.02, effect + 0.02],
+            "test": "paired t-test", "p_value": p, "verdict": verdict}
+
+
+def claims():
+    deep = {"CACO": {"ov": {"fit": {"a": 1.0, "rel_rms": 2.5e-6}}, "growth": "(log t)^1 * log log t"}}
+    many = {f"part {i}": comparison(0.1 * i, 1e-3) for i in range(6)}
+    return [
+        Claim("A3", "ov ~ log^1 t", "partial", {"per_param": deep, "seconds": {"gd": 24.9, "sampled": 135.3}},
+              "qk grows like 1 log log t", [], parts={"ov ~ log^1 t": "holds", "qk ~ log^2 t": "fails"}),
+        Claim("S", "sampled", "holds", {"seconds": {"gd": 24.9, "sampled": 135.3}, "seeds": list(range(12))}, "x",
+              [], parts={name: "holds" for name in many}, stats=many),
+    ]
+
+
+def test_laws_are_written_as_a_person_would():
+    assert human("ov ~ log^1 t, (log t)^1 * log log t, 1 log log t, 21 log log t, (log t)^12") == \
+        "ov ~ log t, log t * log log t, log log t, 21 log log t, (log t)^12"
+
+
+def test_nothing_is_cut_off_shared_facts_appear_once_and_long_lists_are_tables():
+    text = "\n".join(claims_markdown(claims()))
+    assert "{...}" not in text and ", ..." not in text
+    assert "- `rel_rms`: 2.5e-06" in text and "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]" in text
+    assert "log^1" not in text and "(log t)^1" not in text and "log t * log log t" in text
+    assert text.count("135.3") == 1 and "- `seconds` (claims A3, S):" in text
+    assert "| part | verdict |" in text and "| comparison | claimed | effect |" in text
+    assert "6 comparisons: 6 holds ([table](#s-holds))" in text
+    assert "## S: HOLDS" in text

@@ -1,0 +1,108 @@
+"""Write the numeric modules of every parameterisation from the sympy derivation.
+
+    python -m qkdyn.theory.generate           # rewrite qkdyn/theory/generated/NAME.py
+    python -m qkdyn.theory.generate --check   # exit 1 if a committed module differs from the derivation
+
+Run it after changing the derivation (``model``, ``invariants``, ``asymptotics``, ``sharpness``,
+``functions`` or ``codegen``) and commit the result; tests/test_generated.py fails while they differ.
+The modules are package code, like any other source file: at run time nothing is derived, cached or
+executed from a data directory (:mod:`qkdyn.theory.compiled` only imports them).
+
+Generated functions (x: the reduced state, p: Setting.numeric(); vector functions broadcast):
+    kernel_parameters(p) -> k                 p and its constants for the kernels  [scalar]
+    rhs_into(x, k, out), jac_into(x, k, out)  eq. (1) and its Jacobian            [kernel]
+    state_loss(x, k)                          L(qk(x), ov(x)), eq. (2)              [kernel]
+    rhs_kernel, loss_kernel                   their C-callable wrappers             [kernel]
+    init(p, qk0, ov0)                         balanced initial state               [scalar]
+    features(X, p) -> (qk, ov)                                                     [vector]
+    attention(qk, p), loss(qk, ov, p)         alpha and L, eq. (2)                 [vector]
+    invariants(X, p) -> tuple                 the named first integrals            [vector]
+    metrics(X, p) -> (M_QK, M_OV)             rate of each feature per -eta dL/df  [vector]
+    balanced_metrics(qk, ov, kappa, p)        their closed forms on balanced states [vector]
+    kappa(X, p)                               the conserved kappa of a factorized QK [vector]
+    dphi(qk, kappa, p), psi(ov, p)            the line Phi(qk) - rho Psi(ov)       [vector]
+    line_scale(kappa, p) -> (A, beta)         its normal form (qkdyn.theory.sharpness) [vector]
+    ov_law(t, p), qk_law(ov, p)               late-time laws (A3)                  [vector]
+    qk_law_constant(p)                        C in e^qk / qk^i = C ov^j (A3)       [vector]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import sympy as sp
+
+from qkdyn.theory import asymptotics, codegen, invariants, model, sharpness
+from qkdyn.theory.setting import ALL_PARAMS
+
+GENERATED = Path(__file__).parent / "generated"
+
+
+def generate_source(name: str) -> str:
+    """The Python source of the numeric module for parameterisation ``name``."""
+    d = model.derive(name)
+    x, p = d.symbols, model.PARAMS
+    qk, ov, kappa = model.qk, model.ov, invariants.kappa
+    named = invariants.first_integrals(d)
+    dphi, _ = invariants.line_integrands(d)
+    _, psi = invariants.line_coordinates(d)
+    laws = asymptotics.laws(d)
+    qk_law = asymptotics.qk_law(name)
+    power = int(sp.degree(qk_law.argument, ov))
+    src = codegen.header()
+    src += f"DIM = {len(x)}\n"
+    src += f"VARIABLES = {tuple(v.name for v in d.variables)!r}\n"
+    src += f"INVARIANT_NAMES = {tuple(named)!r}\n"
+    degrees = tuple(int(sp.Poly(expr, *x).total_degree()) for expr in named.values())
+    src += f"INVARIANT_DEGREES = {degrees!r}\n\n\n"
+    constants = codegen.ParameterConstants(p)
+    rhs, loss = [constants(e) for e in d.rhs], [constants(d.loss)]
+    jac = d.jacobian.applyfunc(constants)
+    extended = tuple(p) + tuple(constants.table.values())
+    src += codegen.function_source("rhs_into", [x, extended], rhs, "kernel")
+    src += codegen.function_source("jac_into", [x, extended], jac, "kernel")
+    src += codegen.function_source("state_loss", [x, extended], loss, "kernel", single=True)
+    src += codegen.kernel_wrappers(len(x), len(extended)) + "\n\n"
+    src += codegen.function_source("kernel_parameters", [p], list(p) + list(constants.table), "scalar")
+    init = [d.init[sym] for sym in x]
+    src += codegen.function_source("init", [p, model.qk0, model.ov0], init, "scalar")
+    vector = [  # name, arguments, outputs, shape-giving arguments, single output
+        ("features", [x, p], [d.qk, d.ov], [x], False),
+        ("attention", [qk, p], [model.attention(qk)], [qk], True),
+        ("loss", [qk, ov, p], [model.reduced_loss(qk, ov)], [qk, ov], True),
+        ("invariants", [x, p], list(named.values()) or [sp.S(0)], [x], False),
+        ("metrics", [x, p], [invariants.metric(d.qk_circuit), invariants.metric(d.ov_circuit)], [x], False),
+        ("balanced_metrics", [qk, ov, kappa, p],
+         [invariants.balanced_metric(d.qk_circuit), invariants.balanced_metric(d.ov_circuit)], [qk, ov, kappa], False),
+        ("kappa", [x, p], [invariants.kappa_of(d.qk_circuit)], [x], True),
+        ("dphi", [qk, kappa, p], [dphi], [qk, kappa], True),
+        ("psi", [ov, p], [psi], [ov], True),
+        ("line_scale", [kappa, p], list(sharpness.line_normal_form(name)), [kappa], False),
+        ("ov_law", [model.t, p], [laws["ov"].solution], [model.t], True),
+        ("qk_law", [ov, p], [laws["qk"].solution], [ov], True),
+        ("qk_law_constant", [p], [sp.simplify(qk_law.argument / ov**power)], [], True),
+    ]
+    for fname, args, outputs, like, single in vector:
+        src += codegen.function_source(fname, args, outputs, "vector", like=like, single=single)
+    return src.rstrip("\n") + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m qkdyn.theory.generate", description=__doc__.split("\n")[0])
+    parser.add_argument("--check", action="store_true", help="only compare; exit 1 if a module is out of date")
+    args = parser.parse_args(argv)
+    stale = []
+    for name in ALL_PARAMS:
+        path, source = GENERATED / f"{name}.py", generate_source(name)
+        if not path.exists() or path.read_text() != source:
+            stale.append(name)
+            if not args.check:
+                path.write_text(source)
+    verb = "out of date" if args.check else "rewritten"
+    print(f"{verb}: {', '.join(stale) or 'none'}")
+    return 1 if args.check and stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
