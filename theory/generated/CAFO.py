@@ -320,8 +320,8 @@ def kernel_parameters(_a0):
 def init(_a0, qk0, ov0):
     (K, D, N, m, n, s, eta_QK, eta_OV, b) = _a0
     _c0 = D**(1/4)
-    _c1 = math.sqrt(ov0)
-    return numpy.array([qk0/s, 0, _c0*_c1, 0, _c1/_c0, 0, 0], dtype=float)
+    _c1 = math.sqrt(abs(ov0))
+    return numpy.array([qk0/s, 0, _c0*_c1*(0.0 if ov0 == 0 else math.copysign(1, ov0)), 0, _c1/_c0, 0, 0], dtype=float)
 
 
 def features(_a0, _a1):
@@ -384,7 +384,8 @@ def line_scale(kappa, _a1):
 
 def ov_law(t, _a1):
     (K, D, N, m, n, s, eta_QK, eta_OV, b) = _a1
-    return shaped((t, ), -lambertw_lower(-1/2*numpy.sqrt(D)/(eta_OV*t)))[0]
+    _c0 = numpy.sqrt(D)
+    return shaped((t, ), -lambertw_lower(-1/2*_c0*numpy.exp(-2*K*N*_c0*eta_OV/(eta_QK*s**2*(K - 1)*(D*K + N)))/(eta_OV*t)))[0]
 
 
 def qk_law(ov, _a1):

@@ -373,10 +373,10 @@ def init(_a0, qk0, ov0):
     (K, D, N, m, n, s, eta_QK, eta_OV, b) = _a0
     _c0 = D**(1/4)
     _c1 = K**(1/4)
-    _c2 = math.sqrt(qk0)/math.sqrt(s)
+    _c2 = math.sqrt(abs(qk0))/math.sqrt(s)
     _c3 = 1/_c0
-    _c4 = math.sqrt(ov0)
-    return numpy.array([_c0*_c1*_c2, _c2*_c3/_c1, 0, _c0*_c4, 0, _c3*_c4, 0, 0], dtype=float)
+    _c4 = math.sqrt(abs(ov0))
+    return numpy.array([_c0*_c1*_c2*(0.0 if qk0 == 0 else math.copysign(1, qk0)), _c2*_c3/_c1, 0, _c0*_c4*(0.0 if ov0 == 0 else math.copysign(1, ov0)), 0, _c3*_c4, 0, 0], dtype=float)
 
 
 def features(_a0, _a1):
