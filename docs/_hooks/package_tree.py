@@ -2,8 +2,10 @@
 
 ``pyproject.toml`` installs ``theory/``, ``simulate/`` and ``empirical/`` as ``qkdyn.theory``,
 ``qkdyn.simulate`` and ``qkdyn.empirical`` (a package-dir mapping), which griffe's static analysis
-cannot follow. Before the build, ``build/api-tree/qkdyn`` is made of links: ``qkdyn/``'s files plus
-those three folders under their installed names; ``mkdocs.yml`` points mkdocstrings there.
+cannot follow. Before the build, ``build/api-tree/qkdyn`` is made as a copy: ``qkdyn/``'s files plus
+those three folders under their installed names; ``mkdocs.yml`` points mkdocstrings there. (A copy,
+not links: griffe resolves a link to its target and then finds the repository's own ``qkdyn/``,
+which lacks the mapped folders, ahead of the tree.)
 """
 from __future__ import annotations
 
@@ -18,10 +20,8 @@ MAPPED = ("theory", "simulate", "empirical")
 def on_config(config, **kwargs):
     if TREE.exists():
         shutil.rmtree(TREE)
-    TREE.mkdir(parents=True)
-    for item in (ROOT / "qkdyn").iterdir():
-        if item.name != "__pycache__":
-            (TREE / item.name).symlink_to(item)
+    skip = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(ROOT / "qkdyn", TREE, ignore=skip)
     for name in MAPPED:
-        (TREE / name).symlink_to(ROOT / name)
+        shutil.copytree(ROOT / name, TREE / name, ignore=skip)
     return config
