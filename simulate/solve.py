@@ -220,6 +220,11 @@ def solve(
     start = time.perf_counter()
     integrator = _compiled if method == "DOP853" else _scipy
     run = integrator(compiled, p, x0, math.log1p(horizon), rtol, atol, np.log(levels), until_loss is not None, method)
+    if run.status < 0 and method == "DOP853":
+        # the explicit step collapses on stiff stretches (e.g. ov crossing 0 at large rho, ov0 < 0):
+        # the implicit-capable LSODA with the analytic Jacobian takes over, and the stats say so
+        method = "LSODA"
+        run = _scipy(compiled, p, x0, math.log1p(horizon), rtol, atol, np.log(levels), until_loss is not None, method)
     seconds = time.perf_counter() - start
     if run.status < 0:
         raise RuntimeError(f"{param}: integration failed: {run.message}")

@@ -1,4 +1,5 @@
 """Long-horizon integration: conservation, balance, finiteness, output rows, events."""
+import qkdyn
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -175,3 +176,13 @@ def test_a_trajectory_exports_labelled_tables():
     data = tr.to_xarray()
     assert data.ov.dims == ("t",) and data.attrs["param"] == "FACO"
     np.testing.assert_array_equal(data.t.values, tr.t)
+
+
+def test_a_stiff_stretch_falls_back_to_lsoda_and_matches_the_closed_form():
+    """CACO, ov0 < 0 at rho = 100: ov crosses 0 on a stiff stretch where the explicit DOP853 step
+    collapses; the solve must still reach the level (by LSODA) at the closed form's time."""
+    setting = Setting(ov0=-0.5, eta_qk=100.0)
+    tr = solve(setting, "CACO", until_loss=1e-30, t_max=1e100)
+    closed = qkdyn.sharpness(setting.replace(eta_qk=1.0), "CACO", rho=100.0, loss=1e-30)
+    assert tr.stats["method"] == "LSODA"
+    assert abs(tr.event_t / float(np.asarray(closed.t).ravel()[0]) - 1) < 1e-6
