@@ -23,7 +23,7 @@ verify-quick: $(STAMP)
 	$(BIN)/qkdyn verify --quick
 
 test: $(STAMP)
-	$(BIN)/python -m pytest tests
+	$(BIN)/python -m pytest tests --durations=15
 
 # the suite without the tests marked slow (pyproject's `slow` marker); CI runs `make test`
 test-fast: $(STAMP)
