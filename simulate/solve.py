@@ -236,7 +236,8 @@ def solve(
                 f"{float(compiled.loss(*compiled.features(run.dense(np.array([math.log1p(horizon)]))[:, 0], p), p)):.3g}); "
                 + (f"the {setting.frozen} circuit is frozen (its rate is 0), so the loss has a floor above the "
                    "target" if setting.frozen else
-                   "a factorized circuit started at 0 sits on a saddle and never moves"))
+                   "a factorized circuit started at 0 sits on a saddle and never moves" if 0.0 in (setting.qk0, setting.ov0)
+                   else "the flow stalls on a plateau above the target within the horizon"))
         event_t = math.expm1(run.event_tau[-1])
     t_end = event_t if event_t is not None else horizon
     times = output_times(t_end, points, at)
@@ -288,8 +289,36 @@ def _scipy(compiled: Compiled, p, x0, tau_end, rtol, atol, levels, terminal, met
         return event
 
     events = [crossing(level, i == len(levels) - 1) for i, level in enumerate(levels)]
-    sol = solve_ivp(lambda tau, x: math.exp(tau) * compiled.rhs(x, p), (0.0, tau_end), x0, method=method,
-                    rtol=rtol, atol=atol, dense_output=True, events=events or None,
-                    jac=lambda tau, x: math.exp(tau) * compiled.jac(x, p))
+
+    def run(with_events: bool):
+        return solve_ivp(lambda tau, x: math.exp(tau) * compiled.rhs(x, p), (0.0, tau_end), x0, method=method,
+                         rtol=rtol, atol=atol, dense_output=True, events=(events or None) if with_events else None,
+                         jac=lambda tau, x: math.exp(tau) * compiled.jac(x, p))
+
+    try:
+        sol = run(True)
+    except ValueError:  # scipy's event root bracket read off its interpolant can lose its sign change
+        sol = run(False)
+        return _crossings_on_dense(sol, events, terminal)
     event_tau = np.array([te[0] if len(te) else np.nan for te in (sol.t_events or [])])
     return _Run(sol.status, sol.message, len(sol.t) - 1, sol.nfev, sol.njev, event_tau, sol.sol)
+
+
+def _crossings_on_dense(sol, events, terminal) -> _Run:
+    """Each event's first downward crossing located on the dense solution itself (the sign is read
+    from the interpolant at both ends of every step, so the bracket always holds); with ``terminal``
+    the run ends at the last level's crossing (status 1)."""
+    from scipy.optimize import brentq
+
+    def g(event, tau):
+        return event(tau, sol.sol(tau))
+
+    event_tau = np.full(len(events), np.nan)
+    for i, event in enumerate(events):
+        values = [g(event, tau) for tau in sol.t]
+        for a, b, ga, gb in zip(sol.t[:-1], sol.t[1:], values[:-1], values[1:]):
+            if ga > 0 >= gb:
+                event_tau[i] = b if gb == 0 else brentq(lambda tau: g(event, tau), a, b, xtol=1e-14 * max(1.0, b))
+                break
+    status = 1 if terminal and len(events) and np.isfinite(event_tau[-1]) else sol.status
+    return _Run(status, sol.message, len(sol.t) - 1, sol.nfev, sol.njev, event_tau, sol.sol)

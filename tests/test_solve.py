@@ -186,3 +186,14 @@ def test_a_stiff_stretch_falls_back_to_lsoda_and_matches_the_closed_form():
     closed = qkdyn.sharpness(setting.replace(eta_qk=1.0), "CACO", rho=100.0, loss=1e-30)
     assert tr.stats["method"] == "LSODA"
     assert abs(tr.event_t / float(np.asarray(closed.t).ravel()[0]) - 1) < 1e-6
+
+
+def test_record_losses_on_a_stiff_stretch_are_located_and_match_the_closed_form():
+    """The same stiff case with several recorded levels: scipy's own event bracket can lose its sign
+    change there; the crossings are then found on the dense solution and agree with the closed form."""
+    from qkdyn.simulate.claims_sharpness import initial_loss, reached
+
+    setting = Setting(ov0=-0.5, eta_qk=100.0)
+    loss0 = initial_loss(setting, "CACO")
+    result = reached(setting, "CACO", [loss0 * (1 - 1e-3), loss0 / 2, 1e-8, 1e-30])
+    assert result["reached"] is True, result
