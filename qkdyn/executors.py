@@ -59,8 +59,15 @@ def _pool(study: Study, specs: list[RunSpec], runs_dir, workers: int) -> Iterato
         for future in concurrent.futures.as_completed(futures):
             spec = futures[future]
             yield Record(spec, future.result(), study.record_path(spec, Path(runs_dir)).with_suffix(""))
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+    except BaseException:
+        # interrupted (Ctrl-C, SIGTERM, a failed run, the consumer gone): the running workers are
+        # killed rather than awaited (records are written atomically, so nothing half-written stays);
+        # the pool has no public terminate before Python 3.14
+        for process in list((pool._processes or {}).values()):
+            process.kill()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
 
 
 def _ray(study: Study, specs: list[RunSpec], runs_dir, address: str | None) -> Iterator[Record]:

@@ -142,7 +142,10 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-def test_killing_the_driver_leaves_no_worker(tmp_path):
+@pytest.mark.parametrize("kill", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_killing_the_driver_leaves_no_worker(tmp_path, kill):
+    """SIGKILL: the workers die with their parent; SIGTERM: the driver stops at once (exit 130), killing
+    its running workers instead of waiting for their runs to finish."""
     driver = subprocess.Popen([QKDYN, "verify", "--study", "fixed-attention", "--budget", "quick", "--workers", "2",
                                "--no-progress", "--runs", str(tmp_path / "runs"), "--figures", str(tmp_path / "out")],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -155,8 +158,9 @@ def test_killing_the_driver_leaves_no_worker(tmp_path):
         time.sleep(2)
         workers = _descendants(driver.pid)
     finally:
-        driver.send_signal(signal.SIGKILL)
-        driver.wait()
+        driver.send_signal(kill)
+        returncode = driver.wait(timeout=30)
+    assert returncode == (-signal.SIGKILL if kill == signal.SIGKILL else 130)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline and any(_alive(p) for p in workers):
         time.sleep(0.5)
