@@ -131,7 +131,7 @@ def test_solve_accepts_negative_starts_of_factorized_circuits():
         qk, ov = compiled.features(tr.state[:, 0], p)
         assert float(qk) == pytest.approx(setting.qk0, rel=1e-14) and float(ov) == pytest.approx(setting.ov0, rel=1e-14)
         result = sharpness(setting, param, 2.0, level)
-        assert float(result.attn) == pytest.approx(float(compiled.attention(compiled.features(tr.state[:, -1], p)[0], p)[0]),
+        assert float(result.attn) == pytest.approx(float(compiled.attention(compiled.features(tr.state[:, -1], p)[0], p)),
                                                    abs=1e-9)
         assert float(result.t) == pytest.approx(tr.event_t, rel=1e-7)
 
