@@ -17,11 +17,20 @@ TREE = ROOT / "build" / "api-tree" / "qkdyn"
 MAPPED = ("theory", "simulate", "empirical")
 
 
-def on_config(config, **kwargs):
+def build_tree() -> None:
     if TREE.exists():
         shutil.rmtree(TREE)
     skip = shutil.ignore_patterns("__pycache__")
     shutil.copytree(ROOT / "qkdyn", TREE, ignore=skip)
     for name in MAPPED:
         shutil.copytree(ROOT / name, TREE / name, ignore=skip)
+
+
+# built when mkdocs loads this hook, before mkdocstrings resolves its search paths (a path missing
+# then is dropped for the whole build), and again per config so a rebuild sees current sources
+build_tree()
+
+
+def on_config(config, **kwargs):
+    build_tree()
     return config

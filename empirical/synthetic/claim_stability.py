@@ -135,7 +135,7 @@ def _claim(d: st.Diagram, runs: list[dict], gd: list, fafo: list, figures: Path)
                 "shapes": [list(s) for s in d.shapes], "rhos": [float(r) for r in d.rhos],
                 "max_relative_transverse_size": d.relative.tolist(), "max_growth_rate": d.growth_rate_max.tolist(),
                 "log_gain_at_level": d.log_gain.tolist(), "boundary_rho": boundary, "validation": runs,
-                "gd": [vars(g) for g in gd], "fafo_flows": [_plain(vars(f)) for f in fafo]}
+                "gd": [vars(g) for g in gd], "fafo_flows": [_plain({k: v for k, v in vars(f).items() if k != "seconds"}) for f in fafo]}
     table = [{"K,D,N": str(s), **{f"rho={r:g}": f"{d.relative[i, j]:.1e}" for j, r in enumerate(d.rhos)},
               "boundary rho": boundary[i]} for i, s in enumerate(d.shapes)]
     return Claim("SUB", "The reduced flow describes the full matrix model: perturbations off the symmetric "
