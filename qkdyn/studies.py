@@ -11,7 +11,9 @@ implements
 * ``claims(records, budget) -> [Claim]``: pure (no training, no plotting, no files): the verdicts
   from the records alone, so it is unit-tested on fake records;
 * ``render(records, claims, figures) -> [str]``: the figures (files written into ``figures``);
-  returns further (non-claim) plots for the report.
+  returns further (non-claim) plots for the report. A study whose report has more than figures
+  (tables, an introduction) overrides ``report(records, claims, budget, figures)`` instead, which
+  returns ``{"plots": [...], "sections": [markdown, ...], "json": {...}}`` (default: ``render``'s plots).
 
 :func:`judge` applies a study's claims to whatever runs have finished: when some are missing every
 claim of the study is ``inconclusive`` saying "k of n runs". The registry :data:`STUDIES` maps
@@ -40,6 +42,7 @@ STUDIES: dict[str, str] = {
     "fixed-attention": "qkdyn.empirical.synthetic.study:FixedAttentionStudy",
     "stability": "qkdyn.empirical.synthetic.study:StabilityStudy",
     "circuits": "qkdyn.empirical.circuits.study:CircuitsStudy",
+    "coupled": "qkdyn.empirical.coupled.study:CoupledStudy",
 }
 #: the studies of ``qkdyn verify``, in report order; the first is the theory (no torch)
 VERIFY = ("theory", "a6", "sampled", "fixed-attention", "stability")
@@ -143,6 +146,11 @@ class Study:
     def render(self, records: list[Record], claims: list[Claim], figures: Path) -> list[str]:
         """Default: copy every file the runs listed under ``result["files"]`` into ``figures``."""
         return copy_files(records, figures)
+
+    def report(self, records: list[Record], claims: list[Claim], budget: str, figures: Path) -> dict:
+        """The study's part of the report: ``plots`` (further figures), ``sections`` (markdown after
+        the claims) and ``json`` (stored under the study's name in report.json)."""
+        return {"plots": self.render(records, claims, figures), "sections": [], "json": {}}
 
     def check(self, spec: RunSpec) -> None:
         """InputError unless ``spec`` is a run this study can make: by default, a run of its plan at

@@ -69,7 +69,7 @@ def drive(names: Sequence, budget: str, figures: str | Path, runs_dir: str | Pat
     plans = [(study, study.plan(budget)) for study in studies]
     found_before = [find(study, specs, runs_dir) for study, specs in plans]
     figures, runs_dir = _make_dir(Path(figures), "--figures"), _make_dir(Path(runs_dir), "--runs")
-    claims, plots, context = [], [], {"budget": budget}
+    claims, plots, sections, extra, context = [], [], [], {}, {"budget": budget}
     start = time.perf_counter()
     outer = tqdm(list(zip(plans, found_before)), desc="studies", unit="study", position=0, file=sys.stderr,
                  disable=not progress, dynamic_ncols=True)
@@ -85,12 +85,17 @@ def drive(names: Sequence, budget: str, figures: str | Path, runs_dir: str | Pat
                 bar.update()
         found = judge(study, budget, specs, records)
         if len(records) == len(specs):
-            plots += study.render([records[s] for s in specs], found, figures)
+            parts = study.report([records[s] for s in specs], found, budget, figures)
+            plots += parts.get("plots", [])
+            sections += parts.get("sections", [])
+            if parts.get("json"):
+                extra[study.name] = parts["json"]
         claims += found
         context[study.name] = study.context(budget)
         tqdm.write(f"[{time.perf_counter() - start:7.1f}s] {study.name}: {len(missing)} of {len(specs)} runs computed "
                    f"in {time.perf_counter() - clock:.1f}s, {len(found)} claims", file=sys.stderr)
-    write_claims_report(figures, claims, title=title, context=context, plots=plots, intro=intro)
+    write_claims_report(figures, claims, title=title, context=context, plots=plots, intro=intro, sections=sections,
+                        extra_json=extra)
     sys.stderr.write(f"[{time.perf_counter() - start:7.1f}s] wrote {figures / 'report.md'}\n")
     return claims
 

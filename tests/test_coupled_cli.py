@@ -1,5 +1,4 @@
 """Command line of the coupled-QK study: user errors, a tiny MQAR run, and the report from fake runs."""
-import dataclasses
 import json
 import math
 import subprocess
@@ -8,8 +7,12 @@ import sys
 import pytest
 import torch
 
-from qkdyn.empirical.coupled.analysis import analyse, load_runs, tokens_to_match, tokens_to_target
+from pathlib import Path
+
 from qkdyn.cli import main
+from qkdyn.empirical.coupled.analysis import tokens_to_match, tokens_to_target
+from qkdyn.empirical.coupled.study import CoupledStudy
+from qkdyn.studies import Record
 
 
 def _main(argv):
@@ -67,17 +70,14 @@ COUNT_MODELS = {f"{c}|bpe|300": {"unigram_ppl": 60.0, "bigram_ppl": 20.0, "disco
 #: ablations of the fake runs (change of val loss / accuracy): attention matters, f acts
 ABLATION = {"attention": 1.0, "field": 0.05, "flow": 0.06}
 FAKE_STUDY = dict(coherent="wiki", heterogeneous="web", seeds=4, lm_steps=10, sweep_steps=(7,), sweep_horizons=("step",),
-                  mqar_steps=10, efficiency_budgets=(1.2, 3.0))
-FAKE_MATCHED = {"flops": 10, "tokens x1.2": 12, "tokens x3": 30}
+                  mqar_steps=10, efficiency_budgets=(1.2, 3.0), variants=("standard", "coupled-euler", "coupled-leapfrog",
+                  "mlp-only", "mlp-only-shared", "mlp-only-q", "diff"))
 
 
-def _fake_run(root, data, attention, seed, final_ppl, task="lm", steps=1, max_steps=10, curve=None, name=None,
-              ablation=ABLATION):
+def _fake_result(data, attention, seed, final_ppl, task="lm", steps=1, max_steps=10, curve=None, ablation=ABLATION):
+    """The record of a finished training run (summary, evaluation curve, ablations) with made-up numbers."""
     att = {"kind": "standard", "integrator": "euler", "steps": steps, "horizon": "step", "hidden": 4, "dt_init": 0.1,
            "field_gain": 1.0, **attention}
-    name = name or f"{task}-{data}-{att['kind']}-{att['integrator']}-n{steps}-s{seed}-x{max_steps}"
-    d = root / name
-    d.mkdir()
     flow = att["kind"] not in ("standard", "diff")
     extra = ({"coupling": 0.048, "field_ratio": 0.48, "qk_change": 0.08} if att["kind"] == "coupled"
              else {"qk_change": 0.05} if flow else {})
@@ -92,17 +92,14 @@ def _fake_run(root, data, attention, seed, final_ppl, task="lm", steps=1, max_st
         evals = [{"kind": "eval", "step": 0, "tokens": 0, "mqar_acc": 0.0, **extra},
                  {"kind": "eval", "step": max_steps, "tokens": 1000, **final}]
     time_per_step = 0.01 * (1.2 if flow else 1.0)
-    result = {"task": task, "data": data, "mqar": data, "preset": "tiny", "tokenizer": "bpe",
-              "model": {"attention": att, "vocab_size": 300, "block_size": 16, "n_layer": 2, "n_head": 4, "d_model": 64},
-              "train": {"seed": seed, "max_steps": max_steps}, "tokens": 100 * max_steps,
-              "train_time_s": time_per_step * max_steps, "tokens_per_s": 100 / time_per_step, "parameters": 100,
-              "final": final}
     metric = "val_loss" if task == "lm" else "mqar_acc"
     sign = 1 if task == "lm" else -0.1
     whats = ("attention", "field", "flow") if flow else ("attention",)
-    (d / "result.json").write_text(json.dumps(result))
-    (d / "metrics.jsonl").write_text("".join(json.dumps(e) + "\n" for e in evals))
-    (d / "ablation.json").write_text(json.dumps({"delta": {w: {metric: sign * ablation[w]} for w in whats}}))
+    return {"task": task, "data": data, "mqar": data, "preset": "tiny", "tokenizer": "bpe",
+            "model": {"attention": att, "vocab_size": 300, "block_size": 16, "n_layer": 2, "n_head": 4, "d_model": 64},
+            "train": {"seed": seed, "max_steps": max_steps}, "tokens": 100 * max_steps,
+            "train_time_s": time_per_step * max_steps, "tokens_per_s": 100 / time_per_step, "parameters": 100,
+            "final": final, "evals": evals, "ablation": {w: {metric: sign * ablation[w]} for w in whats}}
 
 
 def _fake_value(spec, gains=(0.9, 1.1), standard_ladder=(9.8, 8.9)):
@@ -124,23 +121,34 @@ def _fake_value(spec, gains=(0.9, 1.1), standard_ladder=(9.8, 8.9)):
             "diff": base * (1 + 0.002 * e)}[spec.variant]
 
 
-def _fake_study(root, gains=(0.9, 1.1), standard_ladder=(9.8, 8.9), ablation=ABLATION):
-    """Fake results of every run of a 4-seed study, each under its spec's name (run identity)."""
-    from qkdyn.empirical.coupled.study import matched_runs, study_plan, study_runs
-
-    study = dataclasses.replace(study_plan("tiny"), **FAKE_STUDY)  # the CPU plan with the fake's grid
-    (root / "matched.json").write_text(json.dumps(FAKE_MATCHED))
-    for spec in study_runs(study) + matched_runs(study):
-        attention = {"kind": spec.attention.kind, "integrator": spec.attention.integrator}
-        _fake_run(root, spec.data, attention, spec.train.seed, _fake_value(spec, gains, standard_ladder), task=spec.task,
-                  steps=spec.attention.steps, max_steps=spec.train.max_steps, name=spec.name, ablation=ablation)
-    return study
+FAKE = CoupledStudy(overrides=FAKE_STUDY)  # the cpu budget with the fake's grid
 
 
-def _verdicts(tmp_path, count_models=COUNT_MODELS, **kw):
-    _fake_study(tmp_path, **kw)
-    claims = analyse(load_runs(tmp_path), "wiki", "web", FAKE_MATCHED, count_models)["claims"]
-    return {c.id: c for c in claims}
+def _fake_records(gains=(0.9, 1.1), standard_ladder=(9.8, 8.9), ablation=ABLATION, count_models=COUNT_MODELS,
+                  change=None):
+    """Records of every run of the fake 4-seed study's plan (``change(spec, result)`` edits a result)."""
+    from qkdyn.empirical.coupled.study import from_params
+
+    records = []
+    for spec in FAKE.plan("cpu"):
+        if spec.params["kind"] == "count":
+            entry = count_models.get(f"{spec.params['data']}|bpe|300")
+            if entry is not None:
+                records.append(Record(spec, {"count_model": entry, "data": spec.params["data"], "tokenizer": "bpe"},
+                                      Path()))
+            continue
+        run = from_params(spec.params)
+        attention = {"kind": run.attention.kind, "integrator": run.attention.integrator}
+        result = _fake_result(run.data, attention, run.train.seed, _fake_value(run, gains, standard_ladder),
+                              task=run.task, steps=run.attention.steps, max_steps=run.train.max_steps, ablation=ablation)
+        if change:
+            change(run, result)
+        records.append(Record(spec, result, Path()))
+    return records
+
+
+def _verdicts(tmp_path=None, **kw):
+    return {c.id: c for c in FAKE.claims(_fake_records(**kw), "cpu")}
 
 
 def test_verdicts_follow_the_shared_rule(tmp_path):
@@ -211,12 +219,12 @@ def test_mqar_below_guessing_is_inconclusive(tmp_path):
     from qkdyn.empirical.coupled.analysis import guessing_rate
 
     assert guessing_rate({"final": {"acc_T64_kv4": 0.1, "acc_T64_kv8": 0.1, "mqar_acc": 0.1}}) == pytest.approx(0.1875)
-    _fake_study(tmp_path)
-    for p in tmp_path.glob("mqar-*standard*/result.json"):
-        result = json.loads(p.read_text())
-        result["final"].update({"acc_T64_kv4": 0.2, "mqar_acc": 0.2})  # below 1/4
-        p.write_text(json.dumps(result))
-    claims = {c.id: c for c in analyse(load_runs(tmp_path), "wiki", "web", FAKE_MATCHED, COUNT_MODELS)["claims"]}
+
+    def below_guessing(run, result):
+        if run.task == "mqar" and run.variant == "standard":
+            result["final"].update({"acc_T64_kv4": 0.2, "mqar_acc": 0.2})  # below 1/4
+
+    claims = _verdicts(change=below_guessing)
     assert claims["B9"].verdict == "inconclusive"
     assert any("guessing" in p["name"] and not p["met"] for p in claims["B9"].preconditions)
 
@@ -249,14 +257,18 @@ def test_tokens_to_target_interpolates():
 
 
 def test_compare_writes_report_plots_and_readme_section(tmp_path, capsys):
+    from qkdyn.studies import RunSpec, save
+
     runs, out = tmp_path / "runs", tmp_path / "fig"
-    runs.mkdir()
-    _fake_study(runs)
-    (runs / "count_models.json").write_text(json.dumps(COUNT_MODELS))
-    _fake_run(runs, "wiki", {"kind": "standard"}, 0, 1.0, name="lm-wiki-other-config")  # another config: not read
+    records = _fake_records()
+    for record in records:
+        save(record, runs)
+    other = Record(RunSpec.make("coupled", "lm-wiki-other-config", kind="train"),  # another config: not read
+                   _fake_result("wiki", {"kind": "standard"}, 0, 1.0), Path())
+    save(other, runs)
     flags = ["--coherent", "wiki", "--heterogeneous", "web", "--seeds", "4", "--lm-steps", "10", "--sweep-steps", "7",
-             "--sweep-horizons", "step", "--mqar-steps", "10", "--efficiency-budgets", "1.2,3"]
-    assert _main(["compare-coupled", "--runs", str(runs), "--out", str(out), *flags]) == 0
+             "--sweep-horizons", "step", "--mqar-steps", "10", "--efficiency-budgets", "1.2,3", "--budget", "cpu"]
+    assert _main(["compare-coupled", "--runs", str(runs), "--out", str(out), "--no-progress", *flags]) == 0
     for name in ("report.md", "report.json", "README-section.md", "perplexity_by_variant.png",
                  "sample_efficiency.png", "coupling_steps.png", "coupling_strength.png", "mqar_accuracy.png"):
         assert (out / name).stat().st_size > 0
@@ -282,46 +294,48 @@ def _corpus(tmp_path):
     return str(path)
 
 
-TOY = ["--lm-steps", "2", "--batch-size", "1", "--block-size", "16", "--eval-tokens", "64", "--vocab-size", "280",
-       "--seeds", "2", "--workers", "1", "--evals-per-run", "1"]
+TOY = ["--lm-steps", "2", "--batch-size", "1", "--block-size", "16", "--eval-tokens", "64", "--tokenizer", "bpe",
+       "--vocab-size", "280", "--seeds", "2", "--workers", "1", "--evals-per-run", "1"]
 
 
 def test_scale_trend_at_toy_size(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("QKDYN_CACHE", str(tmp_path / "cache"))
     runs, out = tmp_path / "runs", tmp_path / "trend"
     assert _main(["compare-coupled", "--train", "--trend", "--trend-presets", "tiny,1M", "--coherent", _corpus(tmp_path),
-                  "--runs", str(runs), "--out", str(out), *TOY]) == 0
+                  "--runs", str(runs), "--out", str(out), "--no-progress", *TOY]) == 0
     report = json.loads((out / "report.json").read_text())
-    rows = report["trend"]
+    rows = report["coupled"]["trend"]
     assert [r["preset"] for r in rows] == ["tiny", "1M"] and rows[0]["non-embedding parameters"] < rows[1]["non-embedding parameters"]
     assert all(r["ci low"] <= r["gap (log ppl)"] <= r["ci high"] and r["seeds"] == 2 for r in rows)
     assert (out / "scale_trend.png").stat().st_size > 0 and len(report["claims"]) == 2
     assert all(len(c["preconditions"]) == 3 for c in report["claims"])  # each size's own floor and attention use
-    assert len(list(runs.glob("*/result.json"))) == 2 * 2 * 2  # presets x seeds x (standard, coupled)
+    assert len(list((runs / "coupled").glob("*/result.json"))) == 2 * 2 * 2  # presets x seeds x (standard, coupled)
 
 
-def test_gpu_plan_runs_at_toy_size_on_cpu(tmp_path, monkeypatch):
-    from qkdyn.commands.compare_coupled import study_config
-    from qkdyn.empirical.coupled.study import STUDY_PLANS, study_runs
+def test_gpu_budget_runs_at_toy_size_on_cpu(tmp_path, monkeypatch):
     from qkdyn.cli import build_parser
+    from qkdyn.commands.compare_coupled import study_of
+    from qkdyn.empirical.coupled.study import BUDGETS
 
-    plan = STUDY_PLANS["60M"]
-    assert plan.preset == "60M" and plan.compile and plan.variants == ("standard", "coupled-euler")
-    args = build_parser().parse_args(["compare-coupled", "--preset", "60M", "--device", "cpu", "--seeds", "2"])
-    study = study_config(args)  # the plan, with the flags given explicitly on top
-    assert (study.preset, study.device, study.seeds, study.lm_steps) == ("60M", "cpu", 2, plan.lm_steps)
-    assert not study.heterogeneous and not study.mqar_tasks
-    with monkeypatch.context() as cuda:  # as on a GPU machine: the plan compiles there
+    plan = BUDGETS["gpu"]
+    assert plan.compile and plan.variants == ("standard", "coupled-euler", "mlp-only-q")
+    args = build_parser().parse_args(["compare-coupled", "--budget", "gpu", "--device", "cpu", "--seeds", "2"])
+    study = study_of(args)  # the budget, with the flags given explicitly on top
+    config = study.config("gpu")
+    assert (config.preset, config.device, config.seeds, config.lm_steps) == (plan.preset, "cpu", 2, plan.lm_steps)
+    assert not config.heterogeneous and not config.mqar_tasks
+    assert all(s.gpus == 0 for s in study.plan("gpu"))  # on the CPU no run asks for a GPU
+    with monkeypatch.context() as cuda:  # as on a GPU machine: the plan compiles there, three runs per GPU
         cuda.setattr(torch.cuda, "is_available", lambda: True)
-        assert study_runs(dataclasses.replace(study, device="cuda"))[0].train.compile
+        specs = CoupledStudy(overrides={"seeds": 2}).plan("gpu")
+        assert all(s.params["train.compile"] and s.gpus == pytest.approx(1 / 3) for s in specs if "train.compile" in s.params)
+    assert not any(s.params.get("train.compile") for s in study.plan("gpu"))  # torch.compile only on CUDA
 
     monkeypatch.setenv("QKDYN_CACHE", str(tmp_path / "cache"))
     runs, out = tmp_path / "runs", tmp_path / "gpu"
-    assert _main(["compare-coupled", "--train", "--preset", "60M", "--model", "tiny", "--device", "cpu",
-                  "--coherent", _corpus(tmp_path), "--runs", str(runs), "--out", str(out), *TOY]) == 0
-    results = [json.loads(p.read_text()) for p in runs.glob("*/result.json")]
-    assert sorted(r["model"]["attention"]["kind"] for r in results) == ["coupled", "coupled", "standard", "standard"]
-    cpu = study_config(build_parser().parse_args(["compare-coupled", "--preset", "60M", "--device", "cpu"]))
-    assert not study_runs(cpu)[0].train.compile  # torch.compile only on CUDA
+    assert _main(["compare-coupled", "--train", "--budget", "gpu", "--model", "tiny", "--device", "cpu",
+                  "--coherent", _corpus(tmp_path), "--runs", str(runs), "--out", str(out), "--no-progress", *TOY]) == 0
+    results = [json.loads(p.read_text()) for p in (runs / "coupled").glob("*/result.json")]
+    assert sorted(r["model"]["attention"]["kind"] for r in results) == ["coupled"] * 2 + ["mlp-only-q"] * 2 + ["standard"] * 2
     claims = json.loads((out / "report.json").read_text())["claims"]
-    assert [c["id"] for c in claims] == ["B1"] and (out / "README-section.md").exists()
+    assert [c["id"] for c in claims] == ["B1", "B2", "B3"] and (out / "README-section.md").exists()

@@ -1,4 +1,4 @@
-"""Claims of paper B judged from the study's runs (``result.json``, ``metrics.jsonl``, ``ablation.json``).
+"""Claims of paper B judged from the study's run records (summary, evaluation curve, ablations).
 
 Every claim is a :class:`qkdyn.claims.Claim` whose verdict comes from the project's one rule,
 :func:`qkdyn.stats.compare` (paired by seed; holds / fails / inconclusive with the p-value),
@@ -44,14 +44,12 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 
 from qkdyn.claims import Claim, Precondition, combine, gate
 from qkdyn.empirical.coupled.count_models import key as count_key
 from qkdyn.empirical.coupled.study import variant_label
-from qkdyn.runs import read_json, read_metrics
 from qkdyn.stats import compare, compare_censored, compare_variance, sample_summary
 
 HEADLINE = math.log(1 / (1 - 0.066))  # the paper's 60M gain of coupled over standard, in log ppl
@@ -73,28 +71,13 @@ HORIZON_READINGS = {"step": "n steps of dt", "fixed": "n steps of dt/n"}
 ABLATION_NAMES = {"attention": "attention removed", "field": "f removed (dt f = 0)", "flow": "flow removed (dt = 0)"}
 
 
-def load_runs(runs_dir: str | Path, preset: str | None = None, names: set[str] | None = None) -> list[dict]:
-    """Every finished run under ``runs_dir`` (only those named in ``names`` when given): its result
-    plus ``evals`` (the evaluation curve) and ``ablation`` (the changes of ``ablation.json``, if any)."""
-    from qkdyn.empirical.coupled.ablation import FILE
-
-    runs = []
-    for result in sorted(Path(runs_dir).glob("*/result.json")):
-        if names is not None and result.parent.name not in names:
-            continue
-        run = read_json(result)
-        if preset and run.get("preset") != preset:
-            continue
-        run["evals"] = [e for e in read_metrics(result.parent / "metrics.jsonl") if e.get("kind") == "eval"]
-        ablation = result.parent / FILE
-        run["ablation"] = read_json(ablation)["delta"] if ablation.exists() else {}
-        run["variant"] = variant_label(run["model"]["attention"])
-        run["n"] = run["model"]["attention"]["steps"]
-        run["horizon"] = run["model"]["attention"].get("horizon", "step")
-        run["seed"] = run["train"]["seed"]
-        run["max_steps"] = run["train"]["max_steps"]
-        runs.append(run)
-    return runs
+def as_run(result: dict) -> dict:
+    """A run's record (:func:`qkdyn.empirical.coupled.study.result_of`: its summary, ``evals`` and
+    ``ablation``) with the keys the selections use: variant, n, horizon, seed, max_steps."""
+    attention = result["model"]["attention"]
+    return {**result, "ablation": result.get("ablation", {}), "variant": variant_label(attention),
+            "n": attention["steps"], "horizon": attention.get("horizon", "step"), "seed": result["train"]["seed"],
+            "max_steps": result["train"]["max_steps"]}
 
 
 def log_ppl(run: dict) -> float:

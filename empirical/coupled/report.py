@@ -1,6 +1,7 @@
-"""Write the coupled-QK study's report through the project's one writer (``qkdyn.report.write_claims_report``):
-``report.md`` / ``report.json`` with every claim's verdict, effect, spread over seeds and p-value, the
-study's tables and plots, and ``README-section.md``.
+"""The coupled-QK study's part of the report that :func:`qkdyn.verify.drive` writes through the
+project's one writer (``qkdyn.report.write_claims_report``): the plots, the tables and the
+introduction as sections, and ``README-section.md`` (every claim's verdict, effect, spread, p-value
+and power in one line).
 
 Every number is taken from :mod:`qkdyn.empirical.coupled.analysis`; nothing is typed in.
 """
@@ -61,6 +62,7 @@ def write_plots(result: dict, out: Path) -> list[str]:
             hi = max(max(s["values"]) for s in stats)
             ax.set_ylim(lo - 0.3 * (hi - lo + 1e-9), hi + 0.3 * (hi - lo + 1e-9))
             ax.set_title(f"{corpus}: final validation perplexity")
+            ax.set_xlabel("attention variant")
             ax.set_ylabel("per-token perplexity (mean ± sd, dots: seeds)")
             ax.tick_params(axis="x", rotation=30)
         save(fig, "perplexity_by_variant.png")
@@ -87,6 +89,7 @@ def write_plots(result: dict, out: Path) -> list[str]:
         ax.bar([i - 0.2 for i in x], [s["init"] for _, _, s in strength_rows], 0.4, label="at init")
         ax.bar([i + 0.2 for i in x], [s["final"] for _, _, s in strength_rows], 0.4, label="after training")
         ax.set_xticks(list(x), labels, fontsize=7)
+        ax.set_xlabel("variant, corpus")
         ax.set_ylabel("|dt f(q)| / |k|")
         ax.set_title("coupling strength")
         ax.legend()
@@ -119,6 +122,7 @@ def write_plots(result: dict, out: Path) -> list[str]:
                        label=v, capsize=3)
             ax.set_xticks([j + 0.4 - width / 2 for j in range(len(settings))], settings)
             ax.set_ylim(0, 1.05)
+            ax.set_xlabel("setting (sequence length T, key-value pairs kv)")
             ax.set_ylabel("accuracy (mean ± sd over seeds)")
             ax.set_title(f"MQAR {task}")
             ax.legend()
@@ -177,11 +181,31 @@ def tables_markdown(result: dict, context: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def run_context(runs: list[dict], study, budget: str) -> dict:
+    """What the report's introduction says about the runs of ``study`` (a StudyConfig) at ``budget``:
+    model sizes, tokens per base run, seeds, the parameter and FLOP overhead of coupling per preset."""
+    from qkdyn.empirical.coupled.attention import AttentionConfig
+    from qkdyn.empirical.coupled.model import count_parameters, flops_per_token, preset_config
+
+    lm = [r for r in runs if r["task"] == "lm"]
+    vocab = study.vocab_size if study.tokenizer == "bpe" else 256
+    overhead = []
+    for p in ("tiny", "1M", "4M", "60M", "150M", "350M"):
+        std, cpl = (preset_config(p, vocab_size=vocab, attention=AttentionConfig(kind=k)) for k in ("standard", "coupled"))
+        overhead.append((p, count_parameters(std), count_parameters(cpl), flops_per_token(cpl) / flops_per_token(std)))
+    params = sorted({r["parameters"] for r in lm if r["variant"] == "standard"})
+    return {"budget": budget, "preset": study.preset, "n_runs": len(runs),
+            "tokenizer": f"BPE {study.vocab_size}" if study.tokenizer == "bpe" else "byte",
+            "parameters": ", ".join(f"{p:,} parameters" for p in params) or "n/a",
+            "lm_tokens": max((r["tokens"] for r in lm if r["max_steps"] == study.lm_steps), default=0),
+            "seeds": sorted({r["seed"] for r in runs}), "overhead": overhead}
+
+
 def _intro(result: dict, context: dict) -> str:
-    return (f"`qkdyn compare-coupled`: preset `{context['preset']}` ({context['parameters']}), {context['tokenizer']} "
+    return (f"Budget `{context['budget']}`: preset `{context['preset']}` ({context['parameters']}), {context['tokenizer']} "
             f"tokens, {context['lm_tokens']:,} training tokens per base LM run ({result['lm_steps']} steps), seeds "
             f"{context['seeds']}; coherent corpus `{result['coherent']}`, heterogeneous `{result['heterogeneous'] or 'none'}`; "
-            f"{context['n_runs']} runs in `{context['runs_dir']}`. Perplexity is per token on the whole validation "
+            f"{context['n_runs']} training runs. Perplexity is per token on the whole validation "
             "split (per byte alongside). Validity before verdict: each claim's preconditions (the baseline below "
             "the unigram and bigram count models, attention used, f changing the trained model by more than the "
             "seed noise, MQAR recall above guessing) are measured in the same runs and printed first; any unmet "
@@ -192,7 +216,7 @@ def _intro(result: dict, context: dict) -> str:
             "`docs/coupled.md`. A verdict speaks for the scale tested only.")
 
 
-def _readme_section(claims, result: dict, context: dict, out: Path) -> str:
+def _readme_section(claims, result: dict, context: dict) -> str:
     counts = {v: sum(c.verdict == v for c in claims) for v in ("holds", "fails", "inconclusive", "partial")}
     lines = ["## Results: coupled query-key dynamics (paper B)", "", _intro(result, context), "",
              f"Of {len(claims)} claims, {counts['holds']} hold, {counts['fails']} fail, {counts['inconclusive']} are "
@@ -206,7 +230,7 @@ def _readme_section(claims, result: dict, context: dict, out: Path) -> str:
                          f">= {v.get('mde', math.nan):.3g}) {v['verdict']}" + _short_of_paper(v)
                          for k, v in (c.stats or {}).items())
         lines.append(f"- **{c.verdict}** - {c.id} {c.statement} {lead}{head}.")
-    lines += ["", f"Full tables and plots: `{out / 'report.md'}`.", ""]
+    lines += ["", "Full tables and plots: `report.md` beside this file.", ""]
     return "\n".join(lines)
 
 
@@ -217,33 +241,27 @@ def _short_of_paper(comparison: dict) -> str:
     return ""
 
 
-def write_report(result: dict, context: dict, out_dir: str | Path) -> list[str]:
-    """Write report.md, report.json, README-section.md and the plots into ``out_dir``."""
-    out = Path(out_dir)
+def render(result: dict, claims, context: dict, out: Path) -> dict:
+    """The study's part of the report written by :func:`qkdyn.verify.drive`: plots written into
+    ``out`` (each claim keeps the ones drawn), ``README-section.md`` and the markdown sections
+    (introduction, tables). Returns ``{"plots": further plots, "sections": [...]}``."""
     out.mkdir(parents=True, exist_ok=True)
+    if "rows" in result:
+        return _render_trend(result, claims, context, out)
     plots = write_plots(result, out)
-    claims = result["claims"]
+    for claim in claims:
+        claim.plots = [p for p in claim.plots if p in plots]
     used = {p for c in claims for p in c.plots}
-    claims = [_keep_plots(c, plots) for c in claims]
-    written = write_claims_report(out, claims, title="Coupled query-key dynamics (paper B): study report",
-                                  intro=_intro(result, context), context=context,
-                                  sections=[tables_markdown(result, context)],
-                                  plots=[p for p in plots if p not in used],
-                                  extra_json={"tables": result["tables"], "curves": result["curves"]})
-    atomic.write_text(out / "README-section.md", _readme_section(claims, result, context, out))
-    return [*written, "README-section.md", *plots]
+    atomic.write_text(out / "README-section.md", _readme_section(claims, result, context))
+    return {"plots": [p for p in plots if p not in used], "json": {"tables": result["tables"], "curves": result["curves"]},
+            "sections": ["## About these runs\n\n" + _intro(result, context) + "\n", tables_markdown(result, context)]}
 
 
-def _keep_plots(claim, plots):
-    claim.plots = [p for p in claim.plots if p in plots]
-    return claim
-
-
-def write_trend_report(result: dict, context: dict, out_dir: str | Path) -> list[str]:
+def _render_trend(result: dict, claims, context: dict, out: Path) -> dict:
     """The scale trend: ``scale_trend.png`` (gap with its 95% interval against non-embedding
-    parameters), ``report.md`` / ``report.json`` with one claim per size."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    parameters) and its table, one claim per size."""
+    from qkdyn.report import markdown_table
+
     rows, plots = result["rows"], []
     if rows:
         plt = _plt()
@@ -259,14 +277,10 @@ def write_trend_report(result: dict, context: dict, out_dir: str | Path) -> list
         ax.set_title(f"scale trend, {result['coherent']} ({context['tokenizer']})")
         save_png(fig, out / "scale_trend.png")
         plots.append("scale_trend.png")
-    from qkdyn.report import markdown_table
-
-    table = "\n".join(["## Scale trend", ""] + (markdown_table(rows) if rows else ["no runs"]))
-    claims = [_keep_plots(c, plots) for c in result["claims"]]
-    written = write_claims_report(out, claims, title="Coupled query-key dynamics (paper B): scale trend",
-                                  intro=(f"`qkdyn compare-coupled --trend`: standard vs coupled Euler on "
-                                         f"`{result['coherent']}` ({context['tokenizer']} tokens), {context['seeds']} "
-                                         "seeds per size; the gap is paired by seed. The paper's trend: -6.6% at 60M, "
-                                         "-6.7% at 150M, -1.0% at 350M."),
-                                  context=context, sections=[table], extra_json={"trend": rows})
-    return [*written, *plots]
+    for claim in claims:
+        claim.plots = [p for p in claim.plots if p in plots]
+    intro = (f"Scale trend: standard vs coupled Euler on `{result['coherent']}` ({context['tokenizer']} tokens), seeds "
+             f"{context['seeds']} per size; the gap is paired by seed. The paper's trend: -6.6% at 60M, -6.7% at "
+             "150M, -1.0% at 350M.")
+    table = "\n".join(["## Scale trend", "", intro, ""] + (markdown_table(rows) if rows else ["no runs"]))
+    return {"plots": [], "sections": [table], "json": {"trend": rows}}

@@ -1,36 +1,37 @@
-"""The comparison study of paper B's claims: the grid of runs, and running the missing ones.
+"""Paper B's study as a registered study (``coupled`` in :data:`qkdyn.studies.STUDIES`): its budgets,
+its plan and its runs.
 
-Main grid (every run is one ``result.json`` under ``runs_dir / name``), sub-word (BPE) tokens by default:
+The plan of a budget (:data:`BUDGETS`, every flag of ``qkdyn compare-coupled`` overriding a field):
 
-* LM, domain-coherent corpus x seed: standard, coupled Euler, coupled leapfrog, the two MLP-only
+* one count-model step per corpus (the unigram and bigram floors of the LM preconditions);
+* LM, domain-coherent corpus x seed: standard, coupled Euler, coupled leapfrog, the three MLP-only
   readings and Differential Attention (flows with n = 1 step); heterogeneous corpus x seed: the
   ``heterogeneous_variants`` (standard and coupled Euler: it serves the corpus claim only);
-* LM, coherent corpus, every seed: coupled Euler with n in ``sweep_steps`` (default 4 and 7; with
-  n = 1 from the main grid this spans the paper's 1-7), for each integration horizon in
-  ``sweep_horizons`` ("step": n steps of dt; "fixed": n steps of dt / n);
-* MQAR, for each task x seed: standard and coupled Euler.
+* LM, coherent corpus, every seed: coupled Euler with n in ``sweep_steps`` (with n = 1 from the
+  main grid this spans the paper's 1-7), for each integration horizon in ``sweep_horizons``
+  ("step": n steps of dt; "fixed": n steps of dt / n);
+* MQAR, for each task x seed: standard and coupled Euler;
+* compute-matched standard attention (coherent corpus, every seed), each run with its own full
+  warm-up + cosine schedule: the same training FLOPs as coupled Euler
+  (:func:`qkdyn.empirical.coupled.model.flops_per_token`, the real kernels' matrix products
+  counted) and ``efficiency_budgets`` x the coupled run's tokens, the ladder that locates the
+  tokens at which standard attention reaches coupled attention's final perplexity. Their step
+  counts are a function of the config alone (no second phase waits for the first); a matched run
+  whose step count equals the base run's is the base run itself.
 
-Compute-matched phase (after the main grid; coherent corpus, every seed), standard attention only,
-each run with its own full warm-up + cosine schedule:
+Wall-clock is not used to choose step counts (on a shared machine it is timing noise); it is
+reported from repeated alternating timing (``python -m benchmarks coupled``). Scale trend
+(``trend``): standard and coupled Euler on the coherent corpus for each preset in
+``trend_presets`` x seed.
 
-* the same training FLOPs as coupled Euler (:func:`qkdyn.empirical.coupled.model.flops_per_token`,
-  the real kernels' matrix products counted);
-* ``efficiency_budgets`` x the coupled run's tokens, the runs that locate the tokens at which
-  standard attention reaches coupled attention's final perplexity (sample efficiency).
-
-A matched run whose step count equals the base run's is the base run itself. Wall-clock is not
-used to choose step counts (on a shared machine it is timing noise); it is reported from
-repeated alternating timing (``python -m benchmarks coupled``). Scale trend (``trend``):
-standard and coupled Euler on the coherent corpus for each preset in ``trend_presets`` x seed.
-
-Runs already finished are skipped and interrupted ones resume, so the study can be restarted.
-Workers are separate processes with one torch thread each.
+Every run is one :class:`qkdyn.studies.RunSpec` (its flat config: :func:`to_params`), executed by
+:mod:`qkdyn.executors` (local pool or Ray) or one line of ``qkdyn plan coupled``; its training
+directory is named by the hash of its whole config (:mod:`qkdyn.empirical.coupled.identity`) and
+resumes when interrupted.
 """
 from __future__ import annotations
 
 import dataclasses
-import json
-import multiprocessing
 from pathlib import Path
 
 from qkdyn.configflags import (check_config, choice, choice_list, device, flag, number_list, optional, positive,
@@ -38,6 +39,7 @@ from qkdyn.configflags import (check_config, choice, choice_list, device, flag, 
 from qkdyn.empirical.coupled.configs import HORIZONS, MQAR_TASKS, PRESET_NAMES, AttentionConfig, TrainConfig
 from qkdyn.errors import InputError
 from qkdyn.runs import read_json, read_metrics
+from qkdyn.studies import Study
 
 LM_VARIANTS = {
     "standard": AttentionConfig(),
@@ -62,7 +64,7 @@ def variant_label(attention: dict) -> str:
 @dataclasses.dataclass(frozen=True)
 class StudyConfig:
     """The study's grid; the fields with a domain are the flags of ``qkdyn compare-coupled``, which
-    override the plan that ``--preset`` picks (:data:`STUDY_PLANS`)."""
+    override the values of the budget that ``--budget`` picks (:data:`BUDGETS`)."""
 
     preset: str = dataclasses.field(default="tiny", metadata=choice(
         PRESET_NAMES, "model preset of the runs (default: the plan's; e.g. tiny to try the 60M plan on a CPU)",
@@ -114,28 +116,6 @@ class StudyConfig:
             raise InputError(f"must be >= {MIN_VOCAB} for byte-level BPE, got {self.vocab_size}", "vocab_size")
         if self.block_size is not None and self.block_size < 2:
             raise InputError(f"must be at least 2, got {self.block_size}", "block_size")
-
-
-#: the CPU study (``--preset tiny``), sized by probe runs (docs/coupled.md, "The CPU regime"): byte
-#: tokens on ``pydocs`` (10.49M training bytes), 600 steps of 16 x 128 = 1,228,800 bytes per base
-#: run (0.117 epochs), lr 6e-3; the 600-step probe of standard attention reached 10.29 per byte
-#: (bigram count model 16.16, unigram 33.36) and removing its attention cost 0.67 nats
-CPU_PLAN = StudyConfig(coherent="pydocs", tokenizer="byte", seeds=5, lm_steps=600, lm_lr=6e-3, batch_size=16,
-                       sweep_steps=(7,), efficiency_budgets=(2.4,), mqar_tasks=("easy",), mqar_steps=1500,
-                       mqar_batch_size=64, evals_per_run=1)
-#: study plans selected by ``--preset``: the CPU study (tiny) and the GPU comparison at 60M, sized
-#: for about 8 minutes on one H100/H200-class GPU (3 seeds x 2 variants x 600 steps x 16 x 1024 tokens)
-STUDY_PLANS = {
-    "tiny": CPU_PLAN,
-    "60M": StudyConfig(preset="60M", heterogeneous="", variants=("standard", "coupled-euler"), lm_steps=600,
-                       sweep_steps=(), mqar_tasks=(), batch_size=16, lm_lr=1e-3, match_compute=False,
-                       efficiency_budgets=(), compile=True, evals_per_run=4),
-}
-
-
-def study_plan(preset: str) -> StudyConfig:
-    """The study plan of ``--preset``: its own plan if it has one, else the CPU plan with that model."""
-    return STUDY_PLANS.get(preset, dataclasses.replace(STUDY_PLANS["tiny"], preset=preset))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -247,67 +227,186 @@ def matched_runs(study: StudyConfig) -> list[RunSpec]:
     return [lm_run(study, study.coherent, "standard", s, steps=n) for n in lengths for s in range(study.seeds)]
 
 
-def execute(spec: RunSpec, runs_dir: str, threads: int | None = None) -> str:
-    """Run one spec (resuming it if interrupted) with ``threads`` torch threads; returns its name."""
-    from qkdyn.empirical.coupled.experiment import run_lm, run_mqar
-    from qkdyn.runs import pin_threads
-
-    from qkdyn.empirical.coupled.identity import claim, run_record
-
-    pin_threads(threads)
-    out = str(Path(runs_dir) / spec.name)
-    claim(out, run_record(spec))
-    if spec.task == "lm":
-        run_lm(spec.data, spec.preset, spec.attention, spec.train, out, block_size=spec.block_size,
-               eval_tokens=spec.eval_tokens, tokenizer=spec.tokenizer, vocab_size=spec.vocab_size)
-    else:
-        run_mqar(spec.data, spec.preset, spec.attention, spec.train, out)
-    return spec.name
 
 
-def check_study_files(runs_dir: str) -> None:
-    """InputError naming the first finished run under ``runs_dir`` whose ``result.json`` or
-    ``metrics.jsonl`` is unreadable or malformed (the report reads both)."""
-    for result in sorted(Path(runs_dir).glob("*/result.json")):
-        record = read_json(result)
-        if not isinstance(record, dict) or not isinstance(record.get("model"), dict) or "train" not in record:
-            raise InputError(f"{result} is not the result of a run; delete its run directory to run it again")
-        metrics = result.parent / "metrics.jsonl"
-        if not metrics.is_file():
-            raise InputError(f"{metrics} is missing; delete its run directory to run it again")
-        read_metrics(metrics)
+# ---- the study as a registered study (qkdyn.studies) ------------------------------------------------
+
+#: the prefixes of the nested configs in a flat :class:`qkdyn.studies.RunSpec` config
+_NESTED = {"attention": AttentionConfig, "train": TrainConfig}
 
 
-def _execute_one_thread(args):
-    return execute(*args, threads=1)
+def to_params(spec: RunSpec) -> dict:
+    """A run as the flat config of a :class:`qkdyn.studies.RunSpec`: its fields, the attention and
+    training configs' fields prefixed ``attention.`` and ``train.`` (:func:`from_params` inverts it)."""
+    params = {"kind": "train"}
+    for field in dataclasses.fields(spec):
+        value = getattr(spec, field.name)
+        if field.name in _NESTED:
+            params.update({f"{field.name}.{k}": v for k, v in dataclasses.asdict(value).items()})
+        else:
+            params[field.name] = value
+    return params
 
 
-def _run_all(specs: list[RunSpec], runs_dir: str, workers: int, desc: str) -> list[str]:
-    from tqdm import tqdm
+def from_params(params: dict) -> RunSpec:
+    """The run of a flat config (:func:`to_params`); each config checks its own fields (InputError)."""
+    nested = {name: cls(**{k.split(".", 1)[1]: v for k, v in params.items() if k.startswith(f"{name}.")})
+              for name, cls in _NESTED.items()}
+    plain = {k: v for k, v in params.items() if "." not in k and k != "kind"}
+    try:
+        return RunSpec(**plain, **nested)
+    except TypeError as exc:
+        raise InputError(f"the spec is not a coupled-study run: {exc}", "spec")
 
+
+def count_model_spec(study_name: str, corpus: str, tokenizer: str, vocab_size: int):
+    """The plan step that fits the count models of one corpus (the LM preconditions' floor)."""
+    from qkdyn.studies import RunSpec as Spec
+
+    tok = f"bpe{vocab_size}" if tokenizer == "bpe" else "byte"
+    return Spec.make(study_name, f"count-{Path(corpus).name or corpus}-{tok}", kind="count", data=corpus,
+                     tokenizer=tokenizer, vocab_size=vocab_size if tokenizer == "bpe" else 256)
+
+
+#: the study's budgets, declared here once. ``quick`` checks the pipeline in seconds (its models
+#: learn nothing: every language-modelling claim is inconclusive by the count-model floor);
+#: ``cpu`` is sized by probe runs for about 40 minutes on 2 free cores (docs/coupled.md, "The CPU
+#: regime"); ``gpu`` is the comparison one H200 runs in about 8 minutes (three runs at a time);
+#: ``paper`` the paper's 60M recipe (a cluster: docs/coupled.md, "The paper's runs").
+BUDGETS = {
+    "quick": StudyConfig(coherent="pydocs", heterogeneous="", tokenizer="byte", seeds=2,
+                         variants=("standard", "coupled-euler", "mlp-only-q"), lm_steps=3, batch_size=2, block_size=32,
+                         eval_tokens=1024, sweep_steps=(), efficiency_budgets=(2.0,), mqar_tasks=("easy",), mqar_steps=3,
+                         mqar_batch_size=4, evals_per_run=1, device="cpu"),
+    "cpu": StudyConfig(coherent="pydocs", heterogeneous="", tokenizer="byte", seeds=5, lm_steps=600, lm_lr=6e-3,
+                       batch_size=16, sweep_steps=(7,), efficiency_budgets=(2.4,), mqar_tasks=("easy",),
+                       mqar_steps=1500, mqar_batch_size=64, evals_per_run=1, device="cpu"),
+    "gpu": StudyConfig(preset="4M", coherent="pydocs", heterogeneous="", variants=("standard", "coupled-euler",
+                       "mlp-only-q"), seeds=3, lm_steps=1500, batch_size=32, block_size=512, lm_lr=2e-3,
+                       sweep_steps=(), mqar_tasks=(), match_compute=False, efficiency_budgets=(), compile=True,
+                       evals_per_run=4),
+    "paper": StudyConfig(preset="60M", coherent="pydocs", heterogeneous="nlp-corpus", seeds=5, lm_steps=20000,
+                         batch_size=16, grad_accum=4, block_size=1024, lm_lr=6e-4, mqar_tasks=("easy", "medium"),
+                         mqar_steps=20000, compile=True, evals_per_run=20),
+}
+#: GPUs each run asks for under a budget (the gpu budget packs three runs on one device)
+GPUS = {"quick": 0.0, "cpu": 0.0, "gpu": 1 / 3, "paper": 1.0}
+
+
+@dataclasses.dataclass
+class CoupledStudy(Study):
+    """Paper B's study as a :class:`qkdyn.studies.Study`: ``overrides`` (StudyConfig fields, the
+    flags of ``qkdyn compare-coupled``) replace the budget's values. The plan: one count-model
+    step per corpus, the main grid (:func:`study_runs`) and the compute-matched standard runs
+    (:func:`matched_runs`: step counts computed from the config, so the tokens-to-target ladder is
+    planned up front, not after a first phase). A run's record holds its ``result.json`` summary,
+    its evaluation curve and its ablations, so the claims come from the records alone."""
+
+    overrides: dict = dataclasses.field(default_factory=dict)
+
+    name = "coupled"
+    title = "Coupled query-key dynamics (paper B)"
+    budgets = BUDGETS
+
+    def config(self, budget: str) -> StudyConfig:
+        """The budget's StudyConfig with the overrides (an unknown budget: InputError, nearest name)."""
+        return dataclasses.replace(self.budget(budget), **self.overrides)
+
+    def specs(self, budget: str) -> list[RunSpec]:
+        study = self.config(budget)
+        return study_runs(study) + ([] if study.trend else matched_runs(study))
+
+    def plan(self, budget: str):
+        from qkdyn.studies import RunSpec as Spec
+
+        study = self.config(budget)
+        gpus = GPUS[budget] if _on_cuda(study.device) else 0.0
+        counts = [count_model_spec(self.name, c, study.tokenizer, study.vocab_size) for c in corpora(study)]
+        return counts + [Spec.make(self.name, s.name, cpus=1, gpus=gpus, **to_params(s)) for s in self.specs(budget)]
+
+    def claim_ids(self, budget: str) -> tuple[str, ...]:
+        """The claims the plan's runs make (what is inconclusive while some are missing)."""
+        study = self.config(budget)
+        if study.trend:
+            return tuple(f"T-{p}" for p in study.trend_presets)
+        v, ids = set(study.variants), []
+        pairs = [("B1", {"standard"}), ("B2", set(MLP_READINGS_KINDS)), ("B3", set(MLP_READINGS_KINDS)),
+                 ("B4", {"coupled-leapfrog"}), ("B5", set()), ("B6", {"standard"}), ("B7", {"diff"}), ("B8", {"standard"})]
+        for cid, needs in pairs:
+            wanted = (cid not in ("B5", "B6", "B8") or {"B5": bool(study.sweep_steps),
+                      "B6": bool(study.match_compute and study.efficiency_budgets), "B8": bool(study.heterogeneous)}[cid])
+            if "coupled-euler" in v and wanted and (not needs or needs & v):
+                ids.append(cid)
+        return tuple(ids + (["B9"] if study.mqar_tasks else []))
+
+    def check(self, spec) -> None:
+        """Any run a StudyConfig can plan (the command plans from flags, not only from budgets)."""
+        if spec.params.get("kind") == "count":
+            return
+        from_params(spec.params)
+
+    def measure(self, spec, scratch: Path) -> dict:
+        """A count-model step, or one training run in ``scratch`` (resumed if interrupted; refused if
+        ``scratch`` holds another configuration's run): its summary, evaluation curve and ablations."""
+        from qkdyn.empirical.coupled.experiment import run_lm, run_mqar
+        from qkdyn.empirical.coupled.identity import claim, run_record
+
+        p = spec.params
+        if p["kind"] == "count":
+            from qkdyn.empirical.coupled.count_models import count_model_perplexities
+            from qkdyn.empirical.coupled.experiment import lm_splits
+
+            train, val, _, vocab = lm_splits(p["data"], p["tokenizer"], p["vocab_size"])
+            return {"count_model": count_model_perplexities(train, val, vocab), "data": p["data"],
+                    "tokenizer": p["tokenizer"]}
+        run = from_params(p)
+        claim(scratch, run_record(run))
+        if run.task == "lm":
+            run_lm(run.data, run.preset, run.attention, run.train, str(scratch), block_size=run.block_size,
+                   eval_tokens=run.eval_tokens, tokenizer=run.tokenizer, vocab_size=run.vocab_size)
+        else:
+            run_mqar(run.data, run.preset, run.attention, run.train, str(scratch))
+        return result_of(scratch)
+
+    def _analysis(self, records, budget: str) -> dict:
+        from qkdyn.empirical.coupled.analysis import analyse, as_run, trend
+        from qkdyn.empirical.coupled.count_models import key
+
+        study = self.config(budget)
+        counts = {key(r.result["data"], r.result["tokenizer"], r.result["count_model"]["vocab"]): r.result["count_model"]
+                  for r in records if "count_model" in r.result}
+        runs = [as_run(r.result) for r in records if "count_model" not in r.result]
+        if study.trend:
+            return trend(runs, study.coherent, counts)
+        return analyse(runs, study.coherent, study.heterogeneous, matched_steps(study), counts)
+
+    def claims(self, records, budget: str):
+        return self._analysis(records, budget)["claims"]
+
+    def report(self, records, claims, budget: str, figures: Path) -> dict:
+        """The plots, the tables and ``README-section.md`` (:mod:`qkdyn.empirical.coupled.report`)."""
+        from qkdyn.empirical.coupled import report
+        from qkdyn.empirical.coupled.analysis import as_run
+
+        runs = [as_run(r.result) for r in records if "count_model" not in r.result]
+        context = report.run_context(runs, self.config(budget), budget)
+        return report.render(self._analysis(records, budget), claims, context, Path(figures))
+
+    def context(self, budget: str) -> dict:
+        study = self.config(budget)
+        return {"budget": budget, **{k: list(v) if isinstance(v, tuple) else v for k, v in vars(study).items()}}
+
+
+#: the variant names of the MLP-only readings (claims B2 and B3)
+MLP_READINGS_KINDS = ("mlp-only", "mlp-only-shared", "mlp-only-q")
+
+
+def result_of(run_dir: Path) -> dict:
+    """A finished run's record: ``result.json`` with its evaluation curve (``evals``, from
+    ``metrics.jsonl``) and the changes of its ablations (``ablation``, from ``ablation.json``)."""
     from qkdyn.empirical.coupled.ablation import FILE
 
-    todo = [s for s in specs if not (Path(runs_dir) / s.name / FILE).exists()]  # finished: trained and ablated
-    if workers == 1:
-        return [execute(spec, runs_dir) for spec in tqdm(todo, desc=desc, unit="run")]
-    from qkdyn.studies import die_with_parent
-
-    ctx = multiprocessing.get_context("spawn")
-    with ctx.Pool(workers, initializer=die_with_parent) as pool:  # no orphans when the driver is killed
-        return list(tqdm(pool.imap_unordered(_execute_one_thread, [(s, runs_dir) for s in todo]), total=len(todo),
-                         desc=desc, unit="run"))
-
-
-def run_study(study: StudyConfig, runs_dir: str, workers: int) -> list[str]:
-    """Write the count models of the study's corpora, then run every unfinished run of ``study`` and
-    its compute-matched runs with ``workers`` processes (``matched.json`` records their lengths);
-    returns the names run."""
-    from qkdyn.empirical.coupled.count_models import write_count_models
-
-    for corpus in corpora(study):  # fetch and tokenise once, before the workers start; the count-model floor
-        write_count_models(runs_dir, corpus, study.tokenizer, study.vocab_size)
-    if not study.trend:
-        from qkdyn import atomic
-
-        atomic.write_text(Path(runs_dir) / "matched.json", json.dumps(matched_steps(study), indent=2) + "\n")
-    return _run_all(study_runs(study) + ([] if study.trend else matched_runs(study)), runs_dir, workers, "study")
+    result = read_json(run_dir / "result.json")
+    result["evals"] = [e for e in read_metrics(run_dir / "metrics.jsonl") if e.get("kind") == "eval"]
+    result["ablation"] = read_json(run_dir / FILE)["delta"]
+    return result
