@@ -40,7 +40,7 @@ def test_variant_names_of_the_command_match_the_study():
     (["lm", "--data", "wiki", "--out", "x", "--attention", "mlp-only", "--coupling-hidden", "3"], "even"),
     (["lm", "--data", "wiki", "--out", "x", "--max-steps", "0"], "--max-steps"),
     (["compare-coupled", "--runs", "/no/runs", "--out", "{tmp}"], "no finished runs"),
-    (["compare-coupled", "--mqar-tasks", "tiny", "--out", "{tmp}"], "--mqar-tasks: must be a comma-separated subset of easy"),
+    (["compare-coupled", "--mqar-tasks", "tiny", "--out", "{tmp}"], "--mqar-tasks: must be a comma-separated subset of small"),
     (["compare-coupled", "--variants", "standard,fancy", "--out", "{tmp}"], "--variants"),
     (["lm", "--data", "wiki", "--out", "{tmp}/x", "--vocab-size", "100"], "--vocab-size"),
     (["lm", "--data", "wiki", "--out", "{tmp}/x", "--attention", "coupled", "--field-gain", "-1"], "--field-gain"),

@@ -254,14 +254,14 @@ CASES += _bad(STUDY, "--lr", ("nan", "0", "-1"))
 CASES += _bad(STUDY, "--sweep-steps", ("x", "0"))
 CASES += _bad(STUDY, "--variants", ("standard,fancy", ","))
 CASES += _bad(STUDY, "--mqar-tasks", ("tiny",))
-CASES += _bad(STUDY, "--preset", ("1B",))
+CASES += _bad(STUDY, "--model", ("1B",))
+CASES += _bad(STUDY, "--budget", ("huge",))
 CASES += _bad(STUDY, "--device", ("bogus",))
 CASES += [
     ("compare-coupled no runs", STUDY),
     ("compare-coupled out is a file", STUDY[:-1] + ["afile"]),
     ("compare-coupled runs under a file", ["compare-coupled", "--runs", "afile/runs", "--out", "figs"]),
-    ("compare-coupled corrupt result.json", ["compare-coupled", "--runs", "badstudy", "--out", "figs"]),
-    ("compare-coupled cut metrics of a finished run", ["compare-coupled", "--runs", "cutstudy", "--out", "figs"]),
+    ("compare-coupled corrupt run record", ["compare-coupled", "--runs", "badstudy", "--out", "figs"]),
 ]
 
 # numbers: underflow, subnormals, a horizon below the smallest step, huge integers, seeds
@@ -301,8 +301,7 @@ CASES += [
     ("train-circuits out empty", TRAIN[:8] + ["", "--no-progress"]),
     # deep JSON, foreign and damaged files, NaN in data
     ("compare-circuits deep run record", COMPARE[:8] + ["deepruns"] + COMPARE[9:]),
-    ("compare-coupled deep result.json", ["compare-coupled", "--runs", "deepstudy", "--out", "figs"]),
-    ("compare-coupled deep metrics line", ["compare-coupled", "--runs", "deepmetrics", "--out", "figs"]),
+    ("compare-coupled deep run record", ["compare-coupled", "--runs", "deepstudy", "--out", "figs"]),
     ("train-circuits hatexplain deep json", ["train-circuits", "--task", "hatexplain", "--preset", "tiny",
                                              "--data", "hx_deep", "--out", "run"]),
     ("train-circuits vader NaN rating", ["train-circuits", "--task", "vader", "--preset", "tiny",
@@ -378,20 +377,16 @@ def _world(root: Path) -> None:
     torch.save({"step": 1, "config": "not a dict"}, root / "odd_lm" / "ckpt.pt")
     (root / "badruns" / "circuits").mkdir(parents=True)
     (root / "badruns" / "circuits" / "sva_qk1_s0.json").write_text('{"spec": {"study": "circuits"')
-    (root / "badstudy" / "lm-x").mkdir(parents=True)
-    (root / "badstudy" / "lm-x" / "result.json").write_text("{not json")
-    (root / "cutstudy" / "lm-x").mkdir(parents=True)
-    (root / "cutstudy" / "lm-x" / "result.json").write_text(json.dumps({"model": {}, "train": {}}))
-    (root / "cutstudy" / "lm-x" / "metrics.jsonl").write_text('{"kind": "eval", "step": 1}\n{"kind": "ev')
+    from qkdyn.empirical.coupled.study import CoupledStudy
+
+    coupled_record = f"coupled/{CoupledStudy().plan('cpu')[0].name}.json"  # a run record of compare-coupled's plan
+    (root / "badstudy" / coupled_record).parent.mkdir(parents=True)
+    (root / "badstudy" / coupled_record).write_text("{not json")
     deep = "[" * 100_000 + "]" * 100_000
     (root / "deepruns" / "circuits").mkdir(parents=True)  # a run record of compare-circuits, too deep
     (root / "deepruns" / "circuits" / "sva_qk1_s0.json").write_text(deep)
-    (root / "deepstudy" / "lm-x").mkdir(parents=True)
-    (root / "deepstudy" / "lm-x" / "result.json").write_text(deep)
-    (root / "deepmetrics" / "lm-x").mkdir(parents=True)
-    (root / "deepmetrics" / "lm-x" / "result.json").write_text(json.dumps({"model": {}, "train": {}}))
-    (root / "deepmetrics" / "lm-x" / "metrics.jsonl").write_text('{"kind": "eval", "step": 1}\n' + deep + "\n"
-                                                                 + '{"kind": "eval", "step": 2}\n')
+    (root / "deepstudy" / coupled_record).parent.mkdir(parents=True)
+    (root / "deepstudy" / coupled_record).write_text(deep)
     (root / "hx_deep").mkdir()
     (root / "hx_deep" / "dataset.json").write_text('{"p1": ' + "[" * 5000 + "]" * 5000 + "}")
     (root / "hx_deep" / "post_id_divisions.json").write_text(json.dumps({"train": ["p1"], "val": [], "test": ["p1"]}))

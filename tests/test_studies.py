@@ -28,7 +28,7 @@ def test_run_spec_is_hashable_and_round_trips():
 
 
 def test_every_study_plans_every_budget_with_unique_names():
-    for name in ("theory", "a6", "sampled", "fixed-attention", "stability", "circuits"):
+    for name in ("theory", "a6", "sampled", "fixed-attention", "stability", "circuits", "coupled"):
         study = get(name)
         for budget in ("quick", "cpu", "gpu", "paper"):
             specs = study.plan(budget)

@@ -20,7 +20,7 @@ HORIZONS = ("step", "fixed")
 #: the keys of :data:`qkdyn.empirical.coupled.model.PRESETS` and of
 #: :data:`qkdyn.empirical.coupled.mqar.PRESETS` (torch modules; a test checks they agree)
 PRESET_NAMES = ("tiny", "1M", "4M", "60M", "150M", "350M")
-MQAR_TASKS = ("easy", "medium", "hard")
+MQAR_TASKS = ("small", "easy", "medium", "hard")
 #: the integrators of :mod:`qkdyn.empirical.coupled.qk_flow` (a test checks they agree)
 INTEGRATOR_NAMES = ("euler", "leapfrog")
 

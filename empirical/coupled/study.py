@@ -34,8 +34,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from qkdyn.configflags import (check_config, choice, choice_list, device, flag, number_list, optional, positive,
-                               positive_int, positive_int_list, text)
+from qkdyn.configflags import (check_config, choice, choice_list, device, flag, fraction, number_list, optional,
+                               positive, positive_int, positive_int_list, text)
 from qkdyn.empirical.coupled.configs import HORIZONS, MQAR_TASKS, PRESET_NAMES, AttentionConfig, TrainConfig
 from qkdyn.errors import InputError
 from qkdyn.runs import read_json, read_metrics
@@ -90,9 +90,11 @@ class StudyConfig:
     mqar_batch_size: int = dataclasses.field(default=32, metadata=positive_int("MQAR sequences per batch"))
     grad_accum: int = dataclasses.field(default=1, metadata=positive_int("micro-batches per step"))
     lm_lr: float = dataclasses.field(default=3e-3, metadata=positive("LM learning rate", flag="--lr"))
-    mqar_lr: float = 3e-3
+    mqar_lr: float = dataclasses.field(default=3e-3, metadata=positive("MQAR learning rate"))
     eval_tokens: int | None = dataclasses.field(default=None, metadata=optional(positive_int(
         "cap on validation tokens (default: the whole split)")))
+    val_fraction: float = dataclasses.field(default=0.05, metadata=fraction(
+        "share of each corpus held out (its end) as the validation split", low_open=True, high_open=True))
     evals_per_run: int = dataclasses.field(default=5, metadata=positive_int(
         "evaluations per run (plus one at initialisation)"))
     device: str = dataclasses.field(default="auto", metadata=device("auto, cpu, cuda, cuda:1, ..."))
@@ -131,6 +133,7 @@ class RunSpec:
     vocab_size: int = 8192
     block_size: int | None = None
     base_steps: int = 0  # the study's step count for this task; runs of another length are named by it
+    val_fraction: float = 0.05
 
     @property
     def name(self) -> str:
@@ -175,7 +178,7 @@ def lm_run(study: StudyConfig, corpus: str, variant: str, seed: int, steps: int 
     attention = dataclasses.replace(LM_VARIANTS[variant], steps=coupling_steps, horizon=horizon)
     cfg = _train_config(study, steps or study.lm_steps, study.lm_lr, study.batch_size, seed)
     return RunSpec("lm", corpus, variant, attention, cfg, preset or study.preset, study.eval_tokens, study.tokenizer,
-                   study.vocab_size, study.block_size, study.lm_steps)
+                   study.vocab_size, study.block_size, study.lm_steps, study.val_fraction)
 
 
 def study_runs(study: StudyConfig) -> list[RunSpec]:
@@ -259,13 +262,15 @@ def from_params(params: dict) -> RunSpec:
         raise InputError(f"the spec is not a coupled-study run: {exc}", "spec")
 
 
-def count_model_spec(study_name: str, corpus: str, tokenizer: str, vocab_size: int):
-    """The plan step that fits the count models of one corpus (the LM preconditions' floor)."""
+def count_model_spec(study_name: str, corpus: str, study: StudyConfig):
+    """The plan step that fits the count models of one corpus (the LM preconditions' floor) on the
+    training split of ``study``'s tokens, scored on its validation split."""
     from qkdyn.studies import RunSpec as Spec
 
-    tok = f"bpe{vocab_size}" if tokenizer == "bpe" else "byte"
-    return Spec.make(study_name, f"count-{Path(corpus).name or corpus}-{tok}", kind="count", data=corpus,
-                     tokenizer=tokenizer, vocab_size=vocab_size if tokenizer == "bpe" else 256)
+    tok = f"bpe{study.vocab_size}" if study.tokenizer == "bpe" else "byte"
+    return Spec.make(study_name, f"count-{Path(corpus).name or corpus}-{tok}-val{study.val_fraction:g}", kind="count",
+                     data=corpus, tokenizer=study.tokenizer, vocab_size=study.vocab_size if study.tokenizer == "bpe" else 256,
+                     val_fraction=study.val_fraction)
 
 
 #: the study's budgets, declared here once. ``quick`` checks the pipeline in seconds (its models
@@ -278,9 +283,10 @@ BUDGETS = {
                          variants=("standard", "coupled-euler", "mlp-only-q"), lm_steps=3, batch_size=2, block_size=32,
                          eval_tokens=1024, sweep_steps=(), efficiency_budgets=(2.0,), mqar_tasks=("easy",), mqar_steps=3,
                          mqar_batch_size=4, evals_per_run=1, device="cpu"),
-    "cpu": StudyConfig(coherent="pydocs", heterogeneous="", tokenizer="byte", seeds=5, lm_steps=600, lm_lr=6e-3,
-                       batch_size=16, sweep_steps=(7,), efficiency_budgets=(2.4,), mqar_tasks=("easy",),
-                       mqar_steps=1500, mqar_batch_size=64, evals_per_run=1, device="cpu"),
+    "cpu": StudyConfig(coherent="pydocs", heterogeneous="", tokenizer="byte", val_fraction=0.02, seeds=5,
+                       lm_steps=400, lm_lr=6e-3, batch_size=16, sweep_steps=(7,), efficiency_budgets=(2.4,),
+                       mqar_tasks=("small",), mqar_steps=1000, mqar_batch_size=32, mqar_lr=3e-3, evals_per_run=1,
+                       device="cpu"),
     "gpu": StudyConfig(preset="4M", coherent="pydocs", heterogeneous="", variants=("standard", "coupled-euler",
                        "mlp-only-q"), seeds=3, lm_steps=1500, batch_size=32, block_size=512, lm_lr=2e-3,
                        sweep_steps=(), mqar_tasks=(), match_compute=False, efficiency_budgets=(), compile=True,
@@ -321,7 +327,7 @@ class CoupledStudy(Study):
 
         study = self.config(budget)
         gpus = GPUS[budget] if _on_cuda(study.device) else 0.0
-        counts = [count_model_spec(self.name, c, study.tokenizer, study.vocab_size) for c in corpora(study)]
+        counts = [count_model_spec(self.name, c, study) for c in corpora(study)]
         return counts + [Spec.make(self.name, s.name, cpus=1, gpus=gpus, **to_params(s)) for s in self.specs(budget)]
 
     def claim_ids(self, budget: str) -> tuple[str, ...]:
@@ -356,14 +362,15 @@ class CoupledStudy(Study):
             from qkdyn.empirical.coupled.count_models import count_model_perplexities
             from qkdyn.empirical.coupled.experiment import lm_splits
 
-            train, val, _, vocab = lm_splits(p["data"], p["tokenizer"], p["vocab_size"])
+            train, val, _, vocab = lm_splits(p["data"], p["tokenizer"], p["vocab_size"], p["val_fraction"])
             return {"count_model": count_model_perplexities(train, val, vocab), "data": p["data"],
                     "tokenizer": p["tokenizer"]}
         run = from_params(p)
         claim(scratch, run_record(run))
         if run.task == "lm":
             run_lm(run.data, run.preset, run.attention, run.train, str(scratch), block_size=run.block_size,
-                   eval_tokens=run.eval_tokens, tokenizer=run.tokenizer, vocab_size=run.vocab_size)
+                   eval_tokens=run.eval_tokens, val_fraction=run.val_fraction, tokenizer=run.tokenizer,
+                   vocab_size=run.vocab_size)
         else:
             run_mqar(run.data, run.preset, run.attention, run.train, str(scratch))
         return result_of(scratch)
@@ -373,9 +380,17 @@ class CoupledStudy(Study):
         from qkdyn.empirical.coupled.count_models import key
 
         study = self.config(budget)
-        counts = {key(r.result["data"], r.result["tokenizer"], r.result["count_model"]["vocab"]): r.result["count_model"]
-                  for r in records if "count_model" in r.result}
-        runs = [as_run(r.result) for r in records if "count_model" not in r.result]
+        counts, runs = {}, []
+        for r in records:
+            try:
+                if r.spec.params["kind"] == "count":
+                    counts[key(r.result["data"], r.result["tokenizer"], r.result["count_model"]["vocab"])] = \
+                        r.result["count_model"]
+                else:
+                    runs.append(as_run(r.result))
+            except (KeyError, TypeError, AttributeError) as exc:
+                raise InputError(f"the record of run {r.spec.name} is damaged ({type(exc).__name__}: {exc}); delete "
+                                 f"{r.scratch}.json to run it again")
         if study.trend:
             return trend(runs, study.coherent, counts)
         return analyse(runs, study.coherent, study.heterogeneous, matched_steps(study), counts)
@@ -388,7 +403,7 @@ class CoupledStudy(Study):
         from qkdyn.empirical.coupled import report
         from qkdyn.empirical.coupled.analysis import as_run
 
-        runs = [as_run(r.result) for r in records if "count_model" not in r.result]
+        runs = [as_run(r.result) for r in records if r.spec.params["kind"] != "count"]
         context = report.run_context(runs, self.config(budget), budget)
         return report.render(self._analysis(records, budget), claims, context, Path(figures))
 
