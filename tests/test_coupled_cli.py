@@ -339,3 +339,17 @@ def test_gpu_budget_runs_at_toy_size_on_cpu(tmp_path, monkeypatch):
     assert sorted(r["model"]["attention"]["kind"] for r in results) == ["coupled"] * 2 + ["mlp-only-q"] * 2 + ["standard"] * 2
     claims = json.loads((out / "report.json").read_text())["claims"]
     assert [c["id"] for c in claims] == ["B1", "B2", "B3"] and (out / "README-section.md").exists()
+
+
+def test_the_gpu_script_plans_the_gpu_budget(tmp_path):
+    import os
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "coupled_gpu.sh"
+    env = {**os.environ, "PYTHON": sys.executable, "RUNS": str(tmp_path / "runs"), "QKDYN_CACHE": str(tmp_path / "c")}
+    done = subprocess.run(["bash", str(script), "plan"], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    runs = [json.loads(line) for line in done.stdout.splitlines()]
+    names = [r["name"] for r in runs]
+    assert names[0].startswith("count-pydocs-byte") and len(names) == 1 + 3 * 3  # count models, 3 variants x 3 seeds
+    assert all("-4M-" in n for n in names[1:]) and not (tmp_path / "runs").exists()  # planning writes nothing
+    assert subprocess.run(["bash", str(script), "bogus"], capture_output=True, env=env).returncode == 2
