@@ -12,7 +12,6 @@ from pathlib import Path
 
 from qkdyn import atomic
 from qkdyn.figures import save_png
-from qkdyn.report import write_claims_report
 
 VARIANT_ORDER = ("standard", "coupled-euler", "coupled-leapfrog", "mlp-only", "mlp-only-shared", "mlp-only-q", "diff")
 
