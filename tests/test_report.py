@@ -29,7 +29,7 @@ def test_laws_are_written_as_a_person_would():
 
 def test_the_claims_themselves_write_laws_as_a_person_would():
     """At the source, not only in report.md: the quick verify's claims (the golden file, which
-    tests/test_verify_golden.py proves the current code reproduces) go into report.json and the CLI
+    tests/test_verify.py proves the current code reproduces) go into report.json and the CLI
     (`qkdyn report` prints summaries) as they are; no part name or summary may read "log^1 t"."""
     from qkdyn.simulate.claims_theory import PAPER_LAWS
     from qkdyn.simulate.growth import Law
