@@ -35,7 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     add_budget_argument(parser)
     add_executor_arguments(parser)
-    add_config_flags(parser, StudyConfig, all_none=True)
+    add_config_flags(parser, StudyConfig, all_none=True, default_from="--budget")
 
 
 def study_of(args: argparse.Namespace):
