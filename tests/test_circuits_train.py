@@ -240,15 +240,20 @@ def test_cli_compare_writes_table_plots_and_verdict(tmp_path):
     out = tmp_path / "fig"
     assert main(["compare-circuits", "--task", "vader", "--preset", "tiny", "--data", str(DATA["vader"]),
                  "--mults", "30", "--seeds", "0,1", "--runs", str(tmp_path / "runs"), "--out", str(out),
-                 "--no-progress"]) == 0
+                 "--no-progress", "--no-controls", "--budget", "quick"]) == 0
     payload = json.loads((out / "vader.json").read_text())
-    assert payload["mults"] == [1.0, 30.0] and payload["seeds"] == [0, 1]
+    assert payload["arms"] == ["same lr", "QK x30"] and payload["seeds"] == [0, 1]
     claims = json.loads((out / "report.json").read_text())["claims"]
     assert [c["id"] for c in claims] == ["vader QK x30"]
-    assert claims[0]["verdict"] in VERDICTS and set(claims[0]["stats"]) == {"attention mass", "accuracy"}
-    assert claims[0]["stats"]["attention mass"]["n"] == 2  # paired over the two seeds
-    assert payload["summary"]["30"]["accuracy"]["n"] == 2
-    assert "PROXY" in (out / "report.md").read_text()
+    assert claims[0]["verdict"] in VERDICTS and set(claims[0]["stats"]) == {
+        "attention mass (primary)", "attention mass with the read-out position", "accuracy"}
+    assert claims[0]["stats"]["attention mass (primary)"]["n"] == 2  # paired over the two seeds
+    assert payload["summary"]["QK x30"]["accuracy"]["n"] == 2
+    assert [p["name"].split(":")[1].strip() for p in claims[0]["preconditions"]] == [
+        "the same-lr arm attends away from uniform", "every compared run reached the target training loss"]
+    text = (out / "report.md").read_text()
+    assert "PROXY" in text and "REDUCED from the quick budget: no control arms" in text
+    assert "uniform attention's mass" in text
     assert "claim" in (out / "README-section.md").read_text()
     assert all((out / p).stat().st_size > 0 for p in payload["plots"])
     assert main(["compare-circuits", "--task", "vader", "--seeds", "a"]) == 2

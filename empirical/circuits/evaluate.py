@@ -107,9 +107,18 @@ def _masses(rows: list[dict], rationales: list) -> dict[str, np.ndarray]:
     return {m: np.array([metrics.rationale_mass(r[m], rat) for r, rat in zip(rows, rationales)]) for m in rows[0]}
 
 
+def uniform_mass(reads: list[int], rationales: list) -> float:
+    """Mean over examples of the mass uniform attention would put on the rationale: the read-out
+    row at position r spreads 1 / (r + 1) over positions 0..r, so each example's mass is
+    |rationale| / (r + 1), averaged over annotators as :func:`metrics.rationale_mass` does."""
+    return float(np.nanmean([metrics.rationale_mass(np.full(r + 1, 1.0 / (r + 1)), rat)
+                             for r, rat in zip(reads, rationales)]))
+
+
 def evaluate_classifier(model: Decoder, examples: list, vocab: Vocab, cfg: RunConfig, full: bool) -> dict:
     """Loss, accuracy, macro-F1 and mean rationale mass (also without the read-out position, which
-    is part of the agreement rationales); with ``full`` also AC/ACMC/DTAP and ERASER
+    is part of the agreement rationales), each beside uniform attention's mass on the same examples
+    (:func:`uniform_mass`); with ``full`` also AC/ACMC/DTAP and ERASER
     (importance = the primary read-out attention row; the read-out token is never removed)."""
     seqs = [vocab.encode(e.tokens) for e in examples]
     labels = np.array([e.label for e in examples])
@@ -126,6 +135,8 @@ def evaluate_classifier(model: Decoder, examples: list, vocab: Vocab, cfg: RunCo
         "attention_mass": float(np.nanmean(masses[primary])), "attention_method": primary,
         "attention_mass_by_method": {m: float(np.nanmean(v)) for m, v in masses.items()},
         "attention_mass_without_readout": float(np.nanmean(_masses(rows, elsewhere)[primary])),
+        "uniform_mass": uniform_mass(reads, [e.rationales for e in examples]),
+        "uniform_mass_without_readout": uniform_mass(reads, elsewhere),
     }
     if full:
         out.update(attention_summary(masses[primary], probs.max(1), p_true, cfg))
@@ -188,10 +199,13 @@ def evaluate_qa(model: Decoder, examples: list, vocab: Vocab, cfg: RunConfig, fu
     probs, rows = forward_all(model, [s.prompt for s in seqs], [len(s.prompt) - 1 for s in seqs])
     masses = _masses(rows, [(s.span_positions,) for s in seqs])
     primary = primary_method(cfg.n_layer)
-    out = {
+    mass = float(np.nanmean(masses[primary]))
+    uniform = uniform_mass([len(s.prompt) - 1 for s in seqs], [(s.span_positions,) for s in seqs])
+    out = {  # the read-out position (the prompt's last token) is never in the answer span
         "n": len(seqs), "loss": sum(losses) / max(1, len(seqs)),
-        "attention_mass": float(np.nanmean(masses[primary])), "attention_method": primary,
+        "attention_mass": mass, "attention_mass_without_readout": mass, "attention_method": primary,
         "attention_mass_by_method": {m: float(np.nanmean(v)) for m, v in masses.items()},
+        "uniform_mass": uniform, "uniform_mass_without_readout": uniform,
     }
     if full:
         predictions = [" ".join(a) for a in greedy_answers(model, [s.prompt for s in seqs], vocab, cfg.max_answer_len)]

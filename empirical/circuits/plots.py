@@ -5,6 +5,7 @@ from pathlib import Path
 
 import numpy as np
 
+from qkdyn.empirical.circuits.report import PRIMARY
 from qkdyn.figures import save_png
 from qkdyn.runs import read_metrics
 
@@ -27,7 +28,7 @@ def plot_all(task: str, results: dict[float, list[dict]], summary: dict, run_dir
 
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
     for ax, key, title in ((axes[0], performance_key, f"test {performance_key}"),
-                           (axes[1], "attention_mass", "test attention mass on rationale")):
+                           (axes[1], PRIMARY, "test attention mass on rationale (read-out left out)")):
         ax.bar([_label(m) for m in mults], [summary[m][key]["mean"] for m in mults],
                yerr=[summary[m][key]["std"] for m in mults], capsize=4, color="tab:blue", alpha=0.7)
         for i, m in enumerate(mults):
@@ -65,9 +66,10 @@ def plot_all(task: str, results: dict[float, list[dict]], summary: dict, run_dir
     fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
     for m in mults:
         logs = [read_metrics(d / "metrics.jsonl") for d in run_dirs[m]]
-        steps = [row["step"] for row in logs[0]]
-        for ax, key in ((axes[0], dev_key), (axes[1], "dev_attention_mass")):
-            values = np.array([[row[key] for row in log] for log in logs])
+        shortest = min(map(len, logs))  # runs stop at their target loss: the steps every seed has
+        steps = [row["step"] for row in logs[0][:shortest]]
+        for ax, key in ((axes[0], dev_key), (axes[1], f"dev_{PRIMARY}")):
+            values = np.array([[row[key] for row in log[:shortest]] for log in logs])
             ax.plot(steps, values.mean(0), label=_label(m))
             ax.fill_between(steps, values.mean(0) - values.std(0), values.mean(0) + values.std(0), alpha=0.2)
             ax.set_xlabel("step")
