@@ -1,5 +1,6 @@
 """Score a trained model on a split: predictive metrics and the attention metrics of
-:mod:`qkdyn.empirical.circuits.metrics` at the read-out position.
+:mod:`qkdyn.empirical.circuits.metrics` at the read-out position. The model runs where its parameters
+are (CPU or GPU, float32: no autocast here); every metric is computed on the CPU from float32 copies.
 
 One layer: the head-mean map. Several layers: layer average (the primary number, as the authors'
 SQuAD table), layer max-pool and attention rollout, all reported.
@@ -26,6 +27,11 @@ THRESHOLDS = np.linspace(0.0, 1.0, 21)
 EVAL_BATCH = 256
 
 
+def device_of(model: Decoder) -> torch.device:
+    """Where the model's parameters are (inputs go there; outputs come back to the CPU as float32)."""
+    return next(model.parameters()).device
+
+
 def primary_method(n_layer: int) -> str:
     return "head_mean" if n_layer == 1 else "layer_average"
 
@@ -45,16 +51,18 @@ def forward_all(model: Decoder, seqs: list[list[int]], positions: list[int] | No
     probabilities (N, n_out), list of per-method read-out attention rows). ``positions`` overrides
     the read-out position (used for QA prompts, where it is the last prompt token)."""
     model.eval()
+    dev = device_of(model)
     probs, rows = [], []
     for start in range(0, len(seqs), EVAL_BATCH):
         chunk = seqs[start: start + EVAL_BATCH]
         ids, lengths = pad(chunk)
-        logits, atts = model(ids, lengths)
+        logits, atts = model(ids.to(dev), lengths.to(dev))
+        atts = [a.float().cpu() for a in atts]
         read = (model.readout_index(lengths) if positions is None
                 else torch.tensor(positions[start: start + EVAL_BATCH]))
         if logits.dim() == 3:
-            logits = logits[torch.arange(len(chunk)), read]
-        probs.append(logits.softmax(-1).numpy())
+            logits = logits[torch.arange(len(chunk), device=dev), read.to(dev)]
+        probs.append(logits.float().softmax(-1).cpu().numpy())
         rows += [_rows(atts, b, int(lengths[b]), int(read[b])) for b in range(len(chunk))]
     return np.concatenate(probs), rows
 
@@ -69,8 +77,9 @@ def authors_rows(model: Decoder, seqs: list[list[int]], max_len: int) -> list[np
         ids = torch.zeros(len(chunk), max_len, dtype=torch.long)
         for i, s in enumerate(chunk):
             ids[i, : len(s)] = torch.tensor(s, dtype=torch.long)
-        _, atts = model(ids, torch.tensor([len(s) for s in chunk]))
-        rows += list(atts[0][:, 0, max_len - 1].numpy())
+        dev = device_of(model)
+        _, atts = model(ids.to(dev), torch.tensor([len(s) for s in chunk], device=dev))
+        rows += list(atts[0][:, 0, max_len - 1].float().cpu().numpy())
     return rows
 
 
@@ -161,8 +170,9 @@ def greedy_answers(model: Decoder, prompts: list[list[int]], vocab: Vocab, max_a
         out: list[list[int]] = [[] for _ in seqs]
         for _ in range(max_answer_len):
             ids, lengths = pad([s[-model.cfg.max_len:] for s in seqs])
-            logits, _ = model(ids, lengths)
-            nxt = logits[torch.arange(len(seqs)), lengths - 1].argmax(-1).tolist()
+            dev = device_of(model)
+            logits, _ = model(ids.to(dev), lengths.to(dev))
+            nxt = logits[torch.arange(len(seqs), device=dev), lengths.to(dev) - 1].argmax(-1).tolist()
             for i, t in enumerate(nxt):
                 if not done[i]:
                     done[i] = t == eos
@@ -193,7 +203,7 @@ def evaluate_qa(model: Decoder, examples: list, vocab: Vocab, cfg: RunConfig, fu
     model.eval()
     losses = []
     for start in range(0, len(seqs), EVAL_BATCH):
-        batch = qa_batch(seqs[start: start + EVAL_BATCH])
+        batch = {k: v.to(device_of(model)) for k, v in qa_batch(seqs[start: start + EVAL_BATCH]).items()}
         logits, _ = model(batch["ids"], batch["lengths"])
         losses.append(float(lm_loss(logits, batch["targets"])) * len(batch["ids"]))
     probs, rows = forward_all(model, [s.prompt for s in seqs], [len(s.prompt) - 1 for s in seqs])

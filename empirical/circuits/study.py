@@ -14,7 +14,8 @@ preconditions there (baseline away from uniform attention, every run at the targ
 
 Budgets: ``quick`` is the ``tiny`` preset (a few steps of a tiny model, a target any loss meets: checks
 the pipeline in seconds); ``cpu`` the task's ``cpu-TASK`` preset (else ``paper-TASK``) over 5 seeds x
-R in {1, 10, 30, 100} with the controls; ``gpu`` the same asking one GPU per run; ``paper`` the
+R in {1, 10, 30, 100} with the controls; ``gpu`` the same asking one GPU per run (device ``auto``:
+CUDA with bf16 autocast where there is one); ``paper`` the
 ``paper-TASK`` recipe where there is one (else the cpu preset) over the notebooks' seeds.
 """
 from __future__ import annotations
@@ -108,7 +109,8 @@ class CircuitsStudy(Study):
         mults = sorted({1.0, *map(float, self.mults or b["mults"])})
         controls = b["controls"] if self.controls is None else self.controls
         cap = self.max_epochs if self.max_epochs is not None else b["max_epochs"]
-        fixed = {**({"epochs": cap} if cap else {}), **self.overrides, "target_loss": self.target(budget)}
+        fixed = {**({"epochs": cap} if cap else {}), **({"device": "auto"} if b["gpus"] else {}), **self.overrides,
+                 "target_loss": self.target(budget)}
         out = {}
         for seed in sorted(set(self.seeds or b["seeds"])):
             base = resolve(self.task, preset, {**fixed, "seed": seed})

@@ -16,7 +16,7 @@ the target was reached.
 
 Device: ``device`` (cpu, cuda, cuda:N or auto = CUDA when there is one), with bfloat16 autocast on
 CUDA as in the LM trainer (:mod:`qkdyn.empirical.coupled.train`); losses are taken in float32.
-Evaluation reads the model on the CPU (a copy), so every metric is computed as for a CPU run.
+Evaluation runs on the same device in float32 (:mod:`qkdyn.empirical.circuits.evaluate`).
 
 A run that diverges (a non-finite loss, or non-finite parameters when an evaluation or a checkpoint is due) stops
 with an :class:`~qkdyn.errors.InputError` naming the step; the last checkpoint written, all finite,
@@ -25,7 +25,6 @@ is kept. Locking, checkpoint format and metrics trimming: :mod:`qkdyn.runs`.
 from __future__ import annotations
 
 import contextlib
-import copy
 import dataclasses
 import json
 import math
@@ -119,8 +118,7 @@ class Run:
 
     def evaluate(self, examples: list, full: bool) -> dict:
         fn = evaluate.evaluate_qa if self.qa else evaluate.evaluate_classifier
-        model = self.model if self.device.type == "cpu" else copy.deepcopy(self.model).cpu()
-        return fn(model, examples, self.vocab, self.cfg, full)
+        return fn(self.model, examples, self.vocab, self.cfg, full)
 
     def state(self, step: int, running: tuple[float, int]) -> dict:
         return {"step": step, "reached": self.reached, "model": self.model.state_dict(), "opt": self.opt.state_dict(),
