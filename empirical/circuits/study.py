@@ -151,8 +151,8 @@ class CircuitsStudy(Study):
         if self.target(budget) != budget_target:
             out.append(f"target training loss {self.target(budget):g} instead of {budget_target:g}")
         if self.max_epochs is not None and self.max_epochs != b["max_epochs"]:
-            out.append(f"a cap of {self.max_epochs:g} epochs instead of {b['max_epochs']}")
-        fields = {k: v for k, v in sorted(self.overrides.items()) if k not in ("data", "target_loss")}
+            out.append(f"a cap of {self.max_epochs:g} epochs instead of {b['max_epochs'] or 'none'}")
+        fields = {k: v for k, v in sorted(self.overrides.items()) if k not in ("task", "data", "target_loss")}
         if fields:
             out.append("fields set over the preset: " + ", ".join(f"{k}={v}" for k, v in fields.items()))
         return [f"REDUCED from the {budget} budget: " + "; ".join(out) + "."] if out else []
@@ -200,8 +200,8 @@ class CircuitsStudy(Study):
         from qkdyn.empirical.circuits.report import arm_key
 
         results: dict[str, list[dict]] = {}
-        order = lambda r: (r.spec.params["ratio"] != 1.0, r.spec.params["arm"], r.spec.params["ratio"],  # noqa: E731
-                           r.spec.params["seed"])
+        order = lambda r: (r.spec.params["ratio"] != 1.0, list(ARMS).index(r.spec.params["arm"]),  # noqa: E731
+                           r.spec.params["ratio"], r.spec.params["seed"])
         for r in sorted(records, key=order):
             results.setdefault(arm_key(r.spec.params["arm"], float(r.spec.params["ratio"])), []).append(r.result)
         return results
