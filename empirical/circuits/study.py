@@ -151,7 +151,8 @@ class CircuitsStudy(Study):
         if self.target(budget) != budget_target:
             out.append(f"target training loss {self.target(budget):g} instead of {budget_target:g}")
         if self.max_epochs is not None and self.max_epochs != b["max_epochs"]:
-            out.append(f"a cap of {self.max_epochs:g} epochs instead of {b['max_epochs'] or 'none'}")
+            cap = "none" if b["max_epochs"] is None else f"{b['max_epochs']:g}"
+            out.append(f"a cap of {self.max_epochs:g} epochs instead of {cap}")
         fields = {k: v for k, v in sorted(self.overrides.items()) if k not in ("task", "data", "target_loss")}
         if fields:
             out.append("fields set over the preset: " + ", ".join(f"{k}={v}" for k, v in fields.items()))
