@@ -1,6 +1,7 @@
-"""Run a study's missing specs: ``local`` (a process pool) or ``ray`` (tasks on a Ray cluster).
+"""Run the missing specs of one or more studies (:func:`execute_all`, one queue for all of them):
+``local`` (a process pool) or ``ray`` (tasks on a Ray cluster).
 
-Both yield each finished :class:`qkdyn.studies.Record` as it arrives (in completion order) and
+Both yield each finished (study, :class:`qkdyn.studies.Record`) as it arrives (in completion order) and
 write it under ``runs_dir`` (atomic), so an interrupted driver loses at most the runs in flight.
 
 * ``local``: with one worker the runs go one after another in this process; with more, a
@@ -30,13 +31,6 @@ def run_one(study_name: str, spec_json: str, runs_dir: str) -> dict:
     """One run in a worker: the record's result (JSON data) after writing it under ``runs_dir``."""
     study = get(study_name)
     return study.run(RunSpec.from_dict(json.loads(spec_json)), runs_dir).result
-
-
-def execute(study: Study, specs: list[RunSpec], runs_dir: str | Path, executor: str = "local",
-            workers: int = 1, ray_address: str | None = None) -> Iterator[Record]:
-    """Run ``specs`` of ``study`` (the caller passes the missing ones); yield each record as it finishes."""
-    for _, record in execute_all([(study, specs)], runs_dir, executor, workers, ray_address):
-        yield record
 
 
 def execute_all(jobs: list[tuple[Study, list[RunSpec]]], runs_dir: str | Path, executor: str = "local",
