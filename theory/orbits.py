@@ -145,3 +145,17 @@ def contract(target: Orbit, inner: tuple[str, ...], variable, K, D, N, rank, fix
         count = sp.cancel(size(full, K, D, N, rank, fixed) / target_size)
         total += count * sp.Mul(*[variable(j, restrict(full, (j, j + 1), fixed)) for j in range(last)])
     return sp.expand(total)
+
+
+def orbit_of(types: tuple[str, ...], values: tuple[tuple, ...], fixed_within: bool) -> Orbit:
+    """The orbit of one concrete index tuple: ``values[i]`` holds the attributes of position i in the
+    order of :data:`ATTRIBUTES` (distinct: (class, within); common: (gamma,); label, cinner: (class,);
+    rinner: (rho,); query: ()). With uniform iota the within string numbers token identities (class,
+    iota); with fixed iota it holds iota itself."""
+    def of(attribute):
+        return [(i, v) for i, (t, v) in enumerate(zip(types, values)) if attribute in ATTRIBUTES[t]]
+
+    classes = canonical(v[0] for _, v in of("class"))
+    within = [v[1] if fixed_within else (v[0], v[1]) for _, v in of("within")]
+    return Orbit(tuple(types), classes, tuple(within) if fixed_within else canonical(within),
+                 canonical(v[0] for _, v in of("common")), canonical(v[0] for _, v in of("rank")))
