@@ -120,9 +120,9 @@ def _check(spec, setting, points, t_flow, rtol, flow_rtol, seed, derivation) -> 
 def _rhs_of(d):
     """Numeric rhs of a hand-built derivation (the negative controls)."""
     from qkdyn.theory.model import PARAMS
-    from qkdyn.theory.specnumeric import _function
+    from qkdyn.theory.specnumeric import lambdify
 
-    return _function([list(d.symbols), list(PARAMS)], list(d.rhs))
+    return lambdify([list(d.symbols), list(PARAMS)], list(d.rhs))
 
 
 def _flow(model, batch, eta, d, rhs, setting, p, where, t_flow):

@@ -28,7 +28,8 @@ Steps (symbols as in docs/setting.md; nothing circuit-specific is typed in):
    Weight decay adds sum_c (lambda_c / 2) sum_i w_i x_i^2 (every entry of an orbit has the value x_i).
 5. *Flow.* dx_i/dt = -(eta_c / w_i) dL/dx_i (eq. (1) of :mod:`qkdyn.theory.model`).
 6. *Conserved polynomials* up to degree 2 (:func:`qkdyn.theory.invariants.conserved_polynomials`, with
-   every collapsed entry of the circuit as a feature); weight decay removes them (d I / dt gains
+   the combinations of the collapsed entries the loss sees as features, found from the loss's own
+   translation symmetries by :mod:`qkdyn.theory.lossfeatures`); weight decay removes them (d I / dt gains
    -eta_c lambda_c deg(I) I for a homogeneous I), and the derivation says so.
 7. *Rate factor* (A1): M_c(x) = sum_i (df/dx_i)^2 / w_i for f = qk = s (a - b) or ov = u - w, and
    R_c = M_c / M_c(collapsed form of the same circuit).
@@ -45,7 +46,7 @@ import math
 import sympy as sp
 
 from qkdyn.errors import InputError
-from qkdyn.theory import invariants, orbits
+from qkdyn.theory import invariants, lossfeatures, orbits
 from qkdyn.theory.functions import softplus
 from qkdyn.theory.model import ETA, PARAMS, D, K, N, Variable, m, n, ov0, qk0, s
 from qkdyn.theory.spec import NAMED, CircuitSpec, Spec
@@ -120,6 +121,7 @@ class SpecDerivation:
     spec: Spec
     entries: tuple[Entry, ...]
     features: dict  # "QK" / "OV" -> {orbit word -> collapsed entry as a function of x}
+    seen: dict  # "QK" / "OV" -> the combinations of the entries the loss depends on (lossfeatures)
     qk: sp.Expr
     ov: sp.Expr
     attn: sp.Expr
@@ -152,7 +154,7 @@ class SpecDerivation:
                 continue
             chosen = [v for v in self.variables if v.circuit == circuit]
             out[circuit] = invariants.conserved_polynomials([v.symbol for v in chosen], [v.orbit for v in chosen],
-                                                            list(self.features[circuit].values()))
+                                                            self.seen[circuit])
         return out
 
     @functools.cached_property
@@ -299,7 +301,15 @@ def derive_spec(spec: Spec) -> SpecDerivation:
     qk_entries, qk_f = circuit_entries(spec, "QK")
     ov_entries, ov_f = circuit_entries(spec, "OV")
     entries = tuple(qk_entries + ov_entries)
-    loss, attn, qk, ov = population_loss(spec, qk_f, ov_f)
+    # the loss of placeholder entries first: its symmetries (step 6) are read off it, then x goes in
+    holders = {c: {key: sp.Symbol(f"E_{c}_{key}", real=True) for key in f} for c, f in (("QK", qk_f), ("OV", ov_f))}
+    loss_e, attn, qk, ov = population_loss(spec, holders["QK"], holders["OV"])
+    values = {holders[c][key]: value for c, f in (("QK", qk_f), ("OV", ov_f)) for key, value in f.items()}
+    seen = {}
+    for c, other in (("QK", "OV"), ("OV", "QK")):
+        seen[c] = [f.subs(values) for f in lossfeatures.features(loss_e, list(holders[c].values()),
+                                                                 list(holders[other].values()))]
+    loss = loss_e.subs(values)
     for circuit in ("QK", "OV"):
         decay = sp.nsimplify(_circuit_spec(spec, circuit).weight_decay)
         if decay:
@@ -307,7 +317,8 @@ def derive_spec(spec: Spec) -> SpecDerivation:
                                     if e.variable.circuit == circuit)
     rhs = tuple(-(ETA[e.variable.circuit] / e.variable.orbit) * sp.diff(loss, e.variable.symbol) for e in entries)
     init = {e.variable.symbol: _init_value(spec, e) for e in entries}
-    return SpecDerivation(spec, entries, {"QK": qk_f, "OV": ov_f}, qk, ov, attn, loss, rhs, init)
+    return SpecDerivation(spec, entries, {"QK": qk_f, "OV": ov_f}, seen, qk.subs(values), ov.subs(values),
+                          attn.subs(values), loss, rhs, init)
 
 
 def named(name: str) -> SpecDerivation:

@@ -38,7 +38,8 @@ class SpecNumeric:
         return _jacobian(self.spec)(x, p)
 
 
-def _function(args, outputs) -> Callable:
+def lambdify(args, outputs) -> Callable:
+    """``sympy.lambdify`` with the stable primitives; the result returns a float array."""
     raw = sp.lambdify(args, outputs, modules=_MODULES, cse=True)
     return lambda *values: np.asarray(raw(*values), dtype=float)
 
@@ -49,11 +50,11 @@ def numeric(spec: Spec) -> SpecNumeric:
     d = derive_spec(spec)
     x, p = list(d.symbols), list(PARAMS)
     return SpecNumeric(
-        spec, tuple(v.name for v in d.variables), _function([x, p], list(d.rhs)), _function([x, p], d.loss),
-        _function([x, p], [d.qk, d.ov, d.attn]), _function([p, qk0, ov0], [d.init[v] for v in x]))
+        spec, tuple(v.name for v in d.variables), lambdify([x, p], list(d.rhs)), lambdify([x, p], d.loss),
+        lambdify([x, p], [d.qk, d.ov, d.attn]), lambdify([p, qk0, ov0], [d.init[v] for v in x]))
 
 
 @functools.lru_cache(maxsize=None)
 def _jacobian(spec: Spec) -> Callable:
     d = derive_spec(spec)
-    return _function([list(d.symbols), list(PARAMS)], d.jacobian)
+    return lambdify([list(d.symbols), list(PARAMS)], d.jacobian)
