@@ -10,6 +10,7 @@ the attention mass on the distinct tokens (the query's own share is not counted)
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Sequence
 
 import numpy as np
@@ -60,20 +61,44 @@ class SpecTrajectory:
     event_t: float | None
     stats: dict
 
-    def _features(self) -> np.ndarray:
+    @property
+    def param(self) -> str:
+        """The spec's name (what reports and :mod:`qkdyn.testing` messages print)."""
+        return self.spec.name
+
+    @functools.cached_property
+    def _values(self) -> dict[str, np.ndarray]:
         from qkdyn.theory.specnumeric import numeric
 
-        p = np.asarray(self.setting.numeric(), dtype=float)
-        return np.array([numeric(self.spec).features(self.state[:, j], p) for j in range(self.state.shape[1])]).T
+        p, functions = np.asarray(self.setting.numeric(), dtype=float), numeric(self.spec)
+        qk, ov, attn = np.array([functions.features(x, p) for x in self.state.T]).reshape(-1, 3).T
+        loss = np.array([float(functions.loss(x, p)) for x in self.state.T])
+        return {"qk": qk, "ov": ov, "attn": attn, "loss": loss}
+
+    @property
+    def qk(self) -> np.ndarray:
+        return self._values["qk"]
+
+    @property
+    def ov(self) -> np.ndarray:
+        return self._values["ov"]
+
+    @property
+    def attn(self) -> np.ndarray:
+        return self._values["attn"]
+
+    @property
+    def loss(self) -> np.ndarray:
+        return self._values["loss"]
+
+    @property
+    def log_odds(self) -> np.ndarray:
+        """log(attn / (1 - attn)), from attn (the spec's attention need not be a logistic of qk)."""
+        return np.log(self.attn) - np.log1p(-self.attn)
 
     def columns(self) -> dict[str, np.ndarray]:
         """CSV columns: t, qk, ov, attn, loss, then the raw reduced state (as ``qkdyn solve`` writes)."""
-        from qkdyn.theory.specnumeric import numeric
-
-        p = np.asarray(self.setting.numeric(), dtype=float)
-        qk, ov, attn = self._features()
-        loss = np.array([float(numeric(self.spec).loss(self.state[:, j], p)) for j in range(self.state.shape[1])])
-        cols = {"t": self.t, "qk": qk, "ov": ov, "attn": attn, "loss": loss}
+        cols = {"t": self.t, **self._values}
         cols.update({name: self.state[i] for i, name in enumerate(self.variables)})
         return cols
 
