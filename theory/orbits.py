@@ -10,9 +10,11 @@ Every index of a matrix entry has a *type* and carries *attributes* the relabell
 | ``label`` | the label token of a class | class kappa |
 | ``cinner`` | a class-aligned inner index of a factorisation | class kappa |
 | ``rinner`` | a rank-r inner index | rho in [r] |
+| ``hinner`` | a hidden unit of the coupling MLP f (paper B) | eta in [h] |
+| ``unit`` | the single index of a scalar (the coupling's step dt) | none |
 
 The group is S_K on classes (acting on every class attribute at once), S_D on each class's distinct
-tokens (independently per class: the wreath product), S_N on commons and S_r on rank indices. Two
+tokens (independently per class: the wreath product), S_N on commons, S_r on rank indices and S_h on hidden units. Two
 index tuples of the same types lie in one orbit iff they have the same *equality pattern*: which
 class attributes are equal, which within-class indices are equal among distinct tokens of one class,
 which commons are equal, which rank indices are equal. With token weights the within-class
@@ -20,7 +22,7 @@ relabelling is broken: iota is then a fixed label in 0..D-1 (D concrete) and bel
 
 The size of an orbit is a product of falling factorials x^(p) = x (x-1) ... (x-p+1):
 
-    |O| = K^(p_class) * prod_{class blocks} D^(p_within in the block) * N^(p_common) * r^(p_rank)
+    |O| = K^(p_class) * prod_{class blocks} D^(p_within in the block) * N^(p_common) * r^(p_rank) * h^(p_hidden)
 
 (no D factor with fixed iota). A product W_1 W_2 ... W_L evaluated on the symmetric subspace is a
 sum over the inner indices; grouping the summands by the orbit P of the whole tuple (row, i_1, ...,
@@ -40,7 +42,7 @@ import itertools
 import sympy as sp
 
 ATTRIBUTES = {"query": (), "distinct": ("class", "within"), "common": ("common",), "label": ("class",),
-              "cinner": ("class",), "rinner": ("rank",)}
+              "cinner": ("class",), "rinner": ("rank",), "hinner": ("hidden",), "unit": ()}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,9 +55,10 @@ class Orbit:
     within: tuple[int, ...]
     commons: tuple[int, ...]
     ranks: tuple[int, ...]
+    hiddens: tuple[int, ...] = ()
 
     def positions(self, attribute: str) -> list[int]:
-        """Positions carrying ``attribute`` ("class", "within", "common" or "rank")."""
+        """Positions carrying ``attribute`` ("class", "within", "common", "rank" or "hidden")."""
         return [i for i, t in enumerate(self.types) if attribute in ATTRIBUTES[t]]
 
     def class_of(self) -> dict[int, int]:
@@ -81,9 +84,10 @@ def falling(x, p: int):
 
 
 @functools.lru_cache(maxsize=None)
-def enumerate_orbits(types: tuple[str, ...], fixed_within: int | None, rank: int | None) -> tuple[Orbit, ...]:
-    """Every orbit of index tuples of ``types`` (fixed_within: D when iota is a fixed label; rank: r),
-    leaving out orbits that are empty because r is too small."""
+def enumerate_orbits(types: tuple[str, ...], fixed_within: int | None, rank: int | None,
+                     hidden: int | None = None) -> tuple[Orbit, ...]:
+    """Every orbit of index tuples of ``types`` (fixed_within: D when iota is a fixed label; rank: r;
+    hidden: h), leaving out orbits that are empty because r or h is too small."""
     template = Orbit(types, (), (), (), ())
     cpos, dpos = template.positions("class"), template.positions("within")
     out = []
@@ -97,17 +101,19 @@ def enumerate_orbits(types: tuple[str, ...], fixed_within: int | None, rank: int
             withins = list(itertools.product(range(fixed_within), repeat=len(dpos)))
         for within in withins:
             for commons in growth_strings(len(template.positions("common"))):
-                for ranks in growth_strings(len(template.positions("rank"))):
-                    if rank is not None and len(set(ranks)) > rank:
+                for ranks, hiddens in itertools.product(growth_strings(len(template.positions("rank"))),
+                                                        growth_strings(len(template.positions("hidden")))):
+                    if (rank is not None and len(set(ranks)) > rank) or (hidden is not None and len(set(hiddens)) > hidden):
                         continue
-                    out.append(Orbit(types, classes, tuple(within), commons, ranks))
+                    out.append(Orbit(types, classes, tuple(within), commons, ranks, hiddens))
     return tuple(out)
 
 
-def size(orbit: Orbit, K, D, N, rank, fixed_within: bool):
+def size(orbit: Orbit, K, D, N, rank, fixed_within: bool, hidden=None):
     """|O| (module docstring), symbolic in K, D, N."""
     total = falling(K, len(set(orbit.classes))) * falling(N, len(set(orbit.commons)))
     total *= falling(rank, len(set(orbit.ranks))) if orbit.ranks else 1
+    total *= falling(hidden, len(set(orbit.hiddens))) if orbit.hiddens else 1
     if not fixed_within:
         class_of = orbit.class_of()
         dpos = orbit.positions("within")
@@ -127,7 +133,7 @@ def restrict(orbit: Orbit, keep: tuple[int, ...], fixed_within: bool) -> Orbit:
 
     return Orbit(tuple(orbit.types[i] for i in keep), sub("class", orbit.classes),
                  sub("within", orbit.within, canon=not fixed_within), sub("common", orbit.commons),
-                 sub("rank", orbit.ranks))
+                 sub("rank", orbit.ranks), sub("hidden", orbit.hiddens))
 
 
 def contract(target: Orbit, inner: tuple[str, ...], variable, K, D, N, rank, fixed_within: int | None):
@@ -150,7 +156,7 @@ def contract(target: Orbit, inner: tuple[str, ...], variable, K, D, N, rank, fix
 def orbit_of(types: tuple[str, ...], values: tuple[tuple, ...], fixed_within: bool) -> Orbit:
     """The orbit of one concrete index tuple: ``values[i]`` holds the attributes of position i in the
     order of :data:`ATTRIBUTES` (distinct: (class, within); common: (gamma,); label, cinner: (class,);
-    rinner: (rho,); query: ()). With uniform iota the within string numbers token identities (class,
+    rinner: (rho,); hinner: (eta,); query, unit: ()). With uniform iota the within string numbers token identities (class,
     iota); with fixed iota it holds iota itself."""
     def of(attribute):
         return [(i, v) for i, (t, v) in enumerate(zip(types, values)) if attribute in ATTRIBUTES[t]]
@@ -158,4 +164,5 @@ def orbit_of(types: tuple[str, ...], values: tuple[tuple, ...], fixed_within: bo
     classes = canonical(v[0] for _, v in of("class"))
     within = [v[1] if fixed_within else (v[0], v[1]) for _, v in of("within")]
     return Orbit(tuple(types), classes, tuple(within) if fixed_within else canonical(within),
-                 canonical(v[0] for _, v in of("common")), canonical(v[0] for _, v in of("rank")))
+                 canonical(v[0] for _, v in of("common")), canonical(v[0] for _, v in of("rank")),
+                 canonical(v[0] for _, v in of("hidden")))

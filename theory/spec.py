@@ -10,10 +10,15 @@ plus what the rest of the model does:
   The init is the balanced factorisation of the canonical init product (equal singular values
   sigma^(1/L) in every factor), then the first factor is multiplied by ``imbalance`` and the last
   divided by it (the product is unchanged; imbalance 1 is balanced);
-* ``CircuitSpec(form="coupled", ...)``: paper B's coupled query-key dynamics (q' = q + dt k,
-  k' = k + dt f(q) per position, Euler or leapfrog, ``steps`` steps, f linear or a SiLU MLP). The spec
-  accepts and validates it; its reduction is not derived yet (:func:`qkdyn.theory.specflow.derive_spec`
-  says so);
+* ``CircuitSpec(form="coupled", rank=r, integrator=..., steps=n, dt=..., learn_dt=..., coupling=...)``
+  (QK only): paper B's coupled query-key dynamics in this setting. Every token x has a query
+  q_x = W_Q[x, :] and a key k_x = W_K[x, :] (rank-r inner index); before scoring, ``steps`` steps of
+  Euler (q' = q + dt k, k' = k + dt f(q)) or leapfrog (k_half = k + dt/2 f(q), q' = q + dt k_half,
+  k' = k_half + dt/2 f(q')) act on every position, with f(q) = q A (``coupling="linear"``, A r x r) or
+  f(q) = silu(q W_1) W_2 (``"mlp"``, ``hidden`` units, no biases, as :mod:`qkdyn.empirical.coupled`);
+  score_x = s q'_q . k'_x. dt is fixed or (``learn_dt``) a parameter; the coupling's parameters learn
+  with eta_QK. Init: the balanced factorized init for W_Q, W_K, A = ``coupling_init`` I (W_1, W_2
+  all ``coupling_init``), so the initial scores are the plain ones;
 * ``weight_decay``: lambda_c >= 0 per circuit, the loss gains (lambda_c / 2) * (sum of squares of the
   circuit's parameters);
 * ``loss``: ``"cross_entropy"`` (the setting's) or ``"square"``: (1/2) sum_j (logit_j - y_j)^2 over
@@ -77,6 +82,8 @@ class CircuitSpec:
     dt: float = 0.1
     learn_dt: bool = False
     coupling: str = "linear"
+    hidden: int = 4  # units of the coupling MLP
+    coupling_init: float = 0.5  # A = coupling_init I, or every entry of W_1 and W_2
 
     def __post_init__(self) -> None:
         _choice(self.form, FORMS, "form")
@@ -84,6 +91,8 @@ class CircuitSpec:
         _choice(self.inner, INNER, "inner")
         _integer(self.rank, "rank", 1)
         _integer(self.steps, "steps", 1)
+        _integer(self.hidden, "hidden", 1)
+        _number(self.coupling_init, "coupling_init", positive=True)
         _choice(self.integrator, INTEGRATORS, "integrator")
         _choice(self.coupling, COUPLINGS, "coupling")
         _number(self.imbalance, "imbalance", positive=True)
@@ -115,6 +124,8 @@ class Spec:
         for field in ("qk", "ov"):
             if not isinstance(getattr(self, field), CircuitSpec):
                 raise InputError(f"must be a table of circuit fields, got {getattr(self, field)!r}", field)
+        if self.qk.form == "coupled" and self.qk.inner != "rank":
+            raise InputError("must be rank for a coupled QK circuit (queries and keys live in R^r)", "qk.inner")
         if self.ov.form == "coupled":
             raise InputError("coupled is a QK mechanism (paper B); the OV circuit is collapsed or factorized", "ov.form")
         _choice(self.loss, LOSSES, "loss")

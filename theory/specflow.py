@@ -86,7 +86,16 @@ def chain(spec: Spec, circuit: str) -> tuple[Factor, ...]:
     cs: CircuitSpec = spec.qk if circuit == "QK" else spec.ov
     row, cols = (ROWS[circuit],), context_types(spec)
     if cs.form == "coupled":
-        raise InputError("coupled QK (paper B) is accepted by the spec but its reduction is not derived yet", "qk.form")
+        tokens = ("query", "distinct", "common")
+        factors = [Factor("q", circuit, 0, 0, tokens, ("rinner",)), Factor("k", circuit, 1, 0, tokens, ("rinner",))]
+        if cs.coupling == "linear":
+            factors.append(Factor("A", circuit, 2, 0, ("rinner",), ("rinner",)))
+        else:
+            factors += [Factor("f1", circuit, 2, 0, ("rinner",), ("hinner",)),
+                        Factor("f2", circuit, 3, 0, ("hinner",), ("rinner",))]
+        if cs.learn_dt:
+            factors.append(Factor("dt", circuit, len(factors), 0, ("unit",), ("unit",)))
+        return tuple(factors)
     if cs.form == "collapsed":
         return (Factor(circuit.lower(), circuit, 0, 1, row, cols),)
     if circuit == "OV" and cs.inner == "rank":
@@ -109,8 +118,10 @@ def _word(orbit: orbits.Orbit) -> str:
         word = "diag" if orbit.ranks[0] == orbit.ranks[1] else "off"
     elif a == b == "query":
         word = "self"
-    else:
+    elif {"distinct", "common", "query"} & {a, b}:
         word = next(t for t in ("distinct", "common", "query") if t in (a, b))
+    else:
+        word = "all"  # the one orbit of a (rank, hidden) pair or of a scalar
     return word
 
 
@@ -180,7 +191,7 @@ def _circuit_spec(spec: Spec, circuit: str) -> CircuitSpec:
 
 def _rank(spec: Spec, circuit: str) -> int | None:
     cs = _circuit_spec(spec, circuit)
-    return cs.rank if cs.factorized and cs.inner == "rank" else None
+    return cs.rank if cs.form != "collapsed" and cs.inner == "rank" else None
 
 
 def _fixed_within(spec: Spec) -> int | None:
@@ -195,18 +206,22 @@ def _key(orbit: orbits.Orbit, fixed: bool) -> str:
 def circuit_entries(spec: Spec, circuit: str) -> tuple[list[Entry], dict]:
     """The reduced variables of ``circuit`` and its collapsed entries on each (row, col) orbit."""
     fixed, rank = _fixed_within(spec), _rank(spec, circuit)
+    cs = _circuit_spec(spec, circuit)
+    hidden = cs.hidden if cs.form == "coupled" else None
     factors = chain(spec, circuit)
     entries, lookup = [], {}
     for factor in factors:
         for row, col in itertools.product(factor.rows, factor.cols):
-            for orbit in orbits.enumerate_orbits((row, col), fixed, rank):
-                name = f"{factor.name}_{_key(orbit, fixed is not None)}"
-                size = orbits.size(orbit, K, D, N, rank, fixed is not None)
+            for orbit in orbits.enumerate_orbits((row, col), fixed, rank, hidden):
+                name = "dt" if factor.name == "dt" else f"{factor.name}_{_key(orbit, fixed is not None)}"
+                size = orbits.size(orbit, K, D, N, rank, fixed is not None, hidden)
                 meaning = (f"factor {factor.index + 1} of {factor.depth} of W_{circuit}, index types ({row}, {col}), "
                            f"{_word(orbit)} orbit")
                 variable = Variable(name, circuit, sp.factor(size), meaning)
                 entries.append(Entry(variable, factor, orbit))
                 lookup[(factor.index, orbit)] = variable.symbol
+    if cs.form == "coupled":
+        return entries, coupled_scores(spec, lookup)
     features = {}
     for col in context_types(spec):
         for target in orbits.enumerate_orbits((ROWS[circuit], col), fixed, None):
@@ -220,10 +235,64 @@ def circuit_entries(spec: Spec, circuit: str) -> tuple[list[Entry], dict]:
     return entries, features
 
 
+def coupled_scores(spec: Spec, lookup: dict) -> dict:
+    """W_QK[q, x]-equivalents of a coupled QK circuit: q'_q . k'_x / 1 per context token type x (the
+    score over s). On the symmetric subspace every row W_Q[x, :], W_K[x, :] is c_x 1_r (one orbit per
+    token type), f maps c 1_r to phi(c) 1_r with phi(c) = c (A_diag + (r-1) A_off) (linear) or
+    h w_2 silu(r w_1 c) (MLP), so the integrator acts on the scalars c and q'_q . k'_x = r q'_q k'_x."""
+    from qkdyn.theory.functions import expit
+
+    cs, fixed = spec.qk, spec.token_weights is not None
+    r = cs.rank
+    row = lambda j, kind, within=(): lookup[(j, orbits.Orbit((kind, "rinner"), (0,) if kind == "distinct" else (),
+                                                             within, (0,) if kind == "common" else (), (0,)))]
+    if cs.coupling == "linear":
+        diag = lookup[(2, orbits.Orbit(("rinner", "rinner"), (), (), (), (0, 0)))]
+        off = lookup.get((2, orbits.Orbit(("rinner", "rinner"), (), (), (), (0, 1))), sp.S(0))
+        phi = lambda c: c * (diag + (r - 1) * off)
+    else:
+        w1 = lookup[(2, orbits.Orbit(("rinner", "hinner"), (), (), (), (0,), (0,)))]
+        w2 = lookup[(3, orbits.Orbit(("hinner", "rinner"), (), (), (), (0,), (0,)))]
+        phi = lambda c: cs.hidden * w2 * (r * w1 * c) * expit(r * w1 * c)
+    dt = lookup[(len(chain(spec, "QK")) - 1, orbits.Orbit(("unit", "unit"), (), (), (), ()))] if cs.learn_dt \
+        else sp.nsimplify(cs.dt)
+
+    def flow(q, k):
+        for _ in range(cs.steps):
+            if cs.integrator == "euler":
+                q, k = q + dt * k, k + dt * phi(q)
+            else:
+                half = k + dt / 2 * phi(q)
+                q = q + dt * half
+                k = half + dt / 2 * phi(q)
+        return q, k
+
+    kinds = {"query": [((), "")], "common": [((), "")],
+             "distinct": [((i,), str(i + 1)) for i in range(len(spec.token_weights))] if fixed else [((0,), "")]}
+    moved = {(kind, key): flow(row(0, kind, w), row(1, kind, w)) for kind, pairs in kinds.items() for w, key in pairs}
+    query = moved[("query", "")][0]
+    scores = {"distinct" + key: r * query * moved[("distinct", key)][1] for _, key in kinds["distinct"]}
+    scores["common"] = r * query * moved[("common", "")][1]
+    if spec.self_attention:
+        scores["self"] = r * query * moved[("query", "")][1]
+    return scores
+
+
 def _init_value(spec: Spec, entry: Entry) -> sp.Expr:
     """The canonical init (docs/setting.md) as balanced factors of depth L (spec module docstring)."""
     factor, orbit, circuit = entry.factor, entry.orbit, entry.variable.circuit
     cs = _circuit_spec(spec, circuit)
+    if cs.form == "coupled" and factor.index >= 2:  # the coupling's own parameters
+        if factor.name == "dt":
+            return sp.nsimplify(cs.dt)
+        if factor.name == "A":
+            return sp.nsimplify(cs.coupling_init) if orbit.ranks == (0, 0) else sp.S(0)
+        return sp.nsimplify(cs.coupling_init)
+    if cs.form == "coupled":  # W_Q, W_K: the balanced rank-r init of the plain product
+        root = sp.sqrt(sp.Abs(qk0) / s * sp.sqrt(K * D))
+        if factor.index == 0:
+            return sp.sign(qk0) * root / sp.sqrt(cs.rank) if orbit.types[0] == "query" else sp.S(0)
+        return root / sp.sqrt(cs.rank) / sp.sqrt(K * D) if orbit.types[0] == "distinct" else sp.S(0)
     same_class = len(orbit.classes) == 2 and orbit.classes[0] == orbit.classes[1]
     if factor.depth == 1:
         if circuit == "QK":

@@ -2,7 +2,8 @@
 symmetric embedding.
 
 Each circuit is a chain of full matrices W_1 ... W_L (V x V when collapsed; V x w, w x w, ..., w x V
-when factorized, w = K for a class-aligned inner index, r for rank r); vocabulary indices as in
+when factorized, w = K for a class-aligned inner index, r for rank r), or for a coupled QK circuit
+W_Q, W_K (V x r), the coupling's A (r x r) or W_1 (r x h), W_2 (h x r), and dt when it learns; vocabulary indices as in
 :mod:`qkdyn.empirical.synthetic.layout`. With counts c of a context (plus the query once when it
 attends to itself), A_x = s W_QK[q, x], attn = softmax(A + log c), logits = W_OV[labels, :] attn;
 the loss is the cross-entropy or (1/2) sum_j (logit_j - y_j)^2, plus (lambda_c / 2) |theta_c|^2 per
@@ -19,6 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from qkdyn.empirical.coupled.qk_flow import integrate
 from qkdyn.empirical.synthetic.layout import Layout
 from qkdyn.empirical.synthetic.model import DTYPE
 from qkdyn.theory import orbits
@@ -41,11 +43,12 @@ class SpecHead(nn.Module):
             self.chains[circuit] = factors
 
     def dimension(self, kind: str) -> int:
+        qk = self.spec.qk
         if kind == "cinner":
             return self.layout.classes
         if kind == "rinner":
-            return (self.spec.qk if self.spec.qk.inner == "rank" else self.spec.ov).rank
-        return self.layout.vocab
+            return (qk if qk.form != "collapsed" and qk.inner == "rank" else self.spec.ov).rank
+        return {"hinner": qk.hidden, "unit": 1}.get(kind, self.layout.vocab)
 
     def factors(self, circuit: str) -> nn.ParameterList:
         return getattr(self, f"W_{circuit}")
@@ -53,12 +56,27 @@ class SpecHead(nn.Module):
     def product(self, circuit: str) -> torch.Tensor:
         return functools.reduce(torch.matmul, list(self.factors(circuit)))
 
+    def query_scores(self) -> torch.Tensor:
+        """W_QK[q, :] (shape V), or for a coupled QK circuit q'_q . k'_x after the coupled flow of
+        :mod:`qkdyn.empirical.coupled.qk_flow` on every token's (W_Q[x], W_K[x]) (spec module docstring)."""
+        cs = self.spec.qk
+        if cs.form != "coupled":
+            return self.product("QK")[self.layout.query]
+        W = list(self.factors("QK"))
+        if cs.coupling == "linear":
+            field = lambda x: x @ W[2]
+        else:
+            field = lambda x: nn.functional.silu(x @ W[2]) @ W[3]
+        dt = W[-1].reshape(1) if cs.learn_dt else torch.tensor([cs.dt], dtype=DTYPE)
+        q, k = integrate(W[0][None], W[1][None], field, dt, cs.integrator, cs.steps)
+        return k[0] @ q[0, self.layout.query]
+
     def forward(self, counts: torch.Tensor) -> torch.Tensor:
         """Label logits (B, K) for count vectors (B, V)."""
         if self.spec.self_attention:
             counts = counts.clone()
             counts[:, self.layout.query] += 1
-        scores = self.scale * self.product("QK")[self.layout.query]
+        scores = self.scale * self.query_scores()
         attn = torch.softmax(scores + torch.log(counts), dim=-1)
         return attn @ self.product("OV")[torch.as_tensor(self.layout.labels)].T
 
@@ -86,7 +104,9 @@ def _indices(layout: Layout, kind: str, width: int):
         return [(K * D + c, (c,)) for c in range(N)]
     if kind == "label":
         return [(int(layout.labels[k]), (k,)) for k in range(K)]
-    return [(j, (j,)) for j in range(width)]  # cinner (class j) or rinner (rho j)
+    if kind == "unit":
+        return [(0, ())]
+    return [(j, (j,)) for j in range(width)]  # cinner (class j), rinner (rho j) or hinner (eta j)
 
 
 def orbit_entries(model: SpecHead) -> dict[str, tuple[str, int, np.ndarray, np.ndarray]]:
