@@ -24,6 +24,12 @@ VARIANTS = {
     "self_attention": Spec("self_attention", self_attention=True, qk=C("factorized")),
     "square_loss": Spec("square_loss", loss="square", ov=C("factorized", inner="class")),
     "token_weights": Spec("token_weights", token_weights=(0.2, 1.0), context_distinct=2),
+    "coupled_euler_linear": Spec("coupled_euler_linear", qk=C("coupled")),
+    "coupled_leapfrog_linear_rank2": Spec("coupled_leapfrog_linear_rank2",
+                                          qk=C("coupled", integrator="leapfrog", steps=2, rank=2)),
+    "coupled_euler_mlp_dt": Spec("coupled_euler_mlp_dt", qk=C("coupled", coupling="mlp", learn_dt=True, hidden=3)),
+    "coupled_leapfrog_mlp_self": Spec("coupled_leapfrog_mlp_self", self_attention=True,
+                                      qk=C("coupled", coupling="mlp", integrator="leapfrog")),
 }
 
 
@@ -111,6 +117,17 @@ def test_check_fails_on_a_planted_wrong_orbit_size():
     assert all(line.split(":")[0] in ("k_distinct", "flow to t = 1") for line in result.disagreements)
 
 
+def test_the_coupling_acts_in_the_coupled_specs():
+    """The coupled score is not the plain q . k: at a state with A != 0 and context queries != 0 the
+    coupled and the plain factorized scores differ (so the coupled checks test the coupling)."""
+    d = specflow.derive_spec(VARIANTS["coupled_euler_linear"])
+    score = d.features["QK"]["distinct"]
+    x = {sp.Symbol(n, real=True): v for n, v in (("q_query", 0.7), ("k_query", 0.3), ("q_distinct", -0.4),
+                                                 ("k_distinct", 0.5), ("A_diag", 0.9))}
+    plain = 0.7 * 0.5
+    assert abs(float(score.subs(x)) - plain) > 1e-2
+
+
 def test_check_fails_on_a_planted_wrong_contraction_count():
     """W_OV[cross] summed with a wrong inner-index count (K - 1 copies of o_cross v_cross for K - 2)."""
     d = specflow.named("CAFO")
@@ -159,8 +176,10 @@ def test_spec_files_and_their_errors(tmp_path):
         assert err.value.field == fields[key] and "\n" not in str(err.value)
     with pytest.raises(InputError, match="ov.inner"):
         specflow.derive_spec(Spec(ov=C("factorized", inner="rank")))
-    with pytest.raises(InputError, match="not derived yet"):
-        specflow.derive_spec(Spec(qk=C("coupled")))
+    with pytest.raises(InputError, match="qk.inner"):
+        Spec(qk=C("coupled", inner="class"))
+    with pytest.raises(InputError, match="ov.form"):
+        Spec(ov=C("coupled"))
     (tmp_path / "x.toml").write_text("qk = [")
     with pytest.raises(InputError, match="not valid TOML"):
         qkdyn.load_spec(tmp_path / "x.toml")
@@ -174,6 +193,22 @@ def test_weight_decay_removes_the_invariants_and_says_so():
     assert isinstance(d.invariants["OV"], str)
 
 
+@pytest.mark.slow
+def test_coupled_invariants_are_conserved_along_the_flow_and_the_mlp_is_not_searched():
+    """Coupled QK (linear f, dt = 1/10): whatever the search returns is conserved by the reduced flow
+    itself (Lie derivative along the derived rhs == 0), including the modified balance it finds; the
+    MLP coupling is reported as not searched."""
+    d = specflow.derive_spec(VARIANTS["coupled_euler_linear"])
+    found = d.invariants["QK"]
+    assert len(found) >= 3
+    for I in found:
+        lie = sum(sp.diff(I, v.symbol) * rhs for v, rhs in zip(d.variables, d.rhs))
+        assert abs(float(lie.subs({v.symbol: 0.3 + 0.1 * i for i, v in enumerate(d.variables)}).subs(
+            dict(zip(model.PARAMS, (3, 2, 4, 3, 5, 0.7, 1.3, 0.6, 1.0)))).rewrite(sp.exp).evalf())) < 1e-12
+    assert "not searched" in specflow.derive_spec(VARIANTS["coupled_euler_mlp_dt"]).invariants["QK"]
+
+
+@pytest.mark.slow
 def test_depth3_balance_invariants_are_found():
     d = specflow.derive_spec(VARIANTS["depth3_qk"])
     p, mid, kd, kc = (sp.Symbol(x, real=True) for x in ("q_query", "qkm1_diag", "k_distinct", "k_common"))

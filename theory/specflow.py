@@ -164,6 +164,10 @@ class SpecDerivation:
                 out[circuit] = "none: weight decay makes d I/dt = -eta lambda deg(I) I for a homogeneous I"
                 continue
             chosen = [v for v in self.variables if v.circuit == circuit]
+            if not all(f.is_polynomial(*[v.symbol for v in chosen]) for f in self.seen[circuit]):
+                out[circuit] = ("not searched: the loss sees this circuit through non-polynomial features (the "
+                                "coupling MLP), so the polynomial ansatz does not apply")
+                continue
             out[circuit] = invariants.conserved_polynomials([v.symbol for v in chosen], [v.orbit for v in chosen],
                                                             self.seen[circuit])
         return out
