@@ -2,11 +2,11 @@
 autograd on its full matrices (qkdyn.check), the negative controls, files and the command line."""
 import dataclasses
 import json
-import random
 
 import numpy as np
 import pytest
 import sympy as sp
+from hypothesis import given, settings, strategies as st
 
 import qkdyn
 from qkdyn.errors import InputError
@@ -247,13 +247,27 @@ def test_cli_derive_and_solve_take_a_spec(tmp_path, capsys):
         assert needle in err and len(err.strip().splitlines()) == 1
 
 
-def test_a_sample_of_specs_passes_the_check():
-    """A random sample of the spec space (seeded: the same sample every run)."""
-    rng = random.Random(18)
-    for _ in range(2):
-        qk = rng.choice([C(), C("factorized", depth=rng.choice([2, 3]), rank=rng.choice([1, 2]))])
-        ov = rng.choice([C(weight_decay=rng.choice([0.0, 0.05])), C("factorized", inner="class")])
-        spec = Spec("sample", qk=qk, ov=ov, loss=rng.choice(["cross_entropy", "square"]),
-                    self_attention=rng.choice([False, True]))
-        result = qkdyn.check(spec)
-        assert result.passed, f"{spec}: {result}"
+@st.composite
+def specs(draw):
+    """A sample of the spec space: QK collapsed, factorized (depth, rank, imbalance) or coupled; OV
+    collapsed or factorized; weight decay, loss, self-attention."""
+    decay = st.sampled_from([0.0, 0.05])
+    qk = draw(st.one_of(
+        st.builds(C, weight_decay=decay),
+        st.builds(C, form=st.just("factorized"), depth=st.integers(2, 3), rank=st.integers(1, 2),
+                  imbalance=st.sampled_from([0.5, 1.0, 2.0]), weight_decay=decay),
+        st.builds(C, form=st.just("coupled"), integrator=st.sampled_from(["euler", "leapfrog"]),
+                  coupling=st.sampled_from(["linear", "mlp"]), steps=st.integers(1, 2), hidden=st.integers(1, 3),
+                  learn_dt=st.booleans())))
+    ov = draw(st.one_of(st.builds(C, weight_decay=decay),
+                        st.builds(C, form=st.just("factorized"), inner=st.just("class"), depth=st.integers(2, 3))))
+    return Spec("sample", qk=qk, ov=ov, loss=draw(st.sampled_from(["cross_entropy", "square"])),
+                self_attention=draw(st.booleans()))
+
+
+@pytest.mark.slow
+@settings(max_examples=4, deadline=None, derandomize=True)
+@given(spec=specs())
+def test_a_hypothesis_sample_of_specs_passes_the_check(spec):
+    result = qkdyn.check(spec)
+    assert result.passed, f"{spec}: {result}"
