@@ -12,7 +12,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from qkdyn.theory.setting import ALL_PARAMS
 
     which = parser.add_mutually_exclusive_group(required=True)
-    which.add_argument("--param", choices=ALL_PARAMS, metavar="P", help=f"parameterisation: {', '.join(ALL_PARAMS)}")
+    which.add_argument("--param", choices=ALL_PARAMS, metavar="P",
+                       help=f"parameterisation: {', '.join(ALL_PARAMS)} (default: none; give --param or --spec)")
     add_spec_flag(which)
     parser.add_argument("--format", default="text", choices=("text", "latex", "json"))
 
