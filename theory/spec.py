@@ -18,7 +18,9 @@ plus what the rest of the model does:
   f(q) = silu(q W_1) W_2 (``"mlp"``, ``hidden`` units, no biases, as :mod:`qkdyn.empirical.coupled`);
   score_x = s q'_q . k'_x. dt is fixed or (``learn_dt``) a parameter; the coupling's parameters learn
   with eta_QK. Init: the balanced factorized init for W_Q, W_K, A = ``coupling_init`` I (W_1, W_2
-  all ``coupling_init``), so the initial scores are the plain ones;
+  all ``coupling_init``): with one Euler step the initial scores are the plain ones (k_q = 0 and the
+  context queries are 0); with leapfrog or more steps f(q_q) already moves the query's own key, so
+  the initial qk differs from qk0 (``qkdyn solve`` prints it in its first row);
 * ``weight_decay``: lambda_c >= 0 per circuit, the loss gains (lambda_c / 2) * (sum of squares of the
   circuit's parameters);
 * ``loss``: ``"cross_entropy"`` (the setting's) or ``"square"``: (1/2) sum_j (logit_j - y_j)^2 over
