@@ -169,23 +169,48 @@ def test_killing_the_driver_leaves_no_worker(tmp_path, kill):
     assert not [p for p in workers if _alive(p)]
 
 
-def _circuits_records(study, gain):
-    """Fake finished circuits runs: attention mass 0.2 + gain for R > 1 (seed noise), same accuracy."""
+def _circuits_records(study, gain, all_gain=0.0, uniform=0.1, loss=1.0):
+    """Fake finished circuits runs: mass 0.2 + gain for the QK arm at R > 1 (+ all_gain for the
+    all-parameters arm), seed noise, same accuracy; uniform attention's mass ``uniform``, training loss
+    at the stop ``loss``."""
     records = {}
     for spec in study.plan("quick"):
         p = spec.params
-        faster = p["qk_lr_mult"] != 1.0
-        test = {"accuracy": 0.8 + 0.001 * p["seed"], "attention_mass": 0.2 + gain * faster + 0.01 * p["seed"] ** 2}
-        records[spec] = Record(spec, {"test": test}, Path())
+        up = gain if p["arm"] == "qk" and p["ratio"] != 1.0 else all_gain if p["arm"] == "all" else 0.0
+        mass = 0.2 + up + 0.01 * p["seed"] ** 2
+        test = {"accuracy": 0.8 + 0.001 * p["seed"], "attention_mass": mass + 0.1,
+                "attention_mass_without_readout": mass, "uniform_mass": uniform + 0.1,
+                "uniform_mass_without_readout": uniform}
+        records[spec] = Record(spec, {"test": test, "final_train_loss": loss, "stopped_at": 10}, Path())
     return records
 
 
 def test_circuits_claims_are_judged_from_records_alone():
     from qkdyn.empirical.circuits.study import CircuitsStudy
 
+    study = CircuitsStudy(task="vader", seeds=(0, 1, 2))  # quick: target loss 50, control arm all x30
+    specs = study.plan("quick")
+    assert {(s.params["arm"], s.params["ratio"]) for s in specs} == {("qk", 1.0), ("qk", 30.0), ("all", 30.0)}
+    sharper, beyond = judge(study, "quick", specs, _circuits_records(study, gain=0.2))
+    assert sharper.id == "vader QK x30" and sharper.parts["sharper attention"] == "holds"
+    assert beyond.id == "vader QK x30 beyond all x30" and beyond.verdict == "holds"
+    assert sharper.stats["attention mass (primary)"]["mde"] > 0  # the detectable effect beside the verdict
+    flat, _ = judge(study, "quick", specs, _circuits_records(study, gain=-0.2))
+    assert flat.parts["sharper attention"] != "holds"
+    _, everything = judge(study, "quick", specs, _circuits_records(study, gain=0.2, all_gain=0.2))
+    assert everything.verdict != "holds"  # faster everything sharpens as much: not a QK effect
+
+
+def test_circuits_baseline_at_uniform_or_off_target_is_inconclusive():
+    """A same-lr arm whose mass is uniform attention's cannot be the baseline of a 'sharper' verdict;
+    nor can runs that stopped above the target training loss (not at matched loss)."""
+    from qkdyn.empirical.circuits.study import CircuitsStudy
+
     study = CircuitsStudy(task="vader", seeds=(0, 1, 2))
     specs = study.plan("quick")
-    (sharper,) = judge(study, "quick", specs, _circuits_records(study, gain=0.2))
-    assert sharper.id == "vader QK x30" and sharper.parts["sharper attention"] == "holds"
-    (flat,) = judge(study, "quick", specs, _circuits_records(study, gain=-0.2))
-    assert flat.parts["sharper attention"] != "holds"
+    for records, unmet in ((_circuits_records(study, gain=0.2, uniform=0.2), "attends away from uniform"),
+                           (_circuits_records(study, gain=0.2, loss=60.0), "reached the target training loss")):
+        sharper, beyond = judge(study, "quick", specs, records)
+        for claim in (sharper, beyond):
+            assert claim.verdict == "inconclusive" and all(v == "inconclusive" for v in claim.parts.values())
+            assert [p["name"] for p in claim.preconditions if not p["met"]][0].endswith(unmet)
