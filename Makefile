@@ -22,12 +22,14 @@ verify: $(STAMP)
 verify-quick: $(STAMP)
 	$(BIN)/qkdyn verify --quick
 
+# `-n auto`: one pytest worker per core (xdist); `loadgroup` keeps the tests that share the built
+# API tree (docs site, type check) on one worker
 test: $(STAMP)
-	$(BIN)/python -m pytest tests --durations=15
+	$(BIN)/python -m pytest tests -n auto --dist loadgroup --durations=15
 
 # the suite without the tests marked slow (pyproject's `slow` marker); CI runs `make test`
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest tests -m "not slow"
+	$(BIN)/python -m pytest tests -n auto --dist loadgroup -m "not slow"
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks

@@ -277,11 +277,13 @@ def flag_of(field: dataclasses.Field) -> str:
     return (domain.flag if domain and domain.flag else "--" + flag_name(field.name))
 
 
-def add_config_flags(parser, cls, *, defaults: dict | None = None, skip=(), all_none: bool = False) -> None:
+def add_config_flags(parser, cls, *, defaults: dict | None = None, skip=(), all_none: bool = False,
+                     default_from: str = "--preset") -> None:
     """One flag per field of dataclass ``cls`` that declares a domain (``skip``: names left out).
 
     The default is the field's own, ``defaults[name]`` if given, or None for every field with
-    ``all_none`` (the value is then filled in later, e.g. from a preset)."""
+    ``all_none`` (the value is then filled in later from what ``default_from`` names, e.g. a preset,
+    and the help says so)."""
     defaults = defaults or {}
     for field in dataclasses.fields(cls):
         domain = domain_of(field)
@@ -293,15 +295,18 @@ def add_config_flags(parser, cls, *, defaults: dict | None = None, skip=(), all_
             default = defaults[field.name]
         else:
             default = field.default if field.default is not dataclasses.MISSING else field.default_factory()
-        add_flag(parser, field.name, domain, default, flag_of(field))
+        add_flag(parser, field.name, domain, default, flag_of(field),
+                 none_means=f"set by {default_from}" if all_none else "")
 
 
-def add_flag(parser, dest: str, domain: Domain | dict, default, flag: str | None = None) -> None:
-    """One flag for field ``dest`` of the given domain (a :class:`Domain` or its metadata dict)."""
+def add_flag(parser, dest: str, domain: Domain | dict, default, flag: str | None = None,
+             none_means: str = "") -> None:
+    """One flag for field ``dest`` of the given domain (a :class:`Domain` or its metadata dict);
+    ``none_means`` says in the help what a default of None stands for."""
     domain = domain[KEY] if isinstance(domain, dict) else domain
     flag = flag or "--" + flag_name(dest)
     if default is None:
-        shown = ""
+        shown = f" (default: {none_means})" if none_means else ""
     else:
         shown = f" (default {','.join(map(str, default)) if isinstance(default, tuple) else default})"
     if domain.boolean:

@@ -16,7 +16,7 @@ _HELP = {
     "eta_qk": "learning rate of the QK circuit", "eta_ov": "learning rate of the OV circuit",
     "qk0": "initial attention logit gap qk", "ov0": "initial output margin ov",
     "b": "scale constant b of the authors' reduced form (--param paper)",
-    "attn0": "initial attention on the distinct tokens, in (0, 1); sets qk instead of --qk0",
+    "attn0": "initial attention on the distinct tokens, in (0, 1); sets qk instead of --qk0 (default: from --qk0)",
 }
 
 

@@ -244,7 +244,7 @@ def assert_grows_like(trajectory: Trajectory, quantity: str | Callable, law: str
     failed = [c for c in results if not c.passed]
     if failed:
         name = quantity if isinstance(quantity, str) else getattr(quantity, "__name__", "quantity")
-        shown = law if isinstance(law, (str, Law)) else f"(log t)^{float(law):g}"
+        shown = law if isinstance(law, (str, Law)) else Law.log_power(float(law))
         t2 = trajectory.t[-1] if window[1] is None else window[1]
         raise AssertionError(
             f"{trajectory.param} (rho = {trajectory.setting.rho:g}): {name} does not grow like {shown} on t in "

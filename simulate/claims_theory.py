@@ -138,6 +138,8 @@ READINGS = {  # name -> (log y along a trajectory, exponent p of the paper's law
     "exp(qk)": (lambda tr: tr.qk, 2.0),
     "odds": (lambda tr: tr.log_odds, 2.0),
 }
+#: the paper's law of each reading as a person writes it ("log t", "(log t)^2"; growth.Law's spelling)
+PAPER_LAWS = {name: str(growth.Law.log_power(p)) for name, (_, p) in READINGS.items()}
 
 
 def derived_log_readings(tr: Trajectory, t: np.ndarray) -> dict[str, np.ndarray]:
@@ -238,7 +240,7 @@ def check_a3(setting: Setting, read_at, t_far: float, figures: Path, laws=derive
     law_error = {param: max(abs(v) for v in evidence[param]["law_check"][last].values()) for param in ALL_PARAMS}
     # one part per reading (it holds when it holds for every parameterisation; which ones do: evidence),
     # and one that the derived laws (with all their factors) describe the measured growth
-    parts = {f"{name} ~ log^{READINGS[name][1]:g} t": "holds" if len(held[name]) == len(ALL_PARAMS) else
+    parts = {f"{name} ~ {PAPER_LAWS[name]}": "holds" if len(held[name]) == len(ALL_PARAMS) else
              "fails" if len(held[name]) + len(unknown[name]) < len(ALL_PARAMS) else "inconclusive" for name in READINGS}
     parts["derived laws (all factors) match the measured late growth"] = (
         "holds" if all(confirmed.values()) else "fails")
@@ -251,7 +253,7 @@ def check_a3(setting: Setting, read_at, t_far: float, figures: Path, laws=derive
         "power of log t would make it fail); an unconfirmed law leaves the reading inconclusive. Derived laws confirmed: "
         + ", ".join(f"{param} {'yes' if ok else 'NO'}" for param, ok in confirmed.items())
         + ". Which reading grows like the paper says: "
-        + "; ".join(f"{name} ~ (log t)^{READINGS[name][1]:g}: {', '.join(held[name]) or 'none'}" for name in READINGS)
+        + "; ".join(f"{name} ~ {PAPER_LAWS[name]}: {', '.join(held[name]) or 'none'}" for name in READINGS)
         + ". Derived: " + "; ".join(f"{param} e^qk ~ {log_t_exponents(param)['exp(qk)']}" for param in ALL_PARAMS)
         + f". Largest relative error of the derived laws (with constants) at t = {last}: "
         + ", ".join(f"{param} {err:.2%}" for param, err in law_error.items())

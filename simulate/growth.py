@@ -100,6 +100,11 @@ class Law:
             terms.append((coef, powers[0], powers[1], powers[2]))
         return cls(tuple(terms))
 
+    @classmethod
+    def log_power(cls, p: float) -> Law:
+        """The law (log t)^p (``str``: "log t" for p = 1, "(log t)^2" for p = 2)."""
+        return cls(((1.0, float(p), 0.0, 0.0),))
+
     @property
     def leading(self) -> tuple[float, float, float]:
         """(p, q, r) of the fastest-growing term."""

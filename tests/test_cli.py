@@ -126,3 +126,19 @@ def test_help_shows_defaults_version_and_did_you_mean(capsys):
     assert "(default: figures)" in " ".join(capsys.readouterr().out.split())
     assert main(["verify", "--executor", "rya"]) == 2
     assert "did you mean 'ray'" in capsys.readouterr().err
+
+
+def test_every_option_help_states_its_default():
+    """`--help` of every command shows each option's default (a value, or what sets it, e.g. --preset)."""
+    import argparse
+
+    from qkdyn.cli import _HelpFormatter, build_parser
+
+    subcommands = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    no_value = (argparse._HelpAction, argparse._VersionAction, argparse._StoreTrueAction,
+                argparse._StoreFalseAction, argparse._StoreConstAction)
+    silent = [f"{name} {action.option_strings[0]}"
+              for name, parser in subcommands.choices.items() for action in parser._actions
+              if action.option_strings and not action.required and not isinstance(action, no_value)
+              and "default" not in (_HelpFormatter(name)._get_help_string(action) or "")]
+    assert not silent, silent

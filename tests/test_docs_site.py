@@ -4,9 +4,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.xdist_group("api-tree")  # both build build/api-tree: one worker runs them in turn
 def test_the_docs_site_builds_strictly_with_a_generated_api_reference(tmp_path):
     site = tmp_path / "site"
     out = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)], cwd=ROOT,

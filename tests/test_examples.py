@@ -18,10 +18,12 @@ def test_the_growth_law_example_is_a_passing_pytest_file(tmp_path):
     assert "4 passed" in out.stdout
 
 
-def test_the_overlay_example_writes_a_png(tmp_path):
+def test_the_overlay_example_writes_a_png_and_pdf_in_the_qkdyn_style(tmp_path):
     out = run(str(EXAMPLES / "overlay_plot.py"), str(tmp_path / "two.png"), cwd=tmp_path)
     assert out.returncode == 0, out.stderr
+    assert "FigureLayoutWarning" not in out.stderr, out.stderr  # save_png warns on a missing label or overlap
     assert (tmp_path / "two.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (tmp_path / "two.pdf").read_bytes()[:5] == b"%PDF-"
 
 
 def test_the_conjecture_example_prints_a_computed_verdict(tmp_path):

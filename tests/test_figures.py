@@ -83,3 +83,68 @@ def test_every_synthetic_experiment_figure_renders_without_overlaps_and_with_lab
         plots.fixed_attention(runs, {(f, a): (np.exp(-a * t), a * np.exp(-t)) for f in forms for a in (0.2, 0.8)},
                               tmp_path / "fixed.png")
     assert len(list(tmp_path.glob("*.png"))) == len(list(tmp_path.glob("*.pdf"))) == 8
+
+
+def _stat(values):
+    from qkdyn.stats import sample_summary
+    return sample_summary(values)
+
+
+def test_every_transformer_circuits_figure_renders_without_overlaps_and_with_labels(tmp_path):
+    """``compare-circuits``' four figures from tiny fake records (two seeds, two QK multipliers)."""
+    from qkdyn import atomic
+    from qkdyn.empirical.circuits import plots
+
+    thresholds = list(np.linspace(0.0, 1.0, 11))
+    mults, rng = [1.0, 10.0], np.random.default_rng(0)
+    results = {m: [{"test": {"thresholds": thresholds, "ac_curve": list(np.linspace(1, 0, 11) ** (1 + seed + m / 10)),
+                             "dtap_percent": (100 * rng.dirichlet(np.ones(25)).reshape(5, 5)).tolist()}}
+                   for seed in range(2)] for m in mults}
+    summary = {m: {key: _stat([0.7 + 0.01 * m, 0.72 + 0.01 * m]) for key in ("accuracy", "attention_mass")}
+               for m in mults}
+    run_dirs = {}
+    for m in mults:
+        run_dirs[m] = []
+        for seed in range(2):
+            d = tmp_path / "runs" / f"{m:g}-{seed}"
+            d.mkdir(parents=True)
+            atomic.write_text(d / "metrics.jsonl", "".join(
+                f'{{"step": {s}, "dev_accuracy": {0.5 + s / 400}, "dev_attention_mass": {0.2 + s / 300}}}\n'
+                for s in (0, 50, 100)))
+            run_dirs[m].append(d)
+    out = tmp_path / "figures"
+    out.mkdir()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", figures.FigureLayoutWarning)
+        paths = plots.plot_all("sva", results, summary, run_dirs, "accuracy", out)
+    assert len(paths) == 4
+    assert sorted(p.stem for p in out.glob("*.png")) == sorted(p.stem for p in out.glob("*.pdf"))
+
+
+def test_every_coupled_figure_renders_without_overlaps_and_with_labels(tmp_path):
+    """``compare-coupled``'s figures (and the scale trend's) from tiny fake tables."""
+    from qkdyn.empirical.coupled import report
+
+    variants = ("standard", "coupled-euler")
+    strength = {"coupling": {"init": 0.01, "final": 0.05}}
+    perplexity = {corpus: {v: {"val_ppl": _stat([30.0 + i, 31.0 + i]), "strength": strength} for i, v in enumerate(variants)}
+                  for corpus in ("wikitext", "openwebtext")}
+    tokens = [0, 1000, 2000, 4000]
+    result = {"coherent": "wikitext",
+              "tables": {"perplexity": perplexity,
+                         "steps": {"short": {1: _stat([30, 31]), 2: _stat([29, 30])},
+                                   "long": {1: _stat([25, 26]), 2: _stat([24, 25])}},
+                         "mqar": {task: {v: {"acc_T64": _stat([0.5, 0.6]), "acc_T128": _stat([0.4, 0.5]),
+                                             "mqar_acc": _stat([0.45, 0.55])} for v in variants}
+                                  for task in ("kv4", "kv8")}},
+              "curves": {v: {"tokens": tokens, "val_ppl": [100, 60, 40, 30 + i]} for i, v in enumerate(variants)}}
+    result["curves"]["standard (200 steps)"] = {"tokens": tokens, "val_ppl": [100, 70, 50, 40]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", figures.FigureLayoutWarning)
+        written = report.write_plots(result, tmp_path)
+        trend = [{"non-embedding parameters": n, "gap (log ppl)": g, "ci low": g - 0.02, "ci high": g + 0.02}
+                 for n, g in ((1e6, -0.06), (4e6, -0.05), (1.6e7, -0.01))]
+        report.write_trend_report({"rows": trend, "coherent": "wikitext", "claims": []},
+                                  {"tokenizer": "byte-level BPE", "seeds": 2}, tmp_path / "trend")
+    assert len(written) == 5 and (tmp_path / "trend" / "scale_trend.pdf").exists()
+    assert sorted(p.stem for p in tmp_path.glob("*.png")) == sorted(p.stem for p in tmp_path.glob("*.pdf"))

@@ -177,6 +177,28 @@ def test_phase_diagram_boundaries_match_direct_evaluation():
         assert first == rhos[np.argmax(direct >= caco_one)]
 
 
+def test_phase_diagram_colours_only_the_computed_range_without_steps_between_rows(tmp_path, monkeypatch):
+    """The A5 panels colour the grid's points and interpolate between them (no cell reaching below
+    m = 1: drawn as cells m +- 1/2, the m = 1 row covered m/n = 1/(2n)..3/(2n) and its edge with m = 2
+    showed as a seam at m/n = 0.0625 on the log axis); and the closed form itself is smooth there (no
+    branch switch): attn at m = 1 is where the quadratic through m = 2, 3, 4 puts it, to within 30% of
+    the step from m = 1 to 2 (attn = log m gives 24%) or 2e-3 (half of one of the 256 colour levels)."""
+    from qkdyn.simulate import phase
+
+    rhos = np.geomspace(0.01, 100, 17)
+    d = phase.diagram(Setting(), "m/n", rhos, 4, 1e-3)
+    for param in phase.EXACT_PARAMS:
+        a = d.attn[param]
+        off = np.abs(a[0] - (3 * a[1] - 3 * a[2] + a[3]))
+        assert np.all(off <= 0.3 * np.abs(a[1] - a[0]) + 2e-3), (param, off, a[1] - a[0])
+    drawn = {}
+    monkeypatch.setattr(phase, "save", lambda fig, directory, name: drawn.setdefault("fig", fig) and name)
+    phase.plot([d], 1e-3, tmp_path)
+    for ax in drawn["fig"].axes[:len(phase.EXACT_PARAMS)]:
+        assert ax.get_ylim() == pytest.approx((d.y[0], d.y[-1])) and ax.get_xlim() == pytest.approx((rhos[0], rhos[-1]))
+        assert ax.collections[0]._shading == "gouraud"
+
+
 def test_derive_prints_the_a4_derivative_and_its_proof(capsys):
     assert main(["derive", "--param", "paper"]) == 0
     out = capsys.readouterr().out

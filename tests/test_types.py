@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "docs" / "_hooks"))
-import package_tree  # noqa: E402
 
 #: the public surface: the package's entry point, the testing helpers, figures, the result types' exports
 CHECKED = ["qkdyn/__init__.py", "qkdyn/testing.py", "qkdyn/figures.py", "qkdyn/report.py",
@@ -18,7 +18,11 @@ CHECKED = ["qkdyn/__init__.py", "qkdyn/testing.py", "qkdyn/figures.py", "qkdyn/r
            "qkdyn/theory/setting.py"]
 
 
+@pytest.mark.xdist_group("api-tree")  # both build build/api-tree: one worker runs them in turn
 def test_mypy_passes_on_the_public_api():
+    sys.path.insert(0, str(ROOT / "docs" / "_hooks"))
+    import package_tree  # builds build/api-tree on import: inside the test, so only its xdist group does
+
     package_tree.on_config(None)
     out = subprocess.run([sys.executable, "-m", "mypy", "--follow-imports=silent", "--ignore-missing-imports",
                           "--cache-dir", str(ROOT / "build" / "mypy-cache"), *CHECKED],

@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 
 from qkdyn import atomic
-from qkdyn.figures import save_png
+from qkdyn.figures import PALETTE, plt, save_png
 from qkdyn.report import write_claims_report
 
 VARIANT_ORDER = ("standard", "coupled-euler", "coupled-leapfrog", "mlp-only", "mlp-only-shared", "mlp-only-q", "diff")
@@ -30,17 +30,11 @@ def _variants(table: dict) -> list[str]:
     return [v for v in VARIANT_ORDER if v in table]
 
 
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def write_plots(result: dict, out: Path) -> list[str]:
-    plt, tables, written = _plt(), result["tables"], []
+    """The study's figures in the qkdyn style (:mod:`qkdyn.figures`: every axis labelled, PNG + PDF):
+    perplexity by variant, evaluation curves, coupling strength, the coupling-steps sweep, MQAR accuracy.
+    Returns the written names."""
+    tables, written = result["tables"], []
 
     def save(fig, name):
         save_png(fig, out / name)
@@ -48,25 +42,27 @@ def write_plots(result: dict, out: Path) -> list[str]:
 
     if tables["perplexity"]:
         corpora = list(tables["perplexity"])
-        fig, axes = plt.subplots(1, len(corpora), figsize=(5.5 * len(corpora), 4), squeeze=False)
+        fig, axes = plt.subplots(1, len(corpora), figsize=(3.4 * len(corpora), 3.2), squeeze=False)
         for ax, corpus in zip(axes[0], corpora):
             table = tables["perplexity"][corpus]
             names = _variants(table)
             stats = [table[v]["val_ppl"] for v in names]
             ax.bar(names, [s["mean"] for s in stats], yerr=[0 if math.isnan(s["std"]) else s["std"] for s in stats],
-                   capsize=4, color="#4477aa")
+                   capsize=4, color=PALETTE[0], alpha=0.7)
             for i, s in enumerate(stats):
                 ax.plot([i] * s["n"], s["values"], "k.", ms=4)
             lo = min(min(s["values"]) for s in stats)
             hi = max(max(s["values"]) for s in stats)
             ax.set_ylim(lo - 0.3 * (hi - lo + 1e-9), hi + 0.3 * (hi - lo + 1e-9))
-            ax.set_title(f"{corpus}: final validation perplexity")
-            ax.set_ylabel("per-token perplexity (mean ± sd, dots: seeds)")
+            ax.set(title=f"{corpus}: final validation", xlabel="variant",
+                   ylabel="per-token perplexity\n(mean ± sd, dots: seeds)")
             ax.tick_params(axis="x", rotation=30)
+            for label in ax.get_xticklabels():
+                label.set_horizontalalignment("right")
         save(fig, "perplexity_by_variant.png")
 
     if result["curves"]:
-        fig, ax = plt.subplots(figsize=(6.5, 4.5))
+        fig, ax = plt.subplots(figsize=(4.2, 3.2))
         for label, c in sorted(result["curves"].items()):
             ax.plot(c["tokens"][1:], c["val_ppl"][1:], label=label, lw=2 if "(" not in label else 1,
                     ls="-" if "(" not in label else "--")
@@ -74,40 +70,40 @@ def write_plots(result: dict, out: Path) -> list[str]:
         ax.set_ylabel("validation perplexity (mean over seeds)")
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_title(f"{result['coherent']}: evaluation curves (each run its own schedule)")
-        ax.legend(fontsize=7)
+        ax.set_title(f"{result['coherent']}: evaluation curves\n(each run its own schedule)")
+        ax.legend()
         save(fig, "sample_efficiency.png")
 
     strength_rows = [(c, v, s["strength"]["coupling"]) for c, t in tables["perplexity"].items() for v, s in t.items()
                      if "coupling" in s["strength"]]
     if strength_rows:
-        fig, ax = plt.subplots(figsize=(6, 4))
+        fig, ax = plt.subplots(figsize=(max(3.6, 1.1 * len(strength_rows)), 3.2))
         labels = [f"{v}\n{c}" for c, v, _ in strength_rows]
         x = range(len(strength_rows))
         ax.bar([i - 0.2 for i in x], [s["init"] for _, _, s in strength_rows], 0.4, label="at init")
         ax.bar([i + 0.2 for i in x], [s["final"] for _, _, s in strength_rows], 0.4, label="after training")
         ax.set_xticks(list(x), labels, fontsize=7)
-        ax.set_ylabel("|dt f(q)| / |k|")
-        ax.set_title("coupling strength")
+        ax.set(xlabel="variant, corpus", ylabel="|dt f(q)| / |k|", title="coupling strength")
         ax.legend()
         save(fig, "coupling_strength.png")
 
     if tables["steps"]:
-        fig, ax = plt.subplots(figsize=(5, 4))
+        fig, ax = plt.subplots(figsize=(3.6, 3.0))
         for horizon, sweep in tables["steps"].items():
             ns = sorted(sweep)
             ax.errorbar(ns, [sweep[n]["mean"] for n in ns],
                         yerr=[0 if math.isnan(sweep[n]["std"]) else sweep[n]["std"] for n in ns],
                         fmt="o-", capsize=4, label=horizon)
+        ax.set_xticks(sorted({n for sweep in tables["steps"].values() for n in sweep}))  # n is a whole number
         ax.legend()
         ax.set_xlabel("coupling steps n (Euler)")
-        ax.set_ylabel("final validation perplexity (mean ± sd)")
+        ax.set_ylabel("final validation perplexity\n(mean ± sd)")
         ax.set_title(f"{result['coherent']}: coupling steps")
         save(fig, "coupling_steps.png")
 
     if tables["mqar"]:
         tasks = sorted(tables["mqar"])
-        fig, axes = plt.subplots(1, len(tasks), figsize=(5 * len(tasks), 4), squeeze=False)
+        fig, axes = plt.subplots(1, len(tasks), figsize=(3.4 * len(tasks), 3.0), squeeze=False)
         for ax, task in zip(axes[0], tasks):
             table = tables["mqar"][task]
             names = _variants(table)
@@ -119,9 +115,8 @@ def write_plots(result: dict, out: Path) -> list[str]:
                        label=v, capsize=3)
             ax.set_xticks([j + 0.4 - width / 2 for j in range(len(settings))], settings)
             ax.set_ylim(0, 1.05)
-            ax.set_ylabel("accuracy (mean ± sd over seeds)")
-            ax.set_title(f"MQAR {task}")
-            ax.legend()
+            ax.set(xlabel="evaluation setting", ylabel="accuracy (mean ± sd over seeds)", title=f"MQAR {task}")
+        axes[0][0].legend()
         save(fig, "mqar_accuracy.png")
     return written
 
@@ -246,8 +241,7 @@ def write_trend_report(result: dict, context: dict, out_dir: str | Path) -> list
     out.mkdir(parents=True, exist_ok=True)
     rows, plots = result["rows"], []
     if rows:
-        plt = _plt()
-        fig, ax = plt.subplots(figsize=(6, 4))
+        fig, ax = plt.subplots(figsize=(4.2, 3.2))
         x = [r["non-embedding parameters"] for r in rows]
         y = [r["gap (log ppl)"] for r in rows]
         err = [[r["gap (log ppl)"] - r["ci low"] for r in rows], [r["ci high"] - r["gap (log ppl)"] for r in rows]]

@@ -26,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="gd (population), sgd (sampled batches) or adam; lr = H * eta_c per circuit")
     parser.add_argument("--seed", type=seed, default=None, help="seed of the sampled batches (sgd, adam; default 0)")
     parser.add_argument("--points", type=positive_int, default=200, help="log-spaced output rows (default 200)")
-    parser.add_argument("--at", help="comma-separated times; the step nearest each appears as a row")
+    parser.add_argument("--at", help="comma-separated times; the step nearest each appears as a row (default: none)")
     parser.add_argument("--out", required=True, help="output CSV path")
 
 

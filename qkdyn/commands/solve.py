@@ -14,10 +14,10 @@ HELP = "solve the reduced gradient-flow ODE to --t-max or --until-loss and write
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_setting_flags(parser)
     stop = parser.add_argument_group("horizon (one or both)")
-    stop.add_argument("--t-max", type=horizon, help="final gradient-flow time (at least 1e-100)")
-    stop.add_argument("--until-loss", type=finite_float, help="stop when the loss reaches this value")
+    stop.add_argument("--t-max", type=horizon, help="final gradient-flow time (at least 1e-100; default: none, then --until-loss is needed)")
+    stop.add_argument("--until-loss", type=finite_float, help="stop when the loss reaches this value (default: none, then --t-max is needed)")
     parser.add_argument("--points", type=positive_int, default=200, help="log-spaced output rows (default 200)")
-    parser.add_argument("--at", help="comma-separated times that must appear as exact rows")
+    parser.add_argument("--at", help="comma-separated times that must appear as exact rows (default: none)")
     parser.add_argument("--method", default="DOP853", choices=("DOP853", "LSODA", "Radau", "BDF"),
                         help="integrator (default DOP853, compiled; LSODA, Radau and BDF are scipy's, with the "
                              "analytic Jacobian)")
