@@ -12,6 +12,8 @@ $(STAMP): pyproject.toml
 	# CPU build of torch first, so the project's `torch>=2.2` installs nothing more.
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet -e '.[test]'
+	# numba's compilation of the kernels and integrator, once here instead of in the first solves
+	$(BIN)/python -m qkdyn.simulate.warm
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -1,6 +1,7 @@
-"""Run a study's missing specs: ``local`` (a process pool) or ``ray`` (tasks on a Ray cluster).
+"""Run the missing specs of one or more studies (:func:`execute_all`, one queue for all of them):
+``local`` (a process pool) or ``ray`` (tasks on a Ray cluster).
 
-Both yield each finished :class:`qkdyn.studies.Record` as it arrives (in completion order) and
+Both yield each finished (study, :class:`qkdyn.studies.Record`) as it arrives (in completion order) and
 write it under ``runs_dir`` (atomic), so an interrupted driver loses at most the runs in flight.
 
 * ``local``: with one worker the runs go one after another in this process; with more, a
@@ -32,33 +33,37 @@ def run_one(study_name: str, spec_json: str, runs_dir: str) -> dict:
     return study.run(RunSpec.from_dict(json.loads(spec_json)), runs_dir).result
 
 
-def execute(study: Study, specs: list[RunSpec], runs_dir: str | Path, executor: str = "local",
-            workers: int = 1, ray_address: str | None = None) -> Iterator[Record]:
-    """Run ``specs`` of ``study`` (the caller passes the missing ones); yield each record as it finishes."""
+def execute_all(jobs: list[tuple[Study, list[RunSpec]]], runs_dir: str | Path, executor: str = "local",
+                workers: int = 1, ray_address: str | None = None) -> Iterator[tuple[Study, Record]]:
+    """Run the specs of several studies in one pool (``jobs``: (study, missing specs) pairs, queued in
+    that order, so the workers stay busy across studies and start once); yield (study, record) as each
+    run finishes."""
     if executor not in EXECUTORS:
         from qkdyn.suggest import unknown_choice
 
         raise InputError(unknown_choice("executor", executor, EXECUTORS))
-    if not specs:
+    queue = [(study, spec) for study, specs in jobs for spec in specs]
+    if not queue:
         return
     if executor == "ray":
-        yield from _ray(study, specs, runs_dir, ray_address)
-    elif workers <= 1 or len(specs) == 1:
-        for spec in specs:
-            yield study.run(spec, runs_dir)
+        yield from _ray(queue, runs_dir, ray_address)
+    elif workers <= 1 or len(queue) == 1:
+        for study, spec in queue:
+            yield study, study.run(spec, runs_dir)
     else:
-        yield from _pool(study, specs, runs_dir, workers)
+        yield from _pool(queue, runs_dir, workers)
 
 
-def _pool(study: Study, specs: list[RunSpec], runs_dir, workers: int) -> Iterator[Record]:
+def _pool(queue: list[tuple[Study, RunSpec]], runs_dir, workers: int) -> Iterator[tuple[Study, Record]]:
     context = multiprocessing.get_context("spawn")
-    pool = concurrent.futures.ProcessPoolExecutor(min(workers, len(specs)), mp_context=context,
+    pool = concurrent.futures.ProcessPoolExecutor(min(workers, len(queue)), mp_context=context,
                                                   initializer=die_with_parent)
     try:
-        futures = {pool.submit(run_one, study.name, spec.to_json(), str(runs_dir)): spec for spec in specs}
+        futures = {pool.submit(run_one, study.name, spec.to_json(), str(runs_dir)): (study, spec)
+                   for study, spec in queue}
         for future in concurrent.futures.as_completed(futures):
-            spec = futures[future]
-            yield Record(spec, future.result(), study.record_path(spec, Path(runs_dir)).with_suffix(""))
+            study, spec = futures[future]
+            yield study, Record(spec, future.result(), study.record_path(spec, Path(runs_dir)).with_suffix(""))
     except BaseException:
         # interrupted (Ctrl-C, SIGTERM, a failed run, the consumer gone): the running workers are
         # killed rather than awaited (records are written atomically, so nothing half-written stays);
@@ -70,7 +75,7 @@ def _pool(study: Study, specs: list[RunSpec], runs_dir, workers: int) -> Iterato
     pool.shutdown(wait=True)
 
 
-def _ray(study: Study, specs: list[RunSpec], runs_dir, address: str | None) -> Iterator[Record]:
+def _ray(queue: list[tuple[Study, RunSpec]], runs_dir, address: str | None) -> Iterator[tuple[Study, Record]]:
     try:
         import ray
     except ImportError:
@@ -81,11 +86,11 @@ def _ray(study: Study, specs: list[RunSpec], runs_dir, address: str | None) -> I
     try:
         task = ray.remote(run_one)
         pending = {task.options(num_cpus=spec.cpus, num_gpus=spec.gpus).remote(
-            study.name, spec.to_json(), str(runs_dir)): spec for spec in specs}
+            study.name, spec.to_json(), str(runs_dir)): (study, spec) for study, spec in queue}
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
-            spec = pending.pop(done[0])
-            yield save(Record(spec, ray.get(done[0]), Path()), runs_dir)
+            study, spec = pending.pop(done[0])
+            yield study, save(Record(spec, ray.get(done[0]), Path()), runs_dir)
     finally:
         if started:
             ray.shutdown()

@@ -71,10 +71,12 @@ def _overlap(a, b, pad: float = 1.0) -> bool:
     return min(a.x1, b.x1) - max(a.x0, b.x0) > pad and min(a.y1, b.y1) - max(a.y0, b.y0) > pad
 
 
-def layout_problems(fig) -> list[str]:
+def layout_problems(fig, *, drawn: bool = False) -> list[str]:
     """Every text artist that overlaps another axes or another axes' text, and every axes or colour
-    bar without a label (tight bounding boxes from a full draw)."""
-    fig.canvas.draw()
+    bar without a label (tight bounding boxes from a full draw; ``drawn``: the figure's canvas holds
+    its current draw already, so none is made here)."""
+    if not drawn:
+        fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
     axes = [ax for ax in fig.get_axes() if ax.get_visible() and ax.axison]
     problems, boxes = [], {}
@@ -108,12 +110,23 @@ def layout_problems(fig) -> list[str]:
 
 def save_png(fig, path: str | os.PathLike) -> Path:
     """Write ``fig`` to ``path`` as a PNG and beside it a PDF (same name, ``.pdf``), atomically, then
-    close it. Each problem :func:`layout_problems` finds is a :class:`FigureLayoutWarning`."""
+    close it. Each problem :func:`layout_problems` finds is a :class:`FigureLayoutWarning`.
+
+    The figure is laid out once: one draw runs the layout engine and gives the layout check and the
+    tight bounding box (``savefig.bbox: tight`` with ``savefig.pad_inches``); both files are then
+    rendered from that layout with the engine off and the box given, so neither save lays out the text
+    again (matplotlib's own ``bbox_inches="tight"`` costs a layout draw and a box per file)."""
     path = Path(path)
+    fig.canvas.draw()
+    problems = layout_problems(fig, drawn=True)  # the layout as saved
+    box = None
+    if matplotlib.rcParams["savefig.bbox"] == "tight":
+        box = fig.get_tightbbox(fig.canvas.get_renderer()).padded(matplotlib.rcParams["savefig.pad_inches"])
+    fig.set_layout_engine("none")  # laid out above: the saves only render
     for target, fmt in ((path, "png"), (path.with_suffix(".pdf"), "pdf")):
         with atomic_path(target) as tmp:
-            fig.savefig(tmp, format=fmt)
-    for problem in layout_problems(fig):  # the layout as saved
+            fig.savefig(tmp, format=fmt, bbox_inches=box)
+    for problem in problems:
         warnings.warn(f"{path.name}: {problem}", FigureLayoutWarning, stacklevel=2)
     plt.close(fig)
     return path

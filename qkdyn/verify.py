@@ -1,13 +1,15 @@
 """The one driver over the study registry (:mod:`qkdyn.studies`): run, judge, render, report.
 
-:func:`drive` takes study names and a budget: for each study it plans the runs, executes the
-missing ones (:mod:`qkdyn.executors`: local process pool or Ray), judges the claims from the records
-and renders the figures, then writes one ``report.md`` + ``report.json``. :func:`verify` is the
+:func:`drive` takes study names and a budget: it plans every study's runs, executes the missing
+ones of all studies in one queue (:mod:`qkdyn.executors`: local process pool or Ray, so the workers
+stay busy across studies), judges each study's claims from its records and renders its figures as
+soon as its last run is in, then writes one ``report.md`` + ``report.json``. :func:`verify` is the
 ``qkdyn verify`` set (theory A1-A5, then A6, the sampled claims and FA).
 
-Progress goes to stderr (tqdm): one bar over the studies, one over the current study's runs with
-an estimate of the time left, refreshed at least every 10 s while a run is in flight. Timings are
-printed there too and never written into the report, so the same runs give the same report.
+Progress goes to stderr (tqdm): one bar over the studies, one over all runs with an estimate of the
+time left, refreshed at least every 10 s while a run is in flight. Timings (each study's finish and
+the whole wall time) are printed there too and never written into the report, so the same runs give
+the same report.
 """
 from __future__ import annotations
 
@@ -60,38 +62,57 @@ def drive(names: Sequence, budget: str, figures: str | Path, runs_dir: str | Pat
     ``compute=False`` runs nothing (``qkdyn report``: judge what has finished)."""
     from tqdm import tqdm
 
-    from qkdyn.executors import execute
+    from qkdyn.executors import execute_all
     from qkdyn.report import write_claims_report
     from qkdyn.studies import find, get, judge
 
     studies = [get(name) if isinstance(name, str) else name for name in names]
     # every plan made and every finished record read before anything is written (bad input: nothing created)
     plans = [(study, study.plan(budget)) for study in studies]
-    found_before = [find(study, specs, runs_dir) for study, specs in plans]
+    found = [find(study, specs, runs_dir) for study, specs in plans]
     figures, runs_dir = _make_dir(Path(figures), "--figures"), _make_dir(Path(runs_dir), "--runs")
-    claims, plots, context = [], [], {"budget": budget}
+    missing = [[s for s in specs if s not in records] if compute else [] for (_, specs), records in zip(plans, found)]
+    judged: dict[int, tuple[list, list]] = {}
+    context = {"budget": budget}
     start = time.perf_counter()
-    outer = tqdm(list(zip(plans, found_before)), desc="studies", unit="study", position=0, file=sys.stderr,
-                 disable=not progress, dynamic_ncols=True)
-    for (study, specs), records in outer:
-        outer.set_postfix_str(study.name)
-        missing = [s for s in specs if s not in records] if compute else []
-        clock = time.perf_counter()
-        with tqdm(total=len(specs), initial=len(records), desc=f"  {study.name} runs", unit="run", position=1,
-                  leave=False, file=sys.stderr, disable=not progress, dynamic_ncols=True) as bar, _heartbeat(bar):
-            for record in execute(study, missing, runs_dir, executor, workers, ray_address):
-                records[record.spec] = record
-                bar.set_postfix_str(record.spec.name)
-                bar.update()
-        found = judge(study, budget, specs, records)
-        if len(records) == len(specs):
-            plots += study.render([records[s] for s in specs], found, figures)
-        claims += found
+    outer = tqdm(total=len(plans), desc="studies", unit="study", position=0, file=sys.stderr, disable=not progress,
+                 dynamic_ncols=True)
+    bar = tqdm(total=sum(len(specs) for _, specs in plans), initial=sum(map(len, found)), desc="  runs", unit="run",
+               position=1, leave=False, file=sys.stderr, disable=not progress, dynamic_ncols=True)
+
+    def conclude(index: int) -> None:
+        """Judge and render study ``index`` (its runs are all in, or nothing more is computed)."""
+        (study, specs), records = plans[index], found[index]
+        claims = judge(study, budget, specs, records)
+        plots = study.render([records[s] for s in specs], claims, figures) if len(records) == len(specs) else []
+        judged[index] = (claims, plots)
         context[study.name] = study.context(budget)
-        tqdm.write(f"[{time.perf_counter() - start:7.1f}s] {study.name}: {len(missing)} of {len(specs)} runs computed "
-                   f"in {time.perf_counter() - clock:.1f}s, {len(found)} claims", file=sys.stderr)
+        outer.update()
+        tqdm.write(f"[{time.perf_counter() - start:7.1f}s] {study.name}: {len(missing[index])} of {len(specs)} runs "
+                   f"computed, {len(claims)} claims", file=sys.stderr)
+
+    # one pool for every study's missing runs (both cores busy across studies); each study is judged
+    # and rendered here as soon as its last run is in, while the workers go on with the next ones
+    index_of = {id(study): i for i, (study, _) in enumerate(plans)}
+    with bar, outer, _heartbeat(bar):
+        for i in range(len(plans)):
+            if not missing[i]:
+                conclude(i)
+        jobs = [(study, todo) for (study, _), todo in zip(plans, missing) if todo]
+        for study, record in execute_all(jobs, runs_dir, executor, workers, ray_address):
+            i = index_of[id(study)]
+            found[i][record.spec] = record
+            bar.set_postfix_str(f"{study.name}/{record.spec.name}")
+            bar.update()
+            if all(s in found[i] for s in missing[i]):
+                conclude(i)
+    claims, plots = [], []
+    for i in range(len(plans)):
+        claims += judged[i][0]
+        plots += judged[i][1]
     write_claims_report(figures, claims, title=title, context=context, plots=plots, intro=intro)
-    sys.stderr.write(f"[{time.perf_counter() - start:7.1f}s] wrote {figures / 'report.md'}\n")
+    sys.stderr.write(f"[{time.perf_counter() - start:7.1f}s] wrote {figures / 'report.md'} (wall time "
+                     f"{time.perf_counter() - start:.1f} s)\n")
     return claims
 
 

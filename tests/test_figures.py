@@ -100,7 +100,8 @@ def test_every_transformer_circuits_figure_renders_without_overlaps_and_with_lab
     results = {m: [{"test": {"thresholds": thresholds, "ac_curve": list(np.linspace(1, 0, 11) ** (1 + seed + m / 10)),
                              "dtap_percent": (100 * rng.dirichlet(np.ones(25)).reshape(5, 5)).tolist()}}
                    for seed in range(2)] for m in mults}
-    summary = {m: {key: _stat([0.7 + 0.01 * m, 0.72 + 0.01 * m]) for key in ("accuracy", "attention_mass")}
+    summary = {m: {key: _stat([0.7 + 0.01 * m, 0.72 + 0.01 * m]) for key in ("accuracy", "attention_mass",
+                                                                                 "attention_mass_without_readout")}
                for m in mults}
     run_dirs = {}
     for m in mults:
@@ -109,8 +110,9 @@ def test_every_transformer_circuits_figure_renders_without_overlaps_and_with_lab
             d = tmp_path / "runs" / f"{m:g}-{seed}"
             d.mkdir(parents=True)
             atomic.write_text(d / "metrics.jsonl", "".join(
-                f'{{"step": {s}, "dev_accuracy": {0.5 + s / 400}, "dev_attention_mass": {0.2 + s / 300}}}\n'
-                for s in (0, 50, 100)))
+                f'{{"step": {s}, "dev_accuracy": {0.5 + s / 400}, "dev_attention_mass": {0.2 + s / 300}, '
+                f'"dev_attention_mass_without_readout": {0.1 + s / 300}}}\n'
+                for s in (0, 50, 100)[: 3 - seed]))  # seed 1 stopped earlier (its target loss)
             run_dirs[m].append(d)
     out = tmp_path / "figures"
     out.mkdir()

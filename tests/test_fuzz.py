@@ -157,8 +157,8 @@ CASES += [
     ("compare-circuits corrupt run record", COMPARE[:8] + ["badruns"] + COMPARE[9:]),
     ("compare-circuits empty mults", COMPARE + ["--mults", ","]),
 ]
-_FA_SPEC = ('{"study": "fixed-attention", "name": "collapsed_a0.2_s0", "config": {"alpha": 0.2, "checkpoints": 6, '
-            '"eval_size": 1024, "form": "collapsed", "seed": 0, "steps": 250}}')
+_FA_SPEC = ('{"study": "fixed-attention", "name": "collapsed", "config": {"alphas": [0.2, 0.6, 1.0], "checkpoints": 6, '
+            '"eval_size": 1024, "form": "collapsed", "seeds": [0, 1], "steps": 250}}')
 CASES += [
     ("plan unknown study", ["plan", "bogus"]), ("plan unknown budget", ["plan", "theory", "--budget", "big"]),
     ("plan runs is a file", ["plan", "theory", "--runs", "afile"]),

@@ -33,6 +33,8 @@ class Compiled:
     variables: tuple[str, ...]
     invariant_names: tuple[str, ...]
     invariant_degrees: tuple[int, ...]
+    law_powers: tuple[int, int, int]  # (i, j, d) of the late-time laws e^qk / qk^i = C ov^d, e^ov / ov^j = T
+    a4_proof: tuple[tuple[str, bool], ...]  # claim A4's proof steps as sympy decided them at generation
     rhs_into: Callable
     jac_into: Callable
     state_loss_into: Callable
@@ -84,4 +86,5 @@ def load(name: str) -> Compiled:
     functions = {key: getattr(module, key) for key in
                  ("rhs_into", "jac_into", "rhs_kernel", "loss_kernel", "kernel_parameters", "init") + _VECTOR}
     functions["state_loss_into"] = module.state_loss
-    return Compiled(name, module.VARIABLES, module.INVARIANT_NAMES, module.INVARIANT_DEGREES, **functions)
+    return Compiled(name, module.VARIABLES, module.INVARIANT_NAMES, module.INVARIANT_DEGREES, module.LAW_POWERS,
+                    module.A4_PROOF, **functions)

@@ -23,6 +23,8 @@ Generated functions (x: the reduced state, p: Setting.numeric(); vector function
     dphi(qk, kappa, p), psi(ov, p)            the line Phi(qk) - rho Psi(ov)       [vector]
     line_scale(kappa, p) -> (A, beta)         its normal form (qkdyn.theory.sharpness) [vector]
     ov_law(t, p), qk_law(ov, p)               late-time laws (A3)                  [vector]
+    LAW_POWERS = (i, j, d)                    their powers: e^qk / qk^i = C ov^d, e^ov / ov^j = T
+    A4_PROOF = ((step, holds), ...)           claim A4's proof steps (sympy, at generation)
     qk_law_constant(p)                        C in e^qk / qk^i = C ov^j (A3)       [vector]
 """
 from __future__ import annotations
@@ -55,7 +57,11 @@ def generate_source(name: str) -> str:
     src += f"VARIABLES = {tuple(v.name for v in d.variables)!r}\n"
     src += f"INVARIANT_NAMES = {tuple(named)!r}\n"
     degrees = tuple(int(sp.Poly(expr, *x).total_degree()) for expr in named.values())
-    src += f"INVARIANT_DEGREES = {degrees!r}\n\n\n"
+    src += f"INVARIANT_DEGREES = {degrees!r}\n"
+    # the late-time laws' powers (qkdyn.theory.asymptotics): e^qk / qk^i = C ov^d, e^ov / ov^j = T
+    src += f"LAW_POWERS = {(qk_law.power, laws['ov'].power, power)!r}\n"
+    # claim A4's sign argument, each step proved by sympy here (qkdyn.theory.sharpness.a4_proof)
+    src += "A4_PROOF = (\n" + "".join(f"    ({k!r}, {v!r}),\n" for k, v in sharpness.a4_proof(name).items()) + ")\n\n\n"
     constants = codegen.ParameterConstants(p)
     rhs, loss = [constants(e) for e in d.rhs], [constants(d.loss)]
     jac = d.jacobian.applyfunc(constants)

@@ -1,5 +1,6 @@
 """Score a trained model on a split: predictive metrics and the attention metrics of
-:mod:`qkdyn.empirical.circuits.metrics` at the read-out position.
+:mod:`qkdyn.empirical.circuits.metrics` at the read-out position. The model runs where its parameters
+are (CPU or GPU, float32: no autocast here); every metric is computed on the CPU from float32 copies.
 
 One layer: the head-mean map. Several layers: layer average (the primary number, as the authors'
 SQuAD table), layer max-pool and attention rollout, all reported.
@@ -26,6 +27,11 @@ THRESHOLDS = np.linspace(0.0, 1.0, 21)
 EVAL_BATCH = 256
 
 
+def device_of(model: Decoder) -> torch.device:
+    """Where the model's parameters are (inputs go there; outputs come back to the CPU as float32)."""
+    return next(model.parameters()).device
+
+
 def primary_method(n_layer: int) -> str:
     return "head_mean" if n_layer == 1 else "layer_average"
 
@@ -45,16 +51,18 @@ def forward_all(model: Decoder, seqs: list[list[int]], positions: list[int] | No
     probabilities (N, n_out), list of per-method read-out attention rows). ``positions`` overrides
     the read-out position (used for QA prompts, where it is the last prompt token)."""
     model.eval()
+    dev = device_of(model)
     probs, rows = [], []
     for start in range(0, len(seqs), EVAL_BATCH):
         chunk = seqs[start: start + EVAL_BATCH]
         ids, lengths = pad(chunk)
-        logits, atts = model(ids, lengths)
+        logits, atts = model(ids.to(dev), lengths.to(dev))
+        atts = [a.float().cpu() for a in atts]
         read = (model.readout_index(lengths) if positions is None
                 else torch.tensor(positions[start: start + EVAL_BATCH]))
         if logits.dim() == 3:
-            logits = logits[torch.arange(len(chunk)), read]
-        probs.append(logits.softmax(-1).numpy())
+            logits = logits[torch.arange(len(chunk), device=dev), read.to(dev)]
+        probs.append(logits.float().softmax(-1).cpu().numpy())
         rows += [_rows(atts, b, int(lengths[b]), int(read[b])) for b in range(len(chunk))]
     return np.concatenate(probs), rows
 
@@ -69,8 +77,9 @@ def authors_rows(model: Decoder, seqs: list[list[int]], max_len: int) -> list[np
         ids = torch.zeros(len(chunk), max_len, dtype=torch.long)
         for i, s in enumerate(chunk):
             ids[i, : len(s)] = torch.tensor(s, dtype=torch.long)
-        _, atts = model(ids, torch.tensor([len(s) for s in chunk]))
-        rows += list(atts[0][:, 0, max_len - 1].numpy())
+        dev = device_of(model)
+        _, atts = model(ids.to(dev), torch.tensor([len(s) for s in chunk], device=dev))
+        rows += list(atts[0][:, 0, max_len - 1].float().cpu().numpy())
     return rows
 
 
@@ -107,9 +116,18 @@ def _masses(rows: list[dict], rationales: list) -> dict[str, np.ndarray]:
     return {m: np.array([metrics.rationale_mass(r[m], rat) for r, rat in zip(rows, rationales)]) for m in rows[0]}
 
 
+def uniform_mass(reads: list[int], rationales: list) -> float:
+    """Mean over examples of the mass uniform attention would put on the rationale: the read-out
+    row at position r spreads 1 / (r + 1) over positions 0..r, so each example's mass is
+    |rationale| / (r + 1), averaged over annotators as :func:`metrics.rationale_mass` does."""
+    return float(np.nanmean([metrics.rationale_mass(np.full(r + 1, 1.0 / (r + 1)), rat)
+                             for r, rat in zip(reads, rationales)]))
+
+
 def evaluate_classifier(model: Decoder, examples: list, vocab: Vocab, cfg: RunConfig, full: bool) -> dict:
     """Loss, accuracy, macro-F1 and mean rationale mass (also without the read-out position, which
-    is part of the agreement rationales); with ``full`` also AC/ACMC/DTAP and ERASER
+    is part of the agreement rationales), each beside uniform attention's mass on the same examples
+    (:func:`uniform_mass`); with ``full`` also AC/ACMC/DTAP and ERASER
     (importance = the primary read-out attention row; the read-out token is never removed)."""
     seqs = [vocab.encode(e.tokens) for e in examples]
     labels = np.array([e.label for e in examples])
@@ -126,6 +144,8 @@ def evaluate_classifier(model: Decoder, examples: list, vocab: Vocab, cfg: RunCo
         "attention_mass": float(np.nanmean(masses[primary])), "attention_method": primary,
         "attention_mass_by_method": {m: float(np.nanmean(v)) for m, v in masses.items()},
         "attention_mass_without_readout": float(np.nanmean(_masses(rows, elsewhere)[primary])),
+        "uniform_mass": uniform_mass(reads, [e.rationales for e in examples]),
+        "uniform_mass_without_readout": uniform_mass(reads, elsewhere),
     }
     if full:
         out.update(attention_summary(masses[primary], probs.max(1), p_true, cfg))
@@ -150,8 +170,9 @@ def greedy_answers(model: Decoder, prompts: list[list[int]], vocab: Vocab, max_a
         out: list[list[int]] = [[] for _ in seqs]
         for _ in range(max_answer_len):
             ids, lengths = pad([s[-model.cfg.max_len:] for s in seqs])
-            logits, _ = model(ids, lengths)
-            nxt = logits[torch.arange(len(seqs)), lengths - 1].argmax(-1).tolist()
+            dev = device_of(model)
+            logits, _ = model(ids.to(dev), lengths.to(dev))
+            nxt = logits[torch.arange(len(seqs), device=dev), lengths.to(dev) - 1].argmax(-1).tolist()
             for i, t in enumerate(nxt):
                 if not done[i]:
                     done[i] = t == eos
@@ -182,16 +203,19 @@ def evaluate_qa(model: Decoder, examples: list, vocab: Vocab, cfg: RunConfig, fu
     model.eval()
     losses = []
     for start in range(0, len(seqs), EVAL_BATCH):
-        batch = qa_batch(seqs[start: start + EVAL_BATCH])
+        batch = {k: v.to(device_of(model)) for k, v in qa_batch(seqs[start: start + EVAL_BATCH]).items()}
         logits, _ = model(batch["ids"], batch["lengths"])
         losses.append(float(lm_loss(logits, batch["targets"])) * len(batch["ids"]))
     probs, rows = forward_all(model, [s.prompt for s in seqs], [len(s.prompt) - 1 for s in seqs])
     masses = _masses(rows, [(s.span_positions,) for s in seqs])
     primary = primary_method(cfg.n_layer)
-    out = {
+    mass = float(np.nanmean(masses[primary]))
+    uniform = uniform_mass([len(s.prompt) - 1 for s in seqs], [(s.span_positions,) for s in seqs])
+    out = {  # the read-out position (the prompt's last token) is never in the answer span
         "n": len(seqs), "loss": sum(losses) / max(1, len(seqs)),
-        "attention_mass": float(np.nanmean(masses[primary])), "attention_method": primary,
+        "attention_mass": mass, "attention_mass_without_readout": mass, "attention_method": primary,
         "attention_mass_by_method": {m: float(np.nanmean(v)) for m, v in masses.items()},
+        "uniform_mass": uniform, "uniform_mass_without_readout": uniform,
     }
     if full:
         predictions = [" ".join(a) for a in greedy_answers(model, [s.prompt for s in seqs], vocab, cfg.max_answer_len)]

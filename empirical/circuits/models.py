@@ -10,7 +10,9 @@ One :class:`Decoder` covers the three models of the experiments:
 The QK circuit is the ``attn.q`` and ``attn.k`` projections (weights and biases) of every block.
 Options matching the authors' notebooks: ``head_dim`` (their ``d_head``; 0 = d_model / n_head), so the
 heads can be wider than d_model / n_head (their 4 heads of width 64 on d_model 64), and
-``residual=False`` (their SVA block returns the attention output alone: no residual stream).
+``residual=False`` (their SVA block returns the attention output alone: no residual stream); and for
+their SQuAD model ``dropout`` (embeddings, attention weights, MLP), ``tie_embeddings`` and ``init="xavier"``.
+Dropout acts on the attention weights after they are returned, so the maps read are the model's own.
 """
 from __future__ import annotations
 
@@ -36,13 +38,17 @@ class ModelConfig:
     readout: str = "last"  # "last" or a fixed position index, as a string ("0")
     head_dim: int = 0  # width of each head; 0 = d_model / n_head
     residual: bool = True  # False: a block outputs attention (+ MLP) without adding its input
+    dropout: float = 0.0  # on the embedding sum, the attention weights (after they are returned) and the MLP
+    tie_embeddings: bool = False  # head="lm": the output layer's weight is the token embedding
+    init: str = "normal"  # "normal": N(0, 0.02) weights, zero biases; "xavier": the authors' SQuAD model
 
 
 class Attention(nn.Module):
     """Causal multi-head self-attention; returns the output and the (B, H, T, T) attention."""
 
-    def __init__(self, d_model: int, n_head: int, head_dim: int = 0):
+    def __init__(self, d_model: int, n_head: int, head_dim: int = 0, dropout: float = 0.0):
         super().__init__()
+        self.drop = nn.Dropout(dropout)
         assert head_dim > 0 or d_model % n_head == 0, "d_model must be divisible by n_head"
         self.n_head = n_head
         self.head_dim = head_dim or d_model // n_head
@@ -60,7 +66,7 @@ class Attention(nn.Module):
         causal = torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1)
         scores = scores.masked_fill(causal | pad[:, None, None, :], float("-inf"))
         att = scores.softmax(dim=-1)
-        y = (att @ v).transpose(1, 2).reshape(B, T, self.n_head * self.head_dim)
+        y = (self.drop(att) @ v).transpose(1, 2).reshape(B, T, self.n_head * self.head_dim)
         return self.o(y), att
 
 
@@ -72,16 +78,19 @@ class Block(nn.Module):
         super().__init__()
         norm = (lambda: nn.LayerNorm(cfg.d_model)) if cfg.layernorm else nn.Identity
         self.ln1, self.ln2 = norm(), norm()
-        self.attn = Attention(cfg.d_model, cfg.n_head, cfg.head_dim)
+        self.attn = Attention(cfg.d_model, cfg.n_head, cfg.head_dim, cfg.dropout)
         self.residual = cfg.residual
         self.mlp = (nn.Sequential(nn.Linear(cfg.d_model, cfg.d_mlp), nn.GELU(), nn.Linear(cfg.d_mlp, cfg.d_model))
                     if cfg.d_mlp > 0 else None)
+        self.drop = nn.Dropout(cfg.dropout)
 
     def forward(self, x: torch.Tensor, pad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         y, att = self.attn(self.ln1(x), pad)
         x = x + y if self.residual else y
         if self.mlp is not None:
-            x = x + self.mlp(self.ln2(x)) if self.residual else self.mlp(self.ln2(x))
+            fc, gelu, proj = self.mlp  # dropout after the activation and after the projection (theirs)
+            m = self.drop(proj(self.drop(gelu(fc(self.ln2(x))))))
+            x = x + m if self.residual else m
         return x, att
 
 
@@ -95,9 +104,17 @@ class Decoder(nn.Module):
         self.pos_emb = nn.Embedding(cfg.max_len, cfg.d_model)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
         self.ln_f = nn.LayerNorm(cfg.d_model) if cfg.layernorm else nn.Identity()
+        self.drop = nn.Dropout(cfg.dropout)
         n_out = cfg.vocab_size if cfg.head == "lm" else cfg.n_out
         self.out = nn.Linear(cfg.d_model, n_out)
-        self.apply(self._init)
+        if cfg.init == "normal":
+            self.apply(self._init)
+        else:  # the authors' SQuAD model: xavier-uniform (gain 1/sqrt 2) on every matrix but the token
+            for name, p in self.named_parameters():  # embedding (N(0, 1) without GloVe), torch's defaults else
+                if name != "tok_emb.weight" and p.dim() > 1:
+                    nn.init.xavier_uniform_(p, gain=1 / math.sqrt(2))
+        if cfg.tie_embeddings and cfg.head == "lm":
+            self.out.weight = self.tok_emb.weight
 
     @staticmethod
     def _init(module: nn.Module) -> None:
@@ -118,7 +135,7 @@ class Decoder(nn.Module):
         attention tensor per layer."""
         B, T = ids.shape
         pad = torch.arange(T, device=ids.device)[None, :] >= lengths[:, None]
-        x = self.tok_emb(ids) + self.pos_emb(torch.arange(T, device=ids.device))[None]
+        x = self.drop(self.tok_emb(ids) + self.pos_emb(torch.arange(T, device=ids.device))[None])
         atts = []
         for block in self.blocks:
             x, att = block(x, pad)
@@ -129,10 +146,12 @@ class Decoder(nn.Module):
         return self.out(x), atts
 
 
-def classification_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    return F.cross_entropy(logits, labels)
+def classification_loss(logits: torch.Tensor, labels: torch.Tensor, label_smoothing: float = 0.0) -> torch.Tensor:
+    return F.cross_entropy(logits.float(), labels, label_smoothing=label_smoothing)
 
 
-def lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Next-token cross-entropy; ``targets`` (B, T) holds -100 where no loss is taken."""
-    return F.cross_entropy(logits[:, :-1].reshape(-1, logits.size(-1)), targets[:, 1:].reshape(-1), ignore_index=-100)
+def lm_loss(logits: torch.Tensor, targets: torch.Tensor, label_smoothing: float = 0.0) -> torch.Tensor:
+    """Next-token cross-entropy; ``targets`` (B, T) holds -100 where no loss is taken; with
+    ``label_smoothing`` eps the target is (1 - eps) one-hot + eps / V (torch's definition)."""
+    return F.cross_entropy(logits[:, :-1].reshape(-1, logits.size(-1)).float(), targets[:, 1:].reshape(-1),
+                           ignore_index=-100, label_smoothing=label_smoothing)

@@ -6,12 +6,14 @@ from pathlib import Path
 
 import numpy as np
 
+from qkdyn.empirical.circuits.report import PRIMARY
 from qkdyn.figures import PALETTE, colorbar, plt, save_png
 from qkdyn.runs import read_metrics
 
 #: what a training-log key means, for the axis labels
 READINGS = {"dev_accuracy": "dev accuracy", "dev_loss": "dev loss",
-            "dev_attention_mass": "dev attention mass on rationale"}
+            "dev_attention_mass": "dev attention mass on rationale",
+            f"dev_{PRIMARY}": "dev attention mass on rationale\n(read-out position left out)"}
 
 
 def _label(mult: float) -> str:
@@ -27,7 +29,7 @@ def plot_all(task: str, results: dict[float, list[dict]], summary: dict, run_dir
 
     fig, axes = plt.subplots(1, 2, figsize=(6.4, 2.8))
     for ax, key, reading in ((axes[0], performance_key, f"test {performance_key}"),
-                             (axes[1], "attention_mass", "test attention mass on rationale")):
+                             (axes[1], PRIMARY, "test attention mass on rationale\n(read-out position left out)")):
         ax.bar([_label(m) for m in mults], [summary[m][key]["mean"] for m in mults],
                yerr=[summary[m][key]["std"] for m in mults], capsize=4, color=PALETTE[0], alpha=0.7)
         for i, m in enumerate(mults):
@@ -64,9 +66,10 @@ def plot_all(task: str, results: dict[float, list[dict]], summary: dict, run_dir
     fig, axes = plt.subplots(1, 2, figsize=(6.4, 2.8))
     for m in mults:
         logs = [read_metrics(d / "metrics.jsonl") for d in run_dirs[m]]
-        steps = [row["step"] for row in logs[0]]
-        for ax, key in ((axes[0], dev_key), (axes[1], "dev_attention_mass")):
-            values = np.array([[row[key] for row in log] for log in logs])
+        shortest = min(map(len, logs))  # runs stop at their target loss: the steps every seed has
+        steps = [row["step"] for row in logs[0][:shortest]]
+        for ax, key in ((axes[0], dev_key), (axes[1], f"dev_{PRIMARY}")):
+            values = np.array([[row[key] for row in log[:shortest]] for log in logs])
             ax.plot(steps, values.mean(0), label=_label(m))
             ax.fill_between(steps, values.mean(0) - values.std(0), values.mean(0) + values.std(0), alpha=0.2)
             ax.set(xlabel="training step", ylabel=READINGS[key])

@@ -1,21 +1,30 @@
 """Run configurations: the fields of one training run, and the named presets.
 
 ``paper-<task>`` (the equal-rate arm) and ``paper-<task>-faster`` (the faster-QK arm) follow the
-authors' notebooks, whose two arms differ in more than the QK rate (weight decay, base rate, epochs):
-each preset's comment lists what remains different (docs/authors-experiments.md collects them); ``cpu-*`` presets are sized so that one run of the CPU study takes about a minute on one
-core; ``tiny`` is for tests. Any field can be overridden from the command line.
+authors' notebooks, whose two arms differ in more than the QK rate (weight decay, base rate, epochs,
+the frozen MLP of the faster HateXplain arm); docs/authors-experiments.md lists every field with its
+notebook cell and what remains different, with the reason. ``cpu-*`` presets are sized so that one run
+of the CPU study takes about a minute on one core; ``tiny`` is for tests. Any field can be overridden
+from the command line.
 """
 from __future__ import annotations
 
 import dataclasses
 
-from qkdyn.configflags import (check_config, choice, existing_path, flag, fraction, int_at_least, non_negative,
-                               non_negative_int, only_when, positive, positive_int, probability, text)
+from qkdyn.configflags import (at_least, check_config, choice, device, existing_path, flag, fraction,
+                               int_at_least, non_negative, non_negative_int, only_when, positive, positive_int,
+                               probability, text)
 from qkdyn.configflags import seed as seed_domain
 from qkdyn.empirical.circuits.vocab import SPECIALS
 from qkdyn.errors import InputError
 
 TASKS = ("hatexplain", "sva", "squad", "brown-sva", "vader")
+#: the parts ``--frozen`` may name (:data:`qkdyn.empirical.circuits.optim.FROZEN` tells their parameters)
+FROZEN_PARTS = ("mlp", "layernorm")
+#: the seeds every notebook trains (HateXplain cell 60, SVA cell 49, SQuAD cell 4 of each notebook)
+NOTEBOOK_SEEDS = (1234, 1235, 1236, 1237, 1238)
+#: the authors' SQuAD loader: 60000 training questions (TRAIN_SUBSET_SIZE) in batches of 32 (cell 4)
+_SQUAD_BATCHES = -(-60000 // 32)
 
 
 @dataclasses.dataclass
@@ -80,45 +89,62 @@ class RunConfig:
         ("eraser", "authors"), "authors: also their attention-mass and DTAP definitions"))
     verb_visible: bool = dataclasses.field(default=False, metadata=flag(
         "brown-sva: the authors' variant, verb in place then <cls>"))
+    frozen: str = dataclasses.field(default="", metadata=text(
+        "comma list of parts left out of the optimiser, kept at their initial values: mlp, layernorm"))
+    dropout: float = dataclasses.field(default=0.0, metadata=fraction(
+        "dropout on the embeddings, the attention weights and the MLP (the authors' SQuAD: 0.2)", high_open=True))
+    label_smoothing: float = dataclasses.field(default=0.0, metadata=fraction(
+        "label smoothing of the cross-entropy (the authors' SQuAD: 0.1)", high_open=True))
+    accum_steps: int = dataclasses.field(default=1, metadata=positive_int(
+        "batches per optimiser step (gradient accumulation; effective batch = batch size x this)"))
+    schedule: str = dataclasses.field(default="cosine", metadata=choice(
+        ("cosine", "onecycle"), "learning-rate schedule: warm-up + cosine, or torch's OneCycleLR (the authors' SQuAD)"))
+    schedule_span: float = dataclasses.field(default=1.0, metadata=at_least(
+        1.0, "schedule length / optimiser steps taken (the authors' SQuAD: 2, half its cycle runs)"))
+    tie_embeddings: bool = dataclasses.field(default=False, metadata=flag(
+        "question answering: the output layer shares the token embedding's weights (the authors' SQuAD)"))
+    init: str = dataclasses.field(default="normal", metadata=choice(
+        ("normal", "xavier"), "normal: N(0, 0.02) weights, zero biases; xavier: the authors' SQuAD initialisation"))
+    # run control
+    target_loss: float = dataclasses.field(default=0.0, metadata=non_negative(
+        ">0: stop at the first evaluation whose training loss is at most this (matched training loss)"))
+    device: str = dataclasses.field(default="cpu", metadata=device("cpu, cuda, cuda:N or auto (bf16 autocast on CUDA)"))
 
+
+#: the notebooks' recipes (docs/authors-experiments.md "Transformer-scale recipes" lists every field with
+#: its notebook cell, and what still differs with the reason; tests/test_circuits_train.py holds the
+#: table transcribed from the cells).
+_HATEXPLAIN = dict(  # HateXplain_{Same_LR,Faster_QK_LR}_Final_Config.ipynb: model cells 6-22, training cell 60
+    task="hatexplain", d_model=64, n_head=4, head_dim=64, n_layer=1, d_mlp=256, max_len=128, vocab_size=30522,
+    optimizer="adamw", lr=5e-5, warmup_frac=0.1, epochs=30, batch_size=32, grad_clip=1.0, seed=NOTEBOOK_SEEDS[0])
+_SVA = dict(  # {Baseline,Faster}_SVA_Train+heatmap+Eval.ipynb: block cell 12, padding cells 20/33, training cell 49
+    task="sva", d_model=64, n_head=4, head_dim=64, n_layer=1, d_mlp=0, residual=False, max_len=128,
+    optimizer="sgd", lr=5e-4, momentum=0.99, weight_decay=1e-5, warmup_frac=0.1, epochs=15, batch_size=32,
+    grad_clip=0.0, seed=NOTEBOOK_SEEDS[0])
+_SQUAD = dict(  # GPT2-Squad-QA_Same.ipynb cell 4 (constants, model, loop, optimiser); _Faster.ipynb cells 4, 5
+    task="squad", d_model=300, n_head=6, n_layer=6, d_mlp=1200, layernorm=True, max_len=256, vocab_size=30000,
+    max_answer_len=50, squad_window=200, optimizer="adamw", weight_decay=0.05, batch_size=32, accum_steps=2,
+    grad_clip=0.5, dropout=0.2, label_smoothing=0.1, schedule="onecycle", schedule_span=2.0, tie_embeddings=True,
+    init="xavier", emb_lr_mult=0.1, qk_params="q,k,q_bias,k_bias", seed=NOTEBOOK_SEEDS[0])
 
 PRESETS: dict[str, dict] = {
-    # HateXplain, both arms of HateXplain_{Same_LR,Faster_QK_LR}_Final_Config.ipynb: 1 layer, d_model 64,
-    # 4 heads of width 64, MLP 256, residual, no LayerNorm, AdamW lr 5e-5, cosine with 10% warm-up,
-    # 30 epochs, batch 32; faster arm: token embedding + W_Q, W_K (not their biases) at 30x and weight
-    # decay 1e-3; same arm: weight decay 1e-4. Remaining differences: a word vocabulary (30k cap) instead
-    # of BERT wordpieces (offline); gradient clipping off as theirs; max_len 128 as their padding.
-    "paper-hatexplain": dict(task="hatexplain", d_model=64, n_head=4, head_dim=64, n_layer=1, d_mlp=256,
-                             max_len=128, vocab_size=30522, optimizer="adamw", lr=5e-5, weight_decay=1e-4,
-                             warmup_frac=0.1, epochs=30, batch_size=32, grad_clip=0.0, qk_params="q,k,tok_emb"),
-    "paper-hatexplain-faster": dict(task="hatexplain", d_model=64, n_head=4, head_dim=64, n_layer=1, d_mlp=256,
-                                    max_len=128, vocab_size=30522, optimizer="adamw", lr=5e-5, weight_decay=1e-3,
-                                    warmup_frac=0.1, epochs=30, batch_size=32, grad_clip=0.0, qk_lr_mult=30,
-                                    qk_params="q,k,tok_emb"),
-    # SVA, {Baseline,Faster}_SVA_Train+heatmap+Eval.ipynb: attention-only, NO residual, 4 heads of width 64
-    # on d_model 64, SGD momentum 0.99, lr 5e-4, weight decay 1e-5, cosine with 10% warm-up, 15 epochs,
-    # no clipping; faster arm: embeddings, positions, Q/K weights and biases at 100x. Remaining
-    # differences: their 10/90 train/test split (X_train = sample(frac=0.1)) is not applied (the task's
-    # own split is used); batch 32 assumed.
-    "paper-sva": dict(task="sva", d_model=64, n_head=4, head_dim=64, n_layer=1, d_mlp=0, residual=False,
-                      max_len=64, optimizer="sgd", lr=5e-4, momentum=0.99, weight_decay=1e-5, warmup_frac=0.1,
-                      epochs=15, batch_size=32, grad_clip=0.0, qk_params="q,k,q_bias,k_bias,tok_emb,pos_emb"),
-    "paper-sva-faster": dict(task="sva", d_model=64, n_head=4, head_dim=64, n_layer=1, d_mlp=0, residual=False,
-                             max_len=64, optimizer="sgd", lr=5e-4, momentum=0.99, weight_decay=1e-5,
-                             warmup_frac=0.1, epochs=15, batch_size=32, grad_clip=0.0, qk_lr_mult=100,
-                             qk_params="q,k,q_bias,k_bias,tok_emb,pos_emb"),
-    # SQuAD, GPT2-Squad-QA_{Same,Faster}.ipynb: 6 layers, d 300, 6 heads, MLP 1200, pre-LN, max_len 256,
-    # AdamW, weight decay 0.05, clipping 0.5, batch 32. Same arm: lr 5e-4, 70 epochs. Faster arm: lr 5e-5,
-    # q/k weights and biases x20, token embedding x0.1 without weight decay, 100 epochs. Remaining
-    # differences: no GloVe initialisation and a word vocabulary instead of GPT-2 BPE (offline); their
-    # OneCycle schedule is approximated by 30% warm-up + cosine.
-    "paper-squad": dict(task="squad", d_model=300, n_head=6, n_layer=6, d_mlp=1200, layernorm=True,
-                        max_len=256, vocab_size=30000, optimizer="adamw", lr=5e-4, weight_decay=0.05,
-                        warmup_frac=0.3, epochs=70, batch_size=32, grad_clip=0.5),
-    "paper-squad-faster": dict(task="squad", d_model=300, n_head=6, n_layer=6, d_mlp=1200, layernorm=True,
-                               max_len=256, vocab_size=30000, optimizer="adamw", lr=5e-5, weight_decay=0.05,
-                               warmup_frac=0.3, epochs=100, batch_size=32, grad_clip=0.5, qk_lr_mult=20,
-                               qk_params="q,k,q_bias,k_bias", emb_lr_mult=0.1),
+    # HateXplain. Same arm: AdamW over every parameter, weight decay 1e-4. Faster arm: weight decay 1e-3,
+    # token embedding + W_Q, W_K at 30x, their biases and the positions at 1x, and the MLP left out of the
+    # optimiser: it stays at its initialisation (`frozen`; `--frozen ""` trains it, `--frozen mlp` freezes
+    # it in the same arm too).
+    "paper-hatexplain": dict(_HATEXPLAIN, weight_decay=1e-4, qk_params="q,k,tok_emb"),
+    "paper-hatexplain-faster": dict(_HATEXPLAIN, weight_decay=1e-3, qk_lr_mult=30, qk_params="q,k,tok_emb",
+                                    frozen="mlp"),
+    # SVA: both arms SGD momentum 0.99 over every parameter used; faster arm: embeddings, positions, Q/K
+    # weights and biases at 100x.
+    "paper-sva": dict(_SVA, qk_params="q,k,q_bias,k_bias,tok_emb,pos_emb"),
+    "paper-sva-faster": dict(_SVA, qk_lr_mult=100, qk_params="q,k,q_bias,k_bias,tok_emb,pos_emb"),
+    # SQuAD: OneCycleLR whose cycle counts batches (len(loader) x epochs) while it steps once per two
+    # batches (accumulation 2), so half the cycle runs; warm-up WARMUP_STEPS = 1000 of that cycle. Same arm
+    # lr 5e-4, 70 epochs; faster arm lr 5e-5, q/k weights and biases x20, 100 epochs; both train the
+    # (tied) token embedding at 0.1x without weight decay.
+    "paper-squad": dict(_SQUAD, lr=5e-4, epochs=70, warmup_frac=1000 / (_SQUAD_BATCHES * 70)),
+    "paper-squad-faster": dict(_SQUAD, lr=5e-5, epochs=100, warmup_frac=1000 / (_SQUAD_BATCHES * 100), qk_lr_mult=20),
     # CPU study presets (about one minute per run on one core).
     "cpu-brown-sva": dict(task="brown-sva", d_model=64, n_head=4, n_layer=1, d_mlp=0, max_len=32,
                           vocab_size=8000, optimizer="adamw", lr=1e-3, warmup_frac=0.1, epochs=3,
@@ -165,6 +191,15 @@ def validate(cfg: RunConfig) -> None:
         parse_qk_params(cfg.qk_params)
     except ValueError as exc:
         raise InputError(f"--qk-params: {exc}")
+    unknown = [p for p in cfg.frozen.split(",") if p.strip() and p.strip() not in FROZEN_PARTS]
+    if unknown:
+        raise InputError(f"--frozen: unknown parts {unknown}; known: {', '.join(FROZEN_PARTS)}")
+    if cfg.schedule == "onecycle" and cfg.qk_ramp_steps > 0:
+        raise InputError("--qk-ramp-steps needs --schedule cosine (OneCycleLR sets each group's rate itself)")
+    for name in ("eval_every", "ckpt_every"):
+        if getattr(cfg, name) % cfg.accum_steps:
+            raise InputError(f"--{name.replace('_every', '-interval')} must be a multiple of --accum-steps "
+                             "(checkpoints and evaluations fall between optimiser steps)")
 
 
 def check_sizes(cfg: RunConfig) -> None:

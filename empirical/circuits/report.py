@@ -1,35 +1,64 @@
-"""Aggregate same-lr vs faster-QK runs over seeds: mean/std table and the claims, per task.
+"""Aggregate the circuits study's arms over seeds: mean/std table and the claims, per task.
 
-Claim (Paper A, real data): raising the QK learning rate R-fold sharpens attention on rationales
-without hurting accuracy (F1 for QA). Per faster multiplier R against R = 1 it has two parts, each
-judged by the project's one rule (:func:`qkdyn.stats.compare`, paired by seed on the test split):
+Arms (keys of the summary, :func:`arm_key`): ``same lr`` (every parameter at the base rate), ``QK xR``
+(the QK group R times faster), ``all xR`` (every parameter R times faster: the control that separates
+faster QK from faster everything) and ``QK w/o embedding xR`` (vader: the QK group without the token
+embedding, which also feeds V, the MLP and the head).
 
-- sharper attention: the attention mass on rationales rises (``"increase"``); where the task is one
-  of the paper's own (``PAPER_MASS_GAIN``), an interval below the paper's gain counts as ``fails``;
-- no accuracy loss: accuracy is not lower by more than ``acc_tolerance`` (``"no-worse"``; the
-  paper says "stable or slightly better", so a rise counts).
+Claims, each judged by the project's one rule (:func:`qkdyn.stats.compare`, paired by seed on the test
+split), on the primary metric :data:`PRIMARY`, the attention mass on the rationale without the
+read-out position (the reading with it is reported beside it):
 
-The claim's verdict combines the parts (``partial`` when they differ).
+- ``TASK QK xR``: the mass rises against the same-lr arm (``"increase"``; where the task is one of the
+  paper's own, an interval below the paper's gain :data:`PAPER_MASS_GAIN` counts as ``fails``) and the
+  accuracy (F1 for QA) is not lower by more than ``acc_tolerance`` (``"no-worse"``);
+- ``TASK QK xR beyond all xR``: the QK arm's mass exceeds the all-parameters arm's;
+- ``TASK QK w/o embedding xR``: as the first, for the QK group without the token embedding.
+
+Preconditions (:class:`qkdyn.claims.Precondition`, measured in the same runs; any unmet makes the claim
+``inconclusive``): the same-lr arm's mass is clearly away from uniform attention's mass on the same
+examples (every seed differs by more than :data:`BASELINE_MARGIN`; uniform mass computed per example,
+:func:`qkdyn.empirical.circuits.evaluate.uniform_mass`), so it is a baseline that has learned to attend;
+and every run the claim compares reached the study's target training loss (trained to matched training
+loss, not for a fixed number of epochs).
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
-from qkdyn.claims import Claim, combine
+from qkdyn.claims import Claim, Precondition, combine, gate
 from qkdyn.stats import compare, sample_summary
 
 #: the paper's attention-mass gain (faster minus same) on its own tasks: the smallest effect it reports there
 PAPER_MASS_GAIN = {"sva": 0.186 - 0.099, "hatexplain": 0.31 - 0.027, "squad": 0.194 - 0.118}
+#: the primary attention metric: mass on the rationale, the read-out position left out
+PRIMARY = "attention_mass_without_readout"
+#: how far (absolute mass) every seed of the same-lr arm must be from uniform attention's mass
+BASELINE_MARGIN = 0.02
+#: the arms and their labels
+ARM_LABELS = {"qk": "QK", "all": "all", "qk-noemb": "QK w/o embedding"}
 
 #: (key in the evaluation dict, label) rows of the table; missing keys are skipped
 ROWS = (
     ("accuracy", "accuracy"), ("macro_f1", "macro-F1"), ("exact_match", "SQuAD EM"), ("f1", "SQuAD F1"),
-    ("attention_mass", "attention mass on rationale"),
-    ("attention_mass_without_readout", "attention mass on rationale, read-out position excluded"), ("ac_area", "AC area"), ("ac_at_default", "AC @ tau"),
+    (PRIMARY, "attention mass on rationale, read-out position excluded (primary)"),
+    ("uniform_mass_without_readout", "uniform attention's mass, read-out position excluded"),
+    ("attention_mass", "attention mass on rationale, read-out position included"),
+    ("uniform_mass", "uniform attention's mass, read-out position included"),
+    ("ac_area", "AC area"), ("ac_at_default", "AC @ tau"),
     ("acmc_area", "ACMC area (kappa)"), ("acmc_at_default", "ACMC @ tau, kappa"),
     ("comprehensiveness", "comprehensiveness @5%"), ("sufficiency", "sufficiency @5% (lower = better)"),
     ("eraser.comprehensiveness_aopc", "comprehensiveness AOPC"), ("eraser.sufficiency_aopc", "sufficiency AOPC"),
 )
+#: run-level rows (not split metrics): the training loss where the run stopped, and the step
+RUN_ROWS = (("final_train_loss", "training loss at the stop (matched-loss criterion)"),
+            ("stopped_at", "steps trained"))
+
+
+def arm_key(arm: str, mult: float) -> str:
+    """The summary key of an arm: ``same lr`` at R = 1, else e.g. ``QK x30``."""
+    return "same lr" if mult == 1.0 else f"{ARM_LABELS[arm]} x{mult:g}"
 
 
 def lookup(result: dict, key: str):
@@ -40,36 +69,92 @@ def lookup(result: dict, key: str):
     return result
 
 
-def summarize(results: dict[float, list[dict]], split: str = "test") -> dict:
-    """{multiplier: {metric key: mean/std over seeds}} for the table's metrics."""
+def summarize(results: dict[str, list[dict]], split: str = "test") -> dict:
+    """{arm key: {metric key: mean/std over seeds}} for the table's metrics (runs in seed order)."""
     out = {}
-    for mult, runs in sorted(results.items()):
-        out[mult] = {}
+    for key_, runs in results.items():
+        out[key_] = {}
         for key, _ in ROWS:
             values = [lookup(r[split], key) for r in runs]
             if all(v is not None for v in values):
-                out[mult][key] = sample_summary(values)
+                out[key_][key] = sample_summary(values)
+        for key, _ in RUN_ROWS:
+            values = [r.get(key) for r in runs]
+            if all(isinstance(v, (int, float)) for v in values):
+                out[key_][key] = sample_summary([float(v) for v in values])
     return out
 
 
-def claims(task: str, summary: dict, performance_key: str, acc_tolerance: float) -> list[Claim]:
-    """One claim per faster multiplier against multiplier 1 (see the module docstring)."""
-    base = summary[1.0]
+def baseline_precondition(task: str, base: dict) -> Precondition:
+    """The same-lr arm has learned to attend: every seed's primary mass is more than
+    :data:`BASELINE_MARGIN` from uniform attention's mass on the same examples."""
+    mass, uniform = base[PRIMARY]["values"], base["uniform_mass_without_readout"]["values"]
+    gap = min(abs(m - u) for m, u in zip(mass, uniform))
+    return Precondition(
+        f"{task}: the same-lr arm attends away from uniform", gap, ">", BASELINE_MARGIN,
+        f"smallest |mass - uniform mass| over {len(mass)} seeds, read-out position left out; same lr "
+        f"{fmt(base[PRIMARY])}, uniform {fmt(base['uniform_mass_without_readout'])} (per example, then averaged)")
+
+
+def matched_loss_precondition(task: str, arms: dict[str, dict], target: float) -> Precondition:
+    """Every run of ``arms`` stopped at a training loss below ``target`` (NaN target: not trained to one)."""
+    losses = [v for s in arms.values() for v in s.get("final_train_loss", {}).get("values", [math.nan])]
+    worst = max(losses) if losses and not any(math.isnan(v) for v in losses) else math.nan
+    return Precondition(
+        f"{task}: every compared run reached the target training loss", worst, "<", target if target > 0 else math.nan,
+        f"largest training loss at the stop over {', '.join(arms)} ({len(losses)} runs)"
+        + ("" if target > 0 else "; the runs trained for a fixed number of steps, not to a target loss"))
+
+
+def _claim(cid: str, statement: str, comparisons: dict, parts: dict, evidence: dict,
+           preconditions: list[Precondition]) -> Claim:
+    parts = gate(parts, preconditions)
+    return Claim(cid, statement, combine(parts), evidence,
+                 "; ".join(f"{name}: {c.describe()}" for name, c in comparisons.items()) + ".",
+                 parts=parts, stats={name: c.as_dict() for name, c in comparisons.items()}, preconditions=preconditions)
+
+
+def claims(task: str, summary: dict, performance_key: str, acc_tolerance: float, target_loss: float) -> list[Claim]:
+    """The claims of the module docstring, one set per faster multiplier R present."""
+    base = summary["same lr"]
+    learned = baseline_precondition(task, base)
+    mults = sorted({float(k.rsplit("x", 1)[1]) for k in summary if k != "same lr"})
     out = []
-    for mult, s in summary.items():
-        if mult == 1.0:
-            continue
-        mass = compare(s["attention_mass"]["values"], base["attention_mass"]["values"], "increase",
-                       smallest_effect=PAPER_MASS_GAIN.get(task))
-        perf = compare(s[performance_key]["values"], base[performance_key]["values"], "no-worse", margin=acc_tolerance)
-        parts = {"sharper attention": mass.verdict, f"no {performance_key} loss": perf.verdict}
-        out.append(Claim(
-            f"{task} QK x{mult:g}", f"Raising the QK learning rate {mult:g}x sharpens attention on rationales "
-            f"without lowering {performance_key} by more than {acc_tolerance:g} ({task}).", combine(parts),
-            {"qk_lr_mult": mult, "attention_mass": {"same lr": fmt(base["attention_mass"]), "faster": fmt(s["attention_mass"])},
-             performance_key: {"same lr": fmt(base[performance_key]), "faster": fmt(s[performance_key])}},
-            f"Attention mass on rationales: {mass.describe()}; {performance_key}: {perf.describe()}.",
-            parts=parts, stats={"attention mass": mass.as_dict(), performance_key: perf.as_dict()}))
+    for mult in mults:
+        arms = {arm: summary.get(arm_key(arm, mult)) for arm in ARM_LABELS}
+        for arm in ("qk", "qk-noemb"):
+            s = arms[arm]
+            if s is None:
+                continue
+            label = arm_key(arm, mult)
+            mass = compare(s[PRIMARY]["values"], base[PRIMARY]["values"], "increase",
+                           smallest_effect=PAPER_MASS_GAIN.get(task))
+            other = compare(s["attention_mass"]["values"], base["attention_mass"]["values"], "increase")
+            perf = compare(s[performance_key]["values"], base[performance_key]["values"], "no-worse",
+                           margin=acc_tolerance)
+            group = "the QK group" if arm == "qk" else "the QK group without the token embedding"
+            out.append(_claim(
+                f"{task} {label}", f"Raising the learning rate of {group} {mult:g}x sharpens attention on rationales "
+                f"(read-out position left out) without lowering {performance_key} by more than {acc_tolerance:g}, "
+                f"at matched training loss ({task}).",
+                {"attention mass (primary)": mass, "attention mass with the read-out position": other,
+                 performance_key: perf},
+                {"sharper attention": mass.verdict, f"no {performance_key} loss": perf.verdict},
+                {"qk_lr_mult": mult, "arm": arm, PRIMARY: {"same lr": fmt(base[PRIMARY]), label: fmt(s[PRIMARY])},
+                 "uniform mass": {"same lr": fmt(base["uniform_mass_without_readout"])},
+                 performance_key: {"same lr": fmt(base[performance_key]), label: fmt(s[performance_key])}},
+                [learned, matched_loss_precondition(task, {"same lr": base, label: s}, target_loss)]))
+        if arms["qk"] is not None and arms["all"] is not None:
+            qk, every = arms["qk"], arms["all"]
+            beyond = compare(qk[PRIMARY]["values"], every[PRIMARY]["values"], "increase")
+            out.append(_claim(
+                f"{task} QK x{mult:g} beyond all x{mult:g}", f"Raising only the QK group's learning rate {mult:g}x "
+                f"sharpens attention more than raising every parameter's {mult:g}x, at matched training loss ({task}).",
+                {"attention mass (primary)": beyond}, {"sharper than faster everything": beyond.verdict},
+                {"qk_lr_mult": mult, PRIMARY: {arm_key("qk", mult): fmt(qk[PRIMARY]),
+                                               arm_key("all", mult): fmt(every[PRIMARY])}},
+                [learned, matched_loss_precondition(task, {arm_key("qk", mult): qk, arm_key("all", mult): every},
+                                                    target_loss)]))
     return out
 
 
@@ -79,14 +164,14 @@ def fmt(ms: dict) -> str:
 
 def markdown(task: str, summary: dict, notes: list[str], plots: list[str]) -> str:
     """The task's table section of figures/circuits/report.md (the claims are rendered by qkdyn.report)."""
-    mults = list(summary)
-    n = summary[mults[0]]["attention_mass"]["n"]
+    arms = list(summary)
+    n = summary[arms[0]]["attention_mass"]["n"]
     lines = [f"## {task}: all metrics", "", f"Test split, mean ± standard deviation over {n} seeds.", ""]
-    lines.append("| metric | " + " | ".join("same lr" if m == 1.0 else f"QK x{m:g}" for m in mults) + " |")
-    lines.append("|---" * (len(mults) + 1) + "|")
-    for key, label in ROWS:
-        if key in summary[mults[0]]:
-            lines.append(f"| {label} | " + " | ".join(fmt(summary[m][key]) for m in mults) + " |")
+    lines.append("| metric | " + " | ".join(arms) + " |")
+    lines.append("|---" * (len(arms) + 1) + "|")
+    for key, label in ROWS + RUN_ROWS:
+        if all(key in summary[a] for a in arms):
+            lines.append(f"| {label} | " + " | ".join(fmt(summary[a][key]) for a in arms) + " |")
     lines += [""] + [f"- {note}" for note in notes] + [""]
     lines += [f"![{Path(p).stem}]({Path(p).name})" for p in plots] + [""]
     return "\n".join(lines)
@@ -100,23 +185,14 @@ def readme_section(payloads: list[dict], task_claims: dict[str, list[Claim]]) ->
              "\"sharper attention, same accuracy\" with the shared rule (paired over seeds; details, plots, every metric: "
              "`figures/circuits/report.md`).", ""]
     for p in payloads:
-        base = p["summary"]["1"]
+        base = p["summary"]["same lr"]
         key = "f1" if "f1" in base else "accuracy"
-        lines.append(f"- **{p['task']}** ({len(p['seeds'])} seeds; same lr: {key} {fmt(base[key])}, attention mass "
-                     f"on rationale {fmt(base['attention_mass'])}):")
+        lines.append(f"- **{p['task']}** ({len(p['seeds'])} seeds; same lr: {key} {fmt(base[key])}, mass on the "
+                     f"rationale without the read-out position {fmt(base[PRIMARY])}, uniform attention's "
+                     f"{fmt(base['uniform_mass_without_readout'])}):")
         for claim in task_claims[p["task"]]:
-            mult = claim.evidence["qk_lr_mult"]
-            s = p["summary"][f"{mult:g}"]
-            mass, perf = claim.stats["attention mass"], claim.stats[key]
-            lines.append(f"  QK x{mult:g}: {key} {fmt(s[key])}, mass {fmt(s['attention_mass'])}; sharper "
-                         f"{claim.parts['sharper attention']} (mass {mass['effect']:+.3f}, p = {mass['p_value']:.2g}), "
-                         f"no {key} loss {claim.parts[f'no {key} loss']} ({key} {perf['effect']:+.3f}, "
-                         f"p = {perf['p_value']:.2g}) -> claim **{claim.verdict}**.")
-        other = "attention_mass_without_readout"
-        if other in base and any(abs(p["summary"][m][other]["mean"] - p["summary"][m]["attention_mass"]["mean"]) > 1e-9
-                                 for m in p["summary"]):
-            lines.append("  Mass with the read-out position left out of the rationale: " + ", ".join(
-                f"{'same lr' if m == '1' else 'QK x' + m} {fmt(p['summary'][m][other])}" for m in p["summary"]) + ".")
+            verdicts = ", ".join(f"{name} {v}" for name, v in claim.parts.items())
+            lines.append(f"  {claim.id}: {verdicts} -> claim **{claim.verdict}**.")
         lines += [f"  {note}" for note in p["notes"]]
     lines += ["", "These are small CPU-scale tests, not the paper's scale. The notebooks' recipes exist as presets, "
               "`paper-<task>` (equal rates) and `paper-<task>-faster` (the faster-QK arm) for hatexplain, sva and squad, "

@@ -8,12 +8,23 @@ every metrics line is the same, because the checkpoint also holds every RNG stat
 and Python's global generators, all seeded from ``seed`` at the start) and the running training
 loss of the steps since the last evaluation (a checkpoint need not fall on an evaluation step).
 
+One step of the loop is one batch; the optimiser steps once per ``accum_steps`` batches (the losses
+of those batches averaged), so the schedule counts optimiser steps. With ``target_loss`` > 0 the run
+stops at the first evaluation whose running training loss is at most ``target_loss`` (training to a
+stated criterion: matched training loss); ``final.json`` records the step it stopped at and whether
+the target was reached.
+
+Device: ``device`` (cpu, cuda, cuda:N or auto = CUDA when there is one), with bfloat16 autocast on
+CUDA as in the LM trainer (:mod:`qkdyn.empirical.coupled.train`); losses are taken in float32.
+Evaluation runs on the same device in float32 (:mod:`qkdyn.empirical.circuits.evaluate`).
+
 A run that diverges (a non-finite loss, or non-finite parameters when an evaluation or a checkpoint is due) stops
 with an :class:`~qkdyn.errors.InputError` naming the step; the last checkpoint written, all finite,
 is kept. Locking, checkpoint format and metrics trimming: :mod:`qkdyn.runs`.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -32,7 +43,14 @@ from qkdyn.empirical.circuits.tasks import is_qa, load_splits
 from qkdyn.empirical.circuits.vocab import Vocab
 from qkdyn import atomic
 from qkdyn.errors import InputError
-from qkdyn.runs import Clock, RunDir, capture_rng, restore_rng
+from qkdyn.runs import Clock, RunDir, capture_rng, read_metrics, restore_rng
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto``: CUDA when available, else the CPU; otherwise the named device."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
 
 
 def epoch_order(n: int, seed: int, epoch: int) -> torch.Tensor:
@@ -45,7 +63,11 @@ class Run:
 
     def __init__(self, cfg: RunConfig):
         self.cfg = cfg
+        self.device = resolve_device(cfg.device)
+        self.autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if self.device.type == "cuda"
+                         else contextlib.nullcontext())
         self.clock = Clock()
+        self.reached = False  # the training loss has come down to cfg.target_loss (when that is > 0)
         self.qa = is_qa(cfg.task)
         splits = load_splits(cfg)
         self.classes = splits.classes
@@ -66,14 +88,17 @@ class Run:
             vocab_size=len(self.vocab), n_out=max(1, len(self.classes)), max_len=cfg.max_len,
             d_model=cfg.d_model, n_head=cfg.n_head, n_layer=cfg.n_layer, d_mlp=cfg.d_mlp,
             layernorm=cfg.layernorm, head="lm" if self.qa else "classify", readout=cfg.readout,
-            head_dim=cfg.head_dim, residual=cfg.residual))
+            head_dim=cfg.head_dim, residual=cfg.residual, dropout=cfg.dropout, tie_embeddings=cfg.tie_embeddings,
+            init=cfg.init)).to(self.device)
         self.steps_per_epoch = math.ceil(len(self.train) / cfg.batch_size)
         self.total = cfg.max_steps if cfg.max_steps > 0 else max(1, round(cfg.epochs * self.steps_per_epoch))
+        updates = math.ceil(self.total / cfg.accum_steps)
         self.opt, self.sched = build_optimizer(
             self.model, optimizer=cfg.optimizer, lr=cfg.lr, weight_decay=cfg.weight_decay,
             momentum=cfg.momentum, qk_lr_mult=cfg.qk_lr_mult, qk_ramp_steps=cfg.qk_ramp_steps,
-            qk_embedding=cfg.qk_embedding, warmup=round(cfg.warmup_frac * self.total), total=self.total,
-            qk_params=cfg.qk_params, emb_lr_mult=cfg.emb_lr_mult)
+            qk_embedding=cfg.qk_embedding, warmup=round(cfg.warmup_frac * cfg.schedule_span * updates),
+            total=updates, qk_params=cfg.qk_params, emb_lr_mult=cfg.emb_lr_mult, frozen=cfg.frozen,
+            schedule=cfg.schedule, span=cfg.schedule_span)
 
     def batch(self, step: int) -> dict:
         """The training batch of global step ``step``."""
@@ -84,16 +109,20 @@ class Run:
         return classification_batch([self.train[j] for j in idx.tolist()], self.vocab)
 
     def loss(self, batch: dict) -> torch.Tensor:
-        logits, _ = self.model(batch["ids"], batch["lengths"])
-        return lm_loss(logits, batch["targets"]) if self.qa else classification_loss(logits, batch["labels"])
+        batch = {k: v.to(self.device) for k, v in batch.items()}
+        with self.autocast:
+            logits, _ = self.model(batch["ids"], batch["lengths"])
+        smooth = self.cfg.label_smoothing
+        return (lm_loss(logits, batch["targets"], smooth) if self.qa
+                else classification_loss(logits, batch["labels"], smooth))
 
     def evaluate(self, examples: list, full: bool) -> dict:
         fn = evaluate.evaluate_qa if self.qa else evaluate.evaluate_classifier
         return fn(self.model, examples, self.vocab, self.cfg, full)
 
     def state(self, step: int, running: tuple[float, int]) -> dict:
-        return {"step": step, "model": self.model.state_dict(), "opt": self.opt.state_dict(),
-                "sched": self.sched.state_dict(), "rng": capture_rng(numpy_legacy=True, python=True),
+        return {"step": step, "reached": self.reached, "model": self.model.state_dict(), "opt": self.opt.state_dict(),
+                "sched": self.sched.state_dict(), "rng": capture_rng(self.device, numpy_legacy=True, python=True),
                 "running_loss": {"sum": float(running[0]), "n": int(running[1])},
                 "vocab": self.vocab.itos, "config": dataclasses.asdict(self.cfg), "train_time": self.clock.totals()}
 
@@ -103,7 +132,8 @@ class Run:
             self.model.load_state_dict(state["model"])
             self.opt.load_state_dict(state["opt"])
             self.sched.load_state_dict(state["sched"])
-            restore_rng(state["rng"])
+            restore_rng(state["rng"], self.device)
+            self.reached = bool(state["reached"])
             self.clock = Clock(state["train_time"]["wall"], state["train_time"]["cpu"])
             running = state["running_loss"]
             return int(state["step"]), (float(running["sum"]), int(running["n"]))
@@ -123,6 +153,12 @@ def _resume(run: Run, rundir: RunDir) -> tuple[int | None, tuple[float, int]]:
     step, running = (None, (0.0, 0)) if state is None else run.restore(state, rundir.checkpoint)
     rundir.start_metrics(step)
     return step, running
+
+
+def last_train_loss(rundir: RunDir) -> float:
+    """The training loss of the last evaluation row (NaN when none was logged)."""
+    rows = read_metrics(rundir.metrics) if rundir.metrics.exists() else []
+    return float(rows[-1]["train_loss"]) if rows else math.nan
 
 
 def _diverged(step: int, what: str, saved: int | None) -> InputError:
@@ -146,7 +182,7 @@ def _train(cfg: RunConfig, run: Run, rundir: RunDir, stop_after: int | None, pro
     saved, (running_loss, n_loss) = _resume(run, rundir)
     step = saved or 0
     bar = tqdm(total=run.total, initial=step, disable=not progress, desc=f"{cfg.task} qk x{cfg.qk_lr_mult:g} s{cfg.seed}")
-    while step < run.total:
+    while step < run.total and not run.reached:
         if stop_after is not None and step >= stop_after:
             bar.close()
             return None
@@ -156,13 +192,14 @@ def _train(cfg: RunConfig, run: Run, rundir: RunDir, stop_after: int | None, pro
         if not math.isfinite(value):
             bar.close()
             raise _diverged(step + 1, f"the training loss is {value}", saved)
-        run.opt.zero_grad(set_to_none=True)
-        loss.backward()
-        if cfg.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(run.model.parameters(), cfg.grad_clip)
-        run.opt.step()
-        run.sched.step()
+        (loss / cfg.accum_steps).backward()
         step += 1
+        if step % cfg.accum_steps == 0 or step == run.total:
+            if cfg.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(run.model.parameters(), cfg.grad_clip)
+            run.opt.step()
+            run.sched.step()
+            run.opt.zero_grad(set_to_none=True)
         running_loss, n_loss = running_loss + value, n_loss + 1
         bar.update(1)
         due = step % cfg.eval_every == 0 or step % cfg.ckpt_every == 0 or step == run.total
@@ -177,7 +214,8 @@ def _train(cfg: RunConfig, run: Run, rundir: RunDir, stop_after: int | None, pro
             rundir.log(row)
             bar.set_postfix(loss=f"{row['train_loss']:.3f}", mass=f"{dev['attention_mass']:.3f}")
             running_loss, n_loss = 0.0, 0
-        if step % cfg.ckpt_every == 0 or step == run.total:
+            run.reached = cfg.target_loss > 0 and row["train_loss"] <= cfg.target_loss
+        if step % cfg.ckpt_every == 0 or step == run.total or run.reached:
             rundir.save_checkpoint(run.state(step, (running_loss, n_loss)))
             saved = step
     bar.close()
@@ -188,6 +226,8 @@ def _train(cfg: RunConfig, run: Run, rundir: RunDir, stop_after: int | None, pro
     result = {
         "config": dataclasses.asdict(cfg), "classes": list(run.classes), "vocab_size": len(run.vocab),
         "n_parameters": sum(p.numel() for p in run.model.parameters()), "steps": run.total,
+        "stopped_at": step, "target_reached": run.reached,
+        "final_train_loss": last_train_loss(rundir),
         "n_train": len(run.train), "train_seconds": trained, "final_eval_seconds": evaluating.totals(),
         "dev": dev, "test": test,
     }

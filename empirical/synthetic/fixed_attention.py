@@ -27,6 +27,7 @@ Its dL/dalpha is the exact derivative along alpha (central difference of two det
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 import numpy as np
@@ -171,7 +172,14 @@ def _grid(forms, alphas, seeds, steps: int, eval_size: int, checkpoints: int) ->
 
 
 def theory(alpha: float, form: str, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(L(t), -dL/dalpha(t)) of the frozen-QK flow at attention alpha (module docstring)."""
+    """(L(t), -dL/dalpha(t)) of the frozen-QK flow at attention alpha (module docstring); solved once per
+    (alpha, form, times) in a process (the claim and its figure read the same curves)."""
+    loss, fall = _theory(float(alpha), form, tuple(float(x) for x in t))
+    return loss.copy(), fall.copy()
+
+
+@functools.lru_cache(maxsize=64)
+def _theory(alpha: float, form: str, t: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray]:
     from qkdyn.simulate.solve import solve
     from qkdyn.theory.setting import Setting
 

@@ -6,9 +6,10 @@
   full model).
 * ``sampled`` (:mod:`.claims_sampled`): one run per sampled generator (``clean``, ``authors``), each
   training its form x schedule x seed grid; claims A4-sampled-GEN and A5-sampled-GEN.
-* ``fixed-attention`` (:mod:`.fixed_attention`): one run per OV form x alpha x seed (a training run of
-  the OV circuit with attention fixed); claim FA is judged from the loss curves of the records and the
-  frozen-QK flow (deterministic solves), the figure drawn by ``render``.
+* ``fixed-attention`` (:mod:`.fixed_attention`): one run per OV form, training its alpha x seed grid of
+  OV circuits with attention fixed as one tensor program (each run's numbers equal its one-at-a-time
+  run: a test); claim FA is judged from the loss curves of the records and the frozen-QK flow
+  (deterministic solves, made once for the claim and the figure), the figure drawn by ``render``.
 
 Budgets: ``quick`` is ``qkdyn verify --quick``; ``cpu``, ``gpu`` and ``paper`` the full run (these
 experiments are small: a GPU adds nothing).
@@ -122,29 +123,30 @@ class FixedAttentionStudy(Study):
         from qkdyn.empirical.synthetic.fixed_attention import FORMS
 
         cfg = self.budget(budget)
-        return [RunSpec.make(self.name, f"{form}_a{alpha:g}_s{seed}", form=form, alpha=alpha, seed=seed,
+        return [RunSpec.make(self.name, form, form=form, alphas=list(cfg["alphas"]), seeds=cfg["seeds"],
                              steps=cfg["steps"], eval_size=cfg["eval_size"], checkpoints=cfg["checkpoints"])
-                for form in FORMS for alpha in cfg["alphas"] for seed in cfg["seeds"]]
+                for form in FORMS]
 
     def measure(self, spec, scratch):
-        from qkdyn.empirical.synthetic.fixed_attention import train
+        from qkdyn.empirical.synthetic.fixed_attention import grid
 
         p = spec.params
-        run = train(p["form"], p["alpha"], p["seed"], p["steps"], p["eval_size"], p["checkpoints"])
-        return {"t": run.t.tolist(), "loss": run.loss.tolist(), "fall": run.fall.tolist(),
-                "attn_distinct": run.attn_distinct}
+        runs = grid((p["form"],), p["alphas"], p["seeds"], p["steps"], p["eval_size"], p["checkpoints"])
+        return {"runs": [{"alpha": run.alpha, "seed": run.seed, "t": run.t.tolist(), "loss": run.loss.tolist(),
+                          "fall": run.fall.tolist(), "attn_distinct": run.attn_distinct} for run in runs.values()]}
 
     @staticmethod
     def runs(records) -> dict:
-        """(form, alpha, seed) -> :class:`.fixed_attention.Run` from the records."""
+        """(form, alpha, seed) -> :class:`.fixed_attention.Run` from the records (one per OV form)."""
         from qkdyn.empirical.synthetic.fixed_attention import Run
 
         out = {}
         for r in records:
-            p, res = r.spec.params, r.result
-            out[(p["form"], p["alpha"], p["seed"])] = Run(p["form"], p["alpha"], p["seed"], np.array(res["t"]),
-                                                          np.array(res["loss"]), np.array(res["fall"]),
-                                                          res["attn_distinct"])
+            form = r.spec.params["form"]
+            for run in r.result["runs"]:
+                out[(form, run["alpha"], run["seed"])] = Run(form, run["alpha"], run["seed"], np.array(run["t"]),
+                                                            np.array(run["loss"]), np.array(run["fall"]),
+                                                            run["attn_distinct"])
         return out
 
     def claims(self, records, budget):

@@ -7,7 +7,7 @@ import argparse
 
 from qkdyn.commands.circuits_flags import COMPARE_OWNED, add_config_arguments
 from qkdyn.commands.studyflags import add_budget_argument, add_executor_arguments
-from qkdyn.configflags import int_list, number_list, parser as parser_of
+from qkdyn.configflags import int_list, number_list, parser as parser_of, positive
 from qkdyn.settingflags import non_negative_float
 
 HELP = "compare same-lr and faster-QK training over seeds: table, plots and verdict in figures/circuits/"
@@ -22,6 +22,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="comma-separated seeds (default: the budget's, 0,1,2; quick: 0,1)")
     parser.add_argument("--runs", default="runs", help="run records go to RUNS/circuits/ (resumable)")
     parser.add_argument("--out", default="figures/circuits", help="report, figures and per-task summaries")
+    parser.add_argument("--no-controls", action="store_true",
+                        help="leave out the control arms (all parameters x R; vader: QK without the token embedding)")
+    parser.add_argument("--max-epochs", type=parser_of(positive()), default=None,
+                        help="cap on the epochs of training to the target loss (default: the budget's, 12)")
     parser.add_argument("--acc-tolerance", type=non_negative_float, default=0.01,
                         help="largest accuracy drop that still counts as 'no accuracy loss' (non-inferiority margin)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -29,6 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import dataclasses
     import sys
 
     from qkdyn.configflags import check_applicable, values_from_args
@@ -45,7 +50,10 @@ def run(args: argparse.Namespace) -> int:
             raise InputError(f"{flag} must name at least one value")
     study = CircuitsStudy(task=args.task, preset=args.preset, overrides=values_from_args(RunConfig, args),
                           mults=args.mults or None, seeds=args.seeds or None,
-                          acc_tolerance=args.acc_tolerance, threads=args.threads)
+                          acc_tolerance=args.acc_tolerance, threads=args.threads,
+                          controls=False if args.no_controls else None,
+                          max_epochs=args.max_epochs)
+    study = dataclasses.replace(study, report_notes=tuple(study.reductions(args.budget)))
     out = check_run_dir(args.out, "--out")
     check_run_dir(args.runs, "--runs")
     for cfg in study.configs(args.budget).values():  # every config checked before anything is written

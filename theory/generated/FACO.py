@@ -13,6 +13,25 @@ DIM = 6
 VARIABLES = ('q_query', 'k_distinct', 'k_common', 'ov_own', 'ov_cross', 'ov_common')
 INVARIANT_NAMES = ('k_mean', 'qk_balance', 'ov_mean', 'ov_common')
 INVARIANT_DEGREES = (1, 2, 1, 1)
+LAW_POWERS = (1, 0, 2)
+A4_PROOF = (
+    ('reduction: logit_own - logit_cross = alpha(qk) ov (model definition)', True),
+    ('reduction: the cross-entropy of those logits is log(1 + (K-1) e^(l_cross - l_own))', True),
+    ('reduction: that is softplus(log(K-1) - alpha ov), eq. (2)', True),
+    ('chain rule: d x_i/dt = -(eta_OV / w_i) dL/dov d ov/dx_i for every OV variable', True),
+    ('d ov/dt = -eta_OV M_OV(x) dL/dov, M_OV(x) = sum (d ov/dx_i)^2 / w_i >= 0', True),
+    ('-dL/dov > 0 (so ov increases, ov > ov0 at every loss below L0)', True),
+    ('L strictly decreases (OV part of dL/dt = -eta_OV M_OV (dL/dov)^2): each level crossed at most once', True),
+    ('balanced factors: M_c(x) equals its closed form on the balanced states', True),
+    ('the line Phi(qk) - rho Psi(ov) is a first integral of the flow', True),
+    ("det d(L1, L2)/d(qk, ov) = alpha (Phi' + rho ov^2 (1 - alpha)/M_OV)", True),
+    ("d attn/d rho = alpha(1-alpha) gain / (Phi' + rho ov^2 (1-alpha)/M_OV)", True),
+    ("alpha' = alpha (1 - alpha)", True),
+    ('alpha (1 - alpha) > 0', True),
+    ("Phi'(qk) > 0", True),
+    ('M_OV > 0 (ov > 0)', True),
+    ('Psi(ov0 + delta) - Psi(ov0) > 0', True),
+)
 
 
 @jit

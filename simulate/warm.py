@@ -1,0 +1,34 @@
+"""Compile every form's kernels and the log-time integrator once, ahead of the first solve.
+
+    python -m qkdyn.simulate.warm
+
+numba compiles the generated kernels (:mod:`qkdyn.theory.generated`) and the integrator
+(:mod:`qkdyn.simulate.integrate`) on first use and caches the machine code in the package's own
+``__pycache__`` (:mod:`qkdyn.theory.kernels`); a fresh install would otherwise pay that compilation in its
+first solves (and, under ``qkdyn verify``'s two workers, twice at once). ``make install`` runs this
+module once, so the first solve of a session loads cached code. It solves each form briefly, with a
+loss event and the dense output, and evaluates its Jacobian (the LSODA fallback's): every compiled
+path ``solve`` takes.
+"""
+from __future__ import annotations
+
+import sys
+import time
+
+
+def main() -> int:
+    from qkdyn.simulate.solve import solve
+    from qkdyn.theory.compiled import load
+    from qkdyn.theory.setting import ALL_PARAMS, Setting
+
+    start = time.perf_counter()
+    for param in ALL_PARAMS:
+        tr = solve(Setting(), param, t_max=10.0, points=3, record_losses=(0.5,))
+        load(param).jac(tr.state[:, 0], tr.setting.numeric())  # the Jacobian of the LSODA fallback
+    sys.stdout.write(f"compiled the kernels of {', '.join(ALL_PARAMS)} and the integrator in "
+                     f"{time.perf_counter() - start:.1f} s\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
