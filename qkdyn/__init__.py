@@ -11,6 +11,10 @@ module (sympy, scipy, torch) on first use.
 * :func:`gd`, :func:`sgd` - training of the full matrix model (torch): a :class:`Recording`.
 * :func:`verify` - every claim, with verdicts, figures and a report: a list of :class:`Claim`.
 * :mod:`qkdyn.testing` - hypothesis strategies and growth-law assertions for property tests.
+* :class:`Spec`, :class:`CircuitSpec`, :data:`SPECS`, :func:`load_spec` - a model written as data (depth, inner
+  width, init balance, weight decay, loss, self-attention, token weights); the exact forms as named specs.
+* :func:`derive_spec`, :func:`solve_spec` - a spec's reduced flow, derived from its model definition, and solved.
+* :func:`check` - a spec's reduced flow against autograd on its full matrices: a :class:`CheckResult`.
 
 Example::
 
@@ -41,6 +45,14 @@ _API = {
     "sgd": ("qkdyn.empirical.synthetic.experiment", "sgd"),
     "Recording": ("qkdyn.empirical.synthetic.experiment", "Recording"),
     "verify": ("qkdyn.verify", "verify"),
+    "Spec": ("qkdyn.theory.spec", "Spec"),
+    "CircuitSpec": ("qkdyn.theory.spec", "CircuitSpec"),
+    "SPECS": ("qkdyn.theory.spec", "NAMED"),
+    "load_spec": ("qkdyn.theory.spec", "load"),
+    "derive_spec": ("qkdyn.theory.specflow", "derive_spec"),
+    "solve_spec": ("qkdyn.simulate.specsolve", "solve_spec"),
+    "check": ("qkdyn.speccheck", "check"),
+    "CheckResult": ("qkdyn.speccheck", "CheckResult"),
     "Claim": ("qkdyn.claims", "Claim"),
 }
 

@@ -34,9 +34,14 @@ MIN_HORIZON = 1e-100
 horizon = configflags.parser(configflags.at_least(MIN_HORIZON))
 
 
-def add_setting_flags(parser: argparse.ArgumentParser, params=ALL_PARAMS) -> None:
-    parser.add_argument("--param", required=True, choices=params, metavar="P",
-                        help=f"parameterisation: {', '.join(params)}")
+def add_setting_flags(parser: argparse.ArgumentParser, params=ALL_PARAMS, spec: bool = False) -> None:
+    """The setting flags and --param; with ``spec``, --spec FILE (a circuit spec) instead of --param."""
+    where = parser.add_mutually_exclusive_group(required=True) if spec else parser
+    either = " (default: none; give --param or --spec)" if spec else ""
+    where.add_argument("--param", required=not spec, choices=params, metavar="P",
+                       help=f"parameterisation: {', '.join(params)}{either}")
+    if spec:
+        add_spec_flag(where)
     for field in dataclasses.fields(Setting):
         if field.name == "b" and "paper" not in params:
             continue  # the authors' scale constant exists only in their reduced form
@@ -44,6 +49,11 @@ def add_setting_flags(parser: argparse.ArgumentParser, params=ALL_PARAMS) -> Non
         rate = " (0 freezes the circuit)" if field.name.startswith("eta_") else ""
         domain = (configflags.integer if field.type in ("int", int) else configflags.finite)(_HELP[field.name] + rate)
         configflags.add_flag(parser, field.name, domain, getattr(_DEFAULTS, field.name))
+
+
+def add_spec_flag(parser) -> None:
+    parser.add_argument("--spec", metavar="FILE", help="a circuit spec as a .toml or .json file (docs/derivation.md "
+                        "section 6): its reduced flow is derived from the model definition (default: none; give --spec or --param)")
 
 
 def setting_from_args(args: argparse.Namespace) -> Setting:

@@ -194,6 +194,17 @@ def solve(
     if not isinstance(setting, Setting):
         raise InputError(f"must be a Setting or a list of them, got {type(setting).__name__}", "setting")
     check_param(param)
+    return Trajectory(param, setting, *integrate_flow(param, load(param), setting, t_max=t_max, until_loss=until_loss,
+                                                      points=points, at=at, rtol=rtol, atol=atol, method=method,
+                                                      record_losses=record_losses))
+
+
+def integrate_flow(name: str, compiled, setting: Setting, *, t_max, until_loss, points, at, rtol, atol, method,
+                   record_losses, kernels: bool = True) -> tuple:
+    """Validate the horizon, integrate the flow of ``compiled`` (a :class:`Compiled`, or any object with
+    its ``init``, ``state_loss``, ``rhs``, ``jac``, ``features``, ``loss`` and ``variables``) from the
+    setting's init and sample it: (times, state, variables, event_t, stats, crossings) of a
+    :class:`Trajectory`. ``kernels``: DOP853 runs compiled (else SciPy's DOP853)."""
     if method not in METHODS:
         raise InputError(f"must be one of {', '.join(METHODS)}, got {method!r}", "method")
     if t_max is None and until_loss is None:
@@ -205,7 +216,7 @@ def solve(
     for value in at:
         if not (math.isfinite(value) and value >= 0):
             raise InputError(f"times must be finite and non-negative, got {value!r}", "at")
-    compiled, p = load(param), setting.numeric()
+    p = setting.numeric()
     x0 = compiled.init(p, setting.qk0, setting.ov0)
     loss0 = compiled.state_loss(x0, p)
     levels = list(record_losses)
@@ -218,7 +229,7 @@ def solve(
         raise InputError(f"time {max(at)} lies beyond the horizon {horizon}", "at")
 
     start = time.perf_counter()
-    integrator = _compiled if method == "DOP853" else _scipy
+    integrator = _compiled if method == "DOP853" and kernels else _scipy
     run = integrator(compiled, p, x0, math.log1p(horizon), rtol, atol, np.log(levels), until_loss is not None, method)
     if run.status < 0 and method == "DOP853":
         # the explicit step collapses on stiff stretches (e.g. ov crossing 0 at large rho, ov0 < 0):
@@ -227,12 +238,12 @@ def solve(
         run = _scipy(compiled, p, x0, math.log1p(horizon), rtol, atol, np.log(levels), until_loss is not None, method)
     seconds = time.perf_counter() - start
     if run.status < 0:
-        raise RuntimeError(f"{param}: integration failed: {run.message}")
+        raise RuntimeError(f"{name}: integration failed: {run.message}")
     event_t = None
     if until_loss is not None:
         if run.status != 1:
             raise InputError(
-                f"{param}: the loss did not reach {until_loss:g} by t = {horizon:g} (final loss "
+                f"{name}: the loss did not reach {until_loss:g} by t = {horizon:g} (final loss "
                 f"{float(compiled.loss(*compiled.features(run.dense(np.array([math.log1p(horizon)]))[:, 0], p), p)):.3g}); "
                 + (f"the {setting.frozen} circuit is frozen (its rate is 0), so the loss has a floor above the "
                    "target" if setting.frozen else
@@ -252,7 +263,7 @@ def solve(
     crossed = [i for i in range(len(record_losses)) if math.isfinite(run.event_tau[i])]
     at_crossings = run.dense(run.event_tau[crossed]) if crossed else np.empty((len(x0), 0))
     crossings = {record_losses[i]: (math.expm1(run.event_tau[i]), at_crossings[:, j]) for j, i in enumerate(crossed)}
-    return Trajectory(param, setting, times, state, compiled.variables, event_t, stats, crossings)
+    return times, state, compiled.variables, event_t, stats, crossings
 
 
 @dataclasses.dataclass
@@ -280,7 +291,8 @@ def _compiled(compiled: Compiled, p, x0, tau_end, rtol, atol, levels, terminal, 
 
 
 def _scipy(compiled: Compiled, p, x0, tau_end, rtol, atol, levels, terminal, method) -> _Run:
-    """SciPy's ``solve_ivp`` (LSODA, Radau, BDF) in log-time with the analytic Jacobian."""
+    """SciPy's ``solve_ivp`` in log-time: LSODA, Radau, BDF with the analytic Jacobian, or SciPy's own
+    explicit DOP853 (the spec solver of :mod:`qkdyn.simulate.specsolve`, which has no compiled kernels)."""
     def crossing(level: float, last: bool):
         def event(tau, x):
             return math.log(float(compiled.loss(*compiled.features(x, p), p))) - level
@@ -290,10 +302,12 @@ def _scipy(compiled: Compiled, p, x0, tau_end, rtol, atol, levels, terminal, met
 
     events = [crossing(level, i == len(levels) - 1) for i, level in enumerate(levels)]
 
+    implicit = {"jac": lambda tau, x: math.exp(tau) * compiled.jac(x, p)} if method in METHODS[1:] else {}
+
     def run(with_events: bool):
         return solve_ivp(lambda tau, x: math.exp(tau) * compiled.rhs(x, p), (0.0, tau_end), x0, method=method,
                          rtol=rtol, atol=atol, dense_output=True, events=(events or None) if with_events else None,
-                         jac=lambda tau, x: math.exp(tau) * compiled.jac(x, p))
+                         **implicit)
 
     try:
         sol = run(True)

@@ -4,6 +4,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
@@ -32,3 +34,17 @@ def test_the_conjecture_example_prints_a_computed_verdict(tmp_path):
     lines = out.stdout.strip().splitlines()
     assert len(lines) == 3 and lines[-1].startswith("conjecture 'odds ~ (log t)^2 in CACO': ")
     assert lines[-1].split(": ")[-1] in ("holds", "fails", "partial")
+
+
+@pytest.mark.slow
+def test_the_spec_growth_law_example_is_a_passing_pytest_file(tmp_path):
+    out = run("-m", "pytest", "-p", "no:cacheprovider", str(EXAMPLES / "test_my_spec_growth_law.py"), cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "2 passed" in out.stdout
+
+
+@pytest.mark.slow
+def test_the_example_spec_file_derives(tmp_path):
+    out = run("-m", "qkdyn.cli", "derive", "--spec", str(EXAMPLES / "specs" / "deep_qk_decay.toml"), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "k_query" in out.stdout and "weight decay" in out.stdout

@@ -48,24 +48,26 @@ def _monomials(symbols, degree):
     return [sp.Mul(*combo) for combo in itertools.combinations_with_replacement(symbols, degree)]
 
 
-def _solve_homogeneous(circuit: Circuit, degree: int) -> list[sp.Expr]:
-    """All homogeneous polynomials I of ``degree`` with sum_i (1/w_i) I_i f_i == 0 (a basis)."""
-    symbols = [v.symbol for v in circuit.variables]
+def _solve_homogeneous(symbols, orbits, features, degree: int) -> list[sp.Expr]:
+    """All homogeneous polynomials I of ``degree`` with sum_i (1/w_i) I_i (df/dx_i) == 0 for every
+    feature f in ``features`` (a basis): conserved whatever the loss does with the features."""
     monos = _monomials(symbols, degree)
     coeffs = sp.symbols(f"c0:{len(monos)}")
     candidate = sum(c * mono for c, mono in zip(coeffs, monos))
-    lie = sp.expand(sum(sp.diff(candidate, v.symbol) * sp.diff(circuit.feature, v.symbol) / v.orbit
-                        for v in circuit.variables))
-    equations = sp.Poly(lie, *symbols).coeffs() if lie != 0 else []
+    equations = []
+    for feature in features:
+        lie = sp.expand(sum(sp.diff(candidate, x) * sp.diff(feature, x) / w for x, w in zip(symbols, orbits)))
+        equations += sp.Poly(lie, *symbols).coeffs() if lie != 0 else []
     matrix = sp.Matrix([[sp.diff(eq, c) for c in coeffs] for eq in equations]) if equations else \
         sp.zeros(0, len(coeffs))
     basis = matrix.nullspace() if equations else [sp.eye(len(coeffs))[:, j] for j in range(len(coeffs))]
     return [sp.factor(sum(sp.simplify(vec[j]) * monos[j] for j in range(len(monos)))) for vec in basis]
 
 
-def polynomial_invariants(circuit: Circuit, max_degree: int = 2) -> list[sp.Expr]:
-    """First integrals of ``circuit`` up to ``max_degree`` that are not products of lower ones."""
-    symbols = [v.symbol for v in circuit.variables]
+def conserved_polynomials(symbols, orbits, features, max_degree: int = 2) -> list[sp.Expr]:
+    """First integrals up to ``max_degree`` of a circuit whose loss sees the state through ``features``
+    (variables ``symbols`` with orbit sizes ``orbits``), leaving out products of lower-degree ones."""
+    symbols = list(symbols)
     found: list[sp.Expr] = []
     for degree in range(1, max_degree + 1):
         monos = _monomials(symbols, degree)
@@ -78,12 +80,18 @@ def polynomial_invariants(circuit: Circuit, max_degree: int = 2) -> list[sp.Expr
                     for combo in itertools.combinations_with_replacement(found, r)
                     if sp.Poly(sp.Mul(*combo), *symbols).total_degree() == degree]
         span = sp.Matrix([vector(p) for p in products]) if products else sp.zeros(0, len(monos))
-        for invariant in _solve_homogeneous(circuit, degree):
+        for invariant in _solve_homogeneous(symbols, orbits, features, degree):
             extended = span.col_join(sp.Matrix([vector(invariant)]))
             if extended.rank(simplify=True) > span.rank(simplify=True):
                 found.append(invariant)
                 span = extended
     return found
+
+
+def polynomial_invariants(circuit: Circuit, max_degree: int = 2) -> list[sp.Expr]:
+    """First integrals of ``circuit`` up to ``max_degree`` that are not products of lower ones."""
+    return conserved_polynomials([v.symbol for v in circuit.variables], [v.orbit for v in circuit.variables],
+                                 [circuit.feature], max_degree)
 
 
 def lie_derivative(circuit: Circuit, invariant: sp.Expr) -> sp.Expr:

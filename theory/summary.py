@@ -62,3 +62,33 @@ def summarise(name: str) -> dict:
     else:
         record["mapping to the exact CACO flow"] = paper_mapping()
     return record
+
+
+def summarise_spec(spec) -> dict:
+    """What ``qkdyn derive --spec FILE`` prints for a :class:`~qkdyn.theory.spec.Spec`: the orbits found,
+    the collapsed entries, the population loss, the reduced flow, the init, the conserved polynomials
+    and the rate factors (:mod:`qkdyn.theory.specflow`)."""
+    import dataclasses
+
+    from qkdyn.theory.specflow import derive_spec
+
+    d = derive_spec(spec)
+    return {
+        "spec": {key: (dataclasses.asdict(value) if dataclasses.is_dataclass(value) else
+                       "none" if value is None else str(value)) for key, value in vars(spec).items()},
+        "variables": [{"name": v.name, "circuit": v.circuit, "orbit_size": v.orbit, "meaning": v.meaning}
+                      for v in d.variables],
+        "collapsed entries": {f"W_{c}[{key}]": value for c, entries in d.features.items() for key, value in entries.items()},
+        "qk": d.qk, "ov": d.ov, "attn": d.attn, "loss (with weight decay)": d.loss,
+        "ode": {v.name: rhs for v, rhs in zip(d.variables, d.rhs)},
+        "initial_state": {sym.name: value for sym, value in d.init.items()},
+        "conserved": {c: value if isinstance(value, str) else
+                      {f"I_{c}{i + 1}": e for i, e in enumerate(value)} or "none up to degree 2"
+                      for c, value in d.invariants.items()},
+        "metric M_QK (rate of qk per -eta_QK dL/dqk)": d.metrics["QK"]["metric"],
+        "metric M_OV (rate of ov per -eta_OV dL/dov)": d.metrics["OV"]["metric"],
+        "rate factor R_QK (A1, against the collapsed QK circuit)": d.metrics["QK"]["rate_factor"],
+        "rate factor R_OV (A1, against the collapsed OV circuit)": d.metrics["OV"]["rate_factor"],
+        "not derived for a spec": "the first-integral line, the late-time laws and the matched-loss closed forms "
+                                  "(derived for the exact forms: qkdyn derive --param P)",
+    }

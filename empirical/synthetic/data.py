@@ -62,15 +62,16 @@ def mean_counts(setting) -> Batch:
     return _batch(counts, np.arange(K), np.full(K, 1.0 / K))
 
 
-def _compositions(draws: int, bins: int) -> tuple[np.ndarray, np.ndarray]:
-    """All count vectors of ``draws`` uniform draws into ``bins`` bins, with multinomial probabilities."""
-    rows, probs = [], []
+def _compositions(draws: int, bins: int, probs=None) -> tuple[np.ndarray, np.ndarray]:
+    """All count vectors of ``draws`` draws into ``bins`` bins, with multinomial probabilities (uniform
+    bins, or bin probabilities ``probs``)."""
+    log_p = np.full(bins, -math.log(bins)) if probs is None else np.log(np.asarray(probs, dtype=float))
+    rows, out = [], []
     for combo in itertools.combinations_with_replacement(range(bins), draws):
         c = np.bincount(combo, minlength=bins)
         rows.append(c)
-        probs.append(math.exp(math.lgamma(draws + 1) - sum(math.lgamma(x + 1) for x in c)
-                              - draws * math.log(bins)))
-    return np.array(rows), np.array(probs)
+        out.append(math.exp(math.lgamma(draws + 1) - sum(math.lgamma(x + 1) for x in c) + float(c @ log_p)))
+    return np.array(rows), np.array(out)
 
 
 def support_size(setting) -> int:
@@ -79,11 +80,14 @@ def support_size(setting) -> int:
         setting.n + setting.commons - 1, setting.n)
 
 
-def count_support(setting) -> Batch:
-    """Every count vector of the population with its exact probability (see module docstring)."""
+def count_support(setting, token_weights=None) -> Batch:
+    """Every count vector of the population with its exact probability (see module docstring); with
+    ``token_weights`` (one per distinct token of a class) the m distinct draws of a class-k context
+    follow the normalised weights instead of the uniform distribution."""
     lay = Layout.of(setting)
     K = setting.classes
-    dist, p_dist = _compositions(setting.m, setting.distinct)
+    probs = None if token_weights is None else np.asarray(token_weights, dtype=float) / np.sum(token_weights)
+    dist, p_dist = _compositions(setting.m, setting.distinct, probs)
     comm, p_comm = _compositions(setting.n, setting.commons)
     pairs = len(dist) * len(comm)
     counts = np.zeros((K, len(dist), len(comm), lay.vocab))

@@ -5,8 +5,8 @@ unchanged by the relabelling group G (permutations of the classes, of the distin
 a class and of the commons). Fix(G) is invariant under the full gradient flow
 d theta/dt = -E grad L(theta) (E = eta_QK on QK parameters, eta_OV on OV parameters) because L is
 G-invariant. Whether the full flow *stays near* it is the linearisation in the symmetry-breaking
-directions, measured here for collapsed circuits (CACO: the parameters are the function itself, no
-factor gauge):
+directions, measured here for every parameterisation (factorized circuits through the chain rule of
+:meth:`FullFlow.hessian`, at the inner width of :func:`exact_width`):
 
 At a point theta*(t) of the reduced trajectory (embedded, :func:`.reduced.embed`) let
 H = hess L(theta*), L the exact population loss over every count vector (:func:`.data.count_support`;
@@ -203,18 +203,13 @@ class FullFlow:
         """The flow's right-hand side -E grad L(theta)."""
         return -self.eta * self.gradient(theta)
 
-    def hessian(self, theta: np.ndarray) -> np.ndarray:
-        """hess L(theta) for collapsed circuits (theta = (W_QK[q, ctx], W_OV[labels, ctx])), exactly:
-        with P = diag(p) - p p^T, Q = diag(q) - q q^T, g = B^T r, g~ = g - p.g per count vector,
+    def function_hessian(self, a: np.ndarray, B: np.ndarray) -> np.ndarray:
+        """hess L in the function coordinates (a, B.ravel()), exactly: with P = diag(p) - p p^T,
+        Q = diag(q) - q q^T, g = B^T r, g~ = g - p.g per count vector,
 
             L_BB[(l,x),(l',x')] = sum w Q_ll' p_x p_x'
             L_Ba[(l,x), y]      = sum w ((Q B P)_ly p_x + r_l P_xy)
-            L_aa[x, y]          = sum w (P B^T Q B P + diag(p g~) - p (p g~)^T - (p g~) p^T)_xy
-
-        and a = s W_QK[q, ctx] scales the a-rows and -columns by s."""
-        if factorized(self.param) != (False, False):
-            raise ValueError("the closed-form Hessian is for collapsed circuits")
-        a, B = self.function(theta)
+            L_aa[x, y]          = sum w (P B^T Q B P + diag(p g~) - p (p g~)^T - (p g~) p^T)_xy"""
         _, p, q, r = self._forward(a, B)
         w = self._weights
         P = np.einsum("ix,xy->ixy", p, np.eye(len(a))) - p[:, :, None] * p[:, None, :]
@@ -229,8 +224,39 @@ class FullFlow:
                 + np.einsum("il,ixy->lxy", w[:, None] * r, P)).reshape(B.size, len(a))
         h_aa = (np.einsum("ilx,ily->xy", BP * w[:, None, None], QBP)
                 + np.diag(w @ pg) - wp.T @ pg - (w[:, None] * pg).T @ p)
-        s = self.setting.scale
-        return np.block([[s * s * h_aa, s * h_ba.T], [s * h_ba, h_bb]])
+        return np.block([[h_aa, h_ba.T], [h_ba, h_bb]])
+
+    def hessian(self, theta: np.ndarray) -> np.ndarray:
+        """hess L(theta) for every parameterisation, exactly, by the chain rule through the function
+        f = (a, B) (a = s W_QK[q, ctx] or s W_Q[q] W_K^T, B = W_OV or W_O W_V, both bilinear in the factors):
+
+            hess L = J^T L_ff J + C + C^T,   J = df/dtheta,
+            C[W_Q[q,i], W_K[y,j]] = s dL/da_y delta_ij,   C[W_O[l,i], W_V[j,x]] = dL/dB_lx delta_ij
+
+        (the second derivatives of the bilinear maps, weighted by the function gradient; C = 0 for
+        collapsed circuits), with L_ff from :meth:`function_hessian`."""
+        M = self._matrices(theta)
+        a, B = self._function(M)
+        _, d_a, d_B = self.function_gradient(a, B)
+        h_ff = self.function_hessian(a, B)
+        s, n_ctx, K = self.setting.scale, len(a), len(B)
+        offsets = dict(zip((b[0] for b in self.blocks), np.cumsum([0, *self.sizes[:-1]])))
+        J = np.zeros((n_ctx + B.size, len(theta)))
+        C = np.zeros((len(theta), len(theta)))
+        rows_a, rows_b = slice(0, n_ctx), slice(n_ctx, None)
+        for name, size in zip(offsets, self.sizes):
+            cols = slice(offsets[name], offsets[name] + size)
+            J[{"W_QK": rows_a, "W_Q": rows_a, "W_K": rows_a}.get(name, rows_b), cols] = {
+                "W_QK": lambda: s * np.eye(n_ctx), "W_OV": lambda: np.eye(B.size),
+                "W_Q": lambda: s * M["W_K"], "W_K": lambda: s * np.kron(np.eye(n_ctx), M["W_Q"]),
+                "W_O": lambda: np.kron(np.eye(K), M["W_V"].T), "W_V": lambda: np.kron(M["W_O"], np.eye(n_ctx))}[name]()
+        r = self.width
+        if "W_Q" in offsets:
+            C[offsets["W_Q"]:offsets["W_Q"] + r, offsets["W_K"]:offsets["W_K"] + n_ctx * r] = s * np.kron(d_a[None, :], np.eye(r))
+        if "W_O" in offsets:
+            C[offsets["W_O"]:offsets["W_O"] + K * r, offsets["W_V"]:offsets["W_V"] + r * n_ctx] = np.einsum(
+                "ij,lx->lijx", np.eye(r), d_B).reshape(K * r, r * n_ctx)
+        return J.T @ h_ff @ J + C + C.T
 
     @functools.cached_property
     def fix_basis(self) -> np.ndarray:
@@ -338,15 +364,28 @@ class Transverse:
         return float(np.exp(self.log_gain[-1]) * np.linalg.norm(self.propagator @ v))
 
 
-def linearisation(setting, until_loss: float, points: int = POINTS, param: str = "CACO") -> Transverse:
-    """lambda(t), Lambda(t) and the propagator gain along the reduced trajectory to ``until_loss``.
+def exact_width(setting) -> int:
+    """The inner width r = K + 1 at which the linearisation of a factorized form is that of every r >= K + 1.
+
+    On the reduced trajectory only the first inner column of W_Q, W_K and the first K of W_O, W_V
+    are nonzero (the embedding of :mod:`qkdyn.theory.model`). A perturbation of an unused column j
+    changes the function at second order only (J maps it to 0: its partner column is 0), and the
+    Hessian couples it with the same column of the other factor only, through the term C of
+    :meth:`FullFlow.hessian`, which does not depend on j. So the unused columns are identical,
+    decoupled blocks of S on T: one of them (r = K + 1) has the spectrum and the propagator norm of
+    all of them (the tests compare r = K + 1 with r = V)."""
+    return setting.classes + 1
+
+
+def linearisation(setting, until_loss: float, points: int = POINTS, param: str = "CACO",
+                  width: int | None = None) -> Transverse:
+    """lambda(t), Lambda(t) and the propagator gain along the reduced trajectory to ``until_loss``, for
+    any parameterisation (factorized forms at inner width ``width``, default :func:`exact_width`).
 
     The product of exponentials is second order in the grid: on the log-spaced grid of ``points``
     times, the predicted size of a perturbation grown 1e4-fold is within ~30% at 48 points (the tests
     compare it with the perturbed nonlinear flow)."""
-    if factorized(param) != (False, False):
-        raise ValueError("the linearisation is measured for collapsed circuits (CACO); use perturbed_flow")
-    flow = FullFlow(setting, param)
+    flow = FullFlow(setting, param, width or exact_width(setting))
     T = flow.transverse_basis()
     tr = solve(setting, param, until_loss=until_loss, points=points)
     root = np.sqrt(flow.eta)
@@ -406,13 +445,15 @@ def transverse_size(flow: FullFlow, theta: np.ndarray) -> float:
     return float(np.linalg.norm(flow.transverse_basis().T @ y) / np.linalg.norm(y))
 
 
-def perturbed_flow(setting, param: str, until_loss: float, eps: float = EPS, seed: int = 0) -> Perturbed:
+def perturbed_flow(setting, param: str, until_loss: float, eps: float = EPS, seed: int = 0,
+                   width: int | None = None) -> Perturbed:
     """The nonlinear full gradient flow (exact population loss) in log time tau = log(1 + t), from
-    the canonical init plus a transverse perturbation, until the loss reaches ``until_loss``."""
+    the canonical init plus a transverse perturbation, until the loss reaches ``until_loss``
+    (factorized circuits at inner width ``width``, default V)."""
     import time
 
     start = time.perf_counter()
-    flow = FullFlow(setting, param)
+    flow = FullFlow(setting, param, width)
     theta0 = flow.design_init()
     delta, direction = _perturbation(flow, theta0, eps, seed)
     theta0 = theta0 + delta
@@ -476,9 +517,11 @@ def perturbed_gd(setting, until_loss: float, step: float, eps: float = EPS, seed
 
 @dataclasses.dataclass
 class Diagram:
-    """Where transverse perturbations stay bounded: ``relative[i, j]`` = max_t EPS gain / size
-    (:attr:`Transverse.relative`) for shape ``shapes[i]`` = (K, D, N) and ``rhos[j]``, until ``level``."""
+    """Where transverse perturbations stay bounded, for one parameterisation ``param``: ``relative[i, j]``
+    = max_t EPS gain / size (:attr:`Transverse.relative`) for shape ``shapes[i]`` = (K, D, N) and ``rhos[j]``,
+    until ``level``."""
 
+    param: str
     shapes: list[tuple[int, int, int]]
     rhos: np.ndarray
     level: float
@@ -502,11 +545,12 @@ class Diagram:
         return out
 
 
-def diagram(shapes, rhos, level: float, m: int = 2, n: int = 4, points: int = POINTS) -> Diagram:
-    """The linearisation (CACO, eta_OV = 1, canonical init) over ``shapes`` x ``rhos`` to loss ``level``."""
-    lines = [[linearisation(_setting(K, D, N, m, n, rho), level, points) for rho in rhos] for K, D, N in shapes]
+def diagram(shapes, rhos, level: float, m: int = 2, n: int = 4, points: int = POINTS, param: str = "CACO") -> Diagram:
+    """The linearisation (eta_OV = 1, canonical init; factorized forms at :func:`exact_width`) over
+    ``shapes`` x ``rhos`` to loss ``level``."""
+    lines = [[linearisation(_setting(K, D, N, m, n, rho), level, points, param) for rho in rhos] for K, D, N in shapes]
     field = lambda f: np.array([[f(lin) for lin in row] for row in lines])
-    return Diagram([tuple(s) for s in shapes], np.asarray(rhos, dtype=float), level, m, n,
+    return Diagram(param, [tuple(s) for s in shapes], np.asarray(rhos, dtype=float), level, m, n,
                    field(lambda lin: lin.relative.max()), field(lambda lin: lin.growth_rate.max()),
                    field(lambda lin: lin.log_gain[-1]), lines)
 

@@ -8,10 +8,13 @@ HELP = "print the derived reduced ODE, conserved quantities and late-time laws (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from qkdyn.settingflags import add_spec_flag
     from qkdyn.theory.setting import ALL_PARAMS
 
-    parser.add_argument("--param", required=True, choices=ALL_PARAMS, metavar="P",
-                        help=f"parameterisation: {', '.join(ALL_PARAMS)}")
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--param", choices=ALL_PARAMS, metavar="P",
+                       help=f"parameterisation: {', '.join(ALL_PARAMS)} (default: none; give --param or --spec)")
+    add_spec_flag(which)
     parser.add_argument("--format", default="text", choices=("text", "latex", "json"))
 
 
@@ -44,9 +47,14 @@ def _text(record, indent=0) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     import sympy as sp
 
-    from qkdyn.theory.summary import summarise
+    from qkdyn.theory.summary import summarise, summarise_spec
 
-    record = summarise(args.param)
+    if args.spec is not None:
+        from qkdyn.theory.spec import load
+
+        record = summarise_spec(load(args.spec))
+    else:
+        record = summarise(args.param)
     if args.format == "json":
         print(json.dumps(_render(record, sp.sstr), indent=2))
     elif args.format == "latex":

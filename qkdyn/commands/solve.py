@@ -8,11 +8,12 @@ from qkdyn.configflags import fraction, parser as parser_of
 from qkdyn.settingflags import (add_setting_flags, finite_float, horizon, positive_int, setting_from_args,
                                 warn_if_saddle)
 
-HELP = "solve the reduced gradient-flow ODE to --t-max or --until-loss and write a CSV"
+HELP = ("solve the reduced gradient-flow ODE (of --param P, or of a circuit spec --spec FILE) to --t-max or "
+        "--until-loss and write a CSV")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_setting_flags(parser)
+    add_setting_flags(parser, spec=True)
     stop = parser.add_argument_group("horizon (one or both)")
     stop.add_argument("--t-max", type=horizon, help="final gradient-flow time (at least 1e-100; default: none, then --until-loss is needed)")
     stop.add_argument("--until-loss", type=finite_float, help="stop when the loss reaches this value (default: none, then --t-max is needed)")
@@ -36,12 +37,22 @@ def run(args: argparse.Namespace) -> int:
     # ~16 float64 columns per row, a few copies (solver output, columns, CSV rows)
     check_memory(8 * 16 * 4 * args.points, "--points output rows", "points")
     check_writable(args.out)
-    warn_if_saddle("solve", args.param, setting)
-    trajectory = solve(setting, args.param, t_max=args.t_max, until_loss=args.until_loss,
-                       points=args.points, at=parse_times(args.at), method=args.method, rtol=args.rtol)
+    if args.spec is not None:
+        from qkdyn.simulate.specsolve import solve_spec
+        from qkdyn.theory.spec import load
+
+        spec = load(args.spec)
+        trajectory = solve_spec(setting, spec, t_max=args.t_max, until_loss=args.until_loss, points=args.points,
+                                at=parse_times(args.at), method=args.method, rtol=args.rtol)
+        name = spec.name
+    else:
+        warn_if_saddle("solve", args.param, setting)
+        trajectory = solve(setting, args.param, t_max=args.t_max, until_loss=args.until_loss,
+                           points=args.points, at=parse_times(args.at), method=args.method, rtol=args.rtol)
+        name = args.param
     write_columns(args.out, trajectory.columns())
     stats = trajectory.stats
     reached = f", loss target reached at t = {trajectory.event_t:.6g}" if trajectory.event_t is not None else ""
-    sys.stderr.write(f"{args.param}: {len(trajectory.t)} rows to {args.out} ({stats['steps']} {stats['method']} "
+    sys.stderr.write(f"{name}: {len(trajectory.t)} rows to {args.out} ({stats['steps']} {stats['method']} "
                      f"steps, {stats['seconds']:.3f} s{reached})\n")
     return 0

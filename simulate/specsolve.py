@@ -1,0 +1,117 @@
+"""Solve the reduced flow of a circuit spec (:class:`qkdyn.theory.spec.Spec`) in log-time.
+
+The same integration as :func:`qkdyn.simulate.solve.solve` (log-time tau = log(1 + t), loss events,
+output rows), on the numeric functions :mod:`qkdyn.theory.specnumeric` prints from the spec's
+derivation; DOP853 is SciPy's here (there are no compiled kernels for a spec written as data), and
+LSODA, Radau and BDF take the derived Jacobian. The reported qk, ov and attn are the spec's own:
+qk = s (a - b), ov = u - w (token-weighted means with token weights), attn = the population mean of
+the attention mass on the distinct tokens (the query's own share is not counted).
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Sequence
+
+import numpy as np
+
+from qkdyn.errors import InputError
+from qkdyn.simulate.solve import integrate_flow
+from qkdyn.theory.setting import Setting
+from qkdyn.theory.spec import Spec
+
+
+class _Field:
+    """The spec's numeric functions in the shape integrate_flow reads (features -> the state itself)."""
+
+    def __init__(self, spec: Spec):
+        from qkdyn.theory.specnumeric import numeric
+
+        self.numeric = numeric(spec)
+        self.variables = self.numeric.variables
+
+    def init(self, p, qk0, ov0):
+        return self.numeric.init(np.asarray(p, dtype=float), qk0, ov0)
+
+    def rhs(self, x, p):
+        return self.numeric.rhs(x, np.asarray(p, dtype=float))
+
+    def jac(self, x, p):
+        return self.numeric.jac(x, np.asarray(p, dtype=float))
+
+    def features(self, x, p):
+        return (x,)
+
+    def loss(self, x, p):
+        return float(self.numeric.loss(x, np.asarray(p, dtype=float)))
+
+    def state_loss(self, x, p):
+        return self.loss(x, p)
+
+
+@dataclasses.dataclass
+class SpecTrajectory:
+    """A spec's solution sampled at times ``t``: the reduced state and the quantities of docs/setting.md."""
+
+    spec: Spec
+    setting: Setting
+    t: np.ndarray
+    state: np.ndarray  # (dim, T)
+    variables: tuple[str, ...]
+    event_t: float | None
+    stats: dict
+
+    @property
+    def param(self) -> str:
+        """The spec's name (what reports and :mod:`qkdyn.testing` messages print)."""
+        return self.spec.name
+
+    @functools.cached_property
+    def _values(self) -> dict[str, np.ndarray]:
+        from qkdyn.theory.specnumeric import numeric
+
+        p, functions = np.asarray(self.setting.numeric(), dtype=float), numeric(self.spec)
+        qk, ov, attn = np.array([functions.features(x, p) for x in self.state.T]).reshape(-1, 3).T
+        loss = np.array([float(functions.loss(x, p)) for x in self.state.T])
+        return {"qk": qk, "ov": ov, "attn": attn, "loss": loss}
+
+    @property
+    def qk(self) -> np.ndarray:
+        return self._values["qk"]
+
+    @property
+    def ov(self) -> np.ndarray:
+        return self._values["ov"]
+
+    @property
+    def attn(self) -> np.ndarray:
+        return self._values["attn"]
+
+    @property
+    def loss(self) -> np.ndarray:
+        return self._values["loss"]
+
+    @property
+    def log_odds(self) -> np.ndarray:
+        """log(attn / (1 - attn)), from attn (the spec's attention need not be a logistic of qk)."""
+        return np.log(self.attn) - np.log1p(-self.attn)
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """CSV columns: t, qk, ov, attn, loss, then the raw reduced state (as ``qkdyn solve`` writes)."""
+        cols = {"t": self.t, **self._values}
+        cols.update({name: self.state[i] for i, name in enumerate(self.variables)})
+        return cols
+
+
+def solve_spec(setting: Setting, spec: Spec, *, t_max: float | None = None, until_loss: float | None = None,
+               points: int = 200, at: Sequence[float] = (), rtol: float = 1e-11, atol: float = 1e-14,
+               method: str = "DOP853") -> SpecTrajectory:
+    """The reduced flow of ``spec`` from its init (docs/setting.md, balanced factors of its depth) to
+    ``t_max`` or the loss level ``until_loss`` (as :func:`qkdyn.solve`)."""
+    if not isinstance(setting, Setting):
+        raise InputError(f"must be a Setting, got {type(setting).__name__}", "setting")
+    spec.check_setting(setting)
+    times, state, variables, event_t, stats, _ = integrate_flow(
+        spec.name, _Field(spec), setting, t_max=t_max, until_loss=until_loss, points=points, at=at, rtol=rtol,
+        atol=atol, method=method, record_losses=(), kernels=False)
+    return SpecTrajectory(spec, setting, times, state, variables, event_t, stats)

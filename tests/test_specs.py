@@ -1,0 +1,273 @@
+"""Circuit specs (theory/spec.py): the exact forms rebuilt from specs, every spec checked against
+autograd on its full matrices (qkdyn.check), the negative controls, files and the command line."""
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+import sympy as sp
+from hypothesis import given, settings, strategies as st
+
+import qkdyn
+from qkdyn.errors import InputError
+from qkdyn.theory import invariants, model, orbits, specflow
+from qkdyn.theory.compiled import load
+from qkdyn.theory.spec import NAMED, CircuitSpec as C, Spec, from_dict
+
+#: the variants issue 18 names, each one spec (small enough that its check takes seconds)
+VARIANTS = {
+    "depth3_qk": Spec("depth3_qk", qk=C("factorized", depth=3)),
+    "depth3_ov": Spec("depth3_ov", ov=C("factorized", depth=3, inner="class")),
+    "rank2_qk_unbalanced": Spec("rank2_qk_unbalanced", qk=C("factorized", rank=2, imbalance=1.5)),
+    "class_inner_qk": Spec("class_inner_qk", qk=C("factorized", inner="class")),
+    "weight_decay": Spec("weight_decay", qk=C(weight_decay=0.01), ov=C("factorized", inner="class", weight_decay=0.02)),
+    "self_attention": Spec("self_attention", self_attention=True, qk=C("factorized")),
+    "square_loss": Spec("square_loss", loss="square", ov=C("factorized", inner="class")),
+    "token_weights": Spec("token_weights", token_weights=(0.2, 1.0), context_distinct=2),
+    "coupled_euler_linear": Spec("coupled_euler_linear", qk=C("coupled")),
+    "coupled_leapfrog_linear_rank2": Spec("coupled_leapfrog_linear_rank2",
+                                          qk=C("coupled", integrator="leapfrog", steps=2, rank=2)),
+    "coupled_euler_mlp_dt": Spec("coupled_euler_mlp_dt", qk=C("coupled", coupling="mlp", learn_dt=True, hidden=3)),
+    "coupled_leapfrog_mlp_self": Spec("coupled_leapfrog_mlp_self", self_attention=True,
+                                      qk=C("coupled", coupling="mlp", integrator="leapfrog")),
+}
+
+
+@pytest.mark.parametrize("name", list(NAMED))
+def test_named_specs_rebuild_todays_derivation(name):
+    """Same variables, orbit sizes, collapsed entries and init; the same loss, symbolically; the same
+    right-hand side as the committed generated module at random points; the same invariant space."""
+    d, old = specflow.named(name), model.derive(name)
+    assert [(v.name, v.circuit) for v in d.variables] == [(v.name, v.circuit) for v in old.variables]
+    assert all(sp.simplify(a.orbit - b.orbit) == 0 for a, b in zip(d.variables, old.variables))
+    entries = {**old.qk_circuit.entries, **old.ov_circuit.entries}
+    mine = {"a": d.features["QK"]["distinct"], "b": d.features["QK"]["common"], "u": d.features["OV"]["own"],
+            "w": d.features["OV"]["cross"], "z": d.features["OV"]["common"]}
+    assert all(sp.expand(mine[key] - entries[key]) == 0 for key in mine)
+    assert all(d.init[x] == old.init[x] or sp.simplify(d.init[x] - old.init[x]) == 0 for x in d.symbols)
+    # the loss: softplus(log(K-1) - g (u - w) / (g + n)), g = m e^{s(a-b)}, is today's softplus(log(K-1) - alpha ov)
+    argument = d.loss.args[0]
+    assert isinstance(d.loss, type(old.loss)) and sp.simplify((argument - old.loss.args[0]).rewrite(sp.exp)) == 0
+    compiled, rng = load(name), np.random.default_rng(1)
+    setting = qkdyn.Setting(classes=3, distinct=2, commons=4, m=3, n=5, scale=0.7, eta_qk=1.3, eta_ov=0.6)
+    rhs = qkdyn_spec_rhs(name)
+    for _ in range(5):
+        x = rng.uniform(-1.5, 1.5, compiled.dim)
+        expected = compiled.rhs(x, setting.numeric())
+        assert np.abs(rhs(x, np.array(setting.numeric())) - expected).max() <= 1e-12 * np.abs(expected).max()
+
+
+@pytest.mark.parametrize("name", ["CACO", "FACO", pytest.param("CAFO", marks=pytest.mark.slow),
+                                  pytest.param("FAFO", marks=pytest.mark.slow)])
+def test_named_specs_find_todays_invariants(name):
+    """As many independent conserved polynomials as today's, each of today's conserved for the features
+    the spec's loss was found to see (the invariant search costs ~10 s for a factorized OV circuit)."""
+    d, old = specflow.named(name), model.derive(name)
+    found = [e for c in ("QK", "OV") for e in d.invariants[c]]
+    assert len(found) == len(invariants.first_integrals(old))
+    for circuit, named_ in ((old.qk_circuit, old.qk_circuit.invariants), (old.ov_circuit, old.ov_circuit.invariants)):
+        symbols = [v.symbol for v in circuit.variables]
+        orbit = [v.orbit for v in circuit.variables]
+        for invariant in named_.values():  # today's named invariants are conserved for the spec's features
+            for feature in d.seen[circuit.variables[0].circuit]:
+                lie = sum(sp.diff(invariant, x) * sp.diff(feature, x) / w for x, w in zip(symbols, orbit))
+                assert sp.expand(sp.together(lie).as_numer_denom()[0]) == 0
+
+
+def qkdyn_spec_rhs(name):
+    from qkdyn.theory.specnumeric import numeric
+
+    return numeric(NAMED[name]).rhs
+
+
+@pytest.mark.parametrize("name", list(NAMED))
+def test_named_specs_reproduce_todays_trajectories(name):
+    setting = qkdyn.Setting(classes=3, distinct=2, commons=5, eta_qk=3.0)
+    today = qkdyn.solve(setting, name, t_max=1e12, points=30)
+    rebuilt = qkdyn.solve_spec(setting, NAMED[name], t_max=1e12, points=30)
+    assert np.array_equal(today.t, rebuilt.t)
+    # both integrate at rtol 1e-11 (compiled DOP853 vs SciPy's): they agree to the integrators' tolerance
+    assert np.abs(today.state - rebuilt.state).max() <= 1e-9 * np.abs(today.state).max()
+    columns = rebuilt.columns()
+    assert np.abs(columns["attn"] - today.attn).max() <= 1e-9
+    assert np.abs(columns["loss"] - today.loss).max() <= 1e-9 * today.loss.max()
+
+
+@pytest.mark.parametrize("spec", list(NAMED.values()) + list(VARIANTS.values()), ids=lambda s: s.name)
+def test_check_passes_for_every_spec(spec):
+    result = qkdyn.check(spec)
+    assert result.passed, str(result)
+    assert result.rhs_error <= 1e-9 and result.off_subspace <= 1e-9
+    assert result.flow_moved > 1e-3  # the flow comparison saw the state move (it could have disagreed)
+
+
+def test_check_fails_on_a_planted_wrong_orbit_size():
+    d = specflow.derive_spec(VARIANTS["depth3_qk"])
+    entries = list(d.entries)
+    i = next(j for j, e in enumerate(entries) if e.variable.name == "k_distinct")
+    wrong = dataclasses.replace(entries[i].variable, orbit=entries[i].variable.orbit + 1)
+    entries[i] = dataclasses.replace(entries[i], variable=wrong)
+    eta = model.ETA[wrong.circuit]
+    rhs = list(d.rhs)
+    rhs[i] = -(eta / wrong.orbit) * sp.diff(d.loss, wrong.symbol)
+    planted = dataclasses.replace(d, entries=tuple(entries), rhs=tuple(rhs))
+    result = qkdyn.check(VARIANTS["depth3_qk"], derivation=planted)
+    assert not result.passed
+    assert any(line.startswith("k_distinct:") for line in result.disagreements)
+    assert all(line.split(":")[0] in ("k_distinct", "flow to t = 1") for line in result.disagreements)
+
+
+def test_the_coupling_acts_in_the_coupled_specs():
+    """The coupled score is not the plain q . k: at a state with A != 0 and context queries != 0 the
+    coupled and the plain factorized scores differ (so the coupled checks test the coupling)."""
+    d = specflow.derive_spec(VARIANTS["coupled_euler_linear"])
+    score = d.features["QK"]["distinct"]
+    x = {sp.Symbol(n, real=True): v for n, v in (("q_query", 0.7), ("k_query", 0.3), ("q_distinct", -0.4),
+                                                 ("k_distinct", 0.5), ("A_diag", 0.9))}
+    plain = 0.7 * 0.5
+    assert abs(float(score.subs(x)) - plain) > 1e-2
+
+
+def test_check_fails_on_a_planted_wrong_contraction_count():
+    """W_OV[cross] summed with a wrong inner-index count (K - 1 copies of o_cross v_cross for K - 2)."""
+    d = specflow.named("CAFO")
+    o2, v2 = sp.Symbol("o_cross", real=True), sp.Symbol("v_cross", real=True)
+    ov_f = dict(d.features["OV"], cross=d.features["OV"]["cross"] + o2 * v2)
+    loss = specflow.population_loss(NAMED["CAFO"], d.features["QK"], ov_f)[0]
+    rhs = tuple(-(model.ETA[v.circuit] / v.orbit) * sp.diff(loss, v.symbol) for v in d.variables)
+    result = qkdyn.check("CAFO", derivation=dataclasses.replace(d, rhs=rhs))
+    assert not result.passed and result.rhs_error > 1e-3
+    assert {line.split(":")[0] for line in result.disagreements} >= {"o_cross", "v_cross"}
+
+
+@pytest.mark.parametrize("types", [("label", "distinct"), ("cinner", "distinct"), ("rinner", "rinner"),
+                                   ("label", "cinner", "distinct"), ("query", "rinner", "rinner", "distinct")])
+def test_orbit_sizes_count_the_concrete_tuples(types):
+    """Every concrete tuple lies in exactly one enumerated orbit, and each orbit's size formula counts them."""
+    import itertools
+
+    from qkdyn.empirical.synthetic.layout import Layout
+    from qkdyn.empirical.synthetic.specmodel import _indices
+
+    K, D, N, r = 3, 2, 2, 2
+    lay = Layout(K, D, N)
+    counts = {}
+    for values in itertools.product(*[_indices(lay, t, K if t == "cinner" else r) for t in types]):
+        o = orbits.orbit_of(types, tuple(v for _, v in values), False)
+        counts[o] = counts.get(o, 0) + 1
+    listed = orbits.enumerate_orbits(types, None, r)
+    assert set(counts) == set(listed)
+    for o in listed:
+        assert orbits.size(o, sp.Integer(K), sp.Integer(D), sp.Integer(N), r, False) == counts[o]
+
+
+def test_spec_files_and_their_errors(tmp_path):
+    path = tmp_path / "deep.toml"
+    path.write_text('self_attention = true\n[qk]\nform = "factorized"\ndepth = 3\n[ov]\nweight_decay = 0.01\n')
+    spec = qkdyn.load_spec(path)
+    assert spec.name == "deep" and spec.qk.depth == 3 and spec.ov.weight_decay == 0.01 and spec.self_attention
+    (tmp_path / "w.json").write_text(json.dumps({"token_weights": [0.1, 0.2], "context_distinct": 2, "qk": "factorized"}))
+    assert qkdyn.load_spec(tmp_path / "w.json").token_weights == (0.1, 0.2)
+    bad = {"qk": {"depth": 1, "form": "factorized"}, "loss": "hinge", "shape": 3, "token_weights": [0.1]}
+    fields = {"qk": "qk.depth", "loss": "loss", "shape": "spec", "token_weights": "context_distinct"}
+    for key, value in bad.items():
+        with pytest.raises(InputError) as err:
+            from_dict({key: value})
+        assert err.value.field == fields[key] and "\n" not in str(err.value)
+    with pytest.raises(InputError, match="ov.inner"):
+        specflow.derive_spec(Spec(ov=C("factorized", inner="rank")))
+    with pytest.raises(InputError, match="qk.inner"):
+        Spec(qk=C("coupled", inner="class"))
+    with pytest.raises(InputError, match="ov.form"):
+        Spec(ov=C("coupled"))
+    (tmp_path / "x.toml").write_text("qk = [")
+    with pytest.raises(InputError, match="not valid TOML"):
+        qkdyn.load_spec(tmp_path / "x.toml")
+    with pytest.raises(InputError, match="distinct"):
+        VARIANTS["token_weights"].check_setting(qkdyn.Setting(distinct=4, m=2))
+
+
+def test_weight_decay_removes_the_invariants_and_says_so():
+    d = specflow.derive_spec(VARIANTS["weight_decay"])
+    assert isinstance(d.invariants["QK"], str) and "weight decay" in d.invariants["QK"]
+    assert isinstance(d.invariants["OV"], str)
+
+
+@pytest.mark.slow
+def test_coupled_invariants_are_conserved_along_the_flow_and_the_mlp_is_not_searched():
+    """Coupled QK (linear f, dt = 1/10): whatever the search returns is conserved by the reduced flow
+    itself (Lie derivative along the derived rhs == 0), including the modified balance it finds; the
+    MLP coupling is reported as not searched."""
+    d = specflow.derive_spec(VARIANTS["coupled_euler_linear"])
+    found = d.invariants["QK"]
+    assert len(found) >= 3
+    for I in found:
+        lie = sum(sp.diff(I, v.symbol) * rhs for v, rhs in zip(d.variables, d.rhs))
+        assert abs(float(lie.subs({v.symbol: 0.3 + 0.1 * i for i, v in enumerate(d.variables)}).subs(
+            dict(zip(model.PARAMS, (3, 2, 4, 3, 5, 0.7, 1.3, 0.6, 1.0)))).rewrite(sp.exp).evalf())) < 1e-12
+    assert "not searched" in specflow.derive_spec(VARIANTS["coupled_euler_mlp_dt"]).invariants["QK"]
+
+
+@pytest.mark.slow
+def test_depth3_balance_invariants_are_found():
+    d = specflow.derive_spec(VARIANTS["depth3_qk"])
+    p, mid, kd, kc = (sp.Symbol(x, real=True) for x in ("q_query", "qkm1_diag", "k_distinct", "k_common"))
+    found = d.invariants["QK"]
+    lie = lambda I: sum(sp.diff(I, v.symbol) * rhs for v, rhs in zip(d.variables, d.rhs))
+    for I in (p**2 - mid**2, mid**2 - model.K * model.D * kd**2 - model.N * kc**2):
+        assert sp.simplify(lie(I)) == 0
+    assert len(found) == 3  # the key mean mode and the two balances
+
+
+def test_cli_derive_and_solve_take_a_spec(tmp_path, capsys):
+    from qkdyn.cli import main
+
+    spec = tmp_path / "s.json"
+    spec.write_text(json.dumps({"name": "sq", "loss": "square", "qk": {"form": "factorized", "rank": 2}}))
+    assert main(["derive", "--spec", str(spec), "--format", "json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert [v["name"] for v in record["variables"]][:3] == ["q_query", "k_distinct", "k_common"]
+    assert record["variables"][0]["orbit_size"] == "2"
+    out = tmp_path / "s.csv"
+    assert main(["solve", "--spec", str(spec), "--classes", "3", "--distinct", "2", "--commons", "3",
+                 "--t-max", "1e4", "--points", "20", "--out", str(out)]) == 0
+    assert "sq: 20 rows" in capsys.readouterr().err
+    header = out.read_text().splitlines()[0].split(",")
+    assert header[:5] == ["t", "qk", "ov", "attn", "loss"] and "q_query" in header
+    for argv, needle in ((["derive", "--spec", str(tmp_path / "none.toml")], "--spec cannot be read"),
+                         (["derive", "--spec", str(spec), "--param", "CACO"], "not allowed with"),
+                         (["solve", "--spec", str(tmp_path / "none.json"), "--t-max", "1", "--out", str(out)],
+                          "--spec cannot be read")):
+        try:
+            code = main(argv)
+        except SystemExit as exit_:  # argparse's own errors
+            code = exit_.code
+        assert code == 2
+        err = capsys.readouterr().err
+        assert needle in err and len(err.strip().splitlines()) == 1
+
+
+@st.composite
+def specs(draw):
+    """A sample of the spec space: QK collapsed, factorized (depth, rank, imbalance) or coupled; OV
+    collapsed or factorized; weight decay, loss, self-attention."""
+    decay = st.sampled_from([0.0, 0.05])
+    qk = draw(st.one_of(
+        st.builds(C, weight_decay=decay),
+        st.builds(C, form=st.just("factorized"), depth=st.integers(2, 3), rank=st.integers(1, 2),
+                  imbalance=st.sampled_from([0.5, 1.0, 2.0]), weight_decay=decay),
+        st.builds(C, form=st.just("coupled"), integrator=st.sampled_from(["euler", "leapfrog"]),
+                  coupling=st.sampled_from(["linear", "mlp"]), steps=st.integers(1, 2), hidden=st.integers(1, 3),
+                  learn_dt=st.booleans())))
+    ov = draw(st.one_of(st.builds(C, weight_decay=decay),
+                        st.builds(C, form=st.just("factorized"), inner=st.just("class"), depth=st.integers(2, 3))))
+    return Spec("sample", qk=qk, ov=ov, loss=draw(st.sampled_from(["cross_entropy", "square"])),
+                self_attention=draw(st.booleans()))
+
+
+@pytest.mark.slow
+@settings(max_examples=4, deadline=None, derandomize=True)
+@given(spec=specs())
+def test_a_hypothesis_sample_of_specs_passes_the_check(spec):
+    result = qkdyn.check(spec)
+    assert result.passed, f"{spec}: {result}"

@@ -1,0 +1,402 @@
+"""The reduced gradient flow of any :class:`~qkdyn.theory.spec.Spec`, derived from its model definition.
+
+Steps (symbols as in docs/setting.md; nothing circuit-specific is typed in):
+
+1. *Factors.* A circuit is a chain W_1 ... W_L (L = 1 collapsed). The entries that reach the loss are
+   the query row of W_QK and the label rows of W_OV, over the context tokens (distinct, common, and the
+   query itself with ``self_attention``); so factor j has index types (row_j, col_j) with rows
+   {query} (QK) or {label} (OV), columns {distinct, common[, query]} and inner indices of the spec's
+   type (class-aligned or rank r).
+2. *Orbits.* Every (row, col) type pair of every factor is split into the orbits of the relabelling
+   group by :func:`qkdyn.theory.orbits.enumerate_orbits`; each orbit is one reduced variable x_i with
+   its size w_i (symbolic in K, D, N). Token weights fix the within-class index, so orbits split per
+   distinct token.
+3. *Collapsed entries.* The product W_1 ... W_L on each (row, col) orbit, summed over the inner
+   indices with symbolic counts (:func:`qkdyn.theory.orbits.contract`): a = W_QK[q, d], b = W_QK[q, c],
+   a_q = W_QK[q, q]; u = W_OV[label_k, d of k], w = W_OV[label_j, d of k], z = W_OV[label, c],
+   v_q = W_OV[label, q].
+4. *Population loss from the model.* For a class-k context with counts c (m distinct, n common, and
+   the query once when it attends to itself) every distinct token of one orbit scores alike, so with
+   g_x = c_x e^{s (A_x - b)}:
+
+       own   = (sum_d g_d u_d + n z + g_q v_q) / (sum_d g_d + n + g_q),   cross likewise with w_d,
+       L     = softplus(log(K-1) - (own - cross))                      (cross-entropy)
+             = ((own - 1)^2 + (K-1) cross^2) / 2                        (square)
+
+   exact for every draw with uniform token weights (then g_d = m e^{s(a-b)}); with token weights the
+   population loss is the exact finite sum over the multinomial count vectors of the m distinct draws.
+   Weight decay adds sum_c (lambda_c / 2) sum_i w_i x_i^2 (every entry of an orbit has the value x_i).
+5. *Flow.* dx_i/dt = -(eta_c / w_i) dL/dx_i (eq. (1) of :mod:`qkdyn.theory.model`).
+6. *Conserved polynomials* up to degree 2 (:func:`qkdyn.theory.invariants.conserved_polynomials`, with
+   the combinations of the collapsed entries the loss sees as features, found from the loss's own
+   translation symmetries by :mod:`qkdyn.theory.lossfeatures`); weight decay removes them (d I / dt gains
+   -eta_c lambda_c deg(I) I for a homogeneous I), and the derivation says so.
+7. *Rate factor* (A1): M_c(x) = sum_i (df/dx_i)^2 / w_i for f = qk = s (a - b) or ov = u - w, and
+   R_c = M_c / M_c(collapsed form of the same circuit).
+
+:func:`qkdyn.check` compares the result with autograd on the full matrices of the same spec.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import itertools
+import math
+
+import sympy as sp
+
+from qkdyn.errors import InputError
+from qkdyn.theory import invariants, lossfeatures, orbits
+from qkdyn.theory.functions import softplus
+from qkdyn.theory.model import ETA, PARAMS, D, K, N, Variable, m, n, ov0, qk0, s
+from qkdyn.theory.spec import NAMED, CircuitSpec, Spec
+
+ROWS = {"QK": "query", "OV": "label"}
+#: names of the factors of a chain of depth L (L = 1: the collapsed matrix)
+FIRST, LAST = {"QK": "q", "OV": "o"}, {"QK": "k", "OV": "v"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Factor:
+    """Factor j of a circuit's chain: its name, circuit, row and column index types, inner type."""
+
+    name: str
+    circuit: str
+    index: int
+    depth: int
+    rows: tuple[str, ...]
+    cols: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    """One reduced variable: the Variable (name, circuit, orbit size, meaning), its factor and orbit."""
+
+    variable: Variable
+    factor: Factor
+    orbit: orbits.Orbit
+
+
+def context_types(spec: Spec) -> tuple[str, ...]:
+    return ("distinct", "common") + (("query",) if spec.self_attention else ())
+
+
+def chain(spec: Spec, circuit: str) -> tuple[Factor, ...]:
+    """The factors of ``circuit`` (module docstring, step 1)."""
+    cs: CircuitSpec = spec.qk if circuit == "QK" else spec.ov
+    row, cols = (ROWS[circuit],), context_types(spec)
+    if cs.form == "coupled":
+        tokens = ("query", "distinct", "common")
+        factors = [Factor("q", circuit, 0, 0, tokens, ("rinner",)), Factor("k", circuit, 1, 0, tokens, ("rinner",))]
+        if cs.coupling == "linear":
+            factors.append(Factor("A", circuit, 2, 0, ("rinner",), ("rinner",)))
+        else:
+            factors += [Factor("f1", circuit, 2, 0, ("rinner",), ("hinner",)),
+                        Factor("f2", circuit, 3, 0, ("hinner",), ("rinner",))]
+        if cs.learn_dt:
+            factors.append(Factor("dt", circuit, len(factors), 0, ("unit",), ("unit",)))
+        return tuple(factors)
+    if cs.form == "collapsed":
+        return (Factor(circuit.lower(), circuit, 0, 1, row, cols),)
+    if circuit == "OV" and cs.inner == "rank":
+        raise InputError("must be class for a factorized OV circuit: a rank-r inner index carries no class, so the "
+                         "symmetric OV circuit could never tell classes apart (ov stays 0)", "ov.inner")
+    inner = ("cinner",) if cs.inner == "class" else ("rinner",)
+    L = cs.depth
+    names = [FIRST[circuit]] + [f"{circuit.lower()}m{j}" for j in range(1, L - 1)] + [LAST[circuit]]
+    types = [row] + [inner] * (L - 1) + [cols]
+    return tuple(Factor(names[j], circuit, j, L, types[j], types[j + 1]) for j in range(L))
+
+
+def _word(orbit: orbits.Orbit) -> str:
+    """The name of an orbit of a (row, col) pair: own / cross between two class indices, diag / off
+    between two rank indices, self for (q, q), else the token the entry is about."""
+    a, b = orbit.types
+    if a in ("label", "cinner") and b in ("label", "cinner", "distinct"):
+        word = "own" if orbit.classes[0] == orbit.classes[1] else "cross"
+    elif a == b == "rinner":
+        word = "diag" if orbit.ranks[0] == orbit.ranks[1] else "off"
+    elif a == b == "query":
+        word = "self"
+    elif {"distinct", "common", "query"} & {a, b}:
+        word = next(t for t in ("distinct", "common", "query") if t in (a, b))
+    else:
+        word = "all"  # the one orbit of a (rank, hidden) pair or of a scalar
+    return word
+
+
+@dataclasses.dataclass(frozen=True)
+class SpecDerivation:
+    """Everything derived for one spec (module docstring): variables, entries, loss, flow, init."""
+
+    spec: Spec
+    entries: tuple[Entry, ...]
+    features: dict  # "QK" / "OV" -> {orbit word -> collapsed entry as a function of x}
+    seen: dict  # "QK" / "OV" -> the combinations of the entries the loss depends on (lossfeatures)
+    qk: sp.Expr
+    ov: sp.Expr
+    attn: sp.Expr
+    loss: sp.Expr  # population loss of the model, plus weight decay
+    rhs: tuple
+    init: dict  # symbol -> initial value in terms of qk0, ov0 and the parameters
+
+    @property
+    def variables(self) -> tuple[Variable, ...]:
+        return tuple(e.variable for e in self.entries)
+
+    @property
+    def symbols(self) -> tuple[sp.Symbol, ...]:
+        return tuple(v.symbol for v in self.variables)
+
+    @functools.cached_property
+    def jacobian(self) -> sp.Matrix:
+        return sp.Matrix(self.rhs).jacobian(self.symbols)
+
+    def circuit_symbols(self, circuit: str) -> list[sp.Symbol]:
+        return [v.symbol for v in self.variables if v.circuit == circuit]
+
+    @functools.cached_property
+    def invariants(self) -> dict:
+        """circuit -> list of conserved polynomials up to degree 2, or a sentence saying why none."""
+        out = {}
+        for circuit in ("QK", "OV"):
+            if _circuit_spec(self.spec, circuit).weight_decay > 0:
+                out[circuit] = "none: weight decay makes d I/dt = -eta lambda deg(I) I for a homogeneous I"
+                continue
+            chosen = [v for v in self.variables if v.circuit == circuit]
+            if not all(f.is_polynomial(*[v.symbol for v in chosen]) for f in self.seen[circuit]):
+                out[circuit] = ("not searched: the loss sees this circuit through non-polynomial features (the "
+                                "coupling MLP), so the polynomial ansatz does not apply")
+                continue
+            out[circuit] = invariants.conserved_polynomials([v.symbol for v in chosen], [v.orbit for v in chosen],
+                                                            self.seen[circuit])
+        return out
+
+    @functools.cached_property
+    def metrics(self) -> dict:
+        """circuit -> M_c(x) = sum_i (df/dx_i)^2 / w_i (f = qk or ov) and the rate factor R_c against the
+        collapsed form of the same circuit."""
+        out = {}
+        for circuit, feature in (("QK", self.qk), ("OV", self.ov)):
+            chosen = [v for v in self.variables if v.circuit == circuit]
+            metric = sp.simplify(sum(sp.diff(feature, v.symbol) ** 2 / v.orbit for v in chosen))
+            collapsed = dataclasses.replace(self.spec, **{circuit.lower(): CircuitSpec(weight_decay=0.0)})
+            base = derive_spec(collapsed)
+            base_chosen = [v for v in base.variables if v.circuit == circuit]
+            base_feature = base.qk if circuit == "QK" else base.ov
+            base_metric = sp.simplify(sum(sp.diff(base_feature, v.symbol) ** 2 / v.orbit for v in base_chosen))
+            out[circuit] = {"metric": metric, "rate_factor": sp.simplify(metric / base_metric)}
+        return out
+
+
+def _circuit_spec(spec: Spec, circuit: str) -> CircuitSpec:
+    return spec.qk if circuit == "QK" else spec.ov
+
+
+def _rank(spec: Spec, circuit: str) -> int | None:
+    cs = _circuit_spec(spec, circuit)
+    return cs.rank if cs.form != "collapsed" and cs.inner == "rank" else None
+
+
+def _fixed_within(spec: Spec) -> int | None:
+    return None if spec.token_weights is None else len(spec.token_weights)
+
+
+def _key(orbit: orbits.Orbit, fixed: bool) -> str:
+    """:func:`_word`, with the distinct token's fixed within-class index (1-based) appended."""
+    return _word(orbit) + (str(orbit.within[0] + 1) if fixed and "distinct" in orbit.types else "")
+
+
+def circuit_entries(spec: Spec, circuit: str) -> tuple[list[Entry], dict]:
+    """The reduced variables of ``circuit`` and its collapsed entries on each (row, col) orbit."""
+    fixed, rank = _fixed_within(spec), _rank(spec, circuit)
+    cs = _circuit_spec(spec, circuit)
+    hidden = cs.hidden if cs.form == "coupled" else None
+    factors = chain(spec, circuit)
+    entries, lookup = [], {}
+    for factor in factors:
+        for row, col in itertools.product(factor.rows, factor.cols):
+            for orbit in orbits.enumerate_orbits((row, col), fixed, rank, hidden):
+                name = "dt" if factor.name == "dt" else f"{factor.name}_{_key(orbit, fixed is not None)}"
+                size = orbits.size(orbit, K, D, N, rank, fixed is not None, hidden)
+                meaning = (f"factor {factor.index + 1} of {factor.depth} of W_{circuit}, index types ({row}, {col}), "
+                           f"{_word(orbit)} orbit")
+                variable = Variable(name, circuit, sp.factor(size), meaning)
+                entries.append(Entry(variable, factor, orbit))
+                lookup[(factor.index, orbit)] = variable.symbol
+    if cs.form == "coupled":
+        return entries, coupled_scores(spec, lookup)
+    features = {}
+    for col in context_types(spec):
+        for target in orbits.enumerate_orbits((ROWS[circuit], col), fixed, None):
+            key = _key(target, fixed is not None)
+            if len(factors) == 1:
+                features[key] = lookup[(0, target)]
+            else:
+                inner = tuple(factors[0].cols) * (len(factors) - 1)
+                features[key] = orbits.contract(target, inner, lambda j, o: lookup.get((j, o), sp.S(0)),
+                                                K, D, N, rank, fixed)
+    return entries, features
+
+
+def coupled_scores(spec: Spec, lookup: dict) -> dict:
+    """W_QK[q, x]-equivalents of a coupled QK circuit: q'_q . k'_x / 1 per context token type x (the
+    score over s). On the symmetric subspace every row W_Q[x, :], W_K[x, :] is c_x 1_r (one orbit per
+    token type), f maps c 1_r to phi(c) 1_r with phi(c) = c (A_diag + (r-1) A_off) (linear) or
+    h w_2 silu(r w_1 c) (MLP), so the integrator acts on the scalars c and q'_q . k'_x = r q'_q k'_x."""
+    from qkdyn.theory.functions import expit
+
+    cs, fixed = spec.qk, spec.token_weights is not None
+    r = cs.rank
+    row = lambda j, kind, within=(): lookup[(j, orbits.Orbit((kind, "rinner"), (0,) if kind == "distinct" else (),
+                                                             within, (0,) if kind == "common" else (), (0,)))]
+    if cs.coupling == "linear":
+        diag = lookup[(2, orbits.Orbit(("rinner", "rinner"), (), (), (), (0, 0)))]
+        off = lookup.get((2, orbits.Orbit(("rinner", "rinner"), (), (), (), (0, 1))), sp.S(0))
+        phi = lambda c: c * (diag + (r - 1) * off)
+    else:
+        w1 = lookup[(2, orbits.Orbit(("rinner", "hinner"), (), (), (), (0,), (0,)))]
+        w2 = lookup[(3, orbits.Orbit(("hinner", "rinner"), (), (), (), (0,), (0,)))]
+        phi = lambda c: cs.hidden * w2 * (r * w1 * c) * expit(r * w1 * c)
+    dt = lookup[(len(chain(spec, "QK")) - 1, orbits.Orbit(("unit", "unit"), (), (), (), ()))] if cs.learn_dt \
+        else sp.nsimplify(cs.dt)
+
+    def flow(q, k):
+        for _ in range(cs.steps):
+            if cs.integrator == "euler":
+                q, k = q + dt * k, k + dt * phi(q)
+            else:
+                half = k + dt / 2 * phi(q)
+                q = q + dt * half
+                k = half + dt / 2 * phi(q)
+        return q, k
+
+    kinds = {"query": [((), "")], "common": [((), "")],
+             "distinct": [((i,), str(i + 1)) for i in range(len(spec.token_weights))] if fixed else [((0,), "")]}
+    moved = {(kind, key): flow(row(0, kind, w), row(1, kind, w)) for kind, pairs in kinds.items() for w, key in pairs}
+    query = moved[("query", "")][0]
+    scores = {"distinct" + key: r * query * moved[("distinct", key)][1] for _, key in kinds["distinct"]}
+    scores["common"] = r * query * moved[("common", "")][1]
+    if spec.self_attention:
+        scores["self"] = r * query * moved[("query", "")][1]
+    return scores
+
+
+def _init_value(spec: Spec, entry: Entry) -> sp.Expr:
+    """The canonical init (docs/setting.md) as balanced factors of depth L (spec module docstring)."""
+    factor, orbit, circuit = entry.factor, entry.orbit, entry.variable.circuit
+    cs = _circuit_spec(spec, circuit)
+    if cs.form == "coupled" and factor.index >= 2:  # the coupling's own parameters
+        if factor.name == "dt":
+            return sp.nsimplify(cs.dt)
+        if factor.name == "A":
+            return sp.nsimplify(cs.coupling_init) if orbit.ranks == (0, 0) else sp.S(0)
+        return sp.nsimplify(cs.coupling_init)
+    if cs.form == "coupled":  # W_Q, W_K: the balanced rank-r init of the plain product
+        root = sp.sqrt(sp.Abs(qk0) / s * sp.sqrt(K * D))
+        if factor.index == 0:
+            return sp.sign(qk0) * root / sp.sqrt(cs.rank) if orbit.types[0] == "query" else sp.S(0)
+        return root / sp.sqrt(cs.rank) / sp.sqrt(K * D) if orbit.types[0] == "distinct" else sp.S(0)
+    same_class = len(orbit.classes) == 2 and orbit.classes[0] == orbit.classes[1]
+    if factor.depth == 1:
+        if circuit == "QK":
+            return qk0 / s if orbit.types[1] == "distinct" else sp.S(0)
+        return ov0 if orbit.types[1] == "distinct" and same_class else sp.S(0)
+    L, first, last = factor.depth, factor.index == 0, factor.index == factor.depth - 1
+    imbalance = sp.nsimplify(cs.imbalance)
+    scale = imbalance if first else 1 / imbalance if last else sp.S(1)
+    if circuit == "QK":
+        width = cs.rank if cs.inner == "rank" else K
+        root = (sp.Abs(qk0) / s * sp.sqrt(K * D)) ** sp.Rational(1, L)
+        e = 1 / sp.sqrt(width)
+        if first:
+            return sp.sign(qk0) * root * e * scale
+        if last:
+            return root * e / sp.sqrt(K * D) * scale if orbit.types[1] == "distinct" else sp.S(0)
+        return root * e**2
+    root = (sp.Abs(ov0) * sp.sqrt(D)) ** sp.Rational(1, L)
+    if not same_class:
+        return sp.S(0)
+    if first:
+        return sp.sign(ov0) * root * scale
+    if last:
+        return root / sp.sqrt(D) * scale if orbit.types[1] == "distinct" else sp.S(0)
+    return root
+
+
+def _count_vectors(spec: Spec):
+    """(counts, probability) of the m distinct draws: one deterministic row with uniform weights
+    (only the total m matters there), every multinomial count vector with token weights."""
+    if spec.token_weights is None:
+        return [((m,), sp.S(1))]
+    total = sum(sp.nsimplify(w) for w in spec.token_weights)
+    probs = [sp.nsimplify(w) / total for w in spec.token_weights]
+    draws, out = spec.context_distinct, []
+    for combo in itertools.combinations_with_replacement(range(len(probs)), draws):
+        counts = tuple(combo.count(i) for i in range(len(probs)))
+        ways = sp.Integer(math.factorial(draws)) / sp.Mul(*[math.factorial(c) for c in counts])
+        out.append((counts, ways * sp.Mul(*[p**c for p, c in zip(probs, counts)])))
+    return out
+
+
+def population_loss(spec: Spec, qk_f: dict, ov_f: dict) -> tuple[sp.Expr, sp.Expr, sp.Expr, sp.Expr]:
+    """(loss, attn, qk, ov) from the collapsed entries (module docstring, step 4)."""
+    fixed = spec.token_weights is not None
+    keys = [str(i + 1) for i in range(len(spec.token_weights))] if fixed else [""]
+    b, z = qk_f["common"], ov_f["common"]
+    self_weight = sp.exp(s * (qk_f["self"] - b)) if spec.self_attention else sp.S(0)
+    self_value = ov_f["query"] if spec.self_attention else sp.S(0)
+    loss, attn = sp.S(0), sp.S(0)
+    for counts, probability in _count_vectors(spec):
+        g = [c * sp.exp(s * (qk_f["distinct" + key] - b)) for c, key in zip(counts, keys)]
+        total = sum(g) + n + self_weight
+        own = (sum(gi * ov_f["own" + key] for gi, key in zip(g, keys)) + n * z + self_weight * self_value) / total
+        cross = (sum(gi * ov_f["cross" + key] for gi, key in zip(g, keys)) + n * z + self_weight * self_value) / total
+        if spec.loss == "cross_entropy":
+            one = softplus(sp.log(K - 1) - (own - cross))
+        else:
+            one = ((own - 1) ** 2 + (K - 1) * cross**2) / 2
+        loss += probability * one
+        attn += probability * sum(g) / total
+    if fixed:
+        total = sum(sp.nsimplify(w) for w in spec.token_weights)
+        probs = [sp.nsimplify(w) / total for w in spec.token_weights]
+        qk = s * (sum(p * qk_f["distinct" + k] for p, k in zip(probs, keys)) - b)
+        ov = sum(p * (ov_f["own" + k] - ov_f["cross" + k]) for p, k in zip(probs, keys))
+    else:
+        qk, ov = s * (qk_f["distinct"] - b), ov_f["own"] - ov_f["cross"]
+    return loss, attn, qk, ov
+
+
+@functools.lru_cache(maxsize=None)
+def derive_spec(spec: Spec) -> SpecDerivation:
+    """Derive the reduced flow of ``spec`` (module docstring); cached per spec."""
+    qk_entries, qk_f = circuit_entries(spec, "QK")
+    ov_entries, ov_f = circuit_entries(spec, "OV")
+    entries = tuple(qk_entries + ov_entries)
+    # the loss of placeholder entries first: its symmetries (step 6) are read off it, then x goes in
+    holders = {c: {key: sp.Symbol(f"E_{c}_{key}", real=True) for key in f} for c, f in (("QK", qk_f), ("OV", ov_f))}
+    loss_e, attn, qk, ov = population_loss(spec, holders["QK"], holders["OV"])
+    values = {holders[c][key]: value for c, f in (("QK", qk_f), ("OV", ov_f)) for key, value in f.items()}
+    seen = {}
+    for c, other in (("QK", "OV"), ("OV", "QK")):
+        seen[c] = [f.subs(values) for f in lossfeatures.features(loss_e, list(holders[c].values()),
+                                                                 list(holders[other].values()))]
+    loss = loss_e.subs(values)
+    for circuit in ("QK", "OV"):
+        decay = sp.nsimplify(_circuit_spec(spec, circuit).weight_decay)
+        if decay:
+            loss += decay / 2 * sum(e.variable.orbit * e.variable.symbol**2 for e in entries
+                                    if e.variable.circuit == circuit)
+    rhs = tuple(-(ETA[e.variable.circuit] / e.variable.orbit) * sp.diff(loss, e.variable.symbol) for e in entries)
+    init = {e.variable.symbol: _init_value(spec, e) for e in entries}
+    return SpecDerivation(spec, entries, {"QK": qk_f, "OV": ov_f}, seen, qk.subs(values), ov.subs(values),
+                          attn.subs(values), loss, rhs, init)
+
+
+def named(name: str) -> SpecDerivation:
+    """The derivation of one of the four exact forms rebuilt from its spec (:data:`NAMED`)."""
+    return derive_spec(NAMED[name])
+
+
+__all__ = ["PARAMS", "SpecDerivation", "derive_spec", "named"]
