@@ -37,7 +37,7 @@ bench: $(STAMP)
 	$(BIN)/python -m benchmarks
 
 docs: $(STAMP)
-	$(BIN)/mkdocs build --strict    # the site under site/ (tests/test_docs_site.py builds it too)
+	$(BIN)/mkdocs build --strict    # the site under site/ (tests/project/test_docs_site.py builds it too)
 
 clean:
 	rm -rf $(VENV) build site *.egg-info

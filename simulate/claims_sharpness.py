@@ -160,7 +160,7 @@ def a4_evidence() -> dict:
     """Per form: "proved" when every step of :func:`qkdyn.theory.sharpness.a4_proof` holds, else
     "sampled" (the verdict then rests on the rho grid alone). The steps are read from the generated
     module, where sympy proved them when it was generated (``python -m qkdyn.theory.generate``);
-    tests/test_generated re-derives every module, so a proof that no longer holds of the current
+    tests/theory/test_generated.py re-derives every module, so a proof that no longer holds of the current
     derivation fails the suite rather than being simplified again at every run."""
     from qkdyn.theory.compiled import load
 

@@ -71,7 +71,7 @@ def plot(diagrams: list[Diagram], level: float, figures: Path, name: str = "a5_p
             ax = axes[row, col]
             # colours at the grid's points, interpolated between them: the panel spans exactly the computed
             # range (cells of m +- 1/2 would reach m/n = 1/(2n), and on the log axis the step from m = 1 to
-            # m = 2 would read as a seam at 1.5/n; the closed form is smooth there, tests/test_sharpness.py)
+            # m = 2 would read as a seam at 1.5/n; the closed form is smooth there, tests/simulate/test_sharpness.py)
             mesh = ax.pcolormesh(d.rhos, d.y, d.attn[param], shading="gouraud", vmin=0, vmax=1, cmap="viridis",
                                  rasterized=True)
             ax.contour(d.rhos, d.y, d.attn["FAFO"] - d.caco_at_one[:, None], levels=[0], colors="w",

@@ -4,7 +4,7 @@
     python -m qkdyn.theory.generate --check   # exit 1 if a committed module differs from the derivation
 
 Run it after changing the derivation (``model``, ``invariants``, ``asymptotics``, ``sharpness``,
-``functions`` or ``codegen``) and commit the result; tests/test_generated.py fails while they differ.
+``functions`` or ``codegen``) and commit the result; tests/theory/test_generated.py fails while they differ.
 The modules are package code, like any other source file: at run time nothing is derived, cached or
 executed from a data directory (:mod:`qkdyn.theory.compiled` only imports them).
 

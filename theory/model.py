@@ -22,7 +22,7 @@ the data is therefore exact without any sampling. L depends on the state only th
     qk = s (a - b),  ov = u - w,  alpha = expit(qk + log(m/n)) = m e^qk / (m e^qk + n),
     L  = softplus(log(K-1) - alpha ov)                                                  (2)
 
-(the *reduction lemma*, checked in tests/test_theory_derivation.py). The ODE (1) is derived by
+(the *reduction lemma*, checked in tests/theory/test_theory_derivation.py). The ODE (1) is derived by
 differentiating (2) composed with qk(x), ov(x) — never typed by hand — and the result is checked
 against autograd on the full matrices in the tests.
 

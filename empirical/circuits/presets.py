@@ -112,7 +112,7 @@ class RunConfig:
 
 
 #: the notebooks' recipes (docs/authors-experiments.md "Transformer-scale recipes" lists every field with
-#: its notebook cell, and what still differs with the reason; tests/test_circuits_train.py holds the
+#: its notebook cell, and what still differs with the reason; tests/empirical/circuits/test_circuits_train.py holds the
 #: table transcribed from the cells).
 _HATEXPLAIN = dict(  # HateXplain_{Same_LR,Faster_QK_LR}_Final_Config.ipynb: model cells 6-22, training cell 60
     task="hatexplain", d_model=64, n_head=4, head_dim=64, n_layer=1, d_mlp=256, max_len=128, vocab_size=30522,

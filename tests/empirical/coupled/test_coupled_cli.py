@@ -13,6 +13,7 @@ from qkdyn.cli import main
 from qkdyn.empirical.coupled.analysis import tokens_to_match, tokens_to_target
 from qkdyn.empirical.coupled.study import CoupledStudy
 from qkdyn.studies import Record
+from repo_paths import ROOT
 
 
 def _main(argv):
@@ -347,7 +348,7 @@ def test_gpu_budget_runs_at_toy_size_on_cpu(tmp_path, monkeypatch):
 def test_the_gpu_script_plans_the_gpu_budget(tmp_path):
     import os
 
-    script = Path(__file__).resolve().parents[1] / "scripts" / "coupled_gpu.sh"
+    script = ROOT / "scripts" / "coupled_gpu.sh"
     env = {**os.environ, "PYTHON": sys.executable, "RUNS": str(tmp_path / "runs"), "QKDYN_CACHE": str(tmp_path / "c")}
     done = subprocess.run(["bash", str(script), "plan"], capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr

@@ -6,7 +6,7 @@ The golden file ``tests/golden/verify_quick_claims.json`` holds the claims (id, 
 summary, evidence, stats, table) of one ``qkdyn verify --quick`` run. When the science changes on
 purpose (a new measurement, a corrected formula), regenerate it and commit it with the change:
 
-    QKDYN_REGENERATE_GOLDEN=1 .venv/bin/python -m pytest tests/test_verify.py
+    QKDYN_REGENERATE_GOLDEN=1 .venv/bin/python -m pytest tests/qkdyn/test_verify.py
 
 (that run writes the file from the current code and then compares against it). Review the diff
 of the golden file: every changed verdict or number must be one the change meant to make.
@@ -26,8 +26,9 @@ import pytest
 
 from qkdyn.claims import VERDICTS
 from qkdyn.cli import main
+from repo_paths import GOLDEN
 
-GOLDEN = Path(__file__).parent / "golden" / "verify_quick_claims.json"
+GOLDEN = GOLDEN / "verify_quick_claims.json"
 KEYS = ("id", "verdict", "parts", "summary", "evidence", "stats", "table")
 NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|nan|inf")
 

@@ -13,8 +13,8 @@ import pytest
 
 import qkdyn
 from qkdyn.cli import main
+from repo_paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 LIGHT_IMPORT = ("import sys, time; t = time.perf_counter(); import qkdyn; dt = time.perf_counter() - t; "
                 "print(dt, *[m for m in ('torch', 'matplotlib') if m in sys.modules])")
 

@@ -12,8 +12,7 @@ import torch
 
 from qkdyn.empirical.coupled.model import GPT, preset_config
 from qkdyn.empirical.coupled.train import TrainConfig, lr_at, make_optimizer
-
-ROOT = Path(__file__).resolve().parents[1]
+from repo_paths import ROOT
 
 
 def _corpus(tmp_path: Path) -> Path:

@@ -2,11 +2,9 @@
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
+from repo_paths import ROOT
 
 
 @pytest.mark.xdist_group("api-tree")  # both build build/api-tree: one worker runs them in turn

@@ -6,8 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
+from repo_paths import ROOT
 
 
 def _ruff() -> list[str]:
@@ -32,3 +31,16 @@ def test_ruff_would_catch_an_unused_import(tmp_path):
     result = subprocess.run([*_ruff(), "check", "--no-cache", "--config", str(ROOT / "pyproject.toml"), str(bad)],
                             capture_output=True, text=True)
     assert result.returncode == 1 and "F401" in result.stdout
+
+
+#: the source folders the test folders mirror (tests/theory tests theory/, ...); tests/project holds the
+#: repository-wide checks (docs, examples, notebooks, style, types, metadata)
+MIRRORED = ("qkdyn", "theory", "simulate", "empirical/synthetic", "empirical/circuits", "empirical/coupled")
+
+
+def test_the_tests_mirror_the_source_tree():
+    tests = ROOT / "tests"
+    folders = {str(p.parent.relative_to(tests)) for p in tests.rglob("test_*.py")}
+    assert folders <= set(MIRRORED) | {"project"}, sorted(folders - set(MIRRORED) - {"project"})
+    assert all((ROOT / source).is_dir() for source in MIRRORED)
+    assert not list(tests.glob("test_*.py")), "a test file sits at the top of tests/: put it beside its module's folder"

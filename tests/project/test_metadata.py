@@ -6,9 +6,9 @@ public address of its own, so no entry may claim to be its home page or source.
 import importlib.metadata
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from repo_paths import ROOT
 
 #: label -> address, as pyproject.toml's [project.urls] writes them (and the README cites them)
 URLS = {
@@ -46,5 +46,5 @@ def test_pip_show_prints_them():
 
 
 def test_the_readme_cites_the_same_addresses():
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert all(url in readme for url in URLS.values())

@@ -6,11 +6,10 @@ but reported only where they are part of the checked surface below.
 """
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from repo_paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 
 #: the public surface: the package's entry point, the testing helpers, figures, the result types' exports
 CHECKED = ["qkdyn/__init__.py", "qkdyn/testing.py", "qkdyn/figures.py", "qkdyn/report.py",

@@ -1,9 +1,9 @@
 """The report reads as a person would write it: nothing cut off, shared facts once, long lists as tables."""
 from qkdyn.claims import Claim
 import json
-from pathlib import Path
 
 from qkdyn.report import _LAW_FIXES, claims_markdown, human
+from repo_paths import GOLDEN
 
 
 def comparison(effect, p, verdict="holds"):
@@ -29,14 +29,14 @@ def test_laws_are_written_as_a_person_would():
 
 def test_the_claims_themselves_write_laws_as_a_person_would():
     """At the source, not only in report.md: the quick verify's claims (the golden file, which
-    tests/test_verify.py proves the current code reproduces) go into report.json and the CLI
+    tests/qkdyn/test_verify.py proves the current code reproduces) go into report.json and the CLI
     (`qkdyn report` prints summaries) as they are; no part name or summary may read "log^1 t"."""
     from qkdyn.simulate.claims_theory import PAPER_LAWS
     from qkdyn.simulate.growth import Law
 
     assert PAPER_LAWS == {"ov": "log t", "qk": "(log t)^2", "exp(qk)": "(log t)^2", "odds": "(log t)^2"}
     assert [str(Law.log_power(p)) for p in (1, 2, 1.5)] == ["log t", "(log t)^2", "(log t)^1.5"]
-    golden = json.loads((Path(__file__).parent / "golden" / "verify_quick_claims.json").read_text())["claims"]
+    golden = json.loads((GOLDEN / "verify_quick_claims.json").read_text())["claims"]
     a3 = next(c for c in golden if c["id"] == "A3")
     assert "ov ~ log t" in a3["parts"] and "ov ~ log t:" in a3["summary"]
     texts = [(c["id"], text) for c in golden for text in (c["statement"] if "statement" in c else "", c["summary"],

@@ -1,11 +1,11 @@
 """The notebooks (jupytext percent files under notebooks/) execute from top to bottom in a kernel."""
-from pathlib import Path
 
 import jupytext
 import pytest
 from nbclient import NotebookClient
+from repo_paths import ROOT
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.py"))
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.py"))
 
 
 def test_there_are_the_two_notebooks():

@@ -31,8 +31,9 @@ import pytest
 import torch
 
 from qkdyn.cli import main
+from repo_paths import FIXTURES
 
-FIX = Path(__file__).parent / "fixtures" / "circuits"
+FIX = FIXTURES / "circuits"
 LINZEN = str(FIX / "linzen_agr.tsv")
 
 # ------------------------------------------------------------------------------------------------

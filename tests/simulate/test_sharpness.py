@@ -100,7 +100,7 @@ def test_setting_fields_broadcast_like_rho_and_loss():
 
 @pytest.mark.parametrize("param", ALL_PARAMS)
 def test_a4_proof_steps_all_hold(param):
-    """The steps as committed in the generated module (tests/test_generated: equal to what sympy proves now)."""
+    """The steps as committed in the generated module (tests/theory/test_generated.py: equal to what sympy proves now)."""
     from qkdyn.theory.compiled import load
 
     steps = dict(load(param).a4_proof)

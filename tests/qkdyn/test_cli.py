@@ -5,6 +5,7 @@ import json
 import pytest
 
 from qkdyn.cli import main
+from repo_paths import ROOT
 
 
 def run_cli(capsys, *argv):
@@ -108,12 +109,11 @@ def test_attn0_with_qk0_names_attn0(tmp_path, capsys):
 
 
 def test_every_command_module_lives_in_qkdyn_commands():
-    from pathlib import Path
 
     from qkdyn.cli import COMMANDS
 
     assert all(module.startswith("qkdyn.commands.") for module in COMMANDS.values())
-    root = Path(__file__).resolve().parents[1]
+    root = ROOT
     assert not [p for p in (root / "empirical").rglob("*cli*.py")]
 
 

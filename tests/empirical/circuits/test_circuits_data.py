@@ -3,16 +3,16 @@ import io
 import json
 import re
 import tarfile
-from pathlib import Path
 
 import pytest
 
 from qkdyn.empirical.data import brown, hatexplain, squad, sva, vader
 from qkdyn.empirical.data.examples_circuits import tokenize
 from qkdyn.errors import InputError
+from repo_paths import FIXTURES, ROOT
 
-FIX = Path(__file__).parent / "fixtures" / "circuits"
-HANDCHECK = Path(__file__).parents[1] / "empirical" / "circuits" / "brown_sva_handcheck.tsv"  # package data
+FIX = FIXTURES / "circuits"
+HANDCHECK = ROOT / "empirical" / "circuits" / "brown_sva_handcheck.tsv"  # package data
 
 
 def test_tokenize_keeps_inner_apostrophes_and_spans():

@@ -4,7 +4,6 @@ import json
 import math
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,8 +17,9 @@ from qkdyn.empirical.circuits.presets import PRESETS, resolve
 from qkdyn.empirical.circuits.train import Run, train
 from qkdyn.cli import main
 from qkdyn.errors import InputError
+from repo_paths import FIXTURES
 
-FIX = Path(__file__).parent / "fixtures" / "circuits"
+FIX = FIXTURES / "circuits"
 DATA = {"vader": FIX / "vader", "hatexplain": FIX / "hatexplain", "sva": FIX / "linzen_agr.tsv", "squad": FIX / "squad"}
 
 

@@ -1,10 +1,9 @@
 """The docs travel with the repository: links resolve inside it, and the CLI reference is current."""
 import re
-from pathlib import Path
 
 from qkdyn.cli import reference
+from repo_paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 
 

@@ -191,7 +191,7 @@ def test_collapsed_qk_state_and_time_match_mpmath_everywhere(param, data):
 @given(data=st.data())
 def test_factorized_qk_state_matches_mpmath_everywhere(param, data):
     """(The reference's time for a factorized QK circuit needs a quadrature per node: too slow here; the
-    time is checked against the ODE in tests/test_sharpness.py and above.)"""
+    time is checked against the ODE in tests/simulate/test_sharpness.py and above.)"""
     setting, rho, level = data.draw(problems(param))
     check_against_reference(param, setting, rho, level, time=False)
 
