@@ -132,10 +132,20 @@ def _increasing_root(f, start):
 
 
 def _bisect_secant(f, lo, hi):
-    """Root of an increasing f in [lo, hi] (Illinois, high precision)."""
+    """Root of an increasing f in [lo, hi] (bisection to 1e-3 relative, then Illinois), converged in x: the bracket
+    shrinks below 10^-DPS relative. It is verified by the sign change of f across it, not by |f(root)|:
+    f's scale reaches 1e200 (a factorized QK line from attn0 = 1e-227 to a level near 5e-324), where
+    mpmath's own check of |f(root)|^2 against the tolerance refuses a root that is exact in x."""
     if lo == hi:
         return lo
-    return mp.findroot(f, (lo, hi), solver="illinois", tol=mp.mpf(10) ** (-DPS), maxsteps=400)
+    while hi - lo > max(abs(lo), abs(hi), 1) * mp.mpf(10) ** -3:  # bisect first: f may span e^500 on [lo, hi]
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if f(mid) < 0 else (lo, mid)
+    root = mp.findroot(f, (lo, hi), solver="illinois", tol=mp.mpf(10) ** (-DPS), maxsteps=400, verify=False)
+    width = max(abs(root), 1) * mp.mpf(10) ** (4 - DPS)
+    if not f(root - width) <= 0 <= f(root + width):
+        raise ArithmeticError(f"the reference's root in [{lo}, {hi}] did not converge (near {root})")
+    return root
 
 
 def reference(setting, param: str, rho: float, level: float, time: bool = True) -> dict:
