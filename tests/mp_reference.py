@@ -111,6 +111,10 @@ class Reference:
             ratio = ov_star / positive
             pieces |= {positive * ratio ** (mp.mpf(j) / 16) for j in range(17)}
         pieces |= {ov_star - (ov_star - self.ov0) / mp.mpf(2) ** j for j in range(1, 60)}
+        # and halving towards ov0: a fast QK from a tiny attention spends its time in a spike of width
+        # ~1/(rho M_QK ...) at ov0 (qk climbs linearly in ov while 1/alpha falls like e^-qk), which
+        # Gauss-Legendre on a third of the range steps over (rho = 3e11, attn0 = 1e-36: t off by 1e15x)
+        pieces |= {self.ov0 + (ov_star - self.ov0) / mp.mpf(2) ** j for j in range(1, 80)}
         pieces = sorted(x for x in pieces if self.ov0 <= x <= ov_star)
         # Gauss-Legendre: the integrand is analytic on every piece (no endpoint singularity), where it
         # converges at a lower degree than tanh-sinh; summed at TIME_DPS digits, ~1e-16, far below the
