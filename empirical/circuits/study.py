@@ -89,7 +89,9 @@ class CircuitsStudy(Study):
 
     @property
     def performance_key(self) -> str:
-        return "f1" if self.task == "squad" else "accuracy"
+        from qkdyn.empirical.circuits.tasks import is_qa
+
+        return "f1" if is_qa(self.task) else "accuracy"
 
     def target(self, budget: str) -> float:
         """The training-loss target of the plan (0: train the preset's fixed length)."""
@@ -274,6 +276,7 @@ def write_report(out_dir: Path) -> dict:
     from qkdyn.runs import read_json
 
     from qkdyn.empirical.circuits.presets import TASKS
+    from qkdyn.empirical.circuits.tasks import is_qa
     from qkdyn.errors import InputError
 
     payloads = []
@@ -286,7 +289,7 @@ def write_report(out_dir: Path) -> dict:
     task_claims, sections = {}, []
     for p in payloads:
         summary = p["summary"]
-        key = p.get("performance_key", "f1" if p["task"] == "squad" else "accuracy")
+        key = p.get("performance_key", "f1" if is_qa(p["task"]) else "accuracy")
         task_claims[p["task"]] = report.claims(p["task"], summary, key, p.get("acc_tolerance", 0.01),
                                                p.get("target_loss", 0.0))
         sections.append(report.markdown(p["task"], summary, p["notes"], p["plots"]))
