@@ -31,7 +31,7 @@ _SQUAD_BATCHES = -(-60000 // 32)
 class RunConfig:
     task: str = dataclasses.field(default="vader", metadata=choice(TASKS, "task"))
     data: str = dataclasses.field(default="", metadata=existing_path(
-        "data file or directory (default: the registry-fetched copy, brown-sva and vader only)"))
+        "data file or directory (default: the registry-fetched copy, brown-sva, brown-qa and vader only)"))
     # model
     d_model: int = dataclasses.field(default=64, metadata=positive_int("model width"))
     n_head: int = dataclasses.field(default=4, metadata=positive_int("attention heads"))
