@@ -153,10 +153,13 @@ PRESETS: dict[str, dict] = {
                       optimizer="adamw", lr=1e-3, warmup_frac=0.1, epochs=4, batch_size=32,
                       qk_embedding=True, eval_every=100, ckpt_every=100),
     # The SQuAD-like task with exact answer spans: the paper's GPT-style decoder (pre-LN blocks, final
-    # LayerNorm, MLP, next-token head) at a CPU-feasible size: 3 layers of width 64 instead of 6 of 300.
-    "cpu-brown-qa": dict(task="brown-qa", d_model=64, n_head=4, n_layer=3, d_mlp=128, layernorm=True, max_len=48,
-                         vocab_size=2000, optimizer="adamw", lr=1e-3, warmup_frac=0.1, epochs=4, batch_size=32,
-                         tie_embeddings=True, max_answer_len=4, eval_every=200, ckpt_every=200, eval_examples=300,
+    # LayerNorm, MLP, output tied to the token embedding, next-token head) at a CPU-feasible size: 2 layers
+    # of width 64 instead of 6 of 300 (two layers are what a match-and-copy circuit needs). Timed probe
+    # (seed 0, same lr, 2000 steps of 16, cosine to 0): test EM 0.35 / F1 0.37, layer-average mass 0.136
+    # against uniform attention's 0.026, 81 CPU seconds of one core.
+    "cpu-brown-qa": dict(task="brown-qa", d_model=64, n_head=4, n_layer=2, d_mlp=128, layernorm=True, max_len=48,
+                         vocab_size=2000, optimizer="adamw", lr=2e-3, warmup_frac=0.1, epochs=2, batch_size=16,
+                         tie_embeddings=True, max_answer_len=4, eval_every=250, ckpt_every=250, eval_examples=200,
                          final_examples=1000),
     # Tests: a few steps of a tiny model.
     "tiny": dict(d_model=16, n_head=2, n_layer=1, d_mlp=32, max_len=32, vocab_size=200, min_count=1,

@@ -126,8 +126,9 @@ def claims(task: str, summary: dict, performance_key: str, acc_tolerance: float,
     rollout = ROLLOUT in base and "uniform_mass_by_method.rollout" in base  # a multi-layer model
     if rollout:
         learned.append(baseline_precondition(task, base, ROLLOUT, "uniform_mass_by_method.rollout", " (rollout)"))
-    # the reading with the read-out position, where it differs (QA: the read-out is never in the span)
-    with_readout = base["attention_mass"]["values"] != base[PRIMARY]["values"]
+    from qkdyn.empirical.circuits.tasks import is_qa
+
+    with_readout = not is_qa(task)  # QA: the read-out <a> is never in the answer span, the two readings agree
     mults = sorted({float(k.rsplit("x", 1)[1]) for k in summary if k != "same lr"})
     out = []
     for mult in mults:
