@@ -199,16 +199,20 @@ def markdown(task: str, summary: dict, notes: list[str], plots: list[str]) -> st
 def readme_section(payloads: list[dict], task_claims: dict[str, list[Claim]]) -> str:
     """A short results section for the project README, from the per-task summaries and claims."""
     lines = ["### Faster QK learning on real data (Paper A), CPU scale", "",
-             "`qkdyn compare-circuits` trains Paper A's one-layer decoder classifier with the same learning rate for all "
-             "parameters and with the QK circuit (W_Q, W_K) R times faster, over several seeds, and tests the claim "
-             "\"sharper attention, same accuracy\" with the shared rule (paired over seeds; details, plots, every metric: "
+             "`qkdyn compare-circuits` trains Paper A's one-layer decoder classifier (for question answering its "
+             "multi-layer GPT-style decoder) with the same learning rate for all parameters and with the QK circuit "
+             "(W_Q, W_K) R times faster, over several seeds, and tests the claim \"sharper attention, same accuracy\" "
+             "(F1 for question answering) with the shared rule (paired over seeds; details, plots, every metric: "
              "`figures/circuits/report.md`).", ""]
     for p in payloads:
         base = p["summary"]["same lr"]
         key = "f1" if "f1" in base else "accuracy"
-        lines.append(f"- **{p['task']}** ({len(p['seeds'])} seeds; same lr: {key} {fmt(base[key])}, mass on the "
-                     f"rationale without the read-out position {fmt(base[PRIMARY])}, uniform attention's "
-                     f"{fmt(base['uniform_mass_without_readout'])}):")
+        layers = p["config"]["n_layer"]
+        rollout = (f"; rollout {fmt(base[ROLLOUT])}, uniform attention's {fmt(base['uniform_mass_by_method.rollout'])}"
+                   if ROLLOUT in base and "uniform_mass_by_method.rollout" in base else "")
+        lines.append(f"- **{p['task']}** ({layers} layer{'s' if layers > 1 else ''}, {len(p['seeds'])} seeds; same lr: "
+                     f"{key} {fmt(base[key])}, mass on the rationale without the read-out position "
+                     f"{fmt(base[PRIMARY])}, uniform attention's {fmt(base['uniform_mass_without_readout'])}{rollout}):")
         for claim in task_claims[p["task"]]:
             verdicts = ", ".join(f"{name} {v}" for name, v in claim.parts.items())
             lines.append(f"  {claim.id}: {verdicts} -> claim **{claim.verdict}**.")
