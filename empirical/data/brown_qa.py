@@ -18,7 +18,7 @@ Construction (deterministic; every choice is a function of the corpus text):
 5. Answer span: the answer's (first, last) positions in the context, exact by construction; the gold
    text is the answer words joined by spaces.
 
-Splits: by source document as the agreement items (:func:`qkdyn.empirical.data.brown._split_of`), so no
+Splits: by source document as the agreement items (:func:`qkdyn.empirical.data.brown.split_of`), so no
 passage is in two splits. How this differs from SQuAD: docs/authors-experiments.md ("A SQuAD-like task
 with exact answer spans").
 """
@@ -29,7 +29,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from qkdyn.empirical.data.brown import _split_of, base_tag, parse_tagged
+from qkdyn.empirical.data.brown import split_of, base_tag, parse_tagged
 from qkdyn.empirical.data.examples_circuits import QAExample, Splits
 
 BLANK = "<blank>"
@@ -54,7 +54,7 @@ def documents(unpacked: Path) -> list[tuple[str, list[list[tuple[str, str]]]]]:
 
 def answer_words(docs: list[tuple[str, list[list[tuple[str, str]]]]], size: int = ANSWER_WORDS) -> set[str]:
     """The ``size`` most frequent alphabetic words of the training documents (ties alphabetical)."""
-    counts = Counter(w for name, sentences in docs if _split_of(name) == "train"
+    counts = Counter(w for name, sentences in docs if split_of(name) == "train"
                      for sentence in sentences for w, _ in sentence if w.isalpha())
     return set(sorted(counts, key=lambda w: (-counts[w], w))[:size])
 
@@ -131,5 +131,5 @@ def load(path: str | Path) -> Splits:
         first, last = span
         example = QAExample(tuple(item["question"]), tuple(context), (first, last),
                             (" ".join(context[first:last + 1]),), str(item.get("uid", number)))
-        splits[_split_of(item["doc"])].append(example)
+        splits[split_of(item["doc"])].append(example)
     return Splits(splits["train"], splits["dev"], splits["test"])

