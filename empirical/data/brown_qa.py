@@ -29,7 +29,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from qkdyn.empirical.data.brown import split_of, base_tag, parse_tagged
+from qkdyn.empirical.data.brown import base_tag, parse_tagged, split_of
 from qkdyn.empirical.data.examples_circuits import QAExample, Splits
 
 BLANK = "<blank>"
