@@ -60,7 +60,7 @@ def test_mqar_command_trains_and_reports(tmp_path, capsys):
     assert _main(["mqar", "--task", "easy", "--out", str(out), "--max-steps", "3", "--batch-size", "4",
                   "--n-test", "8", "--eval-interval", "3", "--attention", "coupled", "--no-progress", "--threads", "1"]) == 0
     result = json.loads((out / "result.json").read_text())
-    assert result["task"] == "mqar" and 0 <= result["final"]["mqar_acc"] <= 1
+    assert result["trainer"] == "mqar" and 0 <= result["final"]["mqar_acc"] <= 1
     assert "mqar_acc" in capsys.readouterr().out
 
 
@@ -340,7 +340,7 @@ def test_gpu_budget_runs_at_toy_size_on_cpu(tmp_path, monkeypatch):
     assert _main(["compare-coupled", "--train", "--budget", "gpu", "--model", "tiny", "--device", "cpu",
                   "--coherent", _corpus(tmp_path), "--runs", str(runs), "--out", str(out), "--no-progress", *TOY]) == 0
     results = [json.loads(p.read_text()) for p in (runs / "coupled").glob("*/result.json")]
-    assert sorted(r["model"]["attention"]["kind"] for r in results) == ["coupled"] * 2 + ["mlp-only-q"] * 2 + ["standard"] * 2
+    assert sorted(r["config"]["model"]["attention"]["kind"] for r in results) == ["coupled"] * 2 + ["mlp-only-q"] * 2 + ["standard"] * 2
     claims = json.loads((out / "report.json").read_text())["claims"]
     assert [c["id"] for c in claims] == ["B1", "B2", "B3"] and (out / "README-section.md").exists()
 
