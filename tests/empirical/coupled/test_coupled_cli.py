@@ -13,6 +13,7 @@ from qkdyn.cli import main
 from qkdyn.empirical.coupled.analysis import tokens_to_match, tokens_to_target
 from qkdyn.empirical.coupled.study import CoupledStudy
 from qkdyn.studies import Record
+from qkdyn.runs import RunRecord
 from repo_paths import ROOT
 
 
@@ -96,11 +97,13 @@ def _fake_result(data, attention, seed, final_ppl, task="lm", steps=1, max_steps
     metric = "val_loss" if task == "lm" else "mqar_acc"
     sign = 1 if task == "lm" else -0.1
     whats = ("attention", "field", "flow") if flow else ("attention",)
-    return {"task": task, "data": data, "mqar": data, "preset": "tiny", "tokenizer": "bpe",
-            "model": {"attention": att, "vocab_size": 300, "block_size": 16, "n_layer": 2, "n_head": 4, "d_model": 64},
-            "train": {"seed": seed, "max_steps": max_steps}, "tokens": 100 * max_steps,
-            "train_time_s": time_per_step * max_steps, "tokens_per_s": 100 / time_per_step, "parameters": 100,
-            "final": final, "evals": evals, "ablation": {w: {metric: sign * ablation[w]} for w in whats}}
+    config = {"task": task, "data": data, "mqar": data, "preset": "tiny", "tokenizer": "bpe",
+              "model": {"attention": att, "vocab_size": 300, "block_size": 16, "n_layer": 2, "n_head": 4, "d_model": 64},
+              "train": {"seed": seed, "max_steps": max_steps}}
+    details = {"tokens": 100 * max_steps, "train_time_s": time_per_step * max_steps, "tokens_per_s": 100 / time_per_step,
+               "evals": evals, "ablation": {w: {metric: sign * ablation[w]} for w in whats}}
+    return RunRecord(task, config, max_steps, 100, {"wall": time_per_step * max_steps, "cpu": math.nan}, final,
+                     details).to_dict()
 
 
 def _fake_value(spec, gains=(0.9, 1.1), standard_ladder=(9.8, 8.9)):
