@@ -588,11 +588,11 @@ def test_a_run_directory_in_use_is_locked(tmp_path, capsys):
     from qkdyn.errors import InputError
     from qkdyn.runs import RunDir
 
-    with RunDir(tmp_path / "run"):
+    with RunDir(tmp_path / "run", {}):
         with pytest.raises(InputError, match="in use"):
-            with RunDir(tmp_path / "run"):
+            with RunDir(tmp_path / "run", {}):
                 pass
-    with RunDir(tmp_path / "run"):  # released
+    with RunDir(tmp_path / "run", {}):  # released
         pass
     assert sorted(p.name for p in (tmp_path / "run").iterdir()) == []
 
