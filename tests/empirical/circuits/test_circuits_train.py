@@ -408,7 +408,7 @@ def test_brown_qa_task_trains_and_reports_masses_beside_uniform(tmp_path):
     (tmp_path / "prep").mkdir()
     brown_qa.prepare(tmp_path / "unpacked", tmp_path / "prep")
     cfg = resolve("brown-qa", "cpu-brown-qa", {"data": str(tmp_path / "prep"), "max_steps": 3})
-    test = train(cfg, tmp_path / "run", progress=False)["test"]
+    test = train(cfg, tmp_path / "run", progress=False).final["test"]
     assert test["n"] > 0 and 0 <= test["exact_match"] <= test["f1"] + 1e-12 <= 1 + 1e-12
     assert set(test["uniform_mass_by_method"]) == set(test["attention_mass_by_method"]) == {
         "layer_average", "layer_maxpool", "rollout"}
