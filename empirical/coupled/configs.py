@@ -25,15 +25,13 @@ PRESET_NAMES = ("tiny", "1M", "4M", "60M", "150M", "350M")
 class MQARPreset:
     """An MQAR task (:mod:`qkdyn.empirical.coupled.mqar`): vocabulary, the (sequence length, kv
     pairs) settings a model trains on (one per batch, in turn) and is scored on, the power of the
-    query gaps, whether the positions that are neither pairs nor queries hold random tokens
-    (Zoology's ``random_non_queries``) or token 0, and the width of the short convolution that
-    Zoology's models put before attention (``GPTConfig.short_conv``; 0: attention layers only)."""
+    query gaps, and whether the positions that are neither pairs nor queries hold random tokens
+    (Zoology's ``random_non_queries``) or token 0."""
 
     vocab_size: int
     settings: tuple[tuple[int, int], ...]  # (sequence length, kv pairs)
     power_a: float = 0.01
     random_non_queries: bool = True
-    short_conv: int = 0
 
     @property
     def block_size(self) -> int:

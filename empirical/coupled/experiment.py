@@ -106,8 +106,7 @@ def run_mqar(task: str, preset: str, attention: AttentionConfig, cfg: TrainConfi
     from qkdyn.empirical.coupled.mqar import MQARBatches, MQAREvaluator
 
     mqar = MQAR_PRESETS[task]
-    model_cfg = preset_config(preset, vocab_size=mqar.vocab_size, block_size=mqar.block_size, attention=attention,
-                              short_conv=mqar.short_conv)
+    model_cfg = preset_config(preset, vocab_size=mqar.vocab_size, block_size=mqar.block_size, attention=attention)
     check_sizes(model_cfg, cfg)
     from qkdyn.memory import check_memory
 

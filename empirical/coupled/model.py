@@ -3,13 +3,6 @@
 Token + learned position embeddings, ``n_layer`` pre-LayerNorm blocks (attention, then a 4x GELU
 MLP), a final LayerNorm and an output head tied to the token embedding. No biases anywhere.
 
-``short_conv = w > 0`` (Zoology's MQAR models: a ``Hybrid`` of ``BaseConv`` and attention, one per
-layer in turn): the odd-numbered blocks (1, 3, ...) mix the sequence by Zoology's gated short
-convolution instead of attention, ``y = conv_w(u) * (W u)`` with ``conv_w`` a causal depthwise
-convolution of width w over the positions (:class:`ShortConv`); the even-numbered ones attend. It
-gives the next layer each position's predecessors, the shift MQAR's recall needs, which a model
-of attention layers with learned positions must first learn.
-
 Presets (sizes quoted for the byte-level vocabulary of 256; a BPE vocabulary adds vocab x d_model; parameters counted by :func:`count_parameters`, standard
 attention, tied head counted once):
 
@@ -45,11 +38,6 @@ class GPTConfig:
     n_head: int = 4
     d_model: int = 64
     attention: AttentionConfig = AttentionConfig()
-    short_conv: int = 0  # width of Zoology's short convolution in the odd blocks (0: every block attends)
-
-    def mixes_by_conv(self, layer: int) -> bool:
-        """Whether block ``layer`` (counted from 1) mixes by the short convolution."""
-        return self.short_conv > 0 and layer % 2 == 1
 
 
 PRESETS: dict[str, dict] = {
@@ -70,11 +58,9 @@ def preset_config(name: str, **overrides) -> GPTConfig:
 def count_parameters(cfg: GPTConfig) -> int:
     """Parameter count of ``GPT(cfg)`` in closed form (tied output head counted once)."""
     d = cfg.d_model
-    attention = 4 * d * d + extra_parameters(cfg.attention, cfg.n_head, d // cfg.n_head)
-    conv = d * cfg.short_conv + d * d  # the depthwise kernel, the gate's linear map
-    mixers = sum(conv if cfg.mixes_by_conv(layer) else attention for layer in range(1, cfg.n_layer + 1))
-    per_layer = 2 * d + 8 * d * d  # two LayerNorm weights, MLP
-    return cfg.vocab_size * d + cfg.block_size * d + cfg.n_layer * per_layer + mixers + d
+    per_layer = 2 * d + 4 * d * d + 8 * d * d  # two LayerNorm weights, attention, MLP
+    per_layer += extra_parameters(cfg.attention, cfg.n_head, d // cfg.n_head)
+    return cfg.vocab_size * d + cfg.block_size * d + cfg.n_layer * per_layer + d
 
 
 def flops_per_token(cfg: GPTConfig) -> float:
@@ -107,28 +93,12 @@ def non_embedding_parameters(cfg: GPTConfig) -> int:
     return count_parameters(cfg) - cfg.vocab_size * cfg.d_model - cfg.block_size * cfg.d_model
 
 
-class ShortConv(nn.Module):
-    """Zoology's ``BaseConv`` mixer: ``conv(u) * proj(u)``, ``conv`` a causal depthwise convolution
-    of width ``width`` (position t sees t - width + 1 .. t), ``proj`` a linear map."""
-
-    def __init__(self, d_model: int, width: int):
-        super().__init__()
-        self.width = width
-        self.conv = nn.Conv1d(d_model, d_model, width, groups=d_model, bias=False)
-        self.proj = nn.Linear(d_model, d_model, bias=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        u = F.pad(x.transpose(1, 2), (self.width - 1, 0))  # (B, C, T + width - 1): causal
-        return self.conv(u).transpose(1, 2) * self.proj(x)
-
-
 class Block(nn.Module):
     def __init__(self, cfg: GPTConfig, layer: int):
         super().__init__()
         d = cfg.d_model
         self.ln_1 = nn.LayerNorm(d, bias=False)
-        self.attn = (ShortConv(d, cfg.short_conv) if cfg.mixes_by_conv(layer)
-                     else build_attention(cfg.attention, d, cfg.n_head, layer))
+        self.attn = build_attention(cfg.attention, d, cfg.n_head, layer)
         self.ln_2 = nn.LayerNorm(d, bias=False)
         self.mlp = nn.Sequential(nn.Linear(d, 4 * d, bias=False), nn.GELU(), nn.Linear(4 * d, d, bias=False))
 

@@ -33,26 +33,3 @@ def test_forward_and_ignored_targets():
     assert torch.allclose(model(idx, targets)[1], expected)
     with pytest.raises(ValueError):
         model(torch.randint(0, 256, (1, 17)))
-
-
-def test_short_conv_hybrid_is_causal_counted_and_alternates_with_attention():
-    from qkdyn.empirical.coupled.attention import CausalSelfAttention
-    from qkdyn.empirical.coupled.model import ShortConv
-
-    cfg = preset_config("tiny", block_size=16, n_layer=4, short_conv=3, attention=AttentionConfig(kind="coupled"))
-    torch.manual_seed(0)
-    model = GPT(cfg)
-    assert [type(b.attn) is ShortConv for b in model.blocks] == [True, False, True, False]
-    assert all(isinstance(b.attn, CausalSelfAttention) for b in model.blocks[1::2])
-    assert sum(p.numel() for p in model.parameters()) == count_parameters(cfg)
-    conv = model.blocks[0].attn
-    x = torch.randn(1, 16, 64)
-    y = conv(x)
-    x2 = x.clone()
-    x2[:, 9] += 1.0  # a change at position 9 reaches positions 9..11 only (width 3)
-    changed = (conv(x2) - y).abs().sum(-1)[0] > 0
-    assert changed.nonzero().flatten().tolist() == [9, 10, 11]
-    # position t mixes t-2..t with the depthwise kernel, gated by the linear map
-    w = conv.conv.weight[:, 0]  # (C, width)
-    expected = (x[0, 3:6].T * w).sum(-1) * conv.proj(x)[0, 5]
-    assert torch.allclose(y[0, 5], expected, atol=1e-6)
