@@ -10,7 +10,7 @@ in each pass, in this order,
    before either, every parameter must be finite;
 3. stop at ``total`` or when the trainer is done;
 4. the trainer's step: forward and backward of step ``s``'s batch (``backward``, which returns the
-   loss; the learning rate of step ``s`` is the trainer's ``get_lr``), a non-finite loss stops
+   loss; the learning rate of step ``s`` is the trainer's, e.g. nanoGPT's ``get_lr``), a non-finite loss stops
    the run *before* the update, so the parameters and the last checkpoint stay finite; then the
    update (``update``: clip, optimiser step, schedule) and ``s <- s + 1``.
 
@@ -20,7 +20,7 @@ data-parallel run) evaluates, logs, checkpoints and shows progress. A divergence
 :class:`~qkdyn.errors.InputError` naming the step, the checkpoint kept and the trainer's ``hint``.
 
 What the trainers supply is only what differs between them: the model, the batches and the loss
-(``backward``), the update rule (``update``), the evaluation row (``evaluate``), the checkpoint's
+(``backward``), the update rule (``update``), the evaluation row (``estimate_loss``, nanoGPT's name), the checkpoint's
 extra state (``save``) and the stopping criterion (``done``). The synthetic trainer
 (:func:`qkdyn.empirical.synthetic.train.train`) genuinely differs and keeps its own loop: it
 observes the model at log-spaced steps *before* the update, stops on the loss of the very batch it
