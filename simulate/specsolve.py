@@ -60,6 +60,7 @@ class SpecTrajectory:
     variables: tuple[str, ...]
     event_t: float | None
     stats: dict
+    crossings: dict = dataclasses.field(default_factory=dict)  # loss level -> (t, state) where it is first reached
 
     @property
     def param(self) -> str:
@@ -105,13 +106,13 @@ class SpecTrajectory:
 
 def solve_spec(setting: Setting, spec: Spec, *, t_max: float | None = None, until_loss: float | None = None,
                points: int = 200, at: Sequence[float] = (), rtol: float = 1e-11, atol: float = 1e-14,
-               method: str = "DOP853") -> SpecTrajectory:
+               method: str = "DOP853", record_losses: Sequence[float] = ()) -> SpecTrajectory:
     """The reduced flow of ``spec`` from its init (docs/setting.md, balanced factors of its depth) to
-    ``t_max`` or the loss level ``until_loss`` (as :func:`qkdyn.solve`)."""
+    ``t_max`` or the loss level ``until_loss`` (as :func:`qkdyn.solve`, ``record_losses`` too)."""
     if not isinstance(setting, Setting):
         raise InputError(f"must be a Setting, got {type(setting).__name__}", "setting")
     spec.check_setting(setting)
-    times, state, variables, event_t, stats, _ = integrate_flow(
+    times, state, variables, event_t, stats, crossings = integrate_flow(
         spec.name, _Field(spec), setting, t_max=t_max, until_loss=until_loss, points=points, at=at, rtol=rtol,
-        atol=atol, method=method, record_losses=(), kernels=False)
-    return SpecTrajectory(spec, setting, times, state, variables, event_t, stats)
+        atol=atol, method=method, record_losses=tuple(record_losses), kernels=False)
+    return SpecTrajectory(spec, setting, times, state, variables, event_t, stats, crossings)
