@@ -50,9 +50,12 @@ def grid(quick: bool) -> dict:
 
 
 def describe(value):
-    """Grid entries for the report: short lists as they are, long grids by their range."""
-    if not hasattr(value, "__len__"):
+    """Grid entries for the report: short lists as they are, long grids by their range (a list of
+    lists, such as the coupled variants, as it is)."""
+    if not hasattr(value, "__len__") or isinstance(value, str):
         return value
+    if any(isinstance(v, (list, tuple)) for v in value):
+        return [list(v) for v in value]
     values = [float(v) for v in value]
     return values if len(values) <= 8 else f"{len(values)} values log-spaced in [{values[0]:g}, {values[-1]:g}]"
 

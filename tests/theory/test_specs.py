@@ -30,6 +30,7 @@ VARIANTS = {
     "coupled_euler_mlp_dt": Spec("coupled_euler_mlp_dt", qk=C("coupled", coupling="mlp", learn_dt=True, hidden=3)),
     "coupled_leapfrog_mlp_self": Spec("coupled_leapfrog_mlp_self", self_attention=True,
                                       qk=C("coupled", coupling="mlp", integrator="leapfrog")),
+    "mlp_only_control": Spec("mlp_only_control", qk=C("coupled", coupling="mlp", uncoupled=True, hidden=2)),
 }
 
 
@@ -180,6 +181,8 @@ def test_spec_files_and_their_errors(tmp_path):
         Spec(qk=C("coupled", inner="class"))
     with pytest.raises(InputError, match="ov.form"):
         Spec(ov=C("coupled"))
+    with pytest.raises(InputError, match="uncoupled"):
+        from_dict({"qk": {"form": "coupled", "uncoupled": True, "integrator": "leapfrog"}})
     (tmp_path / "x.toml").write_text("qk = [")
     with pytest.raises(InputError, match="not valid TOML"):
         qkdyn.load_spec(tmp_path / "x.toml")
