@@ -56,6 +56,11 @@ SAME = 1e-4
 FACTOR_THRESHOLD = 0.5
 
 
+def logit(attn):
+    """log(attn / (1 - attn)), the attention log-odds."""
+    return np.log(attn) - np.log1p(-attn)
+
+
 def coupled(dt: float = 0.2, integrator: str = "euler", coupling: str = "linear", coupling_init: float = 0.5,
             uncoupled: bool = False, **spec_fields) -> Spec:
     """The coupled-QK, collapsed-OV spec of these claims (rank 1, one step, fixed dt, 2 hidden units for
@@ -227,12 +232,11 @@ def check_cq3(setting: Setting, late: dict[str, FlowPath], window) -> Claim:
     and FACO solved the same way in the same window."""
     from qkdyn.simulate.solve import solve
 
-    log_odds = lambda attn: np.log(attn) - np.log1p(-attn)  # noqa: E731
     controls = {}
     for param in ("CACO", "FACO"):
         tr = solve(setting, param, t_max=window[1], points=50, at=list(window))
         controls[param] = growth_k(tr.t, tr.qk, window)
-    measured = {name: {"exp(qk)": growth_k(r.t, r.qk, window), "odds": growth_k(r.t, log_odds(r.attn), window)}
+    measured = {name: {"exp(qk)": growth_k(r.t, r.qk, window), "odds": growth_k(r.t, logit(r.attn), window)}
                 for name, r in late.items()}
     pre = [Precondition("the window resolves CACO's (log t)^2 (|k| of the exact law)", abs(controls["CACO"]), "<",
                         FACTOR_THRESHOLD, "A3's measurement on the collapsed form in the same window")]
@@ -251,20 +255,10 @@ def check_cq3(setting: Setting, late: dict[str, FlowPath], window) -> Claim:
 
 
 def matched_loss(setting: Setting, spec: Spec, rhos, levels) -> np.ndarray:
-    """attn at the first time the loss reaches each level, (len(rhos), len(levels)), from the solutions."""
-    levels = sorted(levels, reverse=True)
-    out = np.full((len(rhos), len(levels)), np.nan)
-    p = np.array(setting.numeric())
-    from qkdyn.theory.specnumeric import numeric
+    """attn at the first time the loss reaches each level, (len(rhos), len(levels)), from ODE events."""
+    from qkdyn.simulate.specsolve import spec_sharpness
 
-    for i, rho in enumerate(rhos):
-        tr = solve_spec(setting.replace(eta_qk=rho * setting.eta_ov), spec, until_loss=levels[-1], points=4,
-                        record_losses=levels[:-1])
-        states = {**{lv: x for lv, (_, x) in tr.crossings.items()}, levels[-1]: tr.state[:, -1]}
-        for j, level in enumerate(levels):
-            if level in states and tr.event_t is not None:
-                out[i, j] = float(numeric(spec).features(states[level], p)[2])
-    return out
+    return spec_sharpness(setting, spec, rhos, levels).attn
 
 
 def check_cq4(setting: Setting, specs: list[Spec], rhos, levels, figures: Path) -> Claim:
@@ -274,7 +268,6 @@ def check_cq4(setting: Setting, specs: list[Spec], rhos, levels, figures: Path) 
     from qkdyn.simulate.sharpness import sharpness
 
     levels, rhos = sorted(levels, reverse=True), list(rhos)
-    logit = lambda a: np.log(a) - np.log1p(-a)  # noqa: E731
     base = {param: logit(np.array([[float(sharpness(setting, param, rho, level, time=False).attn) for level in levels]
                                    for rho in rhos])) for param in ("CACO", "FACO")}
     controls = {spec.name: control_of(spec) for spec in specs}
