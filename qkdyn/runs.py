@@ -1,7 +1,9 @@
-"""The run skeleton shared by the torch trainers (``train-circuits``, ``lm``, ``mqar``).
+"""The run directory shared by the torch trainers (``train-circuits``, ``lm``, ``mqar``).
 
-A run directory holds a checkpoint (``checkpoint.pt`` / ``ckpt.pt``), ``metrics.jsonl`` (one JSON
-object a line, each with a ``step``) and the final result. :class:`RunDir` owns the bookkeeping:
+Every run directory holds the same three files: ``checkpoint.pt`` (one layout for every trainer,
+:meth:`RunDir.save`), ``metrics.jsonl`` (one JSON object a line, each with a ``step``) and
+``result.json`` (a :class:`RunRecord`, schema-versioned). :class:`RunDir` owns the names and the
+bookkeeping, and :meth:`RunDir.restore` is the one way back from a checkpoint:
 
 * the path is checked before anything is created (not a file, not under a file, writable);
 * the directory itself is locked (``flock`` on it, no lock file) while a run trains, so two runs
@@ -19,13 +21,16 @@ tensors and plain types (:func:`capture_rng`, :func:`restore_rng`) and :func:`pi
 """
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import os
 import random
 import time
 from pathlib import Path
 
 from qkdyn.atomic import atomic_path, remove_stale_temporaries
+from qkdyn.atomic import write_text as atomic_write
 from qkdyn.errors import InputError
 
 
@@ -50,15 +55,104 @@ def check_run_dir(path: str | os.PathLike, flag: str = "--out") -> Path:
     return out
 
 
-class RunDir:
-    """A run directory: lock, checkpoint, metrics. Use as a context manager (it holds the lock)."""
+#: the files of a run directory, the same for every trainer
+CHECKPOINT, METRICS, RESULT = "checkpoint.pt", "metrics.jsonl", "result.json"
+#: the version of the checkpoint layout (:meth:`RunDir.save`) and of the record schema (:class:`RunRecord`)
+CHECKPOINT_FORMAT = RECORD_SCHEMA = 1
 
-    def __init__(self, path: str | os.PathLike, checkpoint: str = "checkpoint.pt", metrics: str = "metrics.jsonl",
-                 lock: bool = True):
+
+@dataclasses.dataclass(frozen=True)
+class RunRecord:
+    """``result.json`` of every trainer: what a finished run measured.
+
+    ``config`` is the configuration the run's checkpoint is keyed on (equal config, same run);
+    ``steps`` the steps trained (where the run stopped); ``parameters`` the model's parameter count;
+    ``train_seconds`` wall and CPU seconds of training summed over the run's sessions (:class:`Clock`);
+    ``final`` the final evaluation (``lm``/``mqar``: metric -> value; ``circuits``: split -> metrics);
+    ``details`` what only one trainer has (``circuits``: classes, vocabulary size, planned steps,
+    target reached, training loss at the stop, training examples, final-evaluation seconds;
+    ``lm``/``mqar``: tokens, tokens per second of step time)."""
+
+    trainer: str
+    config: dict
+    steps: int
+    parameters: int
+    train_seconds: dict
+    final: dict
+    details: dict = dataclasses.field(default_factory=dict)
+    schema: int = RECORD_SCHEMA
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data, source: str = "the run record") -> "RunRecord":
+        """The record of ``data`` (from ``source``); a record written before the schema (the old
+        ``final.json`` of ``train-circuits``, ``result.json`` of ``lm``/``mqar``) is read through
+        :func:`from_legacy`; anything else is one InputError naming ``source``. Keys beside the
+        fields (a study's record adds ``files``) are not part of the run record and are left out."""
+        hint = "delete it (and its run directory) to run it again"
+        if isinstance(data, dict) and "schema" not in data:
+            data = from_legacy(data)
+        if not isinstance(data, dict) or data.get("schema") != RECORD_SCHEMA:
+            version = data.get("schema") if isinstance(data, dict) else None
+            raise InputError(f"{source} is not a run record of schema {RECORD_SCHEMA} (schema {version!r}); {hint}")
+        try:
+            record = cls(**{k: v for k, v in data.items() if k in _RECORD_FIELDS})
+        except TypeError as exc:
+            raise InputError(f"{source} is not a run record ({exc}); {hint}") from None
+        types = {"trainer": str, "config": dict, "steps": int, "parameters": int, "train_seconds": dict,
+                 "final": dict, "details": dict}
+        wrong = [name for name, kind in types.items() if not isinstance(getattr(record, name), kind)]
+        if wrong:
+            raise InputError(f"{source} is not a run record ({wrong[0]} is not a {types[wrong[0]].__name__}); {hint}")
+        return record
+
+
+_RECORD_FIELDS = frozenset(f.name for f in dataclasses.fields(RunRecord))
+
+
+def from_legacy(data: dict) -> dict | None:
+    """An old result file as a schema-1 record dict (None when it is neither old layout): the
+    ``final.json`` of ``train-circuits`` and the ``result.json`` of ``lm``/``mqar`` (the study's
+    records add ``evals`` and ``ablation``, kept in ``details``); their training time (step time
+    only, wall clock) is kept as ``train_seconds.wall`` with ``cpu`` unknown (NaN)."""
+    if {"config", "dev", "test", "n_parameters", "stopped_at"} <= data.keys():
+        details = {k: data[k] for k in ("classes", "vocab_size", "target_reached", "final_train_loss", "n_train",
+                                        "final_eval_seconds") if k in data}
+        return {"trainer": "circuits", "config": data["config"], "steps": data["stopped_at"],
+                "parameters": data["n_parameters"], "train_seconds": data.get("train_seconds", {}),
+                "final": {"dev": data["dev"], "test": data["test"]},
+                "details": {**details, "planned_steps": data.get("steps")}, "schema": RECORD_SCHEMA}
+    if {"model", "train", "final", "parameters", "steps"} <= data.keys():
+        moved = ("parameters", "steps", "final", "tokens", "train_time_s", "tokens_per_s", "evals", "ablation")
+        return {"trainer": data.get("task", "lm"), "config": {k: v for k, v in data.items() if k not in moved},
+                "steps": data["steps"], "parameters": data["parameters"],
+                "train_seconds": {"wall": data.get("train_time_s", math.nan), "cpu": math.nan}, "final": data["final"],
+                "details": {k: data[k] for k in moved[3:] if k in data}, "schema": RECORD_SCHEMA}
+    return None
+
+
+@dataclasses.dataclass(frozen=True)
+class Restored:
+    """What :meth:`RunDir.restore` gives back besides the loaded states: the step, the clock
+    carried over and the trainer's own ``extra`` state (plain data)."""
+
+    step: int
+    clock: "Clock"
+    extra: dict
+
+
+class RunDir:
+    """A run directory: lock, checkpoint, metrics, record. Use as a context manager (the writer
+    holds the lock). ``config`` (plain data) keys the checkpoint and the record; ``writer`` False
+    (the other ranks of a data-parallel run) only restores: no lock, no metrics, no files written."""
+
+    def __init__(self, path: str | os.PathLike, config: dict, writer: bool = True):
         self.path = check_run_dir(path)
-        self.checkpoint = self.path / checkpoint
-        self.metrics = self.path / metrics
-        self._lock_wanted, self._lock_fd = lock, None
+        self.config = config
+        self.checkpoint, self.metrics, self.result = (self.path / name for name in (CHECKPOINT, METRICS, RESULT))
+        self.writer, self._lock_fd = writer, None
 
     def __enter__(self) -> "RunDir":
         self._created = [p for p in (self.path, *self.path.parents) if not p.exists()]
@@ -66,7 +160,7 @@ class RunDir:
             self.path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise InputError(f"cannot create {self.path}: {exc.strerror or exc}")
-        if self._lock_wanted:
+        if self.writer:
             import fcntl
 
             fd = os.open(self.path, os.O_RDONLY)
@@ -91,25 +185,74 @@ class RunDir:
                     break
 
     # checkpoints -----------------------------------------------------------------------------
-    def load_checkpoint(self, config: dict) -> dict | None:
-        """The checkpoint's state (None if there is none); its ``config`` must equal ``config``."""
+    def restore(self, model, optimizer, scheduler=None, data=None, device=None) -> Restored | None:
+        """Load the checkpoint into ``model``, ``optimizer``, ``scheduler`` and the batch source
+        ``data`` (each with ``load_state_dict``; None: not part of this trainer) and set the RNG
+        states; the writer keeps the metric rows up to its step only (all are removed on a fresh
+        start). None when there is no checkpoint. A checkpoint of another configuration, of an older
+        layout, or damaged is one InputError."""
+        state = self._read_checkpoint()
+        if self.writer:
+            self._start_metrics(None if state is None else state["step"])
+        if state is None:
+            return None
+        try:
+            model.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+            for part, name in ((scheduler, "scheduler"), (data, "data")):
+                if part is not None:
+                    part.load_state_dict(state[name])
+            restore_rng(state["rng"], device)
+            return Restored(int(state["step"]), Clock(state["clock"]["wall"], state["clock"]["cpu"]),
+                            dict(state["extra"]))
+        except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+            raise InputError(f"{self.checkpoint} is damaged ({type(exc).__name__}); delete it or use another --out")
+
+    def save(self, step: int, model, optimizer, scheduler=None, data=None, device=None, clock: "Clock | None" = None,
+             extra: dict | None = None) -> None:
+        """Write the checkpoint (atomic): format, configuration, step, the state dicts of the parts
+        given, every RNG state, the clock's totals and the trainer's ``extra`` (plain data)."""
+        totals = clock.totals() if clock is not None else {"wall": 0.0, "cpu": 0.0}
+        save_state(self.checkpoint, {
+            "format": CHECKPOINT_FORMAT, "config": self.config, "step": step, "model": model.state_dict(),
+            "optimizer": optimizer.state_dict(), "scheduler": None if scheduler is None else scheduler.state_dict(),
+            "data": None if data is None else data.state_dict(), "rng": capture_rng(device), "clock": totals,
+            "extra": extra or {}})
+
+    def _read_checkpoint(self) -> dict | None:
+        old = self.path / "ckpt.pt"
         if not self.checkpoint.exists():
+            if old.exists():
+                raise InputError(f"{old} is a checkpoint of an older qkdyn (before the one checkpoint format); delete "
+                                 "it or use another --out")
             return None
         state = load_state(self.checkpoint)
         if not isinstance(state, dict) or not isinstance(state.get("config"), dict) or "step" not in state:
             raise InputError(f"{self.checkpoint} is not a checkpoint of this program; delete it or use another --out")
-        where = first_difference(state["config"], config)
+        if state.get("format") != CHECKPOINT_FORMAT:
+            raise InputError(f"{self.checkpoint} is a checkpoint of an older qkdyn (format {state.get('format')!r}, "
+                             f"this one reads {CHECKPOINT_FORMAT}); delete it or use another --out")
+        where = first_difference(state["config"], self.config)
         if where is not None:
-            field, old, new = where
-            raise InputError(f"{self.checkpoint} was written by a different configuration ({field}: {old!r} there, "
-                             f"{new!r} now); use another --out")
+            field, old_value, new_value = where
+            raise InputError(f"{self.checkpoint} was written by a different configuration ({field}: {old_value!r} "
+                             f"there, {new_value!r} now); use another --out")
         return state
 
-    def save_checkpoint(self, state: dict) -> None:
-        save_state(self.checkpoint, state)
+    # record ----------------------------------------------------------------------------------
+    def write_record(self, record: RunRecord) -> None:
+        """Write ``result.json`` (atomic)."""
+        atomic_write(self.result, json.dumps(record.to_dict(), indent=1) + "\n")
+
+    def finished(self) -> RunRecord | None:
+        """The record of this configuration's finished run in the directory, or None."""
+        if not self.result.exists():
+            return None
+        record = read_record(self.result)
+        return record if first_difference(record.config, self.config) is None else None
 
     # metrics ---------------------------------------------------------------------------------
-    def start_metrics(self, step: int | None) -> None:
+    def _start_metrics(self, step: int | None) -> None:
         """Fresh run (``step`` None): remove old metrics. Resume: keep rows up to ``step`` only."""
         from qkdyn.inputs import check_not_special
 
@@ -127,6 +270,15 @@ class RunDir:
     def log(self, row: dict) -> None:
         with open(self.metrics, "a") as fh:
             fh.write(json.dumps(row) + "\n")
+
+    def rows(self) -> list[dict]:
+        """The metric rows written so far."""
+        return read_metrics(self.metrics) if self.metrics.exists() else []
+
+
+def read_record(path: str | os.PathLike) -> RunRecord:
+    """The :class:`RunRecord` in ``path`` (``result.json``); damage or another schema is one InputError."""
+    return RunRecord.from_dict(read_json(path), str(path))
 
 
 def first_difference(old, new, prefix: str = "") -> tuple[str, object, object] | None:
@@ -223,22 +375,20 @@ class Clock:
                 "cpu": self.base_cpu + time.process_time() - self.start_cpu}
 
 
-def capture_rng(device=None, numpy_legacy: bool = False, python: bool = False) -> dict:
-    """The global RNG states as tensors and plain types (loadable with ``weights_only=True``)."""
+def capture_rng(device=None) -> dict:
+    """The global RNG states (torch's, the device's on CUDA, NumPy's legacy generator's and Python's)
+    as tensors and plain types, loadable with ``weights_only=True``."""
+    import numpy as np
     import torch
 
     state = {"torch": torch.get_rng_state()}
     if device is not None and device.type == "cuda":
         state["cuda"] = torch.cuda.get_rng_state(device)
-    if numpy_legacy:
-        import numpy as np
-
-        name, keys, pos, has_gauss, cached = np.random.get_state()
-        state["numpy"] = {"name": name, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
-                          "has_gauss": int(has_gauss), "cached_gaussian": float(cached)}
-    if python:
-        version, internal, gauss_next = random.getstate()
-        state["python"] = {"version": version, "internal": list(internal), "gauss_next": gauss_next}
+    name, keys, pos, has_gauss, cached = np.random.get_state()
+    state["numpy"] = {"name": name, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
+                      "has_gauss": int(has_gauss), "cached_gaussian": float(cached)}
+    version, internal, gauss_next = random.getstate()
+    state["python"] = {"version": version, "internal": list(internal), "gauss_next": gauss_next}
     return state
 
 

@@ -187,14 +187,11 @@ class CircuitsStudy(Study):
     def measure(self, spec, scratch):
         from qkdyn.empirical.circuits.presets import RunConfig
         from qkdyn.empirical.circuits.train import train
-        from qkdyn.runs import read_json
+        from qkdyn.runs import RunDir
 
         cfg = RunConfig(**run_fields(spec))
-        final = scratch / "final.json"
-        cached = read_json(final) if final.exists() else None
-        if isinstance(cached, dict) and cached.get("config") == dataclasses.asdict(cfg):
-            return cached
-        return train(cfg, scratch, progress=False)
+        record = RunDir(scratch, dataclasses.asdict(cfg)).finished() or train(cfg, scratch, progress=False)
+        return record.to_dict()
 
     def _results(self, records) -> dict:
         """{arm key: results in seed order}, the same-lr arm first."""
@@ -204,7 +201,7 @@ class CircuitsStudy(Study):
         order = lambda r: (r.spec.params["ratio"] != 1.0, list(ARMS).index(r.spec.params["arm"]),  # noqa: E731
                            r.spec.params["ratio"], r.spec.params["seed"])
         for r in sorted(records, key=order):
-            results.setdefault(arm_key(r.spec.params["arm"], float(r.spec.params["ratio"])), []).append(r.result)
+            results.setdefault(arm_key(r.spec.params["arm"], float(r.spec.params["ratio"])), []).append(as_result(r))
         return results
 
     def claims(self, records, budget):
@@ -223,7 +220,7 @@ class CircuitsStudy(Study):
         dirs = {m: [] for m in qk}
         for r in sorted(records, key=lambda r: r.spec.params["seed"]):
             if r.spec.params["arm"] == "qk":
-                qk[float(r.spec.params["ratio"])].append(r.result)
+                qk[float(r.spec.params["ratio"])].append(as_result(r))
                 dirs[float(r.spec.params["ratio"])].append(r.scratch)
         summary = report.summarize(results)
         paths = plots.plot_all(self.task, qk, report.summarize({m: v for m, v in qk.items()}), dirs,
@@ -251,8 +248,19 @@ class CircuitsStudy(Study):
     def seconds(records) -> tuple[float, float]:
         """(CPU, wall) seconds summed over the records' training and final evaluation (for stderr)."""
         keys = ("train_seconds", "final_eval_seconds")
-        return (sum(r.result[k]["cpu"] for r in records for k in keys),
-                sum(r.result[k]["wall"] for r in records for k in keys))
+        results = [as_result(r) for r in records]
+        return (sum(r[k]["cpu"] for r in results for k in keys), sum(r[k]["wall"] for r in results for k in keys))
+
+
+def as_result(record) -> dict:
+    """A circuits run's record (a :class:`qkdyn.runs.RunRecord`, as stored in the study's record)
+    as the flat result the report and the plots read: its ``details``, ``config``, the ``dev`` and
+    ``test`` evaluations, ``stopped_at`` (the steps trained), ``n_parameters`` and ``train_seconds``."""
+    from qkdyn.runs import RunRecord
+
+    run = RunRecord.from_dict(record.result, f"the record of run {record.spec.name}")
+    return {**run.details, "config": run.config, **run.final, "stopped_at": run.steps, "n_parameters": run.parameters,
+            "train_seconds": run.train_seconds}
 
 
 def run_fields(spec) -> dict:

@@ -1,8 +1,9 @@
 """One training run: data, model, per-circuit optimiser, a resumable loop, evaluation, result files.
 
-Files in ``out_dir``: ``metrics.jsonl`` (one row per evaluation), ``checkpoint.pt`` (model,
-optimiser, scheduler, RNG states and the step; the data order is a function of (seed, epoch), so the
-step is the data-order position), ``final.json`` (configuration and full dev/test evaluation).
+Files in ``out_dir`` (:mod:`qkdyn.runs`): ``metrics.jsonl`` (one row per evaluation),
+``checkpoint.pt`` (model, optimiser, scheduler, RNG states and the step; the data order is a function
+of (seed, epoch), so the step is the data-order position), ``result.json`` (the run's
+:class:`~qkdyn.runs.RunRecord`: configuration and full dev/test evaluation under ``final``).
 A run that finds a checkpoint resumes from it and continues exactly as the uninterrupted run would:
 every metrics line is the same, because the checkpoint also holds every RNG state (torch, NumPy's
 and Python's global generators, all seeded from ``seed`` at the start) and the running training
@@ -11,8 +12,8 @@ loss of the steps since the last evaluation (a checkpoint need not fall on an ev
 One step of the loop is one batch; the optimiser steps once per ``accum_steps`` batches (the losses
 of those batches averaged), so the schedule counts optimiser steps. With ``target_loss`` > 0 the run
 stops at the first evaluation whose running training loss is at most ``target_loss`` (training to a
-stated criterion: matched training loss); ``final.json`` records the step it stopped at and whether
-the target was reached.
+stated criterion: matched training loss); the record's ``steps`` is the step it stopped at and its
+``details`` say whether the target was reached.
 
 Device: ``device`` (cpu, cuda, cuda:N or auto = CUDA when there is one), with bfloat16 autocast on
 CUDA as in the LM trainer (:mod:`qkdyn.empirical.coupled.train`); losses are taken in float32.
@@ -26,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import math
 import random
 from pathlib import Path
@@ -41,9 +41,8 @@ from qkdyn.empirical.circuits.optim import build_optimizer
 from qkdyn.empirical.circuits.presets import RunConfig
 from qkdyn.empirical.circuits.tasks import is_qa, load_splits
 from qkdyn.empirical.circuits.vocab import Vocab
-from qkdyn import atomic
 from qkdyn.errors import InputError
-from qkdyn.runs import Clock, RunDir, capture_rng, read_metrics, restore_rng
+from qkdyn.runs import Clock, RunDir, RunRecord
 
 
 def resolve_device(name: str) -> torch.device:
@@ -120,44 +119,34 @@ class Run:
         fn = evaluate.evaluate_qa if self.qa else evaluate.evaluate_classifier
         return fn(self.model, examples, self.vocab, self.cfg, full)
 
-    def state(self, step: int, running: tuple[float, int]) -> dict:
-        return {"step": step, "reached": self.reached, "model": self.model.state_dict(), "opt": self.opt.state_dict(),
-                "sched": self.sched.state_dict(), "rng": capture_rng(self.device, numpy_legacy=True, python=True),
-                "running_loss": {"sum": float(running[0]), "n": int(running[1])},
-                "vocab": self.vocab.itos, "config": dataclasses.asdict(self.cfg), "train_time": self.clock.totals()}
+    def save(self, rundir: RunDir, step: int, running: tuple[float, int]) -> None:
+        """The checkpoint of ``step``: the common layout (:meth:`qkdyn.runs.RunDir.save`) with the
+        target flag and the running training loss of the steps since the last evaluation."""
+        rundir.save(step, self.model, self.opt, self.sched, device=self.device, clock=self.clock,
+                    extra={"reached": self.reached, "running_loss": {"sum": float(running[0]), "n": int(running[1])}})
 
-    def restore(self, state: dict, path: Path) -> tuple[int, tuple[float, int]]:
-        """Load ``state``; returns (step, (running loss sum, steps in it))."""
+    def restore(self, rundir: RunDir) -> tuple[int | None, tuple[float, int]]:
+        """Resume from ``rundir``'s checkpoint if there is one: (its step or None, (running loss sum, steps in it))."""
+        restored = rundir.restore(self.model, self.opt, self.sched, device=self.device)
+        if restored is None:
+            return None, (0.0, 0)
         try:
-            self.model.load_state_dict(state["model"])
-            self.opt.load_state_dict(state["opt"])
-            self.sched.load_state_dict(state["sched"])
-            restore_rng(state["rng"], self.device)
-            self.reached = bool(state["reached"])
-            self.clock = Clock(state["train_time"]["wall"], state["train_time"]["cpu"])
-            running = state["running_loss"]
-            return int(state["step"]), (float(running["sum"]), int(running["n"]))
-        except (KeyError, TypeError, ValueError, RuntimeError) as exc:
-            raise InputError(f"{path} is damaged or from an older version ({type(exc).__name__}); delete it or use "
-                             "another --out")
+            self.reached = bool(restored.extra["reached"])
+            running = restored.extra["running_loss"]
+            running = float(running["sum"]), int(running["n"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"{rundir.checkpoint} is damaged ({type(exc).__name__}); delete it or use another --out")
+        self.clock = restored.clock
+        return restored.step, running
 
     def finite(self) -> bool:
         """Whether every parameter is finite."""
         return all(bool(torch.isfinite(p).all()) for p in self.model.parameters())
 
 
-def _resume(run: Run, rundir: RunDir) -> tuple[int | None, tuple[float, int]]:
-    """Restore the checkpoint if there is one; drop metric rows written after it. Returns its step
-    (None: a fresh run) and the running loss it holds."""
-    state = rundir.load_checkpoint(dataclasses.asdict(run.cfg))
-    step, running = (None, (0.0, 0)) if state is None else run.restore(state, rundir.checkpoint)
-    rundir.start_metrics(step)
-    return step, running
-
-
 def last_train_loss(rundir: RunDir) -> float:
     """The training loss of the last evaluation row (NaN when none was logged)."""
-    rows = read_metrics(rundir.metrics) if rundir.metrics.exists() else []
+    rows = rundir.rows()
     return float(rows[-1]["train_loss"]) if rows else math.nan
 
 
@@ -166,20 +155,20 @@ def _diverged(step: int, what: str, saved: int | None) -> InputError:
     return InputError(f"training diverged at step {step}: {what} ({kept}); try a smaller --lr or --qk-lr-mult")
 
 
-def train(cfg: RunConfig, out_dir: str | Path, *, stop_after: int | None = None, progress: bool = True) -> dict | None:
-    """Train (resuming if ``out_dir`` has a checkpoint) and return the final results; with
+def train(cfg: RunConfig, out_dir: str | Path, *, stop_after: int | None = None,
+          progress: bool = True) -> RunRecord | None:
+    """Train (resuming if ``out_dir`` has a checkpoint) and return the run's record; with
     ``stop_after`` return None once that many steps are done (as if killed) without evaluating."""
-    rundir = RunDir(out_dir)
+    rundir = RunDir(out_dir, dataclasses.asdict(cfg))
     run = Run(cfg)
     with rundir:
         return _train(cfg, run, rundir, stop_after, progress)
 
 
-def _train(cfg: RunConfig, run: Run, rundir: RunDir, stop_after: int | None, progress: bool) -> dict | None:
+def _train(cfg: RunConfig, run: Run, rundir: RunDir, stop_after: int | None, progress: bool) -> RunRecord | None:
     from tqdm import tqdm
 
-    out_dir = rundir.path
-    saved, (running_loss, n_loss) = _resume(run, rundir)
+    saved, (running_loss, n_loss) = run.restore(rundir)
     step = saved or 0
     bar = tqdm(total=run.total, initial=step, disable=not progress, desc=f"{cfg.task} qk x{cfg.qk_lr_mult:g} s{cfg.seed}")
     while step < run.total and not run.reached:
@@ -216,20 +205,19 @@ def _train(cfg: RunConfig, run: Run, rundir: RunDir, stop_after: int | None, pro
             running_loss, n_loss = 0.0, 0
             run.reached = cfg.target_loss > 0 and row["train_loss"] <= cfg.target_loss
         if step % cfg.ckpt_every == 0 or step == run.total or run.reached:
-            rundir.save_checkpoint(run.state(step, (running_loss, n_loss)))
+            run.save(rundir, step, (running_loss, n_loss))
             saved = step
     bar.close()
     cap = cfg.final_examples or None
     trained = run.clock.totals()
     evaluating = Clock()
     dev, test = run.evaluate(run.dev[:cap], full=True), run.evaluate(run.test[:cap], full=True)
-    result = {
-        "config": dataclasses.asdict(cfg), "classes": list(run.classes), "vocab_size": len(run.vocab),
-        "n_parameters": sum(p.numel() for p in run.model.parameters()), "steps": run.total,
-        "stopped_at": step, "target_reached": run.reached,
-        "final_train_loss": last_train_loss(rundir),
-        "n_train": len(run.train), "train_seconds": trained, "final_eval_seconds": evaluating.totals(),
-        "dev": dev, "test": test,
-    }
-    atomic.write_text(out_dir / "final.json", json.dumps(result, indent=1))
-    return result
+    record = RunRecord(
+        trainer="circuits", config=rundir.config, steps=step,
+        parameters=sum(p.numel() for p in run.model.parameters()), train_seconds=trained,
+        final={"dev": dev, "test": test},
+        details={"classes": list(run.classes), "vocab_size": len(run.vocab), "planned_steps": run.total,
+                 "target_reached": run.reached, "final_train_loss": last_train_loss(rundir), "n_train": len(run.train),
+                 "final_eval_seconds": evaluating.totals()})
+    rundir.write_record(record)
+    return record

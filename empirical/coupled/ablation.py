@@ -1,6 +1,6 @@
 """What a trained model's parts change: the same checkpoint evaluated with a part removed.
 
-For a finished run, :func:`write_ablations` loads the final checkpoint (``ckpt.pt``) and evaluates
+For a finished run, :func:`write_ablations` loads the final checkpoint (``checkpoint.pt``) and evaluates
 it on the run's own evaluation set (the whole validation split for language modelling, the fixed
 test set for MQAR) as trained and under each ablation of
 :data:`qkdyn.empirical.coupled.attention.ABLATIONS` that applies to its variant (every module gets
@@ -67,10 +67,10 @@ def ablation_effects(model: torch.nn.Module, evaluate, device) -> dict:
 def write_ablations(out_dir: str | Path, model_cfg, evaluate, device: str = "cpu") -> dict:
     """Evaluate the run's final checkpoint as trained and ablated; write ``ablation.json`` (atomic)."""
     from qkdyn.empirical.coupled.model import GPT
-    from qkdyn.runs import load_state
+    from qkdyn.runs import CHECKPOINT, load_state
 
     out = Path(out_dir)
-    state = load_state(out / "ckpt.pt")
+    state = load_state(out / CHECKPOINT)
     dev = torch.device("cuda" if device == "auto" and torch.cuda.is_available() else "cpu" if device == "auto" else device)
     model = GPT(model_cfg).to(dev)
     model.load_state_dict(state["model"])

@@ -73,12 +73,18 @@ ABLATION_NAMES = {"attention": "attention removed", "field": "f removed (dt f = 
 
 
 def as_run(result: dict) -> dict:
-    """A run's record (:func:`qkdyn.empirical.coupled.study.result_of`: its summary, ``evals`` and
-    ``ablation``) with the keys the selections use: variant, n, horizon, seed, max_steps."""
-    attention = result["model"]["attention"]
-    return {**result, "ablation": result.get("ablation", {}), "variant": variant_label(attention),
-            "n": attention["steps"], "horizon": attention.get("horizon", "step"), "seed": result["train"]["seed"],
-            "max_steps": result["train"]["max_steps"]}
+    """A run's record (:func:`qkdyn.empirical.coupled.study.result_of`, read as a
+    :class:`qkdyn.runs.RunRecord`: its configuration, ``final`` evaluation and ``details`` with
+    ``evals`` and ``ablation``) as the flat run the selections use, with variant, n, horizon, seed,
+    max_steps."""
+    from qkdyn.runs import RunRecord
+
+    record = RunRecord.from_dict(result)
+    attention = record.config["model"]["attention"]
+    return {**record.config, **record.details, "parameters": record.parameters, "steps": record.steps,
+            "final": record.final, "ablation": record.details.get("ablation", {}), "variant": variant_label(attention),
+            "n": attention["steps"], "horizon": attention.get("horizon", "step"), "seed": record.config["train"]["seed"],
+            "max_steps": record.config["train"]["max_steps"]}
 
 
 def log_ppl(run: dict) -> float:

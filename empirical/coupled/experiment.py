@@ -1,4 +1,4 @@
-"""One language-modelling run or one MQAR run, from configs to ``result.json``.
+"""One language-modelling run or one MQAR run, from configs to ``result.json`` (a :class:`~qkdyn.runs.RunRecord`).
 
 Shared by the command line (``qkdyn lm``, ``qkdyn mqar``) and the study runner.
 """
@@ -65,7 +65,7 @@ def with_strength(evaluate, probe: "torch.Tensor"):
 
 def run_lm(data: str, preset: str, attention: AttentionConfig, cfg: TrainConfig, out_dir: str,
            block_size: int | None = None, eval_tokens: int | None = None, val_fraction: float = 0.05,
-           tokenizer: str = "bpe", vocab_size: int = 8192) -> dict:
+           tokenizer: str = "bpe", vocab_size: int = 8192):
     """Train an LM of shape ``preset`` on corpus ``data`` (name or path) with ``tokenizer`` tokens,
     evaluated on the whole validation split (or its first ``eval_tokens`` tokens)."""
     from qkdyn.empirical.coupled.lm_data import LMBatches, LMEvaluator
@@ -89,18 +89,18 @@ def run_lm(data: str, preset: str, attention: AttentionConfig, cfg: TrainConfig,
                            evaluator, cfg)
 
 
-def _with_ablations(summary: dict, out_dir: str, model_cfg, evaluator, cfg: TrainConfig) -> dict:
+def _with_ablations(record, out_dir: str, model_cfg, evaluator, cfg: TrainConfig):
     """After training (rank 0): the final checkpoint evaluated as trained and ablated
-    (:mod:`qkdyn.empirical.coupled.ablation`, ``ablation.json``)."""
+    (:mod:`qkdyn.empirical.coupled.ablation`, ``ablation.json``); the record (None on other ranks)."""
     from qkdyn.empirical.coupled.ablation import write_ablations
 
-    if summary:
-        summary["ablation"] = write_ablations(out_dir, model_cfg, evaluator, cfg.device)["delta"]
-    return summary
+    if record is not None:
+        write_ablations(out_dir, model_cfg, evaluator, cfg.device)
+    return record
 
 
 def run_mqar(task: str, preset: str, attention: AttentionConfig, cfg: TrainConfig, out_dir: str,
-             n_test: int = 256) -> dict:
+             n_test: int = 256):
     """Train a model of shape ``preset`` on MQAR preset ``task`` (easy, medium, hard)."""
     from qkdyn.empirical.coupled.mqar import PRESETS, MQARBatches, MQAREvaluator
 

@@ -417,11 +417,13 @@ MLP_READINGS_KINDS = ("mlp-only", "mlp-only-shared", "mlp-only-q")
 
 
 def result_of(run_dir: Path) -> dict:
-    """A finished run's record: ``result.json`` with its evaluation curve (``evals``, from
-    ``metrics.jsonl``) and the changes of its ablations (``ablation``, from ``ablation.json``)."""
+    """A finished run's record (:class:`qkdyn.runs.RunRecord`, as a dict): ``result.json`` with its
+    evaluation curve (``details.evals``, from ``metrics.jsonl``) and the changes of its ablations
+    (``details.ablation``, from ``ablation.json``)."""
     from qkdyn.empirical.coupled.ablation import FILE
+    from qkdyn.runs import METRICS, RESULT, read_record
 
-    result = read_json(run_dir / "result.json")
-    result["evals"] = [e for e in read_metrics(run_dir / "metrics.jsonl") if e.get("kind") == "eval"]
-    result["ablation"] = read_json(run_dir / FILE)["delta"]
-    return result
+    record = read_record(run_dir / RESULT)
+    evals = [e for e in read_metrics(run_dir / METRICS) if e.get("kind") == "eval"]
+    details = {**record.details, "evals": evals, "ablation": read_json(run_dir / FILE)["delta"]}
+    return dataclasses.replace(record, details=details).to_dict()

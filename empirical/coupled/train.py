@@ -1,10 +1,12 @@
 """The training loop (nanoGPT style): AdamW, warm-up + cosine, gradient accumulation, DDP, resume.
 
 ``train`` runs one model to ``max_steps`` optimiser steps. Every ``ckpt_interval`` steps it writes
-``ckpt.pt`` atomically (model, optimiser, step, RNG states, data position, accumulated training
-time); if ``out_dir`` already has one, the run resumes from it and reproduces the uninterrupted run
-exactly (same batches, same updates). Metrics go to ``metrics.jsonl`` (one JSON object a line,
-``kind`` "train" or "eval"), the summary to ``result.json``.
+``checkpoint.pt`` atomically (model, optimiser, step, RNG states, data position, accumulated training
+time; the layout of :meth:`qkdyn.runs.RunDir.save`); if ``out_dir`` already has one, the run resumes
+from it and reproduces the uninterrupted run exactly (same batches, same updates). Metrics go to
+``metrics.jsonl`` (one JSON object a line, ``kind`` "train" or "eval"), the run's
+:class:`~qkdyn.runs.RunRecord` to ``result.json`` (``final``: the last evaluation; ``details``:
+tokens, step time ``train_time_s`` and ``tokens_per_s``).
 
 Data parallel: launched by ``torchrun``, each process takes its rank's slice of every step's
 micro-batches (see :mod:`qkdyn.empirical.coupled.lm_data`); gradients are averaged by DDP on the last
@@ -14,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import math
 import os
 import time
@@ -25,9 +26,8 @@ import torch
 from qkdyn.empirical.coupled.configs import TrainConfig
 from qkdyn.empirical.coupled.model import GPT, GPTConfig
 from qkdyn.empirical.schedule import cosine_with_warmup
-from qkdyn import atomic
 from qkdyn.errors import InputError
-from qkdyn.runs import RunDir, capture_rng, restore_rng
+from qkdyn.runs import Clock, RunDir, RunRecord
 
 
 def lr_at(step: int, cfg: TrainConfig) -> float:
@@ -70,15 +70,17 @@ def _config_record(model_cfg: GPTConfig, cfg: TrainConfig, extra: dict) -> dict:
 
 
 def train(model_cfg: GPTConfig, cfg: TrainConfig, make_batches: Callable, evaluate: Callable,
-          out_dir: str | os.PathLike, extra_config: dict | None = None) -> dict:
+          out_dir: str | os.PathLike, extra_config: dict | None = None) -> RunRecord | None:
     """Train ``GPT(model_cfg)``; ``make_batches(seed, rank, world)`` gives the batch source and
-    ``evaluate(model, device) -> dict`` the evaluation metrics. Returns the summary (rank 0)."""
+    ``evaluate(model, device) -> dict`` the evaluation metrics. Returns the run's record (rank 0;
+    None on the other ranks)."""
     rank, world, ddp = _distributed()
     device = _device(cfg, rank)
     master = rank == 0
-    rundir = RunDir(out_dir, checkpoint="ckpt.pt", lock=master)
+    record = _config_record(model_cfg, cfg, {"world_size": world, **(extra_config or {})})
+    rundir = RunDir(out_dir, record, writer=master)
     with rundir:
-        return _train(model_cfg, cfg, make_batches, evaluate, rundir, extra_config, rank, world, ddp, device)
+        return _train(model_cfg, cfg, make_batches, evaluate, rundir, rank, world, ddp, device)
 
 
 def keep_freed_memory() -> bool:
@@ -97,10 +99,8 @@ def keep_freed_memory() -> bool:
 
 
 def _train(model_cfg: GPTConfig, cfg: TrainConfig, make_batches: Callable, evaluate: Callable, rundir: RunDir,
-           extra_config: dict | None, rank: int, world: int, ddp: bool, device: torch.device) -> dict:
+           rank: int, world: int, ddp: bool, device: torch.device) -> RunRecord | None:
     master = rank == 0
-    out = rundir.path
-    record = _config_record(model_cfg, cfg, {"world_size": world, **(extra_config or {})})
     autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext())
     if device.type == "cpu":
         keep_freed_memory()
@@ -109,19 +109,14 @@ def _train(model_cfg: GPTConfig, cfg: TrainConfig, make_batches: Callable, evalu
     model = GPT(model_cfg).to(device)
     optimizer = make_optimizer(model, cfg, device.type)
     batches = make_batches(cfg.seed, rank, world)
-    step, train_time = 0, 0.0
-    ckpt = rundir.load_checkpoint(record)  # on CPU: the RNG states must stay there
-    if ckpt is not None:
+    step, train_time, clock = 0, 0.0, Clock()
+    restored = rundir.restore(model, optimizer, data=batches, device=device)
+    if restored is not None:
+        step, clock = restored.step, restored.clock
         try:
-            model.load_state_dict(ckpt["model"])
-            optimizer.load_state_dict(ckpt["optimizer"])
-            batches.load_state_dict(ckpt["data"])
-            restore_rng(ckpt["rng"], device)
-            step, train_time = ckpt["step"], ckpt["train_time_s"]
-        except (KeyError, TypeError, ValueError, RuntimeError) as exc:
+            train_time = float(restored.extra["train_time_s"])
+        except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"{rundir.checkpoint} is damaged ({type(exc).__name__}); delete it or use another --out")
-    if master:
-        rundir.start_metrics(None if ckpt is None else step)
 
     raw_model = model
     if cfg.compile:
@@ -145,16 +140,14 @@ def _train(model_cfg: GPTConfig, cfg: TrainConfig, make_batches: Callable, evalu
         if not all(bool(torch.isfinite(p).all()) for p in raw_model.parameters()):
             raise InputError(f"training diverged at step {step}: parameters are not finite (the last checkpoint is "
                              "kept); try a smaller --lr")
-        state = {"model": raw_model.state_dict(), "optimizer": optimizer.state_dict(), "step": step,
-                 "data": batches.state_dict(), "rng": capture_rng(device), "train_time_s": train_time,
-                 "config": record}
-        rundir.save_checkpoint(state)
+        rundir.save(step, raw_model, optimizer, data=batches, device=device, clock=clock,
+                    extra={"train_time_s": train_time})
 
     bar = None
     if master and cfg.progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=cfg.max_steps, initial=step, desc=out.name, unit="step", dynamic_ncols=True)
+        bar = tqdm(total=cfg.max_steps, initial=step, desc=rundir.path.name, unit="step", dynamic_ncols=True)
     metrics = {}
     if master and cfg.eval_at_start and step == 0:
         log({"kind": "eval", "step": 0, "tokens": 0, **run_eval()})
@@ -198,17 +191,19 @@ def _train(model_cfg: GPTConfig, cfg: TrainConfig, make_batches: Callable, evalu
                 bar.update(1)
     if bar is not None:
         bar.close()
-    summary = {}
+    record = None
     if master:
         if not metrics:  # resumed from the final checkpoint: evaluate it again
             metrics = run_eval()
-        summary = {**record, "parameters": sum(p.numel() for p in raw_model.parameters()),
-                   "steps": step, "tokens": step * tokens_per_step, "train_time_s": train_time,
-                   "tokens_per_s": step * tokens_per_step / train_time if train_time else float("nan"),
-                   "final": metrics}
-        atomic.write_text(out / "result.json", json.dumps(summary, indent=2) + "\n")
+        tokens = step * tokens_per_step
+        record = RunRecord(
+            trainer=rundir.config.get("task", "lm"), config=rundir.config, steps=step,
+            parameters=sum(p.numel() for p in raw_model.parameters()), train_seconds=clock.totals(), final=metrics,
+            details={"tokens": tokens, "train_time_s": train_time,
+                     "tokens_per_s": tokens / train_time if train_time else float("nan")})
+        rundir.write_record(record)
     if ddp:
         import torch.distributed as dist
 
         dist.barrier()
-    return summary
+    return record

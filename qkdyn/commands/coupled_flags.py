@@ -20,7 +20,7 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_train_arguments(parser: argparse.ArgumentParser, max_steps: int, lr: float) -> None:
     g = parser.add_argument_group("training")
-    g.add_argument("--out", required=True, help="run directory (resumes if it holds ckpt.pt)")
+    g.add_argument("--out", required=True, help="run directory (resumes if it holds checkpoint.pt)")
     add_config_flags(g, TrainConfig, skip=DERIVED,
                      defaults={"max_steps": max_steps, "lr": lr, "min_lr": None, "warmup_steps": None})
     g.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads (default: torch's choice)")

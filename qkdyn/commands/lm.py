@@ -52,10 +52,10 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--vocab-size applies only with --tokenizer bpe (bytes have 256 tokens); leave it out")
     attention, train = attention_config(args), train_config(args)
     pin_threads(args.threads)
-    summary = run_lm(args.data, args.preset, attention, train, args.out, args.block_size, args.eval_tokens,
+    record = run_lm(args.data, args.preset, attention, train, args.out, args.block_size, args.eval_tokens,
                      args.val_fraction, args.tokenizer, args.vocab_size or 8192)
-    if summary:
-        print(f"{args.out}: val_ppl {summary['final']['val_ppl']:.4f} per token, "
-              f"{summary['final']['val_ppl_byte']:.4f} per byte after {summary['tokens']} tokens "
-              f"({summary['tokens_per_s']:.0f} tokens/s)")
+    if record is not None:
+        print(f"{args.out}: val_ppl {record.final['val_ppl']:.4f} per token, "
+              f"{record.final['val_ppl_byte']:.4f} per byte after {record.details['tokens']} tokens "
+              f"({record.details['tokens_per_s']:.0f} tokens/s)")
     return 0

@@ -24,7 +24,7 @@ def run(args: argparse.Namespace) -> int:
 
     attention, train = attention_config(args), train_config(args)
     pin_threads(args.threads)
-    summary = run_mqar(args.task, args.preset, attention, train, args.out, args.n_test)
-    for key, value in summary.get("final", {}).items():
+    record = run_mqar(args.task, args.preset, attention, train, args.out, args.n_test)
+    for key, value in (record.final if record is not None else {}).items():
         print(f"{key}: {value:.4f}")
     return 0

@@ -18,16 +18,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from qkdyn.empirical.circuits.train import train
-    from qkdyn.runs import pin_threads
+    from qkdyn.runs import RESULT, pin_threads
 
     cfg = config_from_args(args)
     out = args.out if args.out is not None else f"runs/circuits/{cfg.task}/qk{cfg.qk_lr_mult:g}_s{cfg.seed}"
     pin_threads(args.threads)
-    result = train(cfg, out, progress=not args.no_progress)
-    out = Path(out)
-    test = result["test"]
+    record = train(cfg, out, progress=not args.no_progress)
+    test = record.final["test"]
     keys = ("accuracy", "macro_f1", "exact_match", "f1", "attention_mass", "ac_area", "acmc_area",
             "comprehensiveness", "sufficiency")
     print(json.dumps({k: round(test[k], 4) for k in keys if k in test}))
-    print(f"wrote {out / 'final.json'}")
+    print(f"wrote {Path(out) / RESULT}")
     return 0

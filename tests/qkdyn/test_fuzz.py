@@ -369,13 +369,13 @@ def _world(root: Path) -> None:
     (root / "squad_bad").mkdir()
     for name in ("train-v2.0.json", "dev-v2.0.json"):
         (root / "squad_bad" / name).write_text(json.dumps({"data": [{"title": "t", "paragraphs": [{"qas": 3}]}]}))
-    for name in ("evil_circuits/checkpoint.pt", "evil_lm/ckpt.pt", "evil_mqar/ckpt.pt"):
+    for name in ("evil_circuits/checkpoint.pt", "evil_lm/checkpoint.pt", "evil_mqar/checkpoint.pt"):
         _crafted(root / name, root / "PWNED")
-    for name in ("cut_circuits/checkpoint.pt", "cut_lm/ckpt.pt"):
+    for name in ("cut_circuits/checkpoint.pt", "cut_lm/checkpoint.pt"):
         (root / name).parent.mkdir()
         (root / name).write_bytes(b"PK\x03\x04 truncated")
     (root / "odd_lm").mkdir()
-    torch.save({"step": 1, "config": "not a dict"}, root / "odd_lm" / "ckpt.pt")
+    torch.save({"step": 1, "config": "not a dict"}, root / "odd_lm" / "checkpoint.pt")
     (root / "badruns" / "circuits").mkdir(parents=True)
     (root / "badruns" / "circuits" / "sva_qk1_s0.json").write_text('{"spec": {"study": "circuits"')
     from qkdyn.empirical.coupled.study import CoupledStudy
@@ -485,7 +485,7 @@ def test_a_crafted_checkpoint_never_executes(name, isolated, capsys):
     assert "not a loadable checkpoint" in err and "UnpicklingError" in err
     assert not (isolated / "PWNED").exists()
     with pytest.raises(pickle.UnpicklingError):  # the payload is live: loading it unsafely would run it
-        torch.load(isolated / name / ("checkpoint.pt" if name == "evil_circuits" else "ckpt.pt"), weights_only=True)
+        torch.load(isolated / name / "checkpoint.pt", weights_only=True)
 
 
 @pytest.mark.parametrize("plant", ["forged-hash", "symlink"])
@@ -588,11 +588,11 @@ def test_a_run_directory_in_use_is_locked(tmp_path, capsys):
     from qkdyn.errors import InputError
     from qkdyn.runs import RunDir
 
-    with RunDir(tmp_path / "run"):
+    with RunDir(tmp_path / "run", {}):
         with pytest.raises(InputError, match="in use"):
-            with RunDir(tmp_path / "run"):
+            with RunDir(tmp_path / "run", {}):
                 pass
-    with RunDir(tmp_path / "run"):  # released
+    with RunDir(tmp_path / "run", {}):  # released
         pass
     assert sorted(p.name for p in (tmp_path / "run").iterdir()) == []
 
@@ -762,7 +762,7 @@ def test_a_diverging_run_stops_with_one_line_and_keeps_the_last_good_checkpoint(
     state = load_state(out / "checkpoint.pt")
     assert state["step"] >= 1 and f"step {state['step'] + 1}" in err
     assert all(bool(torch.isfinite(v).all()) for v in state["model"].values())
-    assert not (out / "final.json").exists()
+    assert not (out / "result.json").exists()
 
 
 # ------------------------------------------------------------------------------------------------
@@ -835,12 +835,12 @@ _KILL_AT_4 = """
 import os, signal, sys
 from qkdyn import runs
 from qkdyn.cli import main
-save = runs.RunDir.save_checkpoint
-def save_then_die(self, state):
-    save(self, state)
+save = runs.save_state
+def save_then_die(path, state):
+    save(path, state)
     if state["step"] == 4:  # a checkpoint that is not an evaluation step (those are 3 and 6)
         os.kill(os.getpid(), signal.SIGKILL)
-runs.RunDir.save_checkpoint = save_then_die
+runs.save_state = save_then_die
 sys.exit(main(sys.argv[1:]))
 """
 
@@ -863,8 +863,8 @@ def test_train_circuits_resumed_after_kill_9_reproduces_every_metrics_line(tmp_p
         torch.set_num_threads(threads)
     a, b = ((tmp_path / d / "metrics.jsonl").read_text().splitlines() for d in "ab")
     assert len(a) == 2 and a == b
-    final = [json.loads((tmp_path / d / "final.json").read_text()) for d in "ab"]
-    assert final[0]["dev"] == final[1]["dev"] and final[0]["test"] == final[1]["test"]
+    final = [json.loads((tmp_path / d / "result.json").read_text()) for d in "ab"]
+    assert final[0]["final"] == final[1]["final"] and set(final[0]["final"]) == {"dev", "test"}
     states = [torch.load(tmp_path / d / "checkpoint.pt", weights_only=True) for d in "ab"]
     assert states[0]["rng"]["python"] == states[1]["rng"]["python"]
     assert torch.equal(states[0]["rng"]["numpy"]["keys"], states[1]["rng"]["numpy"]["keys"])

@@ -14,6 +14,7 @@ import pytest
 
 from qkdyn.cli import main
 from qkdyn.studies import Record, RunSpec, get, judge
+from qkdyn.runs import RunRecord
 
 QKDYN = str(Path(sys.executable).with_name("qkdyn"))
 
@@ -181,7 +182,9 @@ def _circuits_records(study, gain, all_gain=0.0, uniform=0.1, loss=1.0):
         test = {"accuracy": 0.8 + 0.001 * p["seed"], "attention_mass": mass + 0.1,
                 "attention_mass_without_readout": mass, "uniform_mass": uniform + 0.1,
                 "uniform_mass_without_readout": uniform}
-        records[spec] = Record(spec, {"test": test, "final_train_loss": loss, "stopped_at": 10}, Path())
+        run = RunRecord("circuits", spec.params, steps=10, parameters=100, train_seconds={"wall": 1.0, "cpu": 1.0},
+                        final={"dev": test, "test": test}, details={"final_train_loss": loss})
+        records[spec] = Record(spec, run.to_dict(), Path())
     return records
 
 

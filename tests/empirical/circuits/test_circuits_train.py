@@ -87,7 +87,7 @@ def test_resume_after_kill_reproduces_the_uninterrupted_run(tmp_path):
     for name, tensor in a["model"].items():
         assert torch.equal(tensor, b["model"][name]), name
     assert (tmp_path / "a" / "metrics.jsonl").read_text() == (tmp_path / "b" / "metrics.jsonl").read_text()
-    assert full["test"] == resumed["test"] and full["dev"] == resumed["dev"]
+    assert full.final == resumed.final and set(full.final) == {"dev", "test"}
 
 
 def test_resume_refuses_a_checkpoint_of_another_configuration(tmp_path):
@@ -208,13 +208,13 @@ def test_brown_task_trains(tmp_path):
     brown.prepare(tmp_path / "unpacked", tmp_path / "prep")
     cfg = resolve("brown-sva", "cpu-brown-sva", {"data": str(tmp_path / "prep"), "max_steps": 2})
     result = train(cfg, tmp_path / "run", progress=False)
-    assert 0 <= result["test"]["attention_mass"] <= 1 and "comprehensiveness" in result["test"]
+    assert 0 <= result.final["test"]["attention_mass"] <= 1 and "comprehensiveness" in result.final["test"]
 
 
 def test_qa_run_reports_squad_metrics(tmp_path):
     result = train(tiny("squad", max_steps=3, n_layer=2, layernorm=True, max_len=64, max_answer_len=3),
                    tmp_path, progress=False)
-    test = result["test"]
+    test = result.final["test"]
     assert test["n"] == 8 and 0 <= test["exact_match"] <= test["f1"] + 1e-12 <= 1 + 1e-12
     assert set(test["attention_mass_by_method"]) == {"layer_average", "layer_maxpool", "rollout"}
     assert abs(sum(map(sum, test["dtap_percent"])) - 100) < 1e-6
@@ -224,8 +224,8 @@ def test_cli_train_and_user_errors(tmp_path, capsys):
     out = tmp_path / "run"
     assert main(["train-circuits", "--task", "hatexplain", "--preset", "tiny", "--data", str(DATA["hatexplain"]),
                  "--qk-lr-mult", "30", "--qk-embedding", "--out", str(out), "--no-progress"]) == 0
-    final = json.loads((out / "final.json").read_text())
-    assert final["config"]["qk_lr_mult"] == 30 and final["config"]["qk_embedding"] is True
+    final = json.loads((out / "result.json").read_text())
+    assert final["trainer"] == "circuits" and final["config"]["qk_lr_mult"] == 30 and final["config"]["qk_embedding"] is True
     assert (out / "checkpoint.pt").exists() and (out / "metrics.jsonl").read_text().count("\n") == 3
     assert main(["train-circuits", "--task", "hatexplain", "--out", str(tmp_path / "x")]) == 2  # needs --data
     assert main(["train-circuits", "--task", "vader", "--data", str(DATA["vader"]), "--lr", "-1"]) == 2
@@ -348,7 +348,7 @@ def test_accumulation_onecycle_half_cycle_and_label_smoothing(tmp_path):
     assert [r["step"] for r in rows] == [2, 4, 6, 8]
     peak, low = cfg.lr, cfg.lr / 25 / 1e4
     assert rows[-1]["lr_rest"] == pytest.approx(low + (peak - low) * (1 + math.cos(math.pi * 5 / 8)) / 2)
-    assert result["stopped_at"] == 8 and result["target_reached"] is False
+    assert result.steps == 8 and result.details["target_reached"] is False
     with pytest.raises(InputError, match="accum"):
         tiny(accum_steps=3, eval_every=2)
     logits, labels = torch.tensor([[2.0, 0.0, -1.0]]), torch.tensor([0])
@@ -376,11 +376,11 @@ def test_tied_embeddings_and_xavier_init():
 def test_target_loss_stops_at_matched_training_loss(tmp_path):
     cfg = tiny(max_steps=40, eval_every=2, ckpt_every=2, target_loss=50.0)  # any loss is below 50: stop at once
     result = train(cfg, tmp_path / "a", progress=False)
-    assert result["target_reached"] and result["stopped_at"] == 2 and result["final_train_loss"] <= 50
+    assert result.details["target_reached"] and result.steps == 2 and result.details["final_train_loss"] <= 50
     again = train(cfg, tmp_path / "a", progress=False)  # resumed: stays stopped
-    assert again["stopped_at"] == 2
+    assert again.steps == 2
     never = train(dataclasses.replace(cfg, max_steps=4, target_loss=1e-9), tmp_path / "b", progress=False)
-    assert not never["target_reached"] and never["stopped_at"] == 4
+    assert not never.details["target_reached"] and never.steps == 4
 
 
 def test_device_flag_cpu_dry_run(tmp_path):
@@ -391,6 +391,6 @@ def test_device_flag_cpu_dry_run(tmp_path):
     assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
     result = train(tiny(max_steps=2, device="auto" if not torch.cuda.is_available() else "cpu"), tmp_path,
                    progress=False)
-    assert result["config"]["device"] in ("auto", "cpu")
+    assert result.config["device"] in ("auto", "cpu")
     with pytest.raises(InputError):
         tiny(device="tpu")

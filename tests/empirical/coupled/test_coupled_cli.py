@@ -13,6 +13,7 @@ from qkdyn.cli import main
 from qkdyn.empirical.coupled.analysis import tokens_to_match, tokens_to_target
 from qkdyn.empirical.coupled.study import CoupledStudy
 from qkdyn.studies import Record
+from qkdyn.runs import RunRecord
 from repo_paths import ROOT
 
 
@@ -60,7 +61,7 @@ def test_mqar_command_trains_and_reports(tmp_path, capsys):
     assert _main(["mqar", "--task", "easy", "--out", str(out), "--max-steps", "3", "--batch-size", "4",
                   "--n-test", "8", "--eval-interval", "3", "--attention", "coupled", "--no-progress", "--threads", "1"]) == 0
     result = json.loads((out / "result.json").read_text())
-    assert result["task"] == "mqar" and 0 <= result["final"]["mqar_acc"] <= 1
+    assert result["trainer"] == "mqar" and 0 <= result["final"]["mqar_acc"] <= 1
     assert "mqar_acc" in capsys.readouterr().out
 
 
@@ -96,11 +97,13 @@ def _fake_result(data, attention, seed, final_ppl, task="lm", steps=1, max_steps
     metric = "val_loss" if task == "lm" else "mqar_acc"
     sign = 1 if task == "lm" else -0.1
     whats = ("attention", "field", "flow") if flow else ("attention",)
-    return {"task": task, "data": data, "mqar": data, "preset": "tiny", "tokenizer": "bpe",
-            "model": {"attention": att, "vocab_size": 300, "block_size": 16, "n_layer": 2, "n_head": 4, "d_model": 64},
-            "train": {"seed": seed, "max_steps": max_steps}, "tokens": 100 * max_steps,
-            "train_time_s": time_per_step * max_steps, "tokens_per_s": 100 / time_per_step, "parameters": 100,
-            "final": final, "evals": evals, "ablation": {w: {metric: sign * ablation[w]} for w in whats}}
+    config = {"task": task, "data": data, "mqar": data, "preset": "tiny", "tokenizer": "bpe",
+              "model": {"attention": att, "vocab_size": 300, "block_size": 16, "n_layer": 2, "n_head": 4, "d_model": 64},
+              "train": {"seed": seed, "max_steps": max_steps}}
+    details = {"tokens": 100 * max_steps, "train_time_s": time_per_step * max_steps, "tokens_per_s": 100 / time_per_step,
+               "evals": evals, "ablation": {w: {metric: sign * ablation[w]} for w in whats}}
+    return RunRecord(task, config, max_steps, 100, {"wall": time_per_step * max_steps, "cpu": math.nan}, final,
+                     details).to_dict()
 
 
 def _fake_value(spec, gains=(0.9, 1.1), standard_ladder=(9.8, 8.9)):
@@ -340,7 +343,7 @@ def test_gpu_budget_runs_at_toy_size_on_cpu(tmp_path, monkeypatch):
     assert _main(["compare-coupled", "--train", "--budget", "gpu", "--model", "tiny", "--device", "cpu",
                   "--coherent", _corpus(tmp_path), "--runs", str(runs), "--out", str(out), "--no-progress", *TOY]) == 0
     results = [json.loads(p.read_text()) for p in (runs / "coupled").glob("*/result.json")]
-    assert sorted(r["model"]["attention"]["kind"] for r in results) == ["coupled"] * 2 + ["mlp-only-q"] * 2 + ["standard"] * 2
+    assert sorted(r["config"]["model"]["attention"]["kind"] for r in results) == ["coupled"] * 2 + ["mlp-only-q"] * 2 + ["standard"] * 2
     claims = json.loads((out / "report.json").read_text())["claims"]
     assert [c["id"] for c in claims] == ["B1", "B2", "B3"] and (out / "README-section.md").exists()
 

@@ -75,7 +75,7 @@ def test_resume_after_kill_reproduces_uninterrupted_run(tmp_path):
     assert _main_in_process(_lm_cmd(data, full, *args)) == 0
 
     proc = subprocess.Popen(_lm_cmd(data, killed, *args), env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    while not (killed / "ckpt.pt").exists() and proc.poll() is None:
+    while not (killed / "checkpoint.pt").exists() and proc.poll() is None:
         time.sleep(0.002)
     proc.send_signal(signal.SIGKILL)
     assert proc.wait() == -signal.SIGKILL, "the run finished before it could be killed"
@@ -83,8 +83,8 @@ def test_resume_after_kill_reproduces_uninterrupted_run(tmp_path):
     subprocess.run(_lm_cmd(data, killed, *args), check=True, env=_env(), capture_output=True)
 
     assert _metrics(killed) == _metrics(full)
-    a = torch.load(full / "ckpt.pt", weights_only=True)
-    b = torch.load(killed / "ckpt.pt", weights_only=True)
+    a = torch.load(full / "checkpoint.pt", weights_only=True)
+    b = torch.load(killed / "checkpoint.pt", weights_only=True)
     assert a["step"] == b["step"] == 150
     assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
 
@@ -106,10 +106,10 @@ def test_ddp_two_processes_equal_one_process_with_accumulation(tmp_path):
            *_lm_cmd(data, ddp, *common)[1:]]
     res = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr[-2000:]
-    a, b = (torch.load(d / "ckpt.pt", weights_only=True)["model"] for d in (single, ddp))
+    a, b = (torch.load(d / "checkpoint.pt", weights_only=True)["model"] for d in (single, ddp))
     assert all(torch.allclose(a[k], b[k], atol=1e-5) for k in a)
     r = json.loads((ddp / "result.json").read_text())
-    assert r["world_size"] == 2 and r["tokens"] == 4 * 2 * 2 * 32
+    assert r["config"]["world_size"] == 2 and r["details"]["tokens"] == 4 * 2 * 2 * 32
 
 
 def test_bpe_run_logs_coupling_strength_and_per_token_and_per_byte_perplexity(tmp_path, monkeypatch):
@@ -119,7 +119,7 @@ def test_bpe_run_logs_coupling_strength_and_per_token_and_per_byte_perplexity(tm
                               "--vocab-size", "300") if a not in ("--tokenizer", "byte")]
     assert _main_in_process(cmd) == 0
     result = json.loads((out / "result.json").read_text())
-    assert result["tokenizer"] == "bpe" and result["model"]["vocab_size"] == 300
+    assert result["config"]["tokenizer"] == "bpe" and result["config"]["model"]["vocab_size"] == 300
     evals = [m for m in _metrics(out) if m["kind"] == "eval"]
     assert [e["step"] for e in evals] == [0, 2, 4]  # the initial model is evaluated too
     assert all(e["field_ratio"] > 0.1 and e["coupling"] > 0.01 and e["qk_change"] > 0 for e in evals)  # logged at init and over training
