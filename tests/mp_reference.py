@@ -56,10 +56,13 @@ class Reference:
 
     def phi(self, q):
         """int_{qk0}^{q} (1 + (m/n) e^y) / M_QK(y) dy (factorized QK: from the nearest point already
-        computed, so that the root finders' nearby evaluations cost short integrals)."""
+        computed between qk0 and q, so that the root finders' nearby evaluations cost short integrals;
+        never from beyond q, where Phi(q) = Phi(a) - int_q^a cancels: a bracket end at qk = 384 left
+        Phi(63) as the difference of two numbers near e^384, and the state's qk 34 too large)."""
         if not self.qk_factorized:
             return ((q - self.qk0) + self.m / self.n * (mp.exp(q) - mp.exp(self.qk0))) / self.m_qk(q)
-        near = min(self._known, key=lambda a: abs(a - q))
+        lo, hi = min(self.qk0, q), max(self.qk0, q)
+        near = min((a for a in self._known if lo <= a <= hi), key=lambda a: abs(a - q))
         value = self._known[near] + self._phi_between(near, q)
         self._known[q] = value
         return value
