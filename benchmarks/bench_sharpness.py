@@ -3,15 +3,26 @@ loss level, time by quadrature) vs the ODE sweep (one LSODA solve per (form, rho
 the event finder recording the other levels), both measured here.
 
 1. The A4/A5 grid: 4 forms x 51 values of rho x 4 loss levels; closed form with and without the time.
-2. A phase diagram of 317 x 316 ~ 1e5 points (rho x m/n, CACO and FAFO; attention only) against the
-   ODE cost per (form, rho) run of part 1 scaled to the same number of runs (one run per rho per row).
+2. The same grid against what a user with JAX would write: a jitted diffrax Tsit5 ``vmap`` over all 816
+   (form, rho, level) points in log-time, each stopped by an event at its loss level (root-found), on the
+   balanced (qk, ov) flow dqk/dt = eta_QK M_QK g ov alpha (1 - alpha), dov/dt = eta_OV M_OV g alpha with
+   M_QK = sqrt(A + B qk^2), M_OV = C + E |ov| read off the compiled metrics (checked at random points).
+   Accuracy of each side: the largest relative error of (attn, t) against the same diffrax solve at
+   rtol 1e-13 (a reference, not timed). CPU times, interleaved rounds, median of per-round ratios
+   (the optional ``bench`` extra; skipped with a note without jax/diffrax).
+3. A phase diagram of 317 x 316 ~ 1e5 points (rho x m/n, CACO and FAFO; attention only) against the
+   ODE cost per (form, rho) run of part 1 scaled to the same number of runs (one run per rho per row),
+   and the 1e6-point diagram (rho x m/n, 3163 x 316, FAFO, attention only) against the 1 s target.
 """
+import math
+import statistics
 import time
 
 import numpy as np
 
 from qkdyn.simulate.claims_sharpness import sweep
 from qkdyn.simulate.sharpness import sharpness
+from qkdyn.theory.compiled import load
 from qkdyn.theory.setting import EXACT_PARAMS, Setting
 
 LEVELS = (0.5, 0.1, 1e-2, 1e-3)
@@ -24,6 +35,109 @@ def best_of(repeats, fn):
         fn()
         times.append(time.perf_counter() - start)
     return min(times)
+
+
+def flow_constants(setting: Setting, param: str) -> tuple[float, ...]:
+    """(qk0, ov0, A, B, C, E): M_QK = sqrt(A + B qk^2), M_OV = C + E |ov| on the balanced manifold of ``param``."""
+    compiled, p = load(param), setting.numeric()
+    x0 = compiled.init(p, setting.qk0, setting.ov0)
+    kappa = float(compiled.kappa(x0, p))
+    qk0, ov0 = (float(v) for v in compiled.features(x0, p))
+
+    def metrics(qk, ov):
+        return [float(v) for v in compiled.balanced_metrics(np.float64(qk), np.float64(ov), kappa, p)]
+
+    (q0, o0), (q1, o1) = metrics(0.0, 0.0), metrics(1.0, 1.0)
+    A, B, C, E = q0 ** 2, q1 ** 2 - q0 ** 2, o0, o1 - o0
+    for qk, ov in np.random.default_rng(0).normal(0, 3, (5, 2)):
+        m_qk, m_ov = metrics(qk, ov)
+        if not (math.isclose(m_qk, math.sqrt(A + B * qk * qk), rel_tol=1e-12)
+                and math.isclose(m_ov, C + E * abs(ov), rel_tol=1e-12)):
+            raise RuntimeError(f"{param}: the balanced metrics are not of the form the diffrax peer assumes")
+    return qk0, ov0, A, B, C, E
+
+
+def diffrax_grid(setting: Setting, rhos, levels, rtol: float, atol: float):
+    """A function running the jitted diffrax vmap over every (form, rho, level): (t, attn) arrays in the
+    order form, rho, level; or None where jax/diffrax are not installed."""
+    try:
+        import jax
+        import jax.numpy as jnp
+        import diffrax
+        import optimistix
+    except ImportError:
+        return None
+    jax.config.update("jax_enable_x64", True)
+    log_k1, log_mn = math.log(setting.classes - 1), math.log(setting.m / setting.n)
+
+    def field(tau, y, a):
+        eta_qk, _, _, _, A, B, C, E = a
+        qk, ov = y[0], y[1]
+        alpha = jax.nn.sigmoid(qk + log_mn)
+        g = jax.nn.sigmoid(log_k1 - alpha * ov)
+        e = jnp.exp(tau)
+        return jnp.stack([e * eta_qk * jnp.sqrt(A + B * qk * qk) * g * ov * alpha * (1 - alpha),
+                          e * setting.eta_ov * (C + E * jnp.abs(ov)) * g * alpha])
+
+    def loss_above_level(t, y, args, **kwargs):  # diffrax passes these by name
+        return jnp.logaddexp(0.0, log_k1 - jax.nn.sigmoid(y[0] + log_mn) * y[1]) - args[1]
+
+    event = diffrax.Event(loss_above_level, root_finder=optimistix.Newton(rtol=1e-14, atol=1e-14))
+
+    def one(*a):
+        sol = diffrax.diffeqsolve(diffrax.ODETerm(field), diffrax.Tsit5(), 0.0, 700.0, None, jnp.stack([a[2], a[3]]),
+                                  args=a, saveat=diffrax.SaveAt(t1=True), event=event, max_steps=1_000_000,
+                                  stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol))
+        return jnp.expm1(sol.ts[-1]), jax.nn.sigmoid(sol.ys[-1][0] + log_mn)
+
+    rows = [(rho * setting.eta_ov, level, *flow_constants(setting, param))
+            for param in EXACT_PARAMS for rho in rhos for level in levels]
+    args = jnp.asarray(np.array(rows).T)
+    solve_all = jax.jit(jax.vmap(one))
+    return lambda: tuple(np.asarray(v) for v in jax.block_until_ready(solve_all(*args)))
+
+
+def cpu(fn):
+    start = time.process_time()
+    out = fn()
+    return time.process_time() - start, out
+
+
+def vs_diffrax(setting: Setting, rhos, levels, rounds: int = 5) -> None:
+    """Part 2 of the module docstring."""
+    reference = diffrax_grid(setting, rhos, levels, 1e-13, 1e-16)
+    if reference is None:
+        print("  (diffrax/jax not installed: `pip install -e '.[bench]'` adds the diffrax vmap peer)")
+        return
+    ref_t, ref_attn = reference()
+
+    def closed():
+        results = [sharpness(setting, param, rhos[:, None], levels[None, :]) for param in EXACT_PARAMS]
+        return np.concatenate([r.t.ravel() for r in results]), np.concatenate([r.attn.ravel() for r in results])
+
+    sides = {"closed form (attn, t)": closed}
+    for rtol in (1e-10, 1e-12):
+        compile_s, _ = cpu(run := diffrax_grid(setting, rhos, levels, rtol, rtol * 1e-3))
+        sides[f"diffrax vmap rtol {rtol:.0e}"] = run
+    times = {name: [] for name in sides}
+    errors = {}
+    for _ in range(rounds):
+        for name, fn in sides.items():
+            seconds, (t, attn) = cpu(fn)
+            times[name].append(seconds)
+            errors[name] = max(float(np.max(np.abs(t / ref_t - 1))), float(np.max(np.abs(attn / ref_attn - 1))))
+    ours = times["closed form (attn, t)"]
+    print(f"  vs jitted diffrax Tsit5 vmap with events, {len(ref_t)} points, CPU, median of {rounds} interleaved rounds "
+          f"(diffrax's compile ~{compile_s:.1f} CPU-s not counted); accuracy vs diffrax at rtol 1e-13:")
+    for name in sides:
+        ratio = statistics.median(a / b for a, b in zip(times[name], ours))
+        tail = "" if name == "closed form (attn, t)" else f"  diffrax/closed = {ratio:.2f}x"
+        print(f"    {name:24s} {statistics.median(times[name]) * 1e3:8.1f} ms  max rel. error {errors[name]:.1e}{tail}")
+    matched = [n for n in sides if n != "closed form (attn, t)" and errors[n] <= errors["closed form (attn, t)"]]
+    best = matched[0] if matched else list(sides)[-1]
+    ratio = statistics.median(a / b for a, b in zip(times[best], ours))
+    print(f"  closed form vs {best} ({'at least as accurate' if matched else 'the most accurate tried, still less accurate than the closed form'}): "
+          f"{ratio:.2f}x ({'meets' if ratio >= 10 else 'BELOW'} the 10x target)")
 
 
 def main() -> None:
@@ -46,6 +160,8 @@ def main() -> None:
           f"({'meets' if ode / closed_attn >= 100 else 'BELOW'} the 100x target)")
     print(f"  closed form with the time quadrature: {closed_full * 1e3:.1f} ms: ratio {ode / closed_full:.0f}x")
 
+    vs_diffrax(setting, rhos, levels)
+
     phase_rhos, rows = np.geomspace(0.01, 100, 317), 316
     per_run = ode / (len(EXACT_PARAMS) * len(rhos))
     for param in ("CACO", "FAFO"):
@@ -57,6 +173,10 @@ def main() -> None:
         print(f"phase diagram {param} rho x m/n, {attn.size} points: {seconds:.2f} s "
               f"({'under' if seconds < 10 else 'OVER'} the 10 s target); ODE at {per_run * 1e3:.1f} ms per run "
               f"would take ~{ode_estimate:.0f} s: ratio {ode_estimate / seconds:.0f}x")
+    fields = {"m": np.arange(1, rows + 1)[:, None], "n": setting.n}
+    seconds, attn = cpu(lambda: sharpness(fields, "FAFO", np.geomspace(0.01, 100, 3163)[None, :], 1e-3, time=False).attn)
+    print(f"phase diagram FAFO rho x m/n, {attn.size} points: {seconds:.2f} CPU-s "
+          f"({'under' if seconds < 1 else 'OVER'} the 1 s target)")
 
 
 if __name__ == "__main__":

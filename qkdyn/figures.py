@@ -122,7 +122,11 @@ def save_png(fig, path: str | os.PathLike) -> Path:
     box = None
     if matplotlib.rcParams["savefig.bbox"] == "tight":
         box = fig.get_tightbbox(fig.canvas.get_renderer()).padded(matplotlib.rcParams["savefig.pad_inches"])
-    fig.set_layout_engine("none")  # laid out above: the saves only render
+    # laid out above: the saves only render. No layout engine at all (``"none"`` leaves a placeholder
+    # engine, and with any engine savefig runs one more layout draw per file); with the style's
+    # constrained layout switched off, None would otherwise select it again
+    with matplotlib.rc_context({"figure.constrained_layout.use": False, "figure.autolayout": False}):
+        fig.set_layout_engine(None)
     for target, fmt in ((path, "png"), (path.with_suffix(".pdf"), "pdf")):
         with atomic_path(target) as tmp:
             fig.savefig(tmp, format=fmt, bbox_inches=box)

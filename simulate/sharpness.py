@@ -461,9 +461,13 @@ def _settings(setting, shape_of_rest) -> tuple[tuple, list[Setting], np.ndarray]
     names = [f.name for f in dataclasses.fields(Setting) if f.name not in optional]
     defaults = Setting()
     arrays = {name: np.asarray(setting.get(name, getattr(defaults, name)), dtype=float) for name in names}
-    shape = np.broadcast_shapes(shape_of_rest, *(a.shape for a in arrays.values()))
-    table = np.column_stack([np.broadcast_to(arrays[name], shape).ravel() for name in names])
+    # the unique settings of the fields' own broadcast (e.g. 316 rows), not of the full one with rho and
+    # loss (1e5 points: sorting that table cost more than the solves); each point's index is then broadcast
+    fields_shape = np.broadcast_shapes(*(a.shape for a in arrays.values()))
+    shape = np.broadcast_shapes(shape_of_rest, fields_shape)
+    table = np.column_stack([np.broadcast_to(arrays[name], fields_shape).ravel() for name in names])
     unique, inverse = np.unique(table, axis=0, return_inverse=True)
+    inverse = np.broadcast_to(np.asarray(inverse).reshape(fields_shape), shape)
     settings = []
     for row in unique:
         values = dict(zip(names, row))

@@ -124,6 +124,19 @@ def uniform_mass(reads: list[int], rationales: list) -> float:
                              for r, rat in zip(reads, rationales)]))
 
 
+def uniform_rollout_mass(reads: list[int], rationales: list, n_layer: int) -> float:
+    """The rollout reference of uniform attention: mean over examples of the rationale mass of the
+    read-out row of :func:`metrics.rollout` over ``n_layer`` uniform causal maps (row i spreads
+    1 / (i + 1) over positions 0..i) of the example's length r + 1 (the identity mixing of rollout puts
+    more than 1 / (r + 1) on the read-out position and on early positions, so this differs from
+    :func:`uniform_mass`)."""
+    rows = {}
+    for r in set(reads):
+        u = np.tril(np.ones((r + 1, r + 1)))
+        rows[r] = metrics.rollout([u / u.sum(axis=1, keepdims=True)] * n_layer)[r]
+    return float(np.nanmean([metrics.rationale_mass(rows[r], rat) for r, rat in zip(reads, rationales)]))
+
+
 def evaluate_classifier(model: Decoder, examples: list, vocab: Vocab, cfg: RunConfig, full: bool) -> dict:
     """Loss, accuracy, macro-F1 and mean rationale mass (also without the read-out position, which
     is part of the agreement rationales), each beside uniform attention's mass on the same examples
@@ -197,26 +210,31 @@ def evaluate_qa(model: Decoder, examples: list, vocab: Vocab, cfg: RunConfig, fu
     """Teacher-forced answer loss, attention mass on the answer span at the ``<a>`` position (per
     method); with ``full`` also greedy-decoding EM/F1 and AC/ACMC/DTAP (confidence = probability
     of the first generated token, p_true = probability of the first gold answer token)."""
-    from qkdyn.empirical.circuits.models import lm_loss
+    from qkdyn.empirical.circuits.models import answer_positions, lm_loss
 
     examples, seqs = qa_sequences(examples, vocab, cfg)
     model.eval()
     losses = []
     for start in range(0, len(seqs), EVAL_BATCH):
         batch = {k: v.to(device_of(model)) for k, v in qa_batch(seqs[start: start + EVAL_BATCH]).items()}
-        logits, _ = model(batch["ids"], batch["lengths"])
-        losses.append(float(lm_loss(logits, batch["targets"])) * len(batch["ids"]))
+        at = answer_positions(batch["targets"])
+        logits, _ = model(batch["ids"], batch["lengths"], at)
+        losses.append(float(lm_loss(logits, batch["targets"], at=at)) * len(batch["ids"]))
     probs, rows = forward_all(model, [s.prompt for s in seqs], [len(s.prompt) - 1 for s in seqs])
     masses = _masses(rows, [(s.span_positions,) for s in seqs])
     primary = primary_method(cfg.n_layer)
     mass = float(np.nanmean(masses[primary]))
-    uniform = uniform_mass([len(s.prompt) - 1 for s in seqs], [(s.span_positions,) for s in seqs])
+    reads, spans = [len(s.prompt) - 1 for s in seqs], [(s.span_positions,) for s in seqs]
+    uniform = uniform_mass(reads, spans)
     out = {  # the read-out position (the prompt's last token) is never in the answer span
         "n": len(seqs), "loss": sum(losses) / max(1, len(seqs)),
         "attention_mass": mass, "attention_mass_without_readout": mass, "attention_method": primary,
         "attention_mass_by_method": {m: float(np.nanmean(v)) for m, v in masses.items()},
         "uniform_mass": uniform, "uniform_mass_without_readout": uniform,
     }
+    if cfg.n_layer > 1:  # uniform attention's mass by each method (the layer max-pool of equal maps is the map)
+        out["uniform_mass_by_method"] = {"layer_average": uniform, "layer_maxpool": uniform,
+                                         "rollout": uniform_rollout_mass(reads, spans, cfg.n_layer)}
     if full:
         predictions = [" ".join(a) for a in greedy_answers(model, [s.prompt for s in seqs], vocab, cfg.max_answer_len)]
         out["exact_match"] = float(np.mean([metrics.squad_em(p, e.answers) for p, e in zip(predictions, examples)]))

@@ -129,10 +129,12 @@ class Decoder(nn.Module):
             return lengths - 1
         return torch.full_like(lengths, int(self.cfg.readout))
 
-    def forward(self, ids: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    def forward(self, ids: torch.Tensor, lengths: torch.Tensor,
+                at: torch.Tensor | None = None) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """ids (B, T) right-padded with 0, lengths (B,). Returns (logits, attention maps): logits
-        (B, n_out) at the read-out position for "classify", (B, T, vocab) for "lm"; one (B, H, T, T)
-        attention tensor per layer."""
+        (B, n_out) at the read-out position for "classify", (B, T, vocab) for "lm", or for "lm" with
+        ``at`` (a (B, T) boolean mask) (N, vocab) at its N true positions only, in row-major order (the
+        head is not computed elsewhere: :func:`answer_positions`); one (B, H, T, T) attention tensor per layer."""
         B, T = ids.shape
         pad = torch.arange(T, device=ids.device)[None, :] >= lengths[:, None]
         x = self.drop(self.tok_emb(ids) + self.pos_emb(torch.arange(T, device=ids.device))[None])
@@ -143,6 +145,8 @@ class Decoder(nn.Module):
         x = self.ln_f(x)
         if self.cfg.head == "classify":
             x = x[torch.arange(B, device=ids.device), self.readout_index(lengths)]
+        elif at is not None:
+            x = x[at]
         return self.out(x), atts
 
 
@@ -150,8 +154,21 @@ def classification_loss(logits: torch.Tensor, labels: torch.Tensor, label_smooth
     return F.cross_entropy(logits.float(), labels, label_smoothing=label_smoothing)
 
 
-def lm_loss(logits: torch.Tensor, targets: torch.Tensor, label_smoothing: float = 0.0) -> torch.Tensor:
+def answer_positions(targets: torch.Tensor) -> torch.Tensor:
+    """(B, T) mask of the positions whose next token is a target (``targets`` != -100 one step later):
+    the only logits :func:`lm_loss` reads, so a QA step need not compute the others."""
+    at = torch.zeros_like(targets, dtype=torch.bool)
+    at[:, :-1] = targets[:, 1:] != -100
+    return at
+
+
+def lm_loss(logits: torch.Tensor, targets: torch.Tensor, label_smoothing: float = 0.0,
+            at: torch.Tensor | None = None) -> torch.Tensor:
     """Next-token cross-entropy; ``targets`` (B, T) holds -100 where no loss is taken; with
-    ``label_smoothing`` eps the target is (1 - eps) one-hot + eps / V (torch's definition)."""
+    ``label_smoothing`` eps the target is (1 - eps) one-hot + eps / V (torch's definition). ``logits``
+    are (B, T, V), or (N, V) at the positions of ``at`` = :func:`answer_positions` (``targets``) alone
+    (the same loss: the mean over the same targets)."""
+    if at is not None:
+        return F.cross_entropy(logits.float(), targets[:, 1:][at[:, :-1]], label_smoothing=label_smoothing)
     return F.cross_entropy(logits[:, :-1].reshape(-1, logits.size(-1)).float(), targets[:, 1:].reshape(-1),
                            ignore_index=-100, label_smoothing=label_smoothing)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from qkdyn.empirical.circuits.report import PRIMARY
+from qkdyn.empirical.circuits.report import PRIMARY, ROLLOUT
 from qkdyn.figures import PALETTE, colorbar, plt, save_png
 from qkdyn.runs import read_metrics
 
@@ -22,18 +22,26 @@ def _label(mult: float) -> str:
 
 def plot_all(task: str, results: dict[float, list[dict]], summary: dict, run_dirs: dict[float, list[Path]],
              performance_key: str, out_dir: Path) -> list[str]:
-    """Bars (performance and attention mass, mean ± std, dots: seeds), AC curves, mean DTAP heatmaps,
+    """Bars (performance and attention mass, the rollout mass too for several layers, mean ± std, dots:
+    seeds, dashed: uniform attention's mass), AC curves, mean DTAP heatmaps,
     and dev curves during training. Returns the written paths."""
     mults = sorted(results)
     paths = []
 
-    fig, axes = plt.subplots(1, 2, figsize=(6.4, 2.8))
-    for ax, key, reading in ((axes[0], performance_key, f"test {performance_key}"),
-                             (axes[1], PRIMARY, "test attention mass on rationale\n(read-out position left out)")):
+    panels = [(performance_key, f"test {performance_key}", None),
+              (PRIMARY, "test attention mass on rationale\n(read-out position left out)", "uniform_mass_without_readout")]
+    if all(ROLLOUT in summary[m] for m in mults):  # several layers: the rollout reading beside the layer average
+        panels.append((ROLLOUT, "test attention mass on rationale\n(attention rollout)", "uniform_mass_by_method.rollout"))
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.2 * len(panels), 2.8))
+    for ax, (key, reading, uniform) in zip(axes, panels):
         ax.bar([_label(m) for m in mults], [summary[m][key]["mean"] for m in mults],
                yerr=[summary[m][key]["std"] for m in mults], capsize=4, color=PALETTE[0], alpha=0.7)
         for i, m in enumerate(mults):
             ax.scatter([i] * summary[m][key]["n"], summary[m][key]["values"], color="k", s=8, zorder=3)
+        if uniform and all(uniform in summary[m] for m in mults):
+            ax.axhline(np.mean([summary[m][uniform]["mean"] for m in mults]), color=PALETTE[1], ls="--",
+                       label="uniform attention")
+            ax.legend()
         ax.set(xlabel="learning rates", ylabel=f"{reading}\n(mean ± sd, dots: seeds)")
     fig.suptitle(task)
     paths.append(str(save_png(fig, out_dir / f"{task}_bars.png")))

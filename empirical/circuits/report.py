@@ -34,6 +34,8 @@ from qkdyn.stats import compare, sample_summary
 PAPER_MASS_GAIN = {"sva": 0.186 - 0.099, "hatexplain": 0.31 - 0.027, "squad": 0.194 - 0.118}
 #: the primary attention metric: mass on the rationale, the read-out position left out
 PRIMARY = "attention_mass_without_readout"
+#: the second reading of a multi-layer model: mass by attention rollout (the primary is the layer average)
+ROLLOUT = "attention_mass_by_method.rollout"
 #: how far (absolute mass) every seed of the same-lr arm must be from uniform attention's mass
 BASELINE_MARGIN = 0.02
 #: the arms and their labels
@@ -44,6 +46,8 @@ ROWS = (
     ("accuracy", "accuracy"), ("macro_f1", "macro-F1"), ("exact_match", "SQuAD EM"), ("f1", "SQuAD F1"),
     (PRIMARY, "attention mass on rationale, read-out position excluded (primary)"),
     ("uniform_mass_without_readout", "uniform attention's mass, read-out position excluded"),
+    (ROLLOUT, "attention mass on rationale, attention rollout (several layers)"),
+    ("uniform_mass_by_method.rollout", "uniform attention's rollout mass"),
     ("attention_mass", "attention mass on rationale, read-out position included"),
     ("uniform_mass", "uniform attention's mass, read-out position included"),
     ("ac_area", "AC area"), ("ac_at_default", "AC @ tau"),
@@ -85,15 +89,16 @@ def summarize(results: dict[str, list[dict]], split: str = "test") -> dict:
     return out
 
 
-def baseline_precondition(task: str, base: dict) -> Precondition:
-    """The same-lr arm has learned to attend: every seed's primary mass is more than
-    :data:`BASELINE_MARGIN` from uniform attention's mass on the same examples."""
-    mass, uniform = base[PRIMARY]["values"], base["uniform_mass_without_readout"]["values"]
+def baseline_precondition(task: str, base: dict, key: str = PRIMARY, uniform_key: str = "uniform_mass_without_readout",
+                          reading: str = "") -> Precondition:
+    """The same-lr arm has learned to attend: every seed's mass (``key``; default the primary) is more
+    than :data:`BASELINE_MARGIN` from uniform attention's mass (``uniform_key``) on the same examples."""
+    mass, uniform = base[key]["values"], base[uniform_key]["values"]
     gap = min(abs(m - u) for m, u in zip(mass, uniform))
     return Precondition(
-        f"{task}: the same-lr arm attends away from uniform", gap, ">", BASELINE_MARGIN,
+        f"{task}: the same-lr arm attends away from uniform{reading}", gap, ">", BASELINE_MARGIN,
         f"smallest |mass - uniform mass| over {len(mass)} seeds, read-out position left out; same lr "
-        f"{fmt(base[PRIMARY])}, uniform {fmt(base['uniform_mass_without_readout'])} (per example, then averaged)")
+        f"{fmt(base[key])}, uniform {fmt(base[uniform_key])} (per example, then averaged)")
 
 
 def matched_loss_precondition(task: str, arms: dict[str, dict], target: float) -> Precondition:
@@ -117,7 +122,13 @@ def _claim(cid: str, statement: str, comparisons: dict, parts: dict, evidence: d
 def claims(task: str, summary: dict, performance_key: str, acc_tolerance: float, target_loss: float) -> list[Claim]:
     """The claims of the module docstring, one set per faster multiplier R present."""
     base = summary["same lr"]
-    learned = baseline_precondition(task, base)
+    learned = [baseline_precondition(task, base)]
+    rollout = ROLLOUT in base and "uniform_mass_by_method.rollout" in base  # a multi-layer model
+    if rollout:
+        learned.append(baseline_precondition(task, base, ROLLOUT, "uniform_mass_by_method.rollout", " (rollout)"))
+    from qkdyn.empirical.circuits.tasks import is_qa
+
+    with_readout = not is_qa(task)  # QA: the read-out <a> is never in the answer span, the two readings agree
     mults = sorted({float(k.rsplit("x", 1)[1]) for k in summary if k != "same lr"})
     out = []
     for mult in mults:
@@ -129,21 +140,29 @@ def claims(task: str, summary: dict, performance_key: str, acc_tolerance: float,
             label = arm_key(arm, mult)
             mass = compare(s[PRIMARY]["values"], base[PRIMARY]["values"], "increase",
                            smallest_effect=PAPER_MASS_GAIN.get(task))
-            other = compare(s["attention_mass"]["values"], base["attention_mass"]["values"], "increase")
             perf = compare(s[performance_key]["values"], base[performance_key]["values"], "no-worse",
                            margin=acc_tolerance)
+            comparisons = {"attention mass (primary)": mass}
+            parts = {"sharper attention": mass.verdict}
+            if rollout:
+                comparisons["attention mass (rollout)"] = compare(s[ROLLOUT]["values"], base[ROLLOUT]["values"],
+                                                                  "increase")
+                parts["sharper attention (rollout)"] = comparisons["attention mass (rollout)"].verdict
+            if with_readout:
+                comparisons["attention mass with the read-out position"] = compare(
+                    s["attention_mass"]["values"], base["attention_mass"]["values"], "increase")
+            comparisons[performance_key] = perf
+            parts[f"no {performance_key} loss"] = perf.verdict
             group = "the QK group" if arm == "qk" else "the QK group without the token embedding"
             out.append(_claim(
                 f"{task} {label}", f"Raising the learning rate of {group} {mult:g}x sharpens attention on rationales "
-                f"(read-out position left out) without lowering {performance_key} by more than {acc_tolerance:g}, "
-                f"at matched training loss ({task}).",
-                {"attention mass (primary)": mass, "attention mass with the read-out position": other,
-                 performance_key: perf},
-                {"sharper attention": mass.verdict, f"no {performance_key} loss": perf.verdict},
+                f"(read-out position left out{'; layer average and rollout' if rollout else ''}) without lowering "
+                f"{performance_key} by more than {acc_tolerance:g}, at matched training loss ({task}).",
+                comparisons, parts,
                 {"qk_lr_mult": mult, "arm": arm, PRIMARY: {"same lr": fmt(base[PRIMARY]), label: fmt(s[PRIMARY])},
                  "uniform mass": {"same lr": fmt(base["uniform_mass_without_readout"])},
                  performance_key: {"same lr": fmt(base[performance_key]), label: fmt(s[performance_key])}},
-                [learned, matched_loss_precondition(task, {"same lr": base, label: s}, target_loss)]))
+                [*learned, matched_loss_precondition(task, {"same lr": base, label: s}, target_loss)]))
         if arms["qk"] is not None and arms["all"] is not None:
             qk, every = arms["qk"], arms["all"]
             beyond = compare(qk[PRIMARY]["values"], every[PRIMARY]["values"], "increase")
@@ -153,7 +172,7 @@ def claims(task: str, summary: dict, performance_key: str, acc_tolerance: float,
                 {"attention mass (primary)": beyond}, {"sharper than faster everything": beyond.verdict},
                 {"qk_lr_mult": mult, PRIMARY: {arm_key("qk", mult): fmt(qk[PRIMARY]),
                                                arm_key("all", mult): fmt(every[PRIMARY])}},
-                [learned, matched_loss_precondition(task, {arm_key("qk", mult): qk, arm_key("all", mult): every},
+                [*learned, matched_loss_precondition(task, {arm_key("qk", mult): qk, arm_key("all", mult): every},
                                                     target_loss)]))
     return out
 
@@ -180,16 +199,20 @@ def markdown(task: str, summary: dict, notes: list[str], plots: list[str]) -> st
 def readme_section(payloads: list[dict], task_claims: dict[str, list[Claim]]) -> str:
     """A short results section for the project README, from the per-task summaries and claims."""
     lines = ["### Faster QK learning on real data (Paper A), CPU scale", "",
-             "`qkdyn compare-circuits` trains Paper A's one-layer decoder classifier with the same learning rate for all "
-             "parameters and with the QK circuit (W_Q, W_K) R times faster, over several seeds, and tests the claim "
-             "\"sharper attention, same accuracy\" with the shared rule (paired over seeds; details, plots, every metric: "
+             "`qkdyn compare-circuits` trains Paper A's one-layer decoder classifier (for question answering its "
+             "multi-layer GPT-style decoder) with the same learning rate for all parameters and with the QK circuit "
+             "(W_Q, W_K) R times faster, over several seeds, and tests the claim \"sharper attention, same accuracy\" "
+             "(F1 for question answering) with the shared rule (paired over seeds; details, plots, every metric: "
              "`figures/circuits/report.md`).", ""]
     for p in payloads:
         base = p["summary"]["same lr"]
         key = "f1" if "f1" in base else "accuracy"
-        lines.append(f"- **{p['task']}** ({len(p['seeds'])} seeds; same lr: {key} {fmt(base[key])}, mass on the "
-                     f"rationale without the read-out position {fmt(base[PRIMARY])}, uniform attention's "
-                     f"{fmt(base['uniform_mass_without_readout'])}):")
+        layers = p["config"]["n_layer"]
+        rollout = (f"; rollout {fmt(base[ROLLOUT])}, uniform attention's {fmt(base['uniform_mass_by_method.rollout'])}"
+                   if ROLLOUT in base and "uniform_mass_by_method.rollout" in base else "")
+        lines.append(f"- **{p['task']}** ({layers} layer{'s' if layers > 1 else ''}, {len(p['seeds'])} seeds; same lr: "
+                     f"{key} {fmt(base[key])}, mass on the rationale without the read-out position "
+                     f"{fmt(base[PRIMARY])}, uniform attention's {fmt(base['uniform_mass_without_readout'])}{rollout}):")
         for claim in task_claims[p["task"]]:
             verdicts = ", ".join(f"{name} {v}" for name, v in claim.parts.items())
             lines.append(f"  {claim.id}: {verdicts} -> claim **{claim.verdict}**.")

@@ -31,8 +31,10 @@ HANDCHECK = "brown_sva_handcheck.tsv"  # package data: 30 hand-checked Brown SVA
 #: the stated training criterion per task for the cpu budget: stop once the running training loss
 #: (mean over the evaluation interval) is below this. brown-sva: a calibration run of the same-lr arm
 #: (seed 0, cpu preset, 8 epochs) logged 0.13 at 2.9 epochs and 0.079 at 3.7; the others are not
-#: calibrated yet (an arm that misses its target makes the claim inconclusive, it is not hidden)
-TARGET_LOSS = {"brown-sva": 0.1, "vader": 0.35, "hatexplain": 0.6, "sva": 0.2, "squad": 1.5}
+#: calibrated yet (an arm that misses its target makes the claim inconclusive, it is not hidden).
+#: brown-qa (per answer token and <eos>): a probe of the same-lr arm (seed 0, 2000 steps, cosine to 0)
+#: logged 1.99 at 1250 steps and 1.82 at 1500
+TARGET_LOSS = {"brown-sva": 0.1, "vader": 0.35, "hatexplain": 0.6, "sva": 0.2, "squad": 1.5, "brown-qa": 1.8}
 #: the rates of every arm of a run: (QK-group multiplier, base-rate multiplier, QK group without the embedding)
 ARMS = {"qk": lambda r: (r, 1.0, False), "all": lambda r: (1.0, r, False), "qk-noemb": lambda r: (r, 1.0, True)}
 
@@ -53,6 +55,16 @@ def task_notes(task: str) -> list[str]:
                 "Labels are the corpus's own verb tags.",
                 "The rationale is {subject head, read-out <verb> position}, so attention of the read-out token "
                 "to itself counts as rationale mass."]
+    if task == "brown-qa":
+        from qkdyn.empirical.data import brown_qa as qa
+
+        return [f"Answer spans are exact by construction: a cloze question (the answer sentence's {qa.BEFORE} words "
+                f"before the answer, {qa.BLANK}, its {qa.AFTER} words after) over a {qa.CONTEXT}-word context window "
+                "from the same Brown document; the rationale is the answer's positions. Unlike SQuAD the question copies the passage, "
+                "so matching and copying solve it (docs/authors-experiments.md, 'A SQuAD-like task with exact "
+                "answer spans').",
+                "Attention is read at the <a> position: layer average (primary) and rollout, each beside uniform "
+                "attention's mass on the same examples (for rollout, the rollout of uniform causal maps)."]
     if task == "vader":
         return ["Rationales are a PROXY: positions of words in the human-rated VADER lexicon, not human "
                 "rationales for these sentences. Labels: mean of ~20 human ratings, |mean| < margin dropped."]
@@ -89,7 +101,9 @@ class CircuitsStudy(Study):
 
     @property
     def performance_key(self) -> str:
-        return "f1" if self.task == "squad" else "accuracy"
+        from qkdyn.empirical.circuits.tasks import is_qa
+
+        return "f1" if is_qa(self.task) else "accuracy"
 
     def target(self, budget: str) -> float:
         """The training-loss target of the plan (0: train the preset's fixed length)."""
@@ -282,6 +296,7 @@ def write_report(out_dir: Path) -> dict:
     from qkdyn.runs import read_json
 
     from qkdyn.empirical.circuits.presets import TASKS
+    from qkdyn.empirical.circuits.tasks import is_qa
     from qkdyn.errors import InputError
 
     payloads = []
@@ -294,7 +309,7 @@ def write_report(out_dir: Path) -> dict:
     task_claims, sections = {}, []
     for p in payloads:
         summary = p["summary"]
-        key = p.get("performance_key", "f1" if p["task"] == "squad" else "accuracy")
+        key = p.get("performance_key", "f1" if is_qa(p["task"]) else "accuracy")
         task_claims[p["task"]] = report.claims(p["task"], summary, key, p.get("acc_tolerance", 0.01),
                                                p.get("target_loss", 0.0))
         sections.append(report.markdown(p["task"], summary, p["notes"], p["plots"]))

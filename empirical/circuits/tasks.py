@@ -9,15 +9,17 @@ from qkdyn.empirical.circuits.presets import RunConfig
 from qkdyn.errors import InputError
 
 #: task -> registry source used when --data is not given
-FETCHED = {"brown-sva": "brown", "vader": "vader"}
+FETCHED = {"brown-sva": "brown", "vader": "vader", "brown-qa": "brown-qa"}
+#: the extractive question-answering tasks (generation: EM / F1, attention on the answer span)
+QA_TASKS = ("squad", "brown-qa")
 
 
 def is_qa(task: str) -> bool:
-    return task == "squad"
+    return task in QA_TASKS
 
 
 def data_path(cfg: RunConfig) -> Path:
-    """``--data`` if given (must exist), else the fetched registry copy (brown-sva, vader)."""
+    """``--data`` if given (must exist), else the fetched registry copy (brown-sva, brown-qa, vader)."""
     if cfg.data:
         from qkdyn.inputs import check_not_special
 
@@ -50,7 +52,7 @@ def load_splits(cfg: RunConfig) -> Splits:
 
 
 def _load(cfg: RunConfig, path: Path) -> Splits:
-    from qkdyn.empirical.data import brown, hatexplain, squad, sva, vader
+    from qkdyn.empirical.data import brown, brown_qa, hatexplain, squad, sva, vader
 
     if cfg.task == "hatexplain":
         splits = hatexplain.load(path, cfg.max_len)
@@ -60,6 +62,8 @@ def _load(cfg: RunConfig, path: Path) -> Splits:
         splits = brown.load(path, cfg.max_len, cfg.verb_visible)
     elif cfg.task == "vader":
         splits = vader.load(path, cfg.max_len, cfg.vader_margin)
+    elif cfg.task == "brown-qa":
+        splits = brown_qa.load(path)
     else:
         splits = squad.load(path, cfg.squad_window)
     return splits

@@ -36,7 +36,7 @@ import torch
 
 from qkdyn.empirical.circuits import evaluate
 from qkdyn.empirical.circuits.encode import classification_batch, qa_batch
-from qkdyn.empirical.circuits.models import Decoder, ModelConfig, classification_loss, lm_loss
+from qkdyn.empirical.circuits.models import Decoder, ModelConfig, answer_positions, classification_loss, lm_loss
 from qkdyn.empirical.circuits.optim import build_optimizer
 from qkdyn.empirical.circuits.presets import RunConfig
 from qkdyn.empirical.circuits.tasks import is_qa, load_splits
@@ -109,10 +109,11 @@ class Run:
 
     def loss(self, batch: dict) -> torch.Tensor:
         batch = {k: v.to(self.device) for k, v in batch.items()}
+        at = answer_positions(batch["targets"]) if self.qa else None  # QA: the head only where a loss is taken
         with self.autocast:
-            logits, _ = self.model(batch["ids"], batch["lengths"])
+            logits, _ = self.model(batch["ids"], batch["lengths"], at)
         smooth = self.cfg.label_smoothing
-        return (lm_loss(logits, batch["targets"], smooth) if self.qa
+        return (lm_loss(logits, batch["targets"], smooth, at) if self.qa
                 else classification_loss(logits, batch["labels"], smooth))
 
     def evaluate(self, examples: list, full: bool) -> dict:

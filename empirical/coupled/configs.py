@@ -17,10 +17,35 @@ KINDS = ("standard", "coupled", "mlp-only", "mlp-only-shared", "mlp-only-q", "di
 FLOW_KINDS = ("coupled", "mlp-only", "mlp-only-shared", "mlp-only-q")
 #: what n integration steps span: n dt ("step") or dt ("fixed": n steps of dt / n)
 HORIZONS = ("step", "fixed")
-#: the keys of :data:`qkdyn.empirical.coupled.model.PRESETS` and of
-#: :data:`qkdyn.empirical.coupled.mqar.PRESETS` (torch modules; a test checks they agree)
+#: the keys of :data:`qkdyn.empirical.coupled.model.PRESETS` (a torch module; a test checks they agree)
 PRESET_NAMES = ("tiny", "1M", "4M", "60M", "150M", "350M")
-MQAR_TASKS = ("small", "easy", "medium", "hard")
+
+
+@dataclasses.dataclass(frozen=True)
+class MQARPreset:
+    """An MQAR task (:mod:`qkdyn.empirical.coupled.mqar`): vocabulary, the (sequence length, kv
+    pairs) settings a model trains on (one per batch, in turn) and is scored on, the power of the
+    query gaps, and whether the positions that are neither pairs nor queries hold random tokens
+    (Zoology's ``random_non_queries``) or token 0."""
+
+    vocab_size: int
+    settings: tuple[tuple[int, int], ...]  # (sequence length, kv pairs)
+    power_a: float = 0.01
+    random_non_queries: bool = True
+
+    @property
+    def block_size(self) -> int:
+        return max(t for t, _ in self.settings)
+
+
+#: the MQAR tasks by name (see :mod:`qkdyn.empirical.coupled.mqar` for what each is for)
+MQAR_PRESETS = {
+    "small": MQARPreset(64, ((32, 4),)),
+    "easy": MQARPreset(256, ((64, 4), (64, 8))),
+    "medium": MQARPreset(256, ((128, 8), (128, 16))),
+    "hard": MQARPreset(512, ((256, 16), (256, 32), (256, 64))),
+}
+MQAR_TASKS = tuple(MQAR_PRESETS)
 #: the integrators of :mod:`qkdyn.empirical.coupled.qk_flow` (a test checks they agree)
 INTEGRATOR_NAMES = ("euler", "leapfrog")
 

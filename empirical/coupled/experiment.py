@@ -102,9 +102,10 @@ def _with_ablations(record, out_dir: str, model_cfg, evaluator, cfg: TrainConfig
 def run_mqar(task: str, preset: str, attention: AttentionConfig, cfg: TrainConfig, out_dir: str,
              n_test: int = 256):
     """Train a model of shape ``preset`` on MQAR preset ``task`` (easy, medium, hard)."""
-    from qkdyn.empirical.coupled.mqar import PRESETS, MQARBatches, MQAREvaluator
+    from qkdyn.empirical.coupled.configs import MQAR_PRESETS
+    from qkdyn.empirical.coupled.mqar import MQARBatches, MQAREvaluator
 
-    mqar = PRESETS[task]
+    mqar = MQAR_PRESETS[task]
     model_cfg = preset_config(preset, vocab_size=mqar.vocab_size, block_size=mqar.block_size, attention=attention)
     check_sizes(model_cfg, cfg)
     from qkdyn.memory import check_memory

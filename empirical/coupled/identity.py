@@ -3,7 +3,9 @@
 A run of the study is a :class:`qkdyn.empirical.coupled.study.RunSpec` (task, data, variant, the
 attention, model and optimiser configuration, seed, budget, tokenizer, evaluation cap).
 :func:`run_record` is that spec as plain data plus :data:`STUDY_VERSION`, the version of the code
-that computes a run's result; :func:`run_key` is the first 12 hex digits of the SHA-256 of its
+that computes a run's result, and for an MQAR run the definition of its task
+(:data:`qkdyn.empirical.coupled.configs.MQAR_PRESETS`: a task redefined under the same name is
+another run); :func:`run_key` is the first 12 hex digits of the SHA-256 of its
 canonical JSON. The run's directory is named by a readable prefix and the key, so two runs that
 differ in any field (a learning rate, a batch size, a block size) never share a directory, and a
 finished result is reused only by a run of the same record. The record is stored beside the run
@@ -29,10 +31,15 @@ RECORD = "run.json"
 
 
 def run_record(spec) -> dict:
-    """The spec as plain data (JSON types), without :data:`IGNORED` fields, with the code version."""
+    """The spec as plain data (JSON types), without :data:`IGNORED` fields, with the code version
+    and, for an MQAR run, its task's definition (``mqar``)."""
+    from qkdyn.empirical.coupled.configs import MQAR_PRESETS
+
     record = json.loads(json.dumps(dataclasses.asdict(spec)))
     for field in IGNORED:
         record.get("train", {}).pop(field, None)
+    if spec.task == "mqar":
+        record["mqar"] = json.loads(json.dumps(dataclasses.asdict(MQAR_PRESETS[spec.data])))
     return {**record, "version": STUDY_VERSION}
 
 

@@ -23,29 +23,11 @@ tiny CPU model and are flags of :class:`MQARPreset`.
 """
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 import torch
 
+from qkdyn.empirical.coupled.configs import MQARPreset
 
-@dataclasses.dataclass(frozen=True)
-class MQARPreset:
-    vocab_size: int
-    settings: tuple[tuple[int, int], ...]  # (sequence length, kv pairs)
-    power_a: float = 0.01
-
-    @property
-    def block_size(self) -> int:
-        return max(t for t, _ in self.settings)
-
-
-PRESETS = {
-    "small": MQARPreset(64, ((32, 4),)),
-    "easy": MQARPreset(256, ((64, 4), (64, 8))),
-    "medium": MQARPreset(256, ((128, 8), (128, 16))),
-    "hard": MQARPreset(512, ((256, 16), (256, 32), (256, 64))),
-}
 
 
 def _sample_without_replacement(rng: np.random.Generator, n: int, population: int, k: int,
@@ -97,7 +79,8 @@ class MQARBatches:
         seq_len, kv = self.preset.settings[self.step % len(self.preset.settings)]
         self.step += 1
         n = int(np.prod(self.shape))
-        x, y = generate(n, seq_len, kv, self.preset.vocab_size, self.rng, self.preset.power_a)
+        x, y = generate(n, seq_len, kv, self.preset.vocab_size, self.rng, self.preset.power_a,
+                        self.preset.random_non_queries)
         x, y = (torch.from_numpy(a.reshape(*self.shape, seq_len)) for a in (x, y))
         return [(x[m, self.rank], y[m, self.rank]) for m in range(self.shape[0])]
 
@@ -114,8 +97,9 @@ class MQAREvaluator:
 
     def __init__(self, preset: MQARPreset, n_test: int, seed: int):
         rng = np.random.default_rng([seed, 1])
-        self.sets = {(t, kv): tuple(torch.from_numpy(a) for a in generate(n_test, t, kv, preset.vocab_size, rng, preset.power_a))
-                     for t, kv in preset.settings}
+        self.sets = {(t, kv): tuple(torch.from_numpy(a) for a in generate(
+            n_test, t, kv, preset.vocab_size, rng, preset.power_a, preset.random_non_queries))
+            for t, kv in preset.settings}
 
     @torch.no_grad()
     def __call__(self, model, device) -> dict:

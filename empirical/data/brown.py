@@ -120,7 +120,7 @@ def prepare(unpacked: Path, out: Path) -> None:
                     fh.write(json.dumps(item) + "\n")
 
 
-def _split_of(doc: str) -> str:
+def split_of(doc: str) -> str:
     """Deterministic 80/10/10 split by source document (no sentence of a document in two splits)."""
     h = int(hashlib.sha256(doc.encode()).hexdigest(), 16) % 10
     return "test" if h == 0 else "dev" if h == 1 else "train"
@@ -155,5 +155,5 @@ def load(path: str | Path, max_len: int = 64, verb_visible: bool = False) -> Spl
             raise InputError(f"{path}: line {number}: not an item (label 0 or 1, integer subject and verb positions)")
         example = to_example(item, max_len, verb_visible)
         if example is not None:
-            splits[_split_of(item["doc"])].append(example)
+            splits[split_of(item["doc"])].append(example)
     return Splits(splits["train"], splits["dev"], splits["test"], CLASSES)

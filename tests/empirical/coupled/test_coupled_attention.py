@@ -145,10 +145,10 @@ def test_the_torch_free_config_names_the_integrators_that_exist():
 
 
 def test_the_torch_free_config_names_the_presets_that_exist():
-    from qkdyn.empirical.coupled import model, mqar
-    from qkdyn.empirical.coupled.configs import MQAR_TASKS, PRESET_NAMES
+    from qkdyn.empirical.coupled import model
+    from qkdyn.empirical.coupled.configs import PRESET_NAMES
 
-    assert PRESET_NAMES == tuple(model.PRESETS) and MQAR_TASKS == tuple(mqar.PRESETS)
+    assert PRESET_NAMES == tuple(model.PRESETS)
 
 
 # ---- the coupling acts (issue: at nanoGPT's N(0, 0.02^2) init, |dt f(q)| / |dt k| was ~1e-3) ----

@@ -160,6 +160,25 @@ def test_brown_tags_are_removed():
 
 def test_lm_sources_are_pinned_and_do_not_clash_with_circuits_names():
     names = [s.name for s in SOURCES]
-    assert set(names) == {"wiki", "pydocs", "brown-learned", "brown-full", "nlp-corpus"}
+    assert set(names) == {"wiki", "pydocs", "kerneldocs", "brown-learned", "brown-full", "nlp-corpus"}
     assert not {"brown", "vader"} & set(names)
     assert all(re.fullmatch(r"[0-9a-f]{64}", s.sha256) for s in SOURCES)
+
+
+def test_kerneldocs_prepare_reads_the_rst_sources_without_translations(tmp_path):
+    (source,) = [s for s in SOURCES if s.name == "kerneldocs"]
+    assert source.client == "apt" and source.package.startswith("linux-doc-")
+    root = tmp_path / "unpacked" / "usr/share/doc/linux-doc-6.1/html/_sources"
+    for rel, text in {"PCI/acpi-info.rst.txt": "ACPI considerations for PCI host bridges\n",
+                      "admin-guide/index.rst.txt": "The Linux kernel user's guide\n",
+                      "translations/zh_CN/index.rst.txt": "中文翻译\n",
+                      "PCI/index.html": "<p>not a source</p>\n"}.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text, encoding="utf-8")
+    out = tmp_path / "prepared"
+    out.mkdir()
+    source.prepare(tmp_path / "unpacked", out)
+    assert (out / "text.txt").read_text(encoding="utf-8") == (
+        "ACPI considerations for PCI host bridges\n\nThe Linux kernel user's guide\n")
+    train, val = load_splits(str(out / "text.txt"), 0.25)
+    assert decode(train) + decode(val) == (out / "text.txt").read_text(encoding="utf-8")

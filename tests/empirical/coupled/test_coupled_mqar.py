@@ -2,7 +2,8 @@
 import numpy as np
 import torch
 
-from qkdyn.empirical.coupled.mqar import PRESETS, MQARBatches, MQAREvaluator, generate
+from qkdyn.empirical.coupled.configs import MQAR_PRESETS as PRESETS
+from qkdyn.empirical.coupled.mqar import MQARBatches, MQAREvaluator, generate
 
 
 def test_semantics_of_a_batch():
@@ -72,3 +73,13 @@ def test_evaluator_scores_an_oracle_perfectly_and_chance_poorly():
     metrics = evaluator(Oracle(), "cpu")
     assert set(metrics) == {"acc_T64_kv4", "acc_T64_kv8", "mqar_acc"} and metrics["mqar_acc"] == 1.0
     assert evaluator(Constant(), "cpu")["mqar_acc"] < 0.05
+
+
+def test_a_preset_without_random_fillers_reaches_batches_and_the_test_set():
+    import dataclasses
+
+    preset = dataclasses.replace(PRESETS["small"], random_non_queries=False)
+    x, _ = MQARBatches(preset, batch_size=8, grad_accum=1, seed=0).next_step()[0]
+    test_x = next(iter(MQAREvaluator(preset, n_test=8, seed=0).sets.values()))[0]
+    for inputs in (x, test_x):
+        assert (inputs[:, 8:] == 0).float().mean() > 0.5  # the fillers are token 0

@@ -209,3 +209,16 @@ def test_flops_count_the_second_av_product_of_differential_attention():
     std = preset_config("60M")
     diff = preset_config("60M", attention=AttentionConfig(kind="diff"))
     assert flops_per_token(diff) - flops_per_token(std) == 3 * 12 * 1024 * 640
+
+
+def test_an_mqar_task_redefined_under_its_name_is_another_run(monkeypatch):
+    from qkdyn.empirical.coupled import configs
+    from qkdyn.empirical.coupled.study import StudyConfig, study_runs
+
+    study = StudyConfig(mqar_tasks=("small",), variants=("standard",), seeds=1)
+    mqar = [r.name for r in study_runs(study) if r.task == "mqar"]
+    lm = [r.name for r in study_runs(study) if r.task == "lm"]
+    redefined = dataclasses.replace(configs.MQAR_PRESETS["small"], random_non_queries=False)
+    monkeypatch.setitem(configs.MQAR_PRESETS, "small", redefined)
+    assert mqar and set(mqar).isdisjoint(r.name for r in study_runs(study) if r.task == "mqar")
+    assert [r.name for r in study_runs(study) if r.task == "lm"] == lm  # language-model runs keep theirs
