@@ -21,7 +21,9 @@ Evaluation runs on the same device in float32 (:mod:`qkdyn.empirical.circuits.ev
 
 A run that diverges (a non-finite loss, or non-finite parameters when an evaluation or a checkpoint is due) stops
 with an :class:`~qkdyn.errors.InputError` naming the step; the last checkpoint written, all finite,
-is kept. Locking, checkpoint format and metrics trimming: :mod:`qkdyn.runs`.
+is kept. The loop is the shared one (:mod:`qkdyn.empirical.loop`; this module supplies the batches, the
+loss, the update, the evaluation row and the target-loss criterion); locking, checkpoint format and
+metrics trimming: :mod:`qkdyn.runs`.
 """
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from qkdyn.empirical import loop
 from qkdyn.empirical.circuits import evaluate
 from qkdyn.empirical.circuits.encode import classification_batch, qa_batch
 from qkdyn.empirical.circuits.models import Decoder, ModelConfig, answer_positions, classification_loss, lm_loss
@@ -67,6 +70,7 @@ class Run:
                          else contextlib.nullcontext())
         self.clock = Clock()
         self.reached = False  # the training loss has come down to cfg.target_loss (when that is > 0)
+        self.running = (0.0, 0)  # training loss summed over the steps since the last evaluation, and their count
         self.qa = is_qa(cfg.task)
         splits = load_splits(cfg)
         self.classes = splits.classes
@@ -120,40 +124,71 @@ class Run:
         fn = evaluate.evaluate_qa if self.qa else evaluate.evaluate_classifier
         return fn(self.model, examples, self.vocab, self.cfg, full)
 
-    def save(self, rundir: RunDir, step: int, running: tuple[float, int]) -> None:
+    # the hooks of the shared loop (qkdyn.empirical.loop) ---------------------------------------
+    hint = "try a smaller --lr or --qk-lr-mult"
+    shown = ("train_loss", "dev_attention_mass")
+
+    @property
+    def done(self) -> bool:
+        return self.reached
+
+    def backward(self, step: int) -> float:
+        """Forward and backward of step ``step``'s batch (the loss over ``accum_steps``); its loss."""
+        self.model.train()
+        loss = self.loss(self.batch(step))
+        value = loss.item()
+        if math.isfinite(value):
+            (loss / self.cfg.accum_steps).backward()
+            self.running = (self.running[0] + value, self.running[1] + 1)
+        return value
+
+    def update(self, step: int) -> None:
+        """The optimiser and schedule step once per ``accum_steps`` batches (and at the last)."""
+        if step % self.cfg.accum_steps == 0 or step == self.total:
+            if self.cfg.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.grad_clip)
+            self.opt.step()
+            self.sched.step()
+            self.opt.zero_grad(set_to_none=True)
+
+    def estimate_loss(self, step: int) -> dict:
+        """The evaluation row: running training loss since the last one, learning rates, dev metrics
+        on ``eval_examples``; the target loss is met when the running loss is at most ``target_loss``."""
+        lr_qk, lr_rest = self.sched.get_last_lr()[:2]
+        row = {"step": step, "epoch": step / self.steps_per_epoch, "train_loss": self.running[0] / self.running[1],
+               "lr_qk": lr_qk, "lr_rest": lr_rest}
+        dev = self.evaluate(self.dev[: self.cfg.eval_examples], full=False)
+        row.update({f"dev_{k}": v for k, v in dev.items() if isinstance(v, float)})
+        self.running = (0.0, 0)
+        self.reached = self.cfg.target_loss > 0 and row["train_loss"] <= self.cfg.target_loss
+        return row
+
+    def save(self, rundir: RunDir, step: int) -> None:
         """The checkpoint of ``step``: the common layout (:meth:`qkdyn.runs.RunDir.save`) with the
         target flag and the running training loss of the steps since the last evaluation."""
         rundir.save(step, self.model, self.opt, self.sched, device=self.device, clock=self.clock,
-                    extra={"reached": self.reached, "running_loss": {"sum": float(running[0]), "n": int(running[1])}})
+                    extra={"reached": self.reached,
+                           "running_loss": {"sum": float(self.running[0]), "n": int(self.running[1])}})
 
-    def restore(self, rundir: RunDir) -> tuple[int | None, tuple[float, int]]:
-        """Resume from ``rundir``'s checkpoint if there is one: (its step or None, (running loss sum, steps in it))."""
+    def restore(self, rundir: RunDir) -> int:
+        """Resume from ``rundir``'s checkpoint if there is one; the step to start at (0: fresh)."""
         restored = rundir.restore(self.model, self.opt, self.sched, device=self.device)
         if restored is None:
-            return None, (0.0, 0)
+            return 0
         try:
             self.reached = bool(restored.extra["reached"])
             running = restored.extra["running_loss"]
-            running = float(running["sum"]), int(running["n"])
+            self.running = float(running["sum"]), int(running["n"])
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"{rundir.checkpoint} is damaged ({type(exc).__name__}); delete it or use another --out")
         self.clock = restored.clock
-        return restored.step, running
-
-    def finite(self) -> bool:
-        """Whether every parameter is finite."""
-        return all(bool(torch.isfinite(p).all()) for p in self.model.parameters())
+        return restored.step
 
 
 def last_train_loss(rundir: RunDir) -> float:
     """The training loss of the last evaluation row (NaN when none was logged)."""
     rows = rundir.rows()
     return float(rows[-1]["train_loss"]) if rows else math.nan
-
-
-def _diverged(step: int, what: str, saved: int | None) -> InputError:
-    kept = f"the checkpoint of step {saved} is kept" if saved is not None else "no checkpoint was written"
-    return InputError(f"training diverged at step {step}: {what} ({kept}); try a smaller --lr or --qk-lr-mult")
 
 
 def train(cfg: RunConfig, out_dir: str | Path, *, stop_after: int | None = None,
@@ -167,48 +202,11 @@ def train(cfg: RunConfig, out_dir: str | Path, *, stop_after: int | None = None,
 
 
 def _train(cfg: RunConfig, run: Run, rundir: RunDir, stop_after: int | None, progress: bool) -> RunRecord | None:
-    from tqdm import tqdm
-
-    saved, (running_loss, n_loss) = run.restore(rundir)
-    step = saved or 0
-    bar = tqdm(total=run.total, initial=step, disable=not progress, desc=f"{cfg.task} qk x{cfg.qk_lr_mult:g} s{cfg.seed}")
-    while step < run.total and not run.reached:
-        if stop_after is not None and step >= stop_after:
-            bar.close()
-            return None
-        run.model.train()
-        loss = run.loss(run.batch(step))
-        value = loss.item()
-        if not math.isfinite(value):
-            bar.close()
-            raise _diverged(step + 1, f"the training loss is {value}", saved)
-        (loss / cfg.accum_steps).backward()
-        step += 1
-        if step % cfg.accum_steps == 0 or step == run.total:
-            if cfg.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(run.model.parameters(), cfg.grad_clip)
-            run.opt.step()
-            run.sched.step()
-            run.opt.zero_grad(set_to_none=True)
-        running_loss, n_loss = running_loss + value, n_loss + 1
-        bar.update(1)
-        due = step % cfg.eval_every == 0 or step % cfg.ckpt_every == 0 or step == run.total
-        if due and not run.finite():  # before anything is logged or saved
-            bar.close()
-            raise _diverged(step, "parameters are not finite", saved)
-        if step % cfg.eval_every == 0 or step == run.total:
-            row = {"step": step, "epoch": step / run.steps_per_epoch, "train_loss": running_loss / n_loss,
-                   "lr_qk": run.sched.get_last_lr()[0], "lr_rest": run.sched.get_last_lr()[1]}
-            dev = run.evaluate(run.dev[: cfg.eval_examples], full=False)
-            row.update({f"dev_{k}": v for k, v in dev.items() if isinstance(v, float)})
-            rundir.log(row)
-            bar.set_postfix(loss=f"{row['train_loss']:.3f}", mass=f"{dev['attention_mass']:.3f}")
-            running_loss, n_loss = 0.0, 0
-            run.reached = cfg.target_loss > 0 and row["train_loss"] <= cfg.target_loss
-        if step % cfg.ckpt_every == 0 or step == run.total or run.reached:
-            run.save(rundir, step, (running_loss, n_loss))
-            saved = step
-    bar.close()
+    start = run.restore(rundir)
+    step = loop.run(run, rundir, start, loop.Intervals(cfg.eval_every, cfg.ckpt_every), progress=progress,
+                    desc=f"{cfg.task} qk x{cfg.qk_lr_mult:g} s{cfg.seed}", stop_after=stop_after)
+    if step is None:
+        return None
     cap = cfg.final_examples or None
     trained = run.clock.totals()
     evaluating = Clock()

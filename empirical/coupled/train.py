@@ -1,4 +1,4 @@
-"""The training loop (nanoGPT style): AdamW, warm-up + cosine, gradient accumulation, DDP, resume.
+"""The LM and MQAR trainer: AdamW, warm-up + cosine, gradient accumulation, DDP, resume, on the shared loop.
 
 ``train`` runs one model to ``max_steps`` optimiser steps. Every ``ckpt_interval`` steps it writes
 ``checkpoint.pt`` atomically (model, optimiser, step, RNG states, data position, accumulated training
@@ -10,19 +10,21 @@ tokens, step time ``train_time_s`` and ``tokens_per_s``).
 
 Data parallel: launched by ``torchrun``, each process takes its rank's slice of every step's
 micro-batches (see :mod:`qkdyn.empirical.coupled.lm_data`); gradients are averaged by DDP on the last
-micro-step only. Rank 0 evaluates, logs and checkpoints.
+micro-step only. Rank 0 evaluates, logs and checkpoints. The loop is the shared one
+(:mod:`qkdyn.empirical.loop`); this module supplies the step (:class:`_Steps`): its micro-batches, the
+learning rate of :func:`lr_at` (nanoGPT's ``get_lr``), the update and the evaluation row.
 """
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
 import os
 import time
 from typing import Callable
 
 import torch
 
+from qkdyn.empirical import loop
 from qkdyn.empirical.coupled.configs import TrainConfig
 from qkdyn.empirical.coupled.model import GPT, GPTConfig
 from qkdyn.empirical.schedule import cosine_with_warmup
@@ -98,10 +100,79 @@ def keep_freed_memory() -> bool:
     return bool(mallopt(M_MMAP_MAX, 0)) and bool(mallopt(M_TRIM_THRESHOLD, 1 << 30))
 
 
+class _Steps:
+    """The hooks of the shared loop (:mod:`qkdyn.empirical.loop`) for a GPT: the micro-batches of a
+    step (DDP gradient sync on the last), the learning rate of :func:`lr_at`, clip and AdamW step,
+    a ``train`` row every ``log_interval`` steps and ``eval`` rows (``evaluate(model, device)``)."""
+
+    hint = "try a smaller --lr"
+    shown = ("val_ppl", "mqar_acc")
+    done = False
+
+    def __init__(self, model, optimizer, batches, evaluate: Callable, cfg: TrainConfig, rundir: RunDir,
+                 device: torch.device, ddp: bool, train_time: float, clock: Clock, tokens_per_step: int):
+        self.model, self.optimizer, self.batches, self.eval_fn, self.cfg = model, optimizer, batches, evaluate, cfg
+        self.rundir, self.device, self.ddp = rundir, device, ddp
+        self.train_time, self.tokens_per_step, self.total = train_time, tokens_per_step, cfg.max_steps
+        self.autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda"
+                         else contextlib.nullcontext())
+        self.clock, self.metrics = clock, {}  # metrics: of the last evaluation
+        self.network = model  # what the steps run: compiled and/or wrapped for DDP
+        if cfg.compile:
+            self.network = torch.compile(self.network)
+        if ddp:
+            from torch.nn.parallel import DistributedDataParallel
+
+            self.network = DistributedDataParallel(self.network,
+                                                   device_ids=[device.index] if device.type == "cuda" else None)
+
+    def backward(self, step: int) -> float:
+        self.t0 = time.perf_counter()
+        self.lr = lr_at(step, self.cfg)
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.lr
+        self.loss = 0.0
+        for micro, (x, y) in enumerate(self.batches.next_step()):
+            x, y = x.to(self.device, non_blocking=True), y.to(self.device, non_blocking=True)
+            if self.ddp:
+                self.network.require_backward_grad_sync = micro == self.cfg.grad_accum - 1
+            with self.autocast:
+                loss = self.network(x, y)[1] / self.cfg.grad_accum
+            loss.backward()
+            self.loss += loss.item()
+        return self.loss
+
+    def update(self, step: int) -> None:
+        if self.cfg.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(self.network.parameters(), self.cfg.grad_clip)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        self.train_time += time.perf_counter() - self.t0
+        if self.rundir.writer and (step % self.cfg.log_interval == 0 or step == self.total):
+            self.rundir.log({"kind": "train", "step": step, "tokens": step * self.tokens_per_step, "loss": self.loss,
+                             "lr": self.lr, "train_time_s": self.train_time})
+
+    def run_eval(self) -> dict:
+        self.model.eval()
+        with self.autocast:
+            metrics = self.eval_fn(self.model, self.device)
+        self.model.train()
+        return metrics
+
+    def estimate_loss(self, step: int) -> dict:
+        self.metrics = self.run_eval()
+        return {"kind": "eval", "step": step, "tokens": step * self.tokens_per_step, **self.metrics}
+
+    def save(self, rundir: RunDir, step: int) -> None:
+        rundir.save(step, self.model, self.optimizer, data=self.batches, device=self.device, clock=self.clock,
+                    extra={"train_time_s": self.train_time})
+
+
 def _train(model_cfg: GPTConfig, cfg: TrainConfig, make_batches: Callable, evaluate: Callable, rundir: RunDir,
            rank: int, world: int, ddp: bool, device: torch.device) -> RunRecord | None:
     master = rank == 0
-    autocast = (torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext())
     if device.type == "cpu":
         keep_freed_memory()
 
@@ -118,83 +189,15 @@ def _train(model_cfg: GPTConfig, cfg: TrainConfig, make_batches: Callable, evalu
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"{rundir.checkpoint} is damaged ({type(exc).__name__}); delete it or use another --out")
 
-    raw_model = model
-    if cfg.compile:
-        model = torch.compile(model)
-    if ddp:
-        from torch.nn.parallel import DistributedDataParallel
-
-        model = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-    tokens_per_step = cfg.batch_size * cfg.grad_accum * world * model_cfg.block_size
-
-    log = rundir.log
-
-    def run_eval() -> dict:
-        raw_model.eval()
-        with autocast:
-            metrics = evaluate(raw_model, device)
-        raw_model.train()
-        return metrics
-
-    def save_checkpoint() -> None:
-        if not all(bool(torch.isfinite(p).all()) for p in raw_model.parameters()):
-            raise InputError(f"training diverged at step {step}: parameters are not finite (the last checkpoint is "
-                             "kept); try a smaller --lr")
-        rundir.save(step, raw_model, optimizer, data=batches, device=device, clock=clock,
-                    extra={"train_time_s": train_time})
-
-    bar = None
-    if master and cfg.progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=cfg.max_steps, initial=step, desc=rundir.path.name, unit="step", dynamic_ncols=True)
-    metrics = {}
-    if master and cfg.eval_at_start and step == 0:
-        log({"kind": "eval", "step": 0, "tokens": 0, **run_eval()})
-    while step < cfg.max_steps:
-        t0 = time.perf_counter()
-        lr = lr_at(step, cfg)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        total_loss = 0.0
-        for micro, (x, y) in enumerate(batches.next_step()):
-            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-            if ddp:
-                model.require_backward_grad_sync = micro == cfg.grad_accum - 1
-            with autocast:
-                loss = model(x, y)[1] / cfg.grad_accum
-            loss.backward()
-            total_loss += loss.item()
-        if not math.isfinite(total_loss):  # before the step: the parameters and the last checkpoint stay finite
-            raise InputError(f"training diverged at step {step + 1}: the training loss is {total_loss} (the last "
-                             "checkpoint is kept); try a smaller --lr")
-        if cfg.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        train_time += time.perf_counter() - t0
-        step += 1
-        if master:
-            if step % cfg.log_interval == 0 or step == cfg.max_steps:
-                log({"kind": "train", "step": step, "tokens": step * tokens_per_step, "loss": total_loss, "lr": lr,
-                     "train_time_s": train_time})
-            if step % cfg.eval_interval == 0 or step == cfg.max_steps:
-                metrics = run_eval()
-                log({"kind": "eval", "step": step, "tokens": step * tokens_per_step, **metrics})
-                if bar is not None:
-                    bar.set_postfix({k: round(v, 4) for k, v in metrics.items() if k in ("val_ppl", "mqar_acc")})
-            if step % cfg.ckpt_interval == 0 or step == cfg.max_steps:
-                save_checkpoint()
-            if bar is not None:
-                bar.update(1)
-    if bar is not None:
-        bar.close()
+    trainer = _Steps(model, optimizer, batches, evaluate, cfg, rundir, device, ddp, train_time, clock,
+                     cfg.batch_size * cfg.grad_accum * world * model_cfg.block_size)
+    step = loop.run(trainer, rundir, step, loop.Intervals(cfg.eval_interval, cfg.ckpt_interval, cfg.eval_at_start),
+                    progress=cfg.progress, desc=rundir.path.name)
+    metrics, train_time, tokens_per_step, raw_model = trainer.metrics, trainer.train_time, trainer.tokens_per_step, model
     record = None
     if master:
         if not metrics:  # resumed from the final checkpoint: evaluate it again
-            metrics = run_eval()
+            metrics = trainer.run_eval()
         tokens = step * tokens_per_step
         record = RunRecord(
             trainer=rundir.config.get("task", "lm"), config=rundir.config, steps=step,

@@ -33,9 +33,11 @@ def test_ruff_would_catch_an_unused_import(tmp_path):
     assert result.returncode == 1 and "F401" in result.stdout
 
 
-#: the source folders the test folders mirror (tests/theory tests theory/, ...); tests/project holds the
+#: the source folders the test folders mirror (tests/theory tests theory/, tests/empirical the modules of
+#: empirical/ itself, such as the shared loop, ...); tests/project holds the
 #: repository-wide checks (docs, examples, notebooks, style, types, metadata)
-MIRRORED = ("qkdyn", "theory", "simulate", "empirical/synthetic", "empirical/circuits", "empirical/coupled")
+MIRRORED = ("qkdyn", "theory", "simulate", "empirical", "empirical/synthetic", "empirical/circuits",
+            "empirical/coupled")
 
 
 def test_the_tests_mirror_the_source_tree():
