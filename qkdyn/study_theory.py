@@ -1,4 +1,4 @@
-"""The theory claims A1-A5 as a study (:mod:`qkdyn.studies`): five runs.
+"""The theory claims A1-A5 and CQ1-CQ4 as a study (:mod:`qkdyn.studies`): six runs.
 
 It lives in the top layer because A1 is decided by gradient descent on the full matrix model
 (:func:`qkdyn.empirical.synthetic.rates.gd_rate_factors`, torch) handed to the theory check; with
@@ -6,7 +6,8 @@ It lives in the top layer because A1 is decided by gradient descent on the full 
 
 Runs: ``a1`` (rate factors), ``a2`` (first integrals), ``a3`` (growth laws), ``a45`` (the closed-form
 sweep of attn at matched loss over rho, the A4 proofs, the ODE cross-check, the phase diagrams and
-the frozen-attention law) and ``overview`` (trajectory and phase-portrait figures). Each run's record
+the frozen-attention law), ``coupled`` (CQ1-CQ4: paper B's coupled QK as a circuit spec in this
+setting, :mod:`qkdyn.simulate.claims_coupled`) and ``overview`` (trajectory and phase-portrait figures). Each run's record
 holds its claims as measured (the checks are exact computations, so judging is reading them back).
 
 Budgets: ``quick`` is the coarse grid of ``qkdyn verify --quick``; ``cpu``, ``gpu`` and ``paper`` the
@@ -35,19 +36,34 @@ def grid(quick: bool) -> dict:
         "phase_rhos": [float(r) for r in np.geomspace(0.01, 100, 60 if quick else 317)],
         "phase_rows": 60 if quick else 316,
         "phase_level": 1e-3,
+        # CQ1-CQ4 (paper B's coupled QK in this setting): variants [dt, integrator, coupling, coupling_init]
+        "cq_variants": [[0.2, "euler", "linear", 0.5]] if quick else [
+            [0.05, "euler", "linear", 0.5], [0.2, "euler", "linear", 0.5], [0.5, "euler", "linear", 0.5],
+            [0.2, "euler", "linear", 2.0], [0.2, "leapfrog", "linear", 0.5], [0.2, "euler", "mlp", 0.5]],
+        "cq_rhos": [0.1, 1.0, 10.0],
+        "cq_t_path": 1e15,
+        "cq_points": 3000,
+        "cq_window": [1e20, 1e50] if quick else [1e30, 1e100],
+        "cq_sweep_rhos": [0.1, 1.0, 10.0] if quick else [0.01, 0.1, 1.0, 10.0, 100.0],
+        "cq_levels": [1e-2, 1e-3] if quick else [0.1, 1e-2, 1e-3],
     }
 
 
 def describe(value):
-    """Grid entries for the report: short lists as they are, long grids by their range."""
-    if not hasattr(value, "__len__"):
+    """Grid entries for the report: short lists as they are, long grids by their range (a list of
+    lists, such as the coupled variants, as it is)."""
+    if not hasattr(value, "__len__") or isinstance(value, str):
         return value
+    if any(isinstance(v, (list, tuple)) for v in value):
+        return [list(v) for v in value]
     values = [float(v) for v in value]
     return values if len(values) <= 8 else f"{len(values)} values log-spaced in [{values[0]:g}, {values[-1]:g}]"
 
 
 _KEYS = {"a1": ("t_max",), "a2": ("t_max", "a2_rhos"), "a3": ("a3_read_at",),
-         "a45": ("sweep_rhos", "loss_levels", "phase_rhos", "phase_rows", "phase_level"), "overview": ("t_max",)}
+         "a45": ("sweep_rhos", "loss_levels", "phase_rhos", "phase_rows", "phase_level"),
+         "coupled": ("cq_variants", "cq_rhos", "cq_t_path", "cq_points", "cq_window", "cq_sweep_rhos", "cq_levels"),
+         "overview": ("t_max",)}
 
 
 @dataclasses.dataclass
@@ -55,9 +71,9 @@ class TheoryStudy(Study):
     full_model: bool = True  # A1 measured on the full matrix model (torch)
 
     name = "theory"
-    title = "Theory claims A1-A5"
+    title = "Theory claims A1-A5 and CQ1-CQ4"
     budgets = {"quick": grid(True), "cpu": grid(False), "gpu": grid(False), "paper": grid(False)}
-    claim_names = ("A1", "A2", "A3", "A4", "A5")
+    claim_names = ("A1", "A2", "A3", "A4", "A5", "CQ1", "CQ2", "CQ3", "CQ4")
 
     def plan(self, budget: str) -> list[RunSpec]:
         cfg = self.budget(budget)
@@ -96,6 +112,14 @@ class TheoryStudy(Study):
             claims = [claims_sharpness.check_a4(result, scratch, claims_sharpness.a4_evidence(), cross_check, frozen,
                                                 hard),
                       claims_sharpness.check_a5(result, cross_check, phase_plot, phase.summary(diagrams))]
+        elif spec.name == "coupled":
+            from qkdyn.simulate import claims_coupled
+
+            keys = ("dt", "integrator", "coupling", "coupling_init")
+            cfg = {"variants": [dict(zip(keys, v)) for v in p["cq_variants"]], "rhos": p["cq_rhos"],
+                   "t_path": p["cq_t_path"], "points": p["cq_points"], "window": p["cq_window"],
+                   "sweep_rhos": p["cq_sweep_rhos"], "levels": p["cq_levels"]}
+            claims = claims_coupled.check_all(setting, cfg, scratch)
         else:
             plots = [overview.trajectories_plot(setting, p["t_max"], scratch),
                      overview.phase_portrait(setting, (0.1, 1.0, 10.0), 1e6, scratch)]

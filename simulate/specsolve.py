@@ -60,6 +60,7 @@ class SpecTrajectory:
     variables: tuple[str, ...]
     event_t: float | None
     stats: dict
+    crossings: dict = dataclasses.field(default_factory=dict)  # loss level -> (t, state) where it is first reached
 
     @property
     def param(self) -> str:
@@ -105,13 +106,50 @@ class SpecTrajectory:
 
 def solve_spec(setting: Setting, spec: Spec, *, t_max: float | None = None, until_loss: float | None = None,
                points: int = 200, at: Sequence[float] = (), rtol: float = 1e-11, atol: float = 1e-14,
-               method: str = "DOP853") -> SpecTrajectory:
+               method: str = "DOP853", record_losses: Sequence[float] = ()) -> SpecTrajectory:
     """The reduced flow of ``spec`` from its init (docs/setting.md, balanced factors of its depth) to
-    ``t_max`` or the loss level ``until_loss`` (as :func:`qkdyn.solve`)."""
+    ``t_max`` or the loss level ``until_loss`` (as :func:`qkdyn.solve`, ``record_losses`` too)."""
     if not isinstance(setting, Setting):
         raise InputError(f"must be a Setting, got {type(setting).__name__}", "setting")
     spec.check_setting(setting)
-    times, state, variables, event_t, stats, _ = integrate_flow(
+    times, state, variables, event_t, stats, crossings = integrate_flow(
         spec.name, _Field(spec), setting, t_max=t_max, until_loss=until_loss, points=points, at=at, rtol=rtol,
-        atol=atol, method=method, record_losses=(), kernels=False)
-    return SpecTrajectory(spec, setting, times, state, variables, event_t, stats)
+        atol=atol, method=method, record_losses=tuple(record_losses), kernels=False)
+    return SpecTrajectory(spec, setting, times, state, variables, event_t, stats, crossings)
+
+
+@dataclasses.dataclass
+class SpecSharpness:
+    """qk, ov, attn and t where the loss first reaches each level, shape (len(rhos), len(levels)); NaN
+    where the solution does not reach a level."""
+
+    rho: np.ndarray
+    loss: np.ndarray
+    qk: np.ndarray
+    ov: np.ndarray
+    attn: np.ndarray
+    t: np.ndarray
+
+
+def spec_sharpness(setting: Setting, spec: Spec, rhos: Sequence[float], levels: Sequence[float]) -> SpecSharpness:
+    """Matched-loss quantities of any spec from ODE events (:func:`qkdyn.sharpness` gives the exact forms
+    in closed form): for each rho (eta_QK = rho eta_OV) one solve to the lowest level, the crossing of
+    every other level located by the solver's event finder."""
+    from qkdyn.theory.specnumeric import numeric
+
+    rhos, levels = np.asarray(rhos, dtype=float), np.asarray(levels, dtype=float)
+    lowest = float(levels.min())
+    out = {name: np.full((len(rhos), len(levels)), np.nan) for name in ("qk", "ov", "attn", "t")}
+    p, functions = np.asarray(setting.numeric(), dtype=float), numeric(spec)
+    for i, rho in enumerate(rhos):
+        tr = solve_spec(setting.replace(eta_qk=float(rho) * setting.eta_ov), spec, until_loss=lowest, points=4,
+                        record_losses=tuple(float(v) for v in levels if v != lowest))
+        crossings = dict(tr.crossings)
+        if tr.event_t is not None:
+            crossings[lowest] = (tr.event_t, tr.state[:, -1])
+        for j, level in enumerate(levels):
+            if float(level) in crossings:
+                t, x = crossings[float(level)]
+                out["qk"][i, j], out["ov"][i, j], out["attn"][i, j] = functions.features(x, p)
+                out["t"][i, j] = t
+    return SpecSharpness(rhos, levels, **out)

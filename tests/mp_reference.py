@@ -19,10 +19,13 @@ g = (K-1) e^{-z} / (1 + (K-1) e^{-z}), by mpmath.quad.
 """
 from __future__ import annotations
 
+import functools
+
 import mpmath as mp
 
 DPS = 24
 TIME_DPS = 16
+QK_DPS = 40
 
 
 class Reference:
@@ -42,19 +45,24 @@ class Reference:
                      "paper": lambda q: 1 / (K * b**2)}[qk_kind]
         self.m_ov = {"CO": lambda o: 1 / ((K - 1) * D), "FO": lambda o: 2 * abs(o) / ((K - 1) * mp.sqrt(D)),
                      "paper": lambda o: 1 / (b * (K - 1))}[ov_kind]
-        # Psi(o) = int_0^o y / M_OV(y) dy
-        self.psi = {"CO": lambda o: (K - 1) * D * o**2 / 2, "FO": lambda o: (K - 1) * mp.sqrt(D) * abs(o) / 2,
-                    "paper": lambda o: b * (K - 1) * o**2 / 2}[ov_kind]
+        # Psi(o) = int_0^o y / M_OV(y) dy = A |o|^p
+        self.psi_a, self.psi_p = {"CO": ((K - 1) * D / 2, 2), "FO": ((K - 1) * mp.sqrt(D) / 2, 1),
+                                  "paper": (b * (K - 1) / 2, 2)}[ov_kind]
+        self.psi = lambda o: self.psi_a * abs(o) ** self.psi_p
+        self.w = kappa * s * mp.sqrt(c) / 2  # factorized QK: M_QK = 2 s sqrt(c) sqrt(q^2 + w^2)
 
     def alpha(self, q):
         return 1 / (1 + self.n / self.m * mp.exp(-q))
 
     def phi(self, q):
         """int_{qk0}^{q} (1 + (m/n) e^y) / M_QK(y) dy (factorized QK: from the nearest point already
-        computed, so that the root finders' nearby evaluations cost short integrals)."""
+        computed between qk0 and q, so that the root finders' nearby evaluations cost short integrals;
+        never from beyond q, where Phi(q) = Phi(a) - int_q^a cancels: a bracket end at qk = 384 left
+        Phi(63) as the difference of two numbers near e^384, and the state's qk 34 too large)."""
         if not self.qk_factorized:
             return ((q - self.qk0) + self.m / self.n * (mp.exp(q) - mp.exp(self.qk0))) / self.m_qk(q)
-        near = min(self._known, key=lambda a: abs(a - q))
+        lo, hi = min(self.qk0, q), max(self.qk0, q)
+        near = min((a for a in self._known if lo <= a <= hi), key=lambda a: abs(a - q))
         value = self._known[near] + self._phi_between(near, q)
         self._known[q] = value
         return value
@@ -63,7 +71,7 @@ class Reference:
         """int_a^b: dy / M_QK = asinh(y / w) / (2 s sqrt(c)) in closed form (M_QK = 2 s sqrt(c) sqrt(y^2 + w^2));
         the e^y part by quadrature, cut where e^y falls by e^(2^k) from the top and around the
         near-singularity of 1/M_QK at y = +-i w."""
-        w = self.kappa * self.s * mp.sqrt(self.c) / 2
+        w = self.w
         linear = (mp.asinh(b / w) - mp.asinh(a / w)) / (2 * self.s * mp.sqrt(self.c))
         top = max(a, b)
         low = max(min(a, b), top - 90)  # below top - 90, e^y is 1e-39 of the integral: dropped
@@ -123,6 +131,145 @@ class Reference:
             return mp.quad(integrand, pieces, method="gauss-legendre")
 
 
+class TimeAlongQK:
+    """t to the state (qk*, ov*) as a quadrature in qk, with ov explicit in it: no root finding at the nodes.
+
+    Along the line Psi(ov) = Psi(ov_s) + (Phi(qk) - Phi(qk_s)) / rho from a start (qk_s, ov_s), and
+
+        dt/dqk = 1 / (eta_QK M_QK(qk) ov alpha (1 - alpha) g(z)),  1/g = 1 + e^z / (K-1),  z = alpha ov,
+
+    (dqk/dt = eta_QK M_QK (-dL/dqk), -dL/dqk = g ov alpha (1 - alpha)), so (Phi, t) solve the triangular
+    system dPhi/dqk = (1 + (m/n) e^qk) / M_QK(qk), dt/dqk = f(qk, Phi). On each piece Phi at the
+    Gauss-Legendre nodes is the integral of the Legendre interpolant of dPhi/dqk through them (spectral
+    integration), Phi at the piece's end the Gauss sum, and t is an adaptive composite Gauss-Legendre sum
+    (FINE nodes against COARSE per piece, each with its own Phi). qk is monotone along the path unless a
+    collapsed OV circuit starts below 0: then qk falls to qk_min (where ov = 0, Phi(qk_min) = Phi(qk0) -
+    rho Psi(ov0)) and rises again, and the variable is v with qk = qk_min + v^2, ov = sign(v) |ov|
+    (dt/dv = 2 v dt/dqk, finite at v = 0), integrated out of v = 0 on either side. Its own checks: Phi
+    at the far end of each leg gives back that end's ov (ov* from the state, or ov0), and the estimated
+    error is below 1e-16 t. Shares with :class:`Reference` only the model functions (M_QK, M_OV, Psi,
+    alpha) and, for qk_min, its Phi; rho > 0."""
+
+    FINE, COARSE = 24, 16
+
+    def __init__(self, ref: Reference):
+        self.ref = ref
+        self.eta_qk = ref.rho * ref.eta_ov
+        self.rules = {n: _spectral_rule(n, mp.mp.prec) for n in (self.FINE, self.COARSE)}
+
+    def ov(self, potential, sign):
+        """ov with Psi(ov) = potential (Psi = A |ov|^p) on the branch of the given sign."""
+        return sign * (max(potential, mp.mpf(0)) / self.ref.psi_a) ** (mp.mpf(1) / self.ref.psi_p)
+
+    def time(self, qk_star, ov_star):
+        ref = self.ref
+        if ref.ov0 < 0 < ov_star and ref.psi_p == 2:  # the turn of qk at ov = 0
+            qk_min = _increasing_root(lambda q: ref.phi(q) + ref.rho * ref.psi(ref.ov0), ref.qk0)
+            legs = ((-mp.sqrt(ref.qk0 - qk_min), ref.ov0), (mp.sqrt(qk_star - qk_min), ov_star))
+            return sum(abs(self._leg(qk_min, -1 if far < 0 else 1, far, ov_far, turning=True)) for far, ov_far in legs)
+        return abs(self._leg(ref.qk0, 1 if ref.ov0 > 0 else -1, qk_star, ov_star, turning=False))
+
+    def _leg(self, qk_s, sign, x_far, ov_far, turning):
+        """int from x = 0 (v, at the turn) or x = qk0 (qk) to x_far of dt/dx; checks ov at x_far against ov_far."""
+        ref = self.ref
+        x_s = mp.mpf(0) if turning else qk_s
+        psi_s = mp.mpf(0) if turning else ref.psi(ref.ov0)
+
+        m_n, k1, eta_qk, root = ref.m / ref.n, ref.K - 1, self.eta_qk, ref.psi_p == 2
+
+        def dphi(x):
+            q = qk_s + x * x if turning else x
+            value = (1 + m_n * mp.exp(q)) / ref.m_qk(q)
+            return 2 * x * value if turning else value
+
+        def dt(x, phi):
+            """1 / (alpha (1 - alpha)) = (1 + (n/m) e^-q) (1 + (m/n) e^q)."""
+            q = qk_s + x * x if turning else x
+            potential = max(psi_s + phi / ref.rho, mp.mpf(0)) / ref.psi_a
+            ov = sign * (mp.sqrt(potential) if root else potential)
+            e = m_n * mp.exp(q)
+            alpha = e / (1 + e)
+            value = (1 + mp.exp(alpha * ov) / k1) * (1 + 1 / e) * (1 + e) / (eta_qk * ref.m_qk(q) * ov)
+            return 2 * x * value if turning else value
+
+        def piece(n, a, b, phi_a):
+            """(int_a^b dt, Phi(b))."""
+            nodes, weights, spectral = self.rules[n]
+            half, mid = (b - a) / 2, (a + b) / 2
+            xs = [mid + half * y for y in nodes]
+            slopes = [dphi(x) for x in xs]
+            phis = [phi_a + half * mp.fdot(row, slopes) for row in spectral]
+            total = half * mp.fdot(weights, [dt(x, phi) for x, phi in zip(xs, phis)])
+            return total, phi_a + half * mp.fdot(weights, slopes)
+
+        # pieces: halving towards both ends (1/alpha where attention starts tiny, e^z and 1/(1 - alpha) at
+        # the end), and where 1/M_QK of a factorized QK circuit is near-singular (qk = 0 +- i w: cuts at
+        # qk = 0, +-w 2^k), mapped to v = +-sqrt(qk - qk_min) at a turn
+        span = x_far - x_s
+        cuts = {x_s + span / mp.mpf(2) ** j for j in range(1, 30)} | {x_far - span / mp.mpf(2) ** j for j in range(1, 40)}
+        near_singular = [side * ref.w * mp.mpf(2) ** k for side in (-1, 1) for k in range(-4, 40)] if ref.qk_factorized else []
+        for q in [mp.mpf(0)] + near_singular:
+            if not turning:
+                cuts.add(q)
+            elif q > qk_s:
+                cuts.add(mp.sqrt(q - qk_s) * (1 if x_far > 0 else -1))
+        inside = (x for x in cuts if min(x_s, x_far) < x < max(x_s, x_far))
+        cuts = [x_s] + sorted(inside, key=lambda x: abs(x - x_s)) + [x_far]
+        # a first pass for the scale of t and Phi at the cuts, then each piece refined to 1e-20 of that scale
+        first, phi_at = [], [mp.mpf(0)]
+        for a, b in zip(cuts[:-1], cuts[1:]):
+            value, phi_b = piece(self.FINE, a, b, phi_at[-1])
+            first.append(value)
+            phi_at.append(phi_b)
+        ov_end = self.ov(psi_s + phi_at[-1] / ref.rho, sign)
+        if abs(ov_end / ov_far - 1) > mp.mpf(10) ** -18:
+            raise ArithmeticError(f"the qk quadrature's Phi misses the far end: ov {ov_end} against {ov_far}")
+        tol = mp.fsum(abs(v) for v in first) * mp.mpf(10) ** -20
+        total, error = mp.mpf(0), mp.mpf(0)
+        stack = [(a, b, phi, value, 0) for a, b, phi, value in zip(cuts[:-1], cuts[1:], phi_at, first)]
+        while stack:
+            a, b, phi_a, fine, depth = stack.pop()
+            coarse, _ = piece(self.COARSE, a, b, phi_a)
+            if abs(fine - coarse) <= tol or depth >= 40:
+                total, error = total + fine, error + abs(fine - coarse)
+                continue
+            mid = (a + b) / 2
+            left, phi_mid = piece(self.FINE, a, mid, phi_a)
+            right, _ = piece(self.FINE, mid, b, phi_mid)
+            stack += [(a, mid, phi_a, left, depth + 1), (mid, b, phi_mid, right, depth + 1)]
+        if error > abs(total) * mp.mpf(10) ** -16:
+            raise ArithmeticError(f"the qk quadrature's error estimate {error} exceeds 1e-16 of t = {total}")
+        return total
+
+
+@functools.lru_cache(maxsize=None)
+def _spectral_rule(n, prec):
+    """Gauss-Legendre nodes y_i and weights w_i on [-1, 1], and S with int_{-1}^{y_i} p = sum_j S_ij p(y_j)
+    for every polynomial p of degree < n: p = sum_k c_k P_k with c_k = (2k+1)/2 sum_j w_j P_k(y_j) p(y_j)
+    (Gauss is exact to degree 2n-1), and int_{-1}^{y} P_k = (P_{k+1}(y) - P_{k-1}(y)) / (2k+1) (y + 1 for k = 0)."""
+    with mp.workprec(prec):
+        return _spectral_rule_now(n)
+
+
+def _spectral_rule_now(n):
+    nodes, weights = mp.gauss_quadrature(n, "legendre")
+    nodes = [nodes[i] for i in range(n)]
+
+    def legendre(y):  # P_0(y) .. P_n(y) by the three-term recurrence
+        values = [mp.mpf(1), y]
+        for k in range(1, n):
+            values.append(((2 * k + 1) * y * values[k] - k * values[k - 1]) / (k + 1))
+        return values
+
+    at_nodes = [legendre(y) for y in nodes]
+    spectral = []
+    for y, p in zip(nodes, at_nodes):
+        integral = [y + 1] + [(p[k + 1] - p[k - 1]) / (2 * k + 1) for k in range(1, n)]
+        spectral.append([weights[j] * mp.fsum((2 * k + 1) / mp.mpf(2) * integral[k] * at_nodes[j][k] for k in range(n))
+                         for j in range(n)])
+    return nodes, [weights[i] for i in range(n)], spectral
+
+
 def _increasing_root(f, start):
     """Root of an increasing f, bracketed by steps 1, 2, 4, ... from ``start``."""
     step = mp.mpf(1)
@@ -152,9 +299,16 @@ def _bisect_secant(f, lo, hi):
     return root
 
 
-def reference(setting, param: str, rho: float, level: float, time: bool = True) -> dict:
-    """{'qk', 'ov', 'attn', 't'} (mpf) at ``mpmath.mp.dps`` = DPS."""
+def reference(setting, param: str, rho: float, level: float, time: bool = True, along_qk: bool | None = None) -> dict:
+    """{'qk', 'ov', 'attn', 't'} (mpf): the state at DPS digits; t by quadrature in ov (:meth:`Reference.time`)
+    or, ``along_qk`` (the default for a factorized QK circuit, whose qk(ov) costs a quadrature per root-finder
+    step), in qk at QK_DPS digits (:class:`TimeAlongQK`)."""
+    along_qk = param in ("FACO", "FAFO") if along_qk is None else along_qk
     with mp.workdps(DPS):
         ref = Reference(setting, param, rho)
         q, o, a = ref.state(level)
-        return {"qk": q, "ov": o, "attn": a, "t": ref.time(o) if time else None}
+        t = ref.time(o) if time and not along_qk else None
+    if time and along_qk:
+        with mp.workdps(QK_DPS):
+            t = TimeAlongQK(Reference(setting, param, rho)).time(q, o)
+    return {"qk": q, "ov": o, "attn": a, "t": t}

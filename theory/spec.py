@@ -16,7 +16,9 @@ plus what the rest of the model does:
   Euler (q' = q + dt k, k' = k + dt f(q)) or leapfrog (k_half = k + dt/2 f(q), q' = q + dt k_half,
   k' = k_half + dt/2 f(q')) act on every position, with f(q) = q A (``coupling="linear"``, A r x r) or
   f(q) = silu(q W_1) W_2 (``"mlp"``, ``hidden`` units, no biases, as :mod:`qkdyn.empirical.coupled`);
-  score_x = s q'_q . k'_x. dt is fixed or (``learn_dt``) a parameter; the coupling's parameters learn
+  score_x = s q'_q . k'_x. ``uncoupled`` is paper B's MLP-only control: Euler steps q' = q + dt f_q(q),
+  k' = k + dt f_k(k), two fields of the same form each acting on its own variable (so query and key never
+  mix). dt is fixed or (``learn_dt``) a parameter; the coupling's parameters learn
   with eta_QK. Init: the balanced factorized init for W_Q, W_K, A = ``coupling_init`` I (W_1, W_2
   all ``coupling_init``): with one Euler step the initial scores are the plain ones (k_q = 0 and the
   context queries are 0); with leapfrog or more steps f(q_q) already moves the query's own key, so
@@ -83,6 +85,7 @@ class CircuitSpec:
     steps: int = 1
     dt: float = 0.1
     learn_dt: bool = False
+    uncoupled: bool = False  # paper B's MLP-only control (module docstring); Euler only
     coupling: str = "linear"
     hidden: int = 4  # units of the coupling MLP
     coupling_init: float = 0.5  # A = coupling_init I, or every entry of W_1 and W_2
@@ -100,8 +103,12 @@ class CircuitSpec:
         _number(self.imbalance, "imbalance", positive=True)
         _number(self.weight_decay, "weight_decay", positive=False)
         _number(self.dt, "dt", positive=True)
-        if not isinstance(self.learn_dt, bool):
-            raise InputError(f"must be true or false, got {self.learn_dt!r}", "learn_dt")
+        for flag in ("learn_dt", "uncoupled"):
+            if not isinstance(getattr(self, flag), bool):
+                raise InputError(f"must be true or false, got {getattr(self, flag)!r}", flag)
+        if self.uncoupled and self.integrator != "euler":
+            raise InputError("must be false with the leapfrog integrator: the MLP-only control has no coupled "
+                             "field for a symplectic step (paper B updates q and k each from itself)", "uncoupled")
 
     @property
     def factorized(self) -> bool:

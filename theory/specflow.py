@@ -88,11 +88,12 @@ def chain(spec: Spec, circuit: str) -> tuple[Factor, ...]:
     if cs.form == "coupled":
         tokens = ("query", "distinct", "common")
         factors = [Factor("q", circuit, 0, 0, tokens, ("rinner",)), Factor("k", circuit, 1, 0, tokens, ("rinner",))]
-        if cs.coupling == "linear":
-            factors.append(Factor("A", circuit, 2, 0, ("rinner",), ("rinner",)))
-        else:
-            factors += [Factor("f1", circuit, 2, 0, ("rinner",), ("hinner",)),
-                        Factor("f2", circuit, 3, 0, ("hinner",), ("rinner",))]
+        for suffix in ("q", "k") if cs.uncoupled else ("",):  # the MLP-only control: one field per variable
+            if cs.coupling == "linear":
+                factors.append(Factor("A" + suffix, circuit, len(factors), 0, ("rinner",), ("rinner",)))
+            else:
+                factors += [Factor("f1" + suffix, circuit, len(factors), 0, ("rinner",), ("hinner",)),
+                            Factor("f2" + suffix, circuit, len(factors) + 1, 0, ("hinner",), ("rinner",))]
         if cs.learn_dt:
             factors.append(Factor("dt", circuit, len(factors), 0, ("unit",), ("unit",)))
         return tuple(factors)
@@ -243,27 +244,34 @@ def coupled_scores(spec: Spec, lookup: dict) -> dict:
     """W_QK[q, x]-equivalents of a coupled QK circuit: q'_q . k'_x / 1 per context token type x (the
     score over s). On the symmetric subspace every row W_Q[x, :], W_K[x, :] is c_x 1_r (one orbit per
     token type), f maps c 1_r to phi(c) 1_r with phi(c) = c (A_diag + (r-1) A_off) (linear) or
-    h w_2 silu(r w_1 c) (MLP), so the integrator acts on the scalars c and q'_q . k'_x = r q'_q k'_x."""
+    h w_2 silu(r w_1 c) (MLP), so the integrator acts on the scalars c and q'_q . k'_x = r q'_q k'_x. The
+    MLP-only control (``uncoupled``) has two such fields, phi_q on the query and phi_k on the key."""
     from qkdyn.theory.functions import expit
 
     cs, fixed = spec.qk, spec.token_weights is not None
     r = cs.rank
+    index = {f.name: f.index for f in chain(spec, "QK")}
     row = lambda j, kind, within=(): lookup[(j, orbits.Orbit((kind, "rinner"), (0,) if kind == "distinct" else (),
                                                              within, (0,) if kind == "common" else (), (0,)))]
-    if cs.coupling == "linear":
-        diag = lookup[(2, orbits.Orbit(("rinner", "rinner"), (), (), (), (0, 0)))]
-        off = lookup.get((2, orbits.Orbit(("rinner", "rinner"), (), (), (), (0, 1))), sp.S(0))
-        phi = lambda c: c * (diag + (r - 1) * off)
-    else:
-        w1 = lookup[(2, orbits.Orbit(("rinner", "hinner"), (), (), (), (0,), (0,)))]
-        w2 = lookup[(3, orbits.Orbit(("hinner", "rinner"), (), (), (), (0,), (0,)))]
-        phi = lambda c: cs.hidden * w2 * (r * w1 * c) * expit(r * w1 * c)
-    dt = lookup[(len(chain(spec, "QK")) - 1, orbits.Orbit(("unit", "unit"), (), (), (), ()))] if cs.learn_dt \
-        else sp.nsimplify(cs.dt)
+
+    def field(suffix: str):
+        """phi of the field named by ``suffix`` ("" coupled; "q", "k" the MLP-only control's two)."""
+        if cs.coupling == "linear":
+            diag = lookup[(index["A" + suffix], orbits.Orbit(("rinner", "rinner"), (), (), (), (0, 0)))]
+            off = lookup.get((index["A" + suffix], orbits.Orbit(("rinner", "rinner"), (), (), (), (0, 1))), sp.S(0))
+            return lambda c: c * (diag + (r - 1) * off)
+        w1 = lookup[(index["f1" + suffix], orbits.Orbit(("rinner", "hinner"), (), (), (), (0,), (0,)))]
+        w2 = lookup[(index["f2" + suffix], orbits.Orbit(("hinner", "rinner"), (), (), (), (0,), (0,)))]
+        return lambda c: cs.hidden * w2 * (r * w1 * c) * expit(r * w1 * c)
+
+    dt = lookup[(index["dt"], orbits.Orbit(("unit", "unit"), (), (), (), ()))] if cs.learn_dt else sp.nsimplify(cs.dt)
+    phi, phi_q, phi_k = (None, field("q"), field("k")) if cs.uncoupled else (field(""), None, None)
 
     def flow(q, k):
         for _ in range(cs.steps):
-            if cs.integrator == "euler":
+            if cs.uncoupled:
+                q, k = q + dt * phi_q(q), k + dt * phi_k(k)
+            elif cs.integrator == "euler":
                 q, k = q + dt * k, k + dt * phi(q)
             else:
                 half = k + dt / 2 * phi(q)
@@ -289,7 +297,7 @@ def _init_value(spec: Spec, entry: Entry) -> sp.Expr:
     if cs.form == "coupled" and factor.index >= 2:  # the coupling's own parameters
         if factor.name == "dt":
             return sp.nsimplify(cs.dt)
-        if factor.name == "A":
+        if factor.name.startswith("A"):
             return sp.nsimplify(cs.coupling_init) if orbit.ranks == (0, 0) else sp.S(0)
         return sp.nsimplify(cs.coupling_init)
     if cs.form == "coupled":  # W_Q, W_K: the balanced rank-r init of the plain product

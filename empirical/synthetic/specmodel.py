@@ -3,7 +3,8 @@ symmetric embedding.
 
 Each circuit is a chain of full matrices W_1 ... W_L (V x V when collapsed; V x w, w x w, ..., w x V
 when factorized, w = K for a class-aligned inner index, r for rank r), or for a coupled QK circuit
-W_Q, W_K (V x r), the coupling's A (r x r) or W_1 (r x h), W_2 (h x r), and dt when it learns; vocabulary indices as in
+W_Q, W_K (V x r), the coupling's A (r x r) or W_1 (r x h), W_2 (h x r) (two of them, one for q and one
+for k, in the MLP-only control), and dt when it learns; vocabulary indices as in
 :mod:`qkdyn.empirical.synthetic.layout`. With counts c of a context (plus the query once when it
 attends to itself), A_x = s W_QK[q, x], attn = softmax(A + log c), logits = W_OV[labels, :] attn;
 the loss is the cross-entropy or (1/2) sum_j (logit_j - y_j)^2, plus (lambda_c / 2) |theta_c|^2 per
@@ -62,13 +63,20 @@ class SpecHead(nn.Module):
         cs = self.spec.qk
         if cs.form != "coupled":
             return self.product("QK")[self.layout.query]
-        W = list(self.factors("QK"))
-        if cs.coupling == "linear":
-            field = lambda x: x @ W[2]
-        else:
-            field = lambda x: nn.functional.silu(x @ W[2]) @ W[3]
-        dt = W[-1].reshape(1) if cs.learn_dt else torch.tensor([cs.dt], dtype=DTYPE)
-        q, k = integrate(W[0][None], W[1][None], field, dt, cs.integrator, cs.steps)
+        W = dict(zip((f.name for f in self.chains["QK"]), self.factors("QK")))
+
+        def field(suffix: str):
+            if cs.coupling == "linear":
+                return lambda x: x @ W["A" + suffix]
+            return lambda x: nn.functional.silu(x @ W["f1" + suffix]) @ W["f2" + suffix]
+
+        dt = W["dt"].reshape(1) if cs.learn_dt else torch.tensor([cs.dt], dtype=DTYPE)
+        if cs.uncoupled:  # paper B's MLP-only control: q and k each from itself, Euler
+            q, k, f_q, f_k = W["q"], W["k"], field("q"), field("k")
+            for _ in range(cs.steps):
+                q, k = q + dt * f_q(q), k + dt * f_k(k)
+            return k @ q[self.layout.query]
+        q, k = integrate(W["q"][None], W["k"][None], field(""), dt, cs.integrator, cs.steps)
         return k[0] @ q[0, self.layout.query]
 
     def forward(self, counts: torch.Tensor) -> torch.Tensor:

@@ -256,7 +256,8 @@ class FullFlow:
         if "W_O" in offsets:
             C[offsets["W_O"]:offsets["W_O"] + K * r, offsets["W_V"]:offsets["W_V"] + r * n_ctx] = np.einsum(
                 "ij,lx->lijx", np.eye(r), d_B).reshape(K * r, r * n_ctx)
-        return J.T @ h_ff @ J + C + C.T
+        J_t = torch.as_tensor(J)  # the product in torch (one thread under one_thread(); see linearisation)
+        return (J_t.T @ torch.as_tensor(h_ff) @ J_t).numpy() + C + C.T
 
     @functools.cached_property
     def fix_basis(self) -> np.ndarray:
@@ -390,9 +391,10 @@ def linearisation(setting, until_loss: float, points: int = POINTS, param: str =
     tr = solve(setting, param, until_loss=until_loss, points=points)
     root = np.sqrt(flow.eta)
     thetas = [flow.embed(tr.state[:, i]) for i in range(len(tr.t))]
-    S = np.array([T.T @ (root[:, None] * flow.hessian(th) * root[None, :]) @ T for th in thetas])
-    # symmetric eigenproblems in torch: it honours torch.set_num_threads(1) (numpy's BLAS threads only contend)
-    S_t = torch.as_tensor(S)
+    # S_k = A^T H_k A, A = E^{1/2} T, batched; the products and the symmetric eigenproblems in torch: it
+    # honours torch.set_num_threads(1) (numpy's BLAS threads only contend; 16x slower on 2 busy cores)
+    A = torch.as_tensor(root[:, None] * T)
+    S_t = A.T @ torch.as_tensor(np.array([flow.hessian(th) for th in thetas])) @ A
     rate = torch.linalg.eigvalsh(-S_t).max(dim=1).values.numpy()
     dt = np.diff(tr.t)
     bound = np.concatenate([[0.0], np.cumsum(0.5 * dt * (rate[1:] + rate[:-1]))])

@@ -9,7 +9,7 @@ from qkdyn.errors import InputError
 from qkdyn.settingflags import add_setting_flags, setting_from_args
 
 HELP = ("attention, qk, ov and time where the loss first reaches each level, for each rho, from the first "
-        "integral (no ODE); CSV columns param,rho,loss,qk,ov,attn,t")
+        "integral (no ODE; for a circuit spec --spec FILE from ODE events); CSV columns param,rho,loss,qk,ov,attn,t")
 COLUMNS = ("param", "rho", "loss", "qk", "ov", "attn", "t")
 
 
@@ -45,7 +45,7 @@ def parse_list(text: str, field: str) -> list[float]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_setting_flags(parser)
+    add_setting_flags(parser, spec=True)
     parser.add_argument("--rho", required=True,
                         help="rho = eta_QK/eta_OV values: a,b,c or start:stop:num (log-spaced); eta_QK = rho * "
                         "eta_OV, so --eta-qk is not used")
@@ -72,16 +72,29 @@ def run(args: argparse.Namespace) -> int:
     # measured: ~10 KiB per grid point (path samples, quadrature panels and nodes, the CSV row)
     check_memory(16384 * len(rhos) * len(losses), f"a {len(rhos)} x {len(losses)} grid of rho and loss")
     check_writable(args.out)
-    result = sharpness(setting, args.param, rhos, losses, time=not args.no_time, grid=True)  # every rho x loss
-    rho_grid, loss_grid = np.meshgrid(result.axes["rho"], result.axes["loss"], indexing="ij")
+    if args.spec is not None:  # any circuit spec: ODE events (one solve per rho), t comes with them
+        from qkdyn.simulate.specsolve import spec_sharpness
+        from qkdyn.theory.spec import load
+
+        spec = load(args.spec)
+        spec.check_setting(setting)
+        name, result = spec.name, spec_sharpness(setting, spec, rhos, losses)
+        axes = {"rho": result.rho, "loss": result.loss}
+    else:
+        name = args.param
+        result = sharpness(setting, args.param, rhos, losses, time=not args.no_time, grid=True)  # every rho x loss
+        axes = result.axes
+    rho_grid, loss_grid = np.meshgrid(axes["rho"], axes["loss"], indexing="ij")
     columns = {"rho": rho_grid, "loss": loss_grid, "qk": result.qk, "ov": result.ov, "attn": result.attn,
-               "t": result.t if result.t is not None else None}
+               "t": result.t if result.t is not None and not args.no_time else None}
     with atomic_path(args.out) as tmp:
         with open(tmp, "w", newline="") as fh:
             writer = csv.writer(fh)
             writer.writerow(COLUMNS)
             for i in range(rho_grid.size):
-                writer.writerow([args.param] + [repr(float(columns[c].flat[i])) if columns[c] is not None else ""
+                writer.writerow([name] + [repr(float(columns[c].flat[i])) if columns[c] is not None else ""
                                                 for c in COLUMNS[1:]])
-    sys.stderr.write(f"{args.param}: {rho_grid.size} matched-loss points to {args.out}\n")
+    unreached = int(np.isnan(columns["attn"]).sum())
+    note = f" ({unreached} points not reached: their qk, ov, attn and t are nan)" if unreached else ""
+    sys.stderr.write(f"{name}: {rho_grid.size} matched-loss points to {args.out}{note}\n")
     return 0

@@ -6,7 +6,7 @@ import warnings
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
-from qkdyn.simulate import claims_sharpness, claims_theory, overview, phase
+from qkdyn.simulate import claims_coupled, claims_sharpness, claims_theory, overview, phase
 from qkdyn.theory.setting import Setting
 
 from qkdyn import figures
@@ -53,8 +53,12 @@ def test_every_theory_figure_renders_without_overlaps_and_with_labels(tmp_path, 
         phase.plot([phase.diagram(s, axis, np.geomspace(0.01, 100, 6), 4, 1e-2) for axis in phase.AXES], 1e-2, tmp_path)
         overview.trajectories_plot(s, 1e5, tmp_path)
         overview.phase_portrait(s, (0.1, 1.0), 1e4, tmp_path)
+        odds = np.array([[1.0, 2.0], [2.0, 3.0], [3.0, 4.0]])  # (rhos, levels): the layout needs no solve
+        claims_coupled.plot_matched_loss([0.1, 1.0, 10.0], [1e-2, 1e-3], {"CACO": odds, "FACO": odds + 1},
+                                         {"coupled/euler/linear/dt=0.2/A0=0.5": odds + 1.5,
+                                          "MLP-only/linear/dt=0.2/A0=0.5": odds + 2}, tmp_path)
     pngs = sorted(p.stem for p in tmp_path.glob("*.png"))
-    assert pngs == sorted(p.stem for p in tmp_path.glob("*.pdf")) and len(pngs) == 8
+    assert pngs == sorted(p.stem for p in tmp_path.glob("*.pdf")) and len(pngs) == 9
     assert all((tmp_path / f"{name}.pdf").read_bytes()[:5] == b"%PDF-" for name in pngs)
 
 

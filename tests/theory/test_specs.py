@@ -30,6 +30,7 @@ VARIANTS = {
     "coupled_euler_mlp_dt": Spec("coupled_euler_mlp_dt", qk=C("coupled", coupling="mlp", learn_dt=True, hidden=3)),
     "coupled_leapfrog_mlp_self": Spec("coupled_leapfrog_mlp_self", self_attention=True,
                                       qk=C("coupled", coupling="mlp", integrator="leapfrog")),
+    "mlp_only_control": Spec("mlp_only_control", qk=C("coupled", coupling="mlp", uncoupled=True, hidden=2)),
 }
 
 
@@ -180,6 +181,8 @@ def test_spec_files_and_their_errors(tmp_path):
         Spec(qk=C("coupled", inner="class"))
     with pytest.raises(InputError, match="ov.form"):
         Spec(ov=C("coupled"))
+    with pytest.raises(InputError, match="uncoupled"):
+        from_dict({"qk": {"form": "coupled", "uncoupled": True, "integrator": "leapfrog"}})
     (tmp_path / "x.toml").write_text("qk = [")
     with pytest.raises(InputError, match="not valid TOML"):
         qkdyn.load_spec(tmp_path / "x.toml")
@@ -271,3 +274,34 @@ def specs(draw):
 def test_a_hypothesis_sample_of_specs_passes_the_check(spec):
     result = qkdyn.check(spec)
     assert result.passed, f"{spec}: {result}"
+
+
+def test_spec_sharpness_from_ode_events_matches_the_closed_form():
+    """Matched loss of any spec by ODE events (simulate/specsolve.py): on FACO rebuilt as a spec it is the
+    closed form of qkdyn.sharpness (attn to 1e-9, t to 1e-7)."""
+    from qkdyn.simulate.sharpness import sharpness
+    from qkdyn.simulate.specsolve import spec_sharpness
+
+    setting = qkdyn.Setting()
+    events = spec_sharpness(setting, NAMED["FACO"], [0.1, 3.0], [1e-2, 1e-3])
+    closed = sharpness(setting, "FACO", [[0.1], [3.0]], [[1e-2, 1e-3]])
+    assert np.allclose(events.attn, closed.attn, rtol=0, atol=1e-9)
+    assert np.allclose(events.t, closed.t, rtol=1e-7)
+    assert np.allclose(events.qk, closed.qk, rtol=1e-8)
+
+
+def test_cli_sharpness_takes_a_spec(tmp_path, capsys):
+    from qkdyn.cli import main
+
+    spec = tmp_path / "c.json"
+    spec.write_text(json.dumps({"name": "cpl", "qk": {"form": "coupled", "dt": 0.2}}))
+    out = tmp_path / "sh.csv"
+    assert main(["sharpness", "--spec", str(spec), "--rho", "0.1,1", "--loss", "1e-2", "--out", str(out)]) == 0
+    assert "cpl: 2 matched-loss points" in capsys.readouterr().err
+    rows = out.read_text().splitlines()
+    assert rows[0] == "param,rho,loss,qk,ov,attn,t" and len(rows) == 3 and rows[1].startswith("cpl,0.1,0.01,")
+    attn = [float(r.split(",")[5]) for r in rows[1:]]
+    assert attn[1] > attn[0] > 0.5  # A4's direction, here from the events
+    assert main(["sharpness", "--spec", str(tmp_path / "none.json"), "--rho", "1", "--loss", "1e-2",
+                 "--out", str(tmp_path / "x.csv")]) == 2
+    assert "--spec cannot be read" in capsys.readouterr().err and not (tmp_path / "x.csv").exists()
