@@ -252,7 +252,6 @@ class _Problem:
         self.qk0, self.ov0 = qk0, ov0
         a, beta = (float(v) for v in compiled.line_scale(self.kappa, self.p))
         self.line = _QKLine(a, beta, setting.m, setting.n, qk0)
-        self.psi0 = self._psi(np.array([ov0]))[0]
         self.loss0 = float(compiled.loss(qk0, ov0, self.p))
         self.z0 = self.alpha(np.array([qk0]))[0] * ov0
         self.log_k1 = math.log(setting.classes - 1)
@@ -260,9 +259,15 @@ class _Problem:
         self.log_m_n = math.log(setting.m / setting.n)
         self.log_eta_ov = math.log(setting.eta_ov) if setting.eta_ov > 0 else -math.inf
 
-    def _psi(self, ov):
-        """Psi, even in ov (Psi' = ov / M_OV with M_OV even): the derived psi(|ov|), valid for either sign."""
-        return self.compiled.psi(np.abs(ov), self.p)
+    def _psi_gain(self, delta):
+        """Psi(ov0 + delta) - Psi(ov0), Psi even in ov (Psi' = ov / M_OV with M_OV even): the derived
+        Psi(|ov0| + s) - Psi(|ov0|) in factored form with s = |ov| - |ov0|, which is +-delta while ov keeps
+        the sign of ov0. Exact to round-off relative to the difference: subtracting two doubles would
+        lose eps Psi(ov0), which near ov0 moves qk by rho eps Psi(ov0) M_QK (issue 21)."""
+        ov = self.ov0 + delta
+        same_side = (ov >= 0) if self.ov0 >= 0 else (ov <= 0)
+        s = np.where(same_side, math.copysign(1.0, self.ov0) * delta, np.abs(ov) - abs(self.ov0))
+        return self.compiled.psi_gain(np.full_like(s, abs(self.ov0)), s, self.p)
 
     def alpha(self, qk):
         return self.compiled.attention(qk, self.p)
@@ -272,7 +277,11 @@ class _Problem:
 
     def qk_of_ov(self, ov, rho, polish: bool = True):
         """qk on the line at margin ov, and u (the line coordinate); ``polish``: see _QKLine.invert."""
-        u = self.line.invert(rho * (self._psi(ov) - self.psi0), polish)
+        return self.qk_of_offset(np.asarray(ov, dtype=float) - self.ov0, rho, polish)
+
+    def qk_of_offset(self, delta, rho, polish: bool = True):
+        """qk and u at ov = ov0 + delta, from delta itself (accurate where delta << ov0)."""
+        u = self.line.invert(rho * self._psi_gain(delta), polish)
         return self.line.q(u), u
 
     def state_at(self, zstar, rho):
@@ -392,15 +401,18 @@ class _Problem:
         weight = np.where(v_b > v_a, (v_levels - v_a) / np.where(v_b > v_a, v_b - v_a, 1.0), 0.0)
         edges = ov_path[rows, index] + np.clip(weight, 0, 1) * (ov_path[rows, index + 1] - ov_path[rows, index])
         edges[:, 0], edges[:, -1] = self.ov0, ov_star
-        # a factorized OV circuit keeps the sign of ov0 (0 is a saddle): x = log(sign ov)
-        sign = math.copysign(1.0, self.ov0) if self.factorized_ov else 1.0
-        x_edges = np.log(sign * edges) if self.factorized_ov else edges
-        mid, half = 0.5 * (x_edges[:, 1:] + x_edges[:, :-1]), 0.5 * (x_edges[:, 1:] - x_edges[:, :-1])
-        x = mid[:, :, None] + half[:, :, None] * _GL_X  # (points, panels, nodes)
-        ov = sign * np.exp(x) if self.factorized_ov else x
-        qk, _ = self.qk_of_ov(ov.ravel(), np.repeat(rho, panels * len(_GL_X)), polish)
-        log_f = self._log_dt_dov(ov.ravel(), qk).reshape(ov.shape)
+        # the integration variable measured from the start, y = x - x(ov0), so that nodes near ov0 keep
+        # their precision relative to the distance travelled: x = ov, or x = log |ov| for a factorized OV
+        # circuit (it keeps the sign of ov0: 0 is a saddle), where delta = ov0 expm1(y)
+        offsets = edges - self.ov0
+        y_edges = np.log1p(offsets / self.ov0) if self.factorized_ov else offsets
+        mid, half = 0.5 * (y_edges[:, 1:] + y_edges[:, :-1]), 0.5 * (y_edges[:, 1:] - y_edges[:, :-1])
+        y = mid[:, :, None] + half[:, :, None] * _GL_X  # (points, panels, nodes)
+        delta = (self.ov0 * np.expm1(y) if self.factorized_ov else y).ravel()
+        qk, _ = self.qk_of_offset(delta, np.repeat(rho, panels * len(_GL_X)), polish)
+        log_f = self._log_dt_dov(self.ov0 + delta, qk).reshape(y.shape)
         top = np.max(log_f, axis=(1, 2))
+        sign = math.copysign(1.0, self.ov0) if self.factorized_ov else 1.0  # y falls as |ov| shrinks
         scaled = np.sum(sign * half * np.sum(np.exp(log_f - top[:, None, None]) * _GL_W, axis=2), axis=1)
         with np.errstate(over="ignore", divide="ignore"):
             return np.exp(top + np.log(scaled))

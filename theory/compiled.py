@@ -24,7 +24,7 @@ import numpy as np
 from qkdyn.theory.setting import ALL_PARAMS
 
 _VECTOR = ("features", "attention", "loss", "invariants", "metrics", "balanced_metrics", "kappa", "dphi", "psi",
-           "line_scale", "ov_law", "qk_law", "qk_law_constant")
+           "psi_gain", "line_scale", "ov_law", "qk_law", "qk_law_constant")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +51,7 @@ class Compiled:
     kappa: Callable
     dphi: Callable
     psi: Callable
+    psi_gain: Callable  # Psi(a + s) - Psi(a) in factored form
     line_scale: Callable
     ov_law: Callable
     qk_law: Callable

@@ -21,6 +21,7 @@ Generated functions (x: the reduced state, p: Setting.numeric(); vector function
     balanced_metrics(qk, ov, kappa, p)        their closed forms on balanced states [vector]
     kappa(X, p)                               the conserved kappa of a factorized QK [vector]
     dphi(qk, kappa, p), psi(ov, p)            the line Phi(qk) - rho Psi(ov)       [vector]
+    psi_gain(a, s, p)                         Psi(a + s) - Psi(a), factored (no cancellation) [vector]
     line_scale(kappa, p) -> (A, beta)         its normal form (qkdyn.theory.sharpness) [vector]
     ov_law(t, p), qk_law(ov, p)               late-time laws (A3)                  [vector]
     LAW_POWERS = (i, j, d)                    their powers: e^qk / qk^i = C ov^d, e^ov / ov^j = T
@@ -49,6 +50,10 @@ def generate_source(name: str) -> str:
     named = invariants.first_integrals(d)
     dphi, _ = invariants.line_integrands(d)
     _, psi = invariants.line_coordinates(d)
+    # Psi(a + s) - Psi(a) as sympy factors it (e.g. c s (2a + s)): accurate to round-off relative to the
+    # difference itself, where the subtraction of two doubles would lose eps Psi(a) (issue 21)
+    start, step = sp.symbols("ov_start ov_step", real=True)
+    psi_gain = sp.factor(psi.subs(ov, start + step) - psi.subs(ov, start))
     laws = asymptotics.laws(d)
     qk_law = asymptotics.qk_law(name)
     power = int(sp.degree(qk_law.argument, ov))
@@ -84,6 +89,7 @@ def generate_source(name: str) -> str:
         ("kappa", [x, p], [invariants.kappa_of(d.qk_circuit)], [x], True),
         ("dphi", [qk, kappa, p], [dphi], [qk, kappa], True),
         ("psi", [ov, p], [psi], [ov], True),
+        ("psi_gain", [start, step, p], [psi_gain], [start, step], True),
         ("line_scale", [kappa, p], list(sharpness.line_normal_form(name)), [kappa], False),
         ("ov_law", [model.t, p], [laws["ov"].solution], [model.t], True),
         ("qk_law", [ov, p], [laws["qk"].solution], [ov], True),

@@ -42,6 +42,21 @@ def test_compiled_kernels_equal_the_sympy_expressions_on_random_states(param):
         assert compiled.state_loss(x, p) == pytest.approx(_exact(d.loss, values), rel=1e-13)
 
 
+@pytest.mark.parametrize("param", ALL_PARAMS)
+def test_psi_gain_is_the_difference_of_psi_to_round_off_even_for_tiny_steps(param):
+    """psi_gain(a, s) = Psi(a + s) - Psi(a) to 1e-14 of the difference itself, down to s = 1e-14 a, where
+    subtracting two doubles of Psi would keep only a few digits (the line near ov0: issue 21)."""
+    from qkdyn.theory import invariants
+
+    compiled, setting = load(param), Setting(classes=7, distinct=3)
+    _, psi = invariants.line_coordinates(model.derive(param))
+    values = dict(zip(model.PARAMS, setting.numeric()))
+    for a, s in ((1.7, 2.3e-14), (0.4, -1e-9), (3.0, 5.0), (0.0, 0.25)):
+        exact = float(sp.N((psi.subs(model.ov, sp.Rational(a) + sp.Rational(s)) - psi.subs(model.ov, sp.Rational(a)))
+                           .subs(values), 40))
+        assert float(compiled.psi_gain(a, s, setting.numeric())) == pytest.approx(exact, rel=1e-14)
+
+
 def test_vector_functions_return_arrays_of_the_input_shape():
     compiled, p = load("FAFO"), Setting().numeric()
     states = np.random.default_rng(1).normal(size=(len(compiled.variables), 7))

@@ -457,6 +457,11 @@ def psi(ov, _a1):
     return shaped((ov, ), (1/2)*numpy.sqrt(D)*ov*(K - 1))[0]
 
 
+def psi_gain(ov_start, ov_step, _a2):
+    (K, D, N, m, n, s, eta_QK, eta_OV, b) = _a2
+    return shaped((ov_start, ov_step, ), (1/2)*numpy.sqrt(D)*ov_step*(K - 1))[0]
+
+
 def line_scale(kappa, _a1):
     (K, D, N, m, n, s, eta_QK, eta_OV, b) = _a1
     _c0 = numpy.sqrt(D)
