@@ -10,8 +10,9 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	# CPU build of torch first, so the project's `torch>=2.2` installs nothing more.
-	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e '.[test]'
+	# (not --quiet: pip names each package as it goes, so a first `make` on a fresh clone shows progress)
+	$(BIN)/pip install --progress-bar off torch==2.13.0
+	$(BIN)/pip install --progress-bar off -e '.[test]'
 	# numba's compilation of the kernels and integrator, once here instead of in the first solves
 	$(BIN)/python -m qkdyn.simulate.warm
 	touch $(STAMP)

@@ -25,9 +25,10 @@ def _project_urls(meta) -> dict[str, str]:
 
 def test_installed_metadata_names_licence_authors_and_the_works_it_is_about():
     meta = importlib.metadata.metadata("qkdyn")
-    assert meta["License"] == "MIT"
+    # PEP 639: an SPDX expression and the licence file itself (no licence classifier beside them)
+    assert meta["License-Expression"] == "MIT" and "LICENSE" in (meta.get_all("License-File") or [])
     assert meta["Author"]
-    assert "License :: OSI Approved :: MIT License" in meta.get_all("Classifier")
+    assert not any(c.startswith("License ::") for c in meta.get_all("Classifier"))
     urls = _project_urls(meta)
     assert urls == URLS, f"installed Project-URLs {urls} (reinstall after editing pyproject.toml?)"
     # core metadata limits a label to 32 characters; no label may pose as qkdyn's own address
@@ -39,7 +40,7 @@ def test_pip_show_prints_them():
     pytest.importorskip("pip")
     out = subprocess.run([sys.executable, "-m", "pip", "show", "-v", "qkdyn"], capture_output=True, text=True,
                          timeout=60, check=True).stdout
-    assert "License: MIT" in out
+    assert "License-Expression: MIT" in out
     assert "Author: " in out and "Author: \n" not in out
     for label, url in URLS.items():
         assert f"{label}, {url}" in out
