@@ -128,8 +128,8 @@ def save_png(fig, path: str | os.PathLike) -> Path:
     with matplotlib.rc_context({"figure.constrained_layout.use": False, "figure.autolayout": False}):
         fig.set_layout_engine(None)
     for target, fmt in ((path, "png"), (path.with_suffix(".pdf"), "pdf")):
-        with atomic_path(target) as tmp:
-            fig.savefig(tmp, format=fmt, bbox_inches=box)
+        with atomic_path(target) as tmp:  # a PDF without its creation date: equal runs, equal bytes
+            fig.savefig(tmp, format=fmt, bbox_inches=box, metadata={"CreationDate": None} if fmt == "pdf" else None)
     for problem in problems:
         warnings.warn(f"{path.name}: {problem}", FigureLayoutWarning, stacklevel=2)
     plt.close(fig)

@@ -35,6 +35,22 @@ def test_the_layout_check_catches_a_planted_overlapping_label_and_an_unlabelled_
         figures.colorbar(fig, None, ax, "")
 
 
+def test_a_figure_saved_twice_is_the_same_bytes(tmp_path, monkeypatch):
+    """PNG and PDF of one figure drawn twice, a day apart by the clock matplotlib reads, are
+    byte-identical (the PDF carries no creation date), so a rerun of ``qkdyn verify`` rewrites figures/
+    unchanged."""
+    def draw(name, epoch):
+        monkeypatch.setenv("SOURCE_DATE_EPOCH", epoch)
+        fig, ax = plt.subplots()
+        ax.plot([1, 2, 3], [1, 4, 9])
+        ax.set(xlabel="x", ylabel="y")
+        return figures.save_png(fig, tmp_path / name)
+
+    first, second = draw("a.png", "0"), draw("b.png", "86400")
+    for suffix in (".png", ".pdf"):
+        assert first.with_suffix(suffix).read_bytes() == second.with_suffix(suffix).read_bytes()
+
+
 def test_every_theory_figure_renders_without_overlaps_and_with_labels(tmp_path, monkeypatch):
     from qkdyn.simulate.solve import solve
 
