@@ -71,6 +71,14 @@ def _overlap(a, b, pad: float = 1.0) -> bool:
     return min(a.x1, b.x1) - max(a.x0, b.x0) > pad and min(a.y1, b.y1) - max(a.y0, b.y0) > pad
 
 
+def _labelled_by_a_sibling(ax, which: str) -> bool:
+    """Whether an axes that shares ``ax``'s x or y axis (``sharey=True`` and ``label_outer``: one label per
+    row) carries that axis's label."""
+    shared = ax.get_shared_y_axes() if which == "y" else ax.get_shared_x_axes()
+    return any((other.get_ylabel() if which == "y" else other.get_xlabel())
+               for other in shared.get_siblings(ax) if other is not ax)
+
+
 def layout_problems(fig, *, drawn: bool = False) -> list[str]:
     """Every text artist that overlaps another axes or another axes' text, and every axes or colour
     bar without a label (tight bounding boxes from a full draw; ``drawn``: the figure's canvas holds
@@ -88,7 +96,7 @@ def layout_problems(fig, *, drawn: bool = False) -> list[str]:
                 problems.append(f"colour bar of {where} has no label")
         else:
             for which, label in (("x", ax.get_xlabel()), ("y", ax.get_ylabel())):
-                if not label:
+                if not label and not _labelled_by_a_sibling(ax, which):
                     problems.append(f"{where} has no {which} label")
         boxes[index] = _texts(ax, renderer)
     frames = {index: ax.get_window_extent(renderer) for index, ax in enumerate(axes)}

@@ -178,5 +178,6 @@ def _plot(diagrams: list[st.Diagram], runs: list[dict], figures: Path) -> str:
             ax.loglog(r["rho"], np.clip(r["measured size"], 1e-12, 1e12), "kx" if r["follows"] else "r*", ms=7)
         ax.axhline(st.TOLERANCE, color="k", ls=":", lw=0.8)
         ax.set(xlabel="rho = eta_QK / eta_OV", ylabel=f"relative transverse size at loss {d.level:g}", title=d.param)
+        ax.label_outer()  # one y label and one column of y ticks for the shared axis
     axes[0, 0].legend(fontsize=7, title=f"from {st.EPS:g}; x: flow follows, *: leaves", title_fontsize=7)
     return save(fig, figures, "stability_phase.png")

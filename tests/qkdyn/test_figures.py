@@ -29,6 +29,12 @@ def test_the_layout_check_catches_a_planted_overlapping_label_and_an_unlabelled_
     ax.set(xlabel="x")
     fig.colorbar(ax.pcolormesh(np.eye(2)), ax=ax)
     assert figures.layout_problems(fig) == ["axes 0 (untitled) has no y label", "colour bar of axes 1 (untitled) has no label"]
+    fig2, shared = plt.subplots(1, 2, sharey=True)
+    for a in shared:
+        a.set(xlabel="x", ylabel="y")
+        a.label_outer()  # the right panel's y label goes: its shared axis is labelled on the left
+    assert shared[1].get_ylabel() == "" and figures.layout_problems(fig2) == []
+    plt.close(fig2)
     with pytest.warns(figures.FigureLayoutWarning, match="planted.png: axes 0 .* has no y label"):
         figures.save_png(fig, tmp_path / "planted.png")
     with pytest.raises(ValueError, match="needs a label"):
