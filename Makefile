@@ -10,11 +10,12 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	# CPU build of torch first, so the project's `torch>=2.2` installs nothing more.
-	# (not --quiet: pip names each package as it goes, so a first `make` on a fresh clone shows progress)
-	$(BIN)/pip install --progress-bar off torch==2.13.0
-	$(BIN)/pip install --progress-bar off -e '.[test]'
+	# (not --quiet: pip names each package as it goes, and the heartbeat covers its silent unpacking, so a
+	# first `make` on a fresh clone shows progress at least every 15 s)
+	scripts/heartbeat.sh "pip (torch)" $(BIN)/pip install --progress-bar off torch==2.13.0
+	scripts/heartbeat.sh "pip (qkdyn[test])" $(BIN)/pip install --progress-bar off -e '.[test]'
 	# numba's compilation of the kernels and integrator, once here instead of in the first solves
-	$(BIN)/python -m qkdyn.simulate.warm
+	scripts/heartbeat.sh "numba warm-up" $(BIN)/python -m qkdyn.simulate.warm
 	touch $(STAMP)
 
 install: $(STAMP)
