@@ -139,21 +139,32 @@ def to_example(item: dict, max_len: int, verb_visible: bool = False) -> Example 
     return Example(tokens, item["label"], (rationale,), item["uid"])
 
 
-def load(path: str | Path, max_len: int = 64, verb_visible: bool = False) -> Splits:
-    """Read ``items.jsonl`` (a prepared directory or the file itself) into train/dev/test splits."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / "items.jsonl"
-    from qkdyn.errors import InputError
+def read_split_items(path: str | Path, filename: str, parse) -> dict[str, list]:
+    """The JSON lines of ``filename`` (in a prepared directory, or the file itself), each parsed by
+    ``parse(item, path, number) -> (example or None, doc)`` and grouped by its document's split
+    (:func:`split_of`); a line that is not JSON is one InputError naming it."""
     from qkdyn.jsonio import loads, read_lines
 
-    splits: dict[str, list[Example]] = {"train": [], "dev": [], "test": []}
+    path = Path(path)
+    if path.is_dir():
+        path = path / filename
+    splits: dict[str, list] = {"train": [], "dev": [], "test": []}
     for number, line in read_lines(path):
-        item = loads(line, str(path), number)
+        example, doc = parse(loads(line, str(path), number), path, number)
+        if example is not None:
+            splits[split_of(doc)].append(example)
+    return splits
+
+
+def load(path: str | Path, max_len: int = 64, verb_visible: bool = False) -> Splits:
+    """Read ``items.jsonl`` (a prepared directory or the file itself) into train/dev/test splits."""
+    from qkdyn.errors import InputError
+
+    def parse(item, path, number):
         if not isinstance(item, dict) or item.get("label") not in (0, 1) or isinstance(item.get("label"), bool) \
                 or not all(isinstance(item.get(k), int) for k in ("subject", "verb")):
             raise InputError(f"{path}: line {number}: not an item (label 0 or 1, integer subject and verb positions)")
-        example = to_example(item, max_len, verb_visible)
-        if example is not None:
-            splits[split_of(item["doc"])].append(example)
+        return to_example(item, max_len, verb_visible), item["doc"]
+
+    splits = read_split_items(path, "items.jsonl", parse)
     return Splits(splits["train"], splits["dev"], splits["test"], CLASSES)

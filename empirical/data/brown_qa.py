@@ -29,7 +29,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from qkdyn.empirical.data.brown import base_tag, parse_tagged, split_of
+from qkdyn.empirical.data.brown import base_tag, parse_tagged, read_split_items, split_of
 from qkdyn.empirical.data.examples_circuits import QAExample, Splits
 
 BLANK = "<blank>"
@@ -114,14 +114,8 @@ def prepare(unpacked: Path, out: Path) -> None:
 def load(path: str | Path) -> Splits:
     """Read ``qa.jsonl`` (a prepared directory or the file itself) into train/dev/test splits."""
     from qkdyn.errors import InputError
-    from qkdyn.jsonio import loads, read_lines
 
-    path = Path(path)
-    if path.is_dir():
-        path = path / "qa.jsonl"
-    splits: dict[str, list[QAExample]] = {"train": [], "dev": [], "test": []}
-    for number, line in read_lines(path):
-        item = loads(line, str(path), number)
+    def parse(item, path, number):
         span = item.get("span") if isinstance(item, dict) else None
         context = item.get("context") if isinstance(item, dict) else None
         if not (isinstance(span, list) and len(span) == 2 and all(type(s) is int for s in span)
@@ -129,7 +123,8 @@ def load(path: str | Path) -> Splits:
                 and isinstance(item.get("question"), list) and isinstance(item.get("doc"), str)):
             raise InputError(f"{path}: line {number}: not a QA item (question, context, span inside the context, doc)")
         first, last = span
-        example = QAExample(tuple(item["question"]), tuple(context), (first, last),
-                            (" ".join(context[first:last + 1]),), str(item.get("uid", number)))
-        splits[split_of(item["doc"])].append(example)
+        return QAExample(tuple(item["question"]), tuple(context), (first, last),
+                         (" ".join(context[first:last + 1]),), str(item.get("uid", number))), item["doc"]
+
+    splits = read_split_items(path, "qa.jsonl", parse)
     return Splits(splits["train"], splits["dev"], splits["test"])
