@@ -36,8 +36,37 @@ DEFAULT_T_CAP = 1e100
 METHODS = ("DOP853", "LSODA", "Radau", "BDF")
 
 
+class TrajectoryExports:
+    """The labelled exports of a sampled solution (:class:`Trajectory`, and a spec's
+    :class:`~qkdyn.simulate.specsolve.SpecTrajectory`): it has ``t``, ``state``, ``variables``,
+    ``param``, ``setting`` and the quantities ``qk``, ``ov``, ``attn``, ``loss``."""
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """CSV columns: t, qk, ov, attn, loss, then the raw reduced state."""
+        cols = {"t": self.t, "qk": self.qk, "ov": self.ov, "attn": self.attn, "loss": self.loss}
+        cols.update({name: self.state[i] for i, name in enumerate(self.variables)})
+        return cols
+
+    def to_csv(self, path) -> None:
+        """Write :meth:`columns` as CSV (header first, full precision) atomically: what ``qkdyn solve`` writes."""
+        from qkdyn.csvio import write_columns
+
+        write_columns(path, self.columns())
+
+    def to_pandas(self):
+        """:meth:`columns` as a ``pandas.DataFrame`` indexed by t; ``attrs`` holds ``param`` and the
+        Setting's fields (needs the ``frames`` extra: ``pip install qkdyn[frames]``)."""
+        import pandas as pd
+
+        columns = self.columns()
+        frame = pd.DataFrame({name: values for name, values in columns.items() if name != "t"},
+                             index=pd.Index(columns["t"], name="t"))
+        frame.attrs = {"param": self.param, **dataclasses.asdict(self.setting)}
+        return frame
+
+
 @dataclasses.dataclass
-class Trajectory:
+class Trajectory(TrajectoryExports):
     """A solution sampled at times ``t``; the quantities of docs/setting.md section 2 as properties, and
     labelled exports (:meth:`to_pandas`, :meth:`to_xarray`, :meth:`to_csv`)."""
 
@@ -110,28 +139,6 @@ class Trajectory:
         out["line"] = float(np.max(np.abs(line - line[0])) / np.max(np.maximum(np.abs(phi), self.setting.rho * np.abs(psi))))
         return out
 
-    def columns(self) -> dict[str, np.ndarray]:
-        """CSV columns: t, qk, ov, attn, loss, then the raw reduced state."""
-        cols = {"t": self.t, "qk": self.qk, "ov": self.ov, "attn": self.attn, "loss": self.loss}
-        cols.update({name: self.state[i] for i, name in enumerate(self.variables)})
-        return cols
-
-    def to_csv(self, path) -> None:
-        """Write :meth:`columns` as CSV (header first, full precision) atomically: what ``qkdyn solve`` writes."""
-        from qkdyn.csvio import write_columns
-
-        write_columns(path, self.columns())
-
-    def to_pandas(self):
-        """:meth:`columns` as a ``pandas.DataFrame`` indexed by t; ``attrs`` holds ``param`` and the
-        Setting's fields (needs the ``frames`` extra: ``pip install qkdyn[frames]``)."""
-        import pandas as pd
-
-        columns = self.columns()
-        frame = pd.DataFrame({name: values for name, values in columns.items() if name != "t"},
-                             index=pd.Index(columns["t"], name="t"))
-        frame.attrs = {"param": self.param, **dataclasses.asdict(self.setting)}
-        return frame
 
     def to_xarray(self):
         """:meth:`columns` as an ``xarray.Dataset`` over the dimension t; ``attrs`` as in :meth:`to_pandas`."""

@@ -16,7 +16,7 @@ from typing import Sequence
 import numpy as np
 
 from qkdyn.errors import InputError
-from qkdyn.simulate.solve import integrate_flow
+from qkdyn.simulate.solve import TrajectoryExports, integrate_flow
 from qkdyn.theory.setting import Setting
 from qkdyn.theory.spec import Spec
 
@@ -50,8 +50,9 @@ class _Field:
 
 
 @dataclasses.dataclass
-class SpecTrajectory:
-    """A spec's solution sampled at times ``t``: the reduced state and the quantities of docs/setting.md."""
+class SpecTrajectory(TrajectoryExports):
+    """A spec's solution sampled at times ``t``: the reduced state and the quantities of docs/setting.md,
+    with the same exports as :class:`~qkdyn.simulate.solve.Trajectory`."""
 
     spec: Spec
     setting: Setting
@@ -97,11 +98,6 @@ class SpecTrajectory:
         """log(attn / (1 - attn)), from attn (the spec's attention need not be a logistic of qk)."""
         return np.log(self.attn) - np.log1p(-self.attn)
 
-    def columns(self) -> dict[str, np.ndarray]:
-        """CSV columns: t, qk, ov, attn, loss, then the raw reduced state (as ``qkdyn solve`` writes)."""
-        cols = {"t": self.t, **self._values}
-        cols.update({name: self.state[i] for i, name in enumerate(self.variables)})
-        return cols
 
 
 def solve_spec(setting: Setting, spec: Spec, *, t_max: float | None = None, until_loss: float | None = None,
