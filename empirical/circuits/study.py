@@ -250,9 +250,7 @@ class CircuitsStudy(Study):
             f"{cfg['optimizer']} lr {cfg['lr']:g} (the all-parameters arm: R x that), batch {cfg['batch_size']}, "
             f"{sum(map(len, results.values()))} runs (1 torch thread each), {self.seconds(records)[0] / 60:.1f} CPU "
             "minutes summed over them (training and final evaluation).",
-            (f"Criterion: each run trains until its running training loss (mean over {cfg['eval_every']} steps) is "
-             f"below {target:g}, within {cfg['epochs']:g} epochs; steps trained and the loss at the stop are in the "
-             "table." if target > 0 else f"Criterion: a fixed {cfg['epochs']:g} epochs per run (no target loss).")]
+            self._criterion(cfg, [r for runs in results.values() for r in runs])]
         payload = {"task": self.task, "arms": list(results), "seeds": sorted({r["config"]["seed"] for r in
                                                                               results["same lr"]}),
                    "config": cfg, "performance_key": self.performance_key, "target_loss": target,
@@ -260,6 +258,23 @@ class CircuitsStudy(Study):
                    "notes": notes + list(self.report_notes), "plots": [Path(p).name for p in paths]}
         atomic.write_text(Path(figures) / f"{self.task}.json", json.dumps(payload, indent=1))
         return []
+
+    def _criterion(self, cfg: dict, results: list[dict]) -> str:
+        """The report's line on the training criterion: target, cap, how many runs reached the target."""
+        target = cfg["target_loss"]
+        if not target > 0:
+            return f"Criterion: a fixed {cfg['epochs']:g} epochs per run (no target loss)."
+        reached = sum(bool(r.get("target_reached")) for r in results)
+        source = (" It is the task's stated target (`TARGET_LOSS` in empirical/circuits/study.py), chosen from "
+                  "calibration runs so that every compared arm can reach it within the cap (docs/authors-experiments.md, "
+                  "'Matched training loss in the circuits study')." if target == TARGET_LOSS.get(self.task) else "")
+        cap = (f"{cfg['max_steps']} steps" if cfg["max_steps"] > 0
+               else f"{cfg['epochs']:g} epochs = {results[0].get('planned_steps')} steps")
+        return (f"Criterion: each run trains until its running training loss (mean over {cfg['eval_every']} steps) is "
+                f"at most {target:g}, within a cap of {cap} (the warm-up and the schedule span the cap); a run that "
+                "hits the cap has not reached the "
+                f"target and makes every claim it enters inconclusive. {reached} of {len(results)} runs reached it; "
+                f"steps trained and the loss at the stop are in the table.{source}")
 
     @staticmethod
     def seconds(records) -> tuple[float, float]:
