@@ -29,15 +29,17 @@ from qkdyn.studies import RunSpec, Study
 
 HANDCHECK = "brown_sva_handcheck.tsv"  # package data: 30 hand-checked Brown SVA items
 #: the stated training criterion per task for the cpu budget: stop once the running training loss
-#: (mean over the evaluation interval) is below this. brown-sva: a calibration run of the same-lr arm
-#: (seed 0, cpu preset, 8 epochs) logged 0.13 at 2.9 epochs and 0.079 at 3.7; the others are not
-#: calibrated yet (an arm that misses its target makes the claim inconclusive, it is not hidden).
+#: (mean over the evaluation interval) is below this, a target every compared arm can reach within the
+#: cap (an arm that misses it makes the claim inconclusive, it is not hidden). brown-sva: 0.12, not 0.1:
+#: within the 12-epoch cap the all x30 arm (every rate 3e-2) reached 0.1 at 2300 steps in seed 0 but not
+#: in seed 1 (0.112 at 3100 steps, 0.106 at the cap, 3276), while the same-lr and QK x30 arms pass 0.1 by
+#: 900 steps; vader, hatexplain, sva and squad are not calibrated yet.
 #: brown-qa (per answer token and <eos>, cpu preset, base lr 5e-4 over the 4-epoch cap): 2.0, not the
 #: 1.8 of the first probe: at 1.8 the QK x10 arm (seed 0) logged 1.83 at 5000 steps and 1.79 only in the
 #: last, partial interval of its cap (6220 steps, rate at 0), so 1.8 is at that arm's floor; it passed 2.0
 #: at 3750 steps (1.98) and the same-lr arm at 1750 (1.82), dev attention mass 0.25 / 0.16 against
 #: uniform attention's 0.027 (both have learned to attend)
-TARGET_LOSS = {"brown-sva": 0.1, "vader": 0.35, "hatexplain": 0.6, "sva": 0.2, "squad": 1.5, "brown-qa": 2.0}
+TARGET_LOSS = {"brown-sva": 0.12, "vader": 0.35, "hatexplain": 0.6, "sva": 0.2, "squad": 1.5, "brown-qa": 2.0}
 #: the rates of every arm of a run: (QK-group multiplier, base-rate multiplier, QK group without the embedding)
 ARMS = {"qk": lambda r: (r, 1.0, False), "all": lambda r: (1.0, r, False), "qk-noemb": lambda r: (r, 1.0, True)}
 
