@@ -210,13 +210,24 @@ def from_dict(record: dict) -> Spec:
     return Spec(**fields)
 
 
+#: a spec is a few lines; a file above this bound is not one (and is refused before it fills memory)
+MAX_SPEC_BYTES = 1 << 20
+
+
 def load(path) -> Spec:
-    """Read a spec from a ``.toml`` or ``.json`` file (data only: nothing in it is executed)."""
+    """Read a spec from a ``.toml`` or ``.json`` file (data only: nothing in it is executed). The file must
+    be a regular file of at most :data:`MAX_SPEC_BYTES` (a FIFO or a device node is refused before it is
+    read, :mod:`qkdyn.inputs`); every error names the file and, for a bad field, the field."""
+    from qkdyn.inputs import read_text
+
     path = Path(path)
+    if path.suffix not in (".toml", ".json"):
+        raise InputError(f"must be a .toml or .json file, got {path.name!r}", "spec")
     try:
-        text = path.read_text()
-    except OSError as exc:
-        raise InputError(f"cannot be read: {path}: {exc.strerror or exc}", "spec") from None
+        text = read_text(path, MAX_SPEC_BYTES, "spec")
+    except InputError as exc:
+        problem = exc.problem.removeprefix("spec ")  # "cannot read spec file P: why", "spec path P is a FIFO; ..."
+        raise InputError(problem.replace("cannot read spec file ", "cannot be read: ", 1), "spec") from None
     if path.suffix == ".toml":
         try:
             import tomllib
@@ -226,13 +237,16 @@ def load(path) -> Spec:
             record = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise InputError(f"is not valid TOML: {path}: {exc}", "spec") from None
-    elif path.suffix == ".json":
+    else:
         try:
             record = json.loads(text)
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, RecursionError) as exc:
             raise InputError(f"is not valid JSON: {path}: {exc}", "spec") from None
-    else:
-        raise InputError(f"must be a .toml or .json file, got {path.name!r}", "spec")
     if isinstance(record, dict):
         record.setdefault("name", path.stem)
-    return from_dict(record)
+    try:
+        return from_dict(record)
+    except InputError as exc:
+        if exc.field in (None, "spec"):
+            raise InputError(f"{path}: {exc.problem}", "spec") from None
+        raise InputError(f"{path}: field {exc.field} {exc.problem}", "spec") from None
