@@ -49,6 +49,13 @@ def test_named_specs_rebuild_todays_derivation(name):
     # the loss: softplus(log(K-1) - g (u - w) / (g + n)), g = m e^{s(a-b)}, is today's softplus(log(K-1) - alpha ov)
     argument = d.loss.args[0]
     assert isinstance(d.loss, type(old.loss)) and sp.simplify((argument - old.loss.args[0]).rewrite(sp.exp)) == 0
+    # the ODEs, symbolically: both are dx_i/dt = -(eta_c / w_i) softplus'(arg) d arg/dx_i with equal args
+    # (above) and equal w_i, so they agree iff every d arg/dx_i agrees (rational in the exponentials)
+    for v, mine_rhs, old_rhs in zip(d.variables, d.rhs, old.rhs):
+        eta = model.ETA[v.circuit]
+        assert mine_rhs == -(eta / v.orbit) * sp.diff(d.loss, v.symbol)
+        assert old_rhs == -(eta / v.orbit) * sp.diff(old.loss, v.symbol)
+        assert _rational_zero(sp.diff(argument, v.symbol) - sp.diff(old.loss.args[0], v.symbol)), v.name
     compiled, rng = load(name), np.random.default_rng(1)
     setting = qkdyn.Setting(classes=3, distinct=2, commons=4, m=3, n=5, scale=0.7, eta_qk=1.3, eta_ov=0.6)
     rhs = qkdyn_spec_rhs(name)
@@ -73,6 +80,13 @@ def test_named_specs_find_todays_invariants(name):
             for feature in d.seen[circuit.variables[0].circuit]:
                 lie = sum(sp.diff(invariant, x) * sp.diff(feature, x) / w for x, w in zip(symbols, orbit))
                 assert sp.expand(sp.together(lie).as_numer_denom()[0]) == 0
+
+
+def _rational_zero(expr) -> bool:
+    """expr == 0 identically, for an expression rational in exponentials (each replaced by a positive symbol)."""
+    expr = sp.powsimp(sp.expand(expr.rewrite(sp.exp)))
+    symbols = {e: sp.Symbol(f"X{i}", positive=True) for i, e in enumerate(expr.atoms(sp.exp))}
+    return sp.cancel(sp.together(expr.subs(symbols))) == 0
 
 
 def qkdyn_spec_rhs(name):
