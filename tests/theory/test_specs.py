@@ -319,3 +319,19 @@ def test_cli_sharpness_takes_a_spec(tmp_path, capsys):
     assert main(["sharpness", "--spec", str(tmp_path / "none.json"), "--rho", "1", "--loss", "1e-2",
                  "--out", str(tmp_path / "x.csv")]) == 2
     assert "--spec cannot be read" in capsys.readouterr().err and not (tmp_path / "x.csv").exists()
+
+
+def test_the_paper_form_is_the_caco_model_at_the_authors_constants():
+    """The authors' two-variable form (divisors M b^2, b (M-1)) is the full CACO model at D = b,
+    s = sqrt(N / (b (N + K b))): autograd on the full matrices gives its d(qk, ov)/dt to round-off and its
+    flow; at the setting's own scale (not the authors' constant) the same check fails (negative control)."""
+    from qkdyn.speccheck import check_paper, paper_model
+
+    setting = qkdyn.Setting(classes=3, commons=2, m=2, n=3, eta_qk=1.7, eta_ov=0.6, qk0=0.3, ov0=0.4, b=2.0)
+    result = qkdyn.check("paper", setting)
+    assert result.passed and result.rhs_error <= 1e-12 and result.flow_moved > 1e-2, str(result)
+    assert paper_model(setting).distinct == 2 and abs(paper_model(setting).scale ** 2 - 2 / (2 * (2 + 6))) < 1e-15
+    wrong = check_paper(setting, model_setting=paper_model(setting).replace(scale=1.0))
+    assert not wrong.passed and wrong.rhs_error > 0.1
+    with pytest.raises(InputError, match="whole number"):
+        paper_model(setting.replace(b=2.5))
