@@ -23,7 +23,7 @@ import math
 import numpy as np
 
 from qkdyn.theory.setting import Setting
-from qkdyn.theory.spec import NAMED, Spec
+from qkdyn.theory.spec import NAMED, Spec, paper_model
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,22 +120,6 @@ def _check(spec, setting, points, t_flow, rtol, flow_rtol, seed, derivation) -> 
     if flow_error > flow_rtol:
         lines.append(f"flow to t = {t_flow:g}: {flow_bad} off by {flow_error:.2e} (relative)")
     return CheckResult(spec.name, rhs_error, off, flow_error, moved, rtol, flow_rtol, tuple(lines))
-
-
-def paper_model(setting: Setting) -> Setting:
-    """The setting of the circuit model whose (qk, ov) flow is the authors' reduced form ``paper`` at
-    ``setting`` (docs/setting.md section 7): the CACO model (:data:`~qkdyn.theory.spec.NAMED`) with M = K
-    classes, D = b distinct tokens per class (b must be a whole number: the model has b tokens) and the
-    scale s = sqrt(N / (b (N + K b))), at which M_QK = s^2 (1/(KD) + 1/N) is the authors' 1/(M b^2) and
-    M_OV = 1/((K-1) D) their 1/(b (M-1)). Everything else (N, m, n, rates, init) is the setting's."""
-    from qkdyn.errors import InputError
-
-    b = setting.b
-    if b != int(b):
-        raise InputError(f"must be a whole number for a circuit model of the paper form (b distinct tokens per "
-                         f"class), got {b!r}", "b")
-    b = int(b)
-    return setting.replace(distinct=b, scale=math.sqrt(setting.commons / (b * (setting.commons + setting.classes * b))))
 
 
 def check_paper(setting: Setting | None = None, *, points: int = 3, t_flow: float = 1.0, rtol: float = 1e-9,

@@ -35,8 +35,9 @@ plus what the rest of the model does:
 
 Specs are frozen and hashable (derivations are cached per spec). :func:`load` reads one from a small
 TOML or JSON file; every error in it is an :class:`~qkdyn.errors.InputError` naming the field.
-:data:`NAMED` holds the four exact forms of ``qkdyn.PARAMS`` as specs (``paper``, the authors'
-two-variable system, is not a circuit model and stays a named form of its own).
+:data:`NAMED` holds the four exact forms of ``qkdyn.PARAMS`` as specs. ``paper``, the authors'
+two-variable system, is the CACO spec at the authors' constants: :func:`paper_model` maps a setting
+to that model's (its (qk, ov) flow is the authors' form exactly; ``qkdyn.check("paper")`` tests it).
 """
 from __future__ import annotations
 
@@ -177,6 +178,21 @@ NAMED = {
     "CAFO": Spec("CAFO", ov=CircuitSpec("factorized", inner="class")),
     "FAFO": Spec("FAFO", qk=CircuitSpec("factorized"), ov=CircuitSpec("factorized", inner="class")),
 }
+
+def paper_model(setting):
+    """The authors' reduced form ``paper`` as a spec: it is ``NAMED["CACO"]`` at the Setting returned here.
+    That circuit model has M = K classes, D = b distinct tokens per class (b must be a whole number) and
+    the scale s = sqrt(N / (b (N + K b))), at which M_QK = s^2 (1/(KD) + 1/N) is the authors' 1/(M b^2) and
+    M_OV = 1/((K-1) D) their 1/(b (M-1)), so its (qk, ov) flow is the authors' (mu_QK, mu_OV) flow
+    exactly; everything else (N, m, n, rates, init) is ``setting``'s. ``qkdyn.check("paper")`` checks it
+    against the full matrices."""
+    b = setting.b
+    if b != int(b):
+        raise InputError(f"must be a whole number for a circuit model of the paper form (b distinct tokens per "
+                         f"class), got {b!r}", "b")
+    b = int(b)
+    return setting.replace(distinct=b, scale=math.sqrt(setting.commons / (b * (setting.commons + setting.classes * b))))
+
 
 _CIRCUIT_FIELDS = {f.name for f in dataclasses.fields(CircuitSpec)}
 _SPEC_FIELDS = {f.name for f in dataclasses.fields(Spec)}

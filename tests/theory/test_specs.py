@@ -335,3 +335,16 @@ def test_the_paper_form_is_the_caco_model_at_the_authors_constants():
     assert not wrong.passed and wrong.rhs_error > 0.1
     with pytest.raises(InputError, match="whole number"):
         paper_model(setting.replace(b=2.5))
+
+
+def test_the_paper_form_as_a_spec_reproduces_its_trajectory():
+    """qkdyn.solve of the paper form and of the CACO spec at paper_model(setting): the same (qk, ov, loss)."""
+    from qkdyn.theory.spec import paper_model
+
+    setting = qkdyn.Setting(classes=3, commons=4, m=3, n=5, eta_qk=4.0, qk0=0.2, ov0=0.1, b=3.0)
+    paper = qkdyn.solve(setting, "paper", t_max=1e12, points=30)
+    spec = qkdyn.solve(paper_model(setting), NAMED["CACO"], t_max=1e12, points=30)
+    assert np.array_equal(paper.t, spec.t)
+    for name in ("qk", "ov", "attn", "loss"):
+        a, b = getattr(paper, name), getattr(spec, name)
+        assert np.abs(a - b).max() <= 1e-9 * max(np.abs(a).max(), 1.0), name
