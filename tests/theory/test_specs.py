@@ -245,6 +245,8 @@ def test_cli_derive_and_solve_take_a_spec(tmp_path, capsys):
     record = json.loads(capsys.readouterr().out)
     assert [v["name"] for v in record["variables"]][:3] == ["q_query", "k_distinct", "k_common"]
     assert record["variables"][0]["orbit_size"] == "2"
+    closed = record["closed forms (first-integral line, late-time laws, matched loss)"]
+    assert closed["first-integral line"].startswith("no first integral") and "not softplus" in closed["first-integral line"]
     out = tmp_path / "s.csv"
     assert main(["solve", "--spec", str(spec), "--classes", "3", "--distinct", "2", "--commons", "3",
                  "--t-max", "1e4", "--points", "20", "--out", str(out)]) == 0
