@@ -31,7 +31,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 
-import mpmath
 import numpy as np
 import sympy as sp
 
@@ -69,7 +68,6 @@ def reduces(spec: Spec) -> tuple[bool, str]:
                        "depends on the state beyond (qk, ov)")
     d = derive_spec(spec)
     target = sp.log(1 + (PARAMS[0] - 1) * sp.exp(-attention(d.qk) * d.ov))
-    mpmath.mp.dps = 30
     for point in _random_points(d.symbols, 3, seed=0):
         gap = sp.N((d.loss - target).rewrite(sp.exp).subs(point), 30)
         if abs(complex(gap)) > 1e-20:
