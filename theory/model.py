@@ -231,8 +231,22 @@ def circuits(name: str) -> tuple[Circuit, Circuit]:
 
 
 @functools.lru_cache(maxsize=None)
-def derive(name: str) -> Derivation:
-    """Derive the reduced gradient flow (1) and its Jacobian for parameterisation ``name``."""
+def derive(name) -> Derivation:
+    """Derive the reduced gradient flow (1) and its Jacobian for parameterisation ``name``. A
+    :class:`~qkdyn.theory.spec.Spec` that is an exact form's model gives that form's derivation, so every
+    closed form keyed by a form (line normal form, laws, A4) takes such a spec; any other spec raises
+    :class:`~qkdyn.theory.invariants.NotDerived` saying so."""
+    from qkdyn.theory.spec import Spec
+
+    if isinstance(name, Spec):
+        from qkdyn.theory.invariants import NotDerived
+        from qkdyn.theory.specclosed import exact_form
+
+        if exact_form(name) is None:
+            raise NotDerived(f"{name.name} is not the model of an exact form, so their closed forms (the line's "
+                             "normal form, the late-time laws, matched loss in closed form) are not derived for it; "
+                             "qkdyn.derive(spec).not_derived says what follows for it")
+        return derive(exact_form(name))
     qk_c, ov_c = circuits(name)
     loss = reduced_loss(qk_c.feature, ov_c.feature)
     variables = qk_c.variables + ov_c.variables

@@ -107,3 +107,13 @@ def test_sharpness_takes_a_spec_closed_form_or_events():
     assert np.all(events.attn[1] > events.attn[0])  # A4's direction, read off the events
     with pytest.raises(qkdyn.InputError, match="one Setting"):
         qkdyn.sharpness({"m": [2, 3]}, Spec("events", qk=C("factorized", depth=3)), rho=1.0, loss=1e-2)
+
+
+def test_closed_forms_keyed_by_a_form_take_a_spec_or_say_why_not():
+    from qkdyn.theory import asymptotics, sharpness
+
+    assert model.derive(Spec("mine", qk=C("factorized"))) is model.derive("FACO")
+    assert sharpness.line_normal_form(Spec("mine")) == sharpness.line_normal_form("CACO")
+    for closed_form in (sharpness.line_normal_form, asymptotics.ov_law, asymptotics.log_t_exponents):
+        with pytest.raises(invariants.NotDerived, match="depth3_qk is not the model of an exact form"):
+            closed_form(DEPTH3)
