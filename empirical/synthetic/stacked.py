@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 from qkdyn.empirical.synthetic import observe, reduced, train
-from qkdyn.empirical.synthetic.model import AttentionHead
+from qkdyn.empirical.synthetic.model import AttentionHead, log_counts as log_counts_of
 from qkdyn.errors import InputError
 
 
@@ -125,7 +125,7 @@ def _program(setting, arms: list[Arm]) -> dict[Arm, list[dict]]:
             log_counts, labels, weights = (f.expand(len(alive), *f.shape) for f in population)
         else:
             counts, labels, weights = (torch.stack(f) for f in zip(*batches))
-            log_counts = torch.log(counts)
+            log_counts = log_counts_of(counts)
         u, W, o, v = params
         attn = torch.softmax(scale * torch.bmm(u, W.transpose(1, 2)) + log_counts, dim=-1)
         logits = torch.bmm(attn, torch.bmm(o, v).transpose(1, 2))
