@@ -256,3 +256,33 @@ def evaluate(taus, hs, ys, Fs, query):
         _dense(taus[step], hs[step], ys[step], Fs[step], query[q], work)
         out[:, q] = work
     return out
+
+
+@njit(cache=_CACHE, error_model="numpy")
+def integrate_many(f, g, P, X0, tau_end, rtol, atol, levels, terminal):
+    """:func:`integrate` for every row of the parameter vectors ``P`` and initial states ``X0`` (one
+    form, the same horizon and levels), in one compiled loop. Returns (status, steps, nfev, event_tau)
+    per trajectory (arrays, event_tau (S, levels)) and the dense tables of all of them concatenated:
+    (taus, hs, ys, Fs, first) with trajectory i's steps at first[i]:first[i + 1]. Each trajectory's
+    numbers are those of its own :func:`integrate` call (the same function, the same inputs)."""
+    S, n = X0.shape
+    status, steps, nfev = np.empty(S, np.int64), np.empty(S, np.int64), np.empty(S, np.int64)
+    event_tau = np.empty((S, levels.size))
+    first = np.zeros(S + 1, np.int64)
+    capacity = 128 * S
+    taus, hs = np.empty(capacity), np.empty(capacity)
+    ys, Fs = np.empty((capacity, n)), np.empty((capacity, _POWER, n))
+    for i in range(S):
+        status[i], steps[i], nfev[i], crossed, t_i, h_i, y_i, F_i = integrate(
+            f, g, P[i], X0[i], tau_end, rtol, atol, levels, terminal)
+        event_tau[i] = crossed
+        end = first[i] + t_i.size
+        if end > capacity:
+            capacity = max(2 * capacity, end)
+            taus, hs = np.concatenate((taus, np.empty(capacity - taus.size))), np.concatenate((hs, np.empty(capacity - hs.size)))
+            ys = np.concatenate((ys, np.empty((capacity - ys.shape[0], n))))
+            Fs = np.concatenate((Fs, np.empty((capacity - Fs.shape[0], _POWER, n))))
+        taus[first[i]:end], hs[first[i]:end], ys[first[i]:end], Fs[first[i]:end] = t_i, h_i, y_i, F_i
+        first[i + 1] = end
+    return status, steps, nfev, event_tau, taus, hs, ys, Fs, first
+
