@@ -133,14 +133,20 @@ def sweep(setting: Setting, taus: np.ndarray, y0: list, jitted) -> None:
         print(f"  {name:22s} {statistics.median(times[name]) / len(SWEEP) * 1e3:8.3f} ms  max rel. error "
               f"{errors[name]:.1e}{tail}")
     if jitted is not None:
-        target = errors["diffrax Tsit5 vmap"]
-        matched = [name for name in names if errors[name] <= target]
-        if matched:
-            ratio = statistics.median(a / b for a, b in zip(times["diffrax Tsit5 vmap"], times[matched[0]]))
-            print(f"  at equal accuracy (qkdyn's loosest rtol with an error <= diffrax's {target:.1e}: {matched[0]}): "
-                  f"diffrax vmap/qkdyn = {ratio:.2f}x ({'at least as fast' if ratio >= 1 else 'BELOW the 1x target'})")
-        else:
-            print(f"  at equal accuracy: no qkdyn tolerance tried reaches diffrax's error {target:.1e}")
+        equal_accuracy(times, errors, "diffrax Tsit5 vmap", names)
+
+
+def equal_accuracy(times: dict, errors: dict, peer: str, ours: list[str]) -> None:
+    """Print the peer's time / qkdyn's at qkdyn's loosest tolerance (``ours``: loosest first) whose
+    error is at most the peer's (median over the rounds of the per-round ratio)."""
+    target = errors[peer]
+    matched = [name for name in ours if errors[name] <= target]
+    if not matched:
+        print(f"  at equal accuracy: no qkdyn tolerance tried reaches {peer}'s error {target:.1e}")
+        return
+    ratio = statistics.median(a / b for a, b in zip(times[peer], times[matched[0]]))
+    print(f"  at equal accuracy (qkdyn's loosest rtol with an error <= {peer}'s {target:.1e}: {matched[0]}): "
+          f"{peer}/qkdyn = {ratio:.2f}x ({'at least as fast' if ratio >= 1 else 'BELOW the 1x target'})")
 
 
 def first_call(cold: bool) -> tuple[float, float]:
@@ -197,14 +203,7 @@ def main() -> None:
         print(f"  {name:18s} {statistics.median(times[name]) * 1e3:8.2f} ms  max rel. error {errors[name]:.1e}{tail}")
     if jitted is not None:
         print(f"  (diffrax's one-off jit compile: {compile_s:.2f} CPU-s, not counted above)")
-        target = errors["diffrax Tsit5 jit"]
-        matched = [name for name in ("qkdyn.solve", *(f"qkdyn rtol {r:.0e}" for r in TIGHTER)) if errors[name] <= target]
-        if matched:
-            ratio = statistics.median(a / b for a, b in zip(times["diffrax Tsit5 jit"], times[matched[0]]))
-            print(f"  at equal accuracy (qkdyn's loosest rtol with an error <= diffrax's {target:.1e}: {matched[0]}): "
-                  f"diffrax/qkdyn = {ratio:.2f}x")
-        else:
-            print(f"  at equal accuracy: no qkdyn tolerance tried reaches diffrax's error {target:.1e}")
+        equal_accuracy(times, errors, "diffrax Tsit5 jit", ["qkdyn.solve", *(f"qkdyn rtol {r:.0e}" for r in TIGHTER)])
 
     sweep(setting, taus, y0, jitted)
 
