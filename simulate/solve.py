@@ -244,9 +244,9 @@ def _start(compiled, setting: Setting, t_max, until_loss, at, record_losses) -> 
     """(parameter vector, initial state, loss levels, horizon) of one setting, its inputs checked."""
     p = setting.numeric()
     x0 = compiled.init(p, setting.qk0, setting.ov0)
-    loss0 = compiled.state_loss(x0, p)
     levels = list(record_losses)
     if until_loss is not None:
+        loss0 = compiled.state_loss(x0, p)
         if not (math.isfinite(until_loss) and 0 < until_loss < loss0):
             raise InputError(f"must lie in (0, {loss0:.6g}) (the initial loss), got {until_loss!r}", "until_loss")
         levels.append(until_loss)
