@@ -5,17 +5,17 @@ Variants are timed in alternating rounds (median of the rounds) so that a shared
 affects them alike. Prints tokens/s per variant and the slowdown ratio standard / variant (the
 issue's aim: under 1.3x for coupled at n = 1).
 
-The step's allocator: a minimal training loop (``tiny`` GPT, 2048 tokens a step, vocabulary 8192: 64 MiB
-logit buffers, AdamW) run in two fresh processes, with glibc's default allocator and with
-:func:`qkdyn.empirical.coupled.train.keep_freed_memory` (what ``qkdyn lm`` sets on CPU); prints the CPU time
-(user + system) of each and the ratio default / kept (> 1: the setting saves time).
+The step's allocator: the minimal training loop (``tiny`` GPT, 2048 tokens a step, vocabulary 8192: 64 MiB
+logit buffers, AdamW) with glibc's default allocator and with
+:func:`qkdyn.empirical.coupled.train.keep_freed_memory` (what ``qkdyn lm`` sets on CPU): the CPU time
+(user + system) of each in fresh processes and the ratio default / kept (> 1: the setting saves time).
 
 The whole ``qkdyn lm`` process against the minimal loop: the same model (``tiny``, vocabulary 8192, standard
 attention), 2048 tokens a step, the same number of AdamW steps, one torch thread each, every run a fresh
 process; ``qkdyn lm`` on a generated text file with its BPE cache filled by an untimed first run, so it
 pays its import, data loading, schedule, clipping, logging, the final evaluation (capped at 2048
 validation tokens) and checkpoint. Rounds interleaved; prints the median over rounds of qkdyn lm CPU /
-minimal loop CPU (target: <= 1.1).
+minimal loop CPU (target: <= 1.1), and the same against the minimal loop given qkdyn lm's allocator setting.
 """
 import os
 import resource
@@ -65,7 +65,6 @@ def main(rounds: int = 5, iters: int = 10, batch: int = 16) -> dict:
     med = {name: statistics.median(v) for name, v in speed.items()}
     for name, v in med.items():
         print(f"{name:22s} {v:10.0f} tokens/s   slowdown vs standard x{med['standard'] / v:.3f}")
-    allocator()
     lm_process()
     return med
 
@@ -101,17 +100,6 @@ def _minimal_command(steps: int, keep: bool) -> list[str]:
     return [sys.executable, "-c", f"from benchmarks.bench_coupled import minimal_loop; minimal_loop({steps}, {keep})"]
 
 
-def allocator(steps: int = 30) -> float:
-    """CPU seconds of the minimal loop in a fresh process, default allocator / kept memory."""
-    cpu = {keep: child_cpu(_minimal_command(steps, keep)) for keep in (False, True)}
-    for keep, (user, system) in cpu.items():
-        print(f"minimal LM loop, {'kept freed memory' if keep else 'default allocator'}: {user + system:.2f} s CPU "
-              f"({system:.2f} s system) for {steps} steps of 2048 tokens")
-    ratio = sum(cpu[False]) / sum(cpu[True])
-    print(f"allocator setting of qkdyn lm: default / kept CPU time = {ratio:.2f}")
-    return ratio
-
-
 def lm_process(steps: int = 30, rounds: int = 3) -> float:
     """Median over interleaved rounds of CPU(qkdyn lm process) / CPU(minimal loop process), same model,
     tokens and steps, one thread each (module docstring)."""
@@ -129,18 +117,23 @@ def lm_process(steps: int = 30, rounds: int = 3) -> float:
                     "--max-steps", str(max_steps), "--eval-tokens", "2048", "--threads", "1", "--no-progress"]
 
         child_cpu(lm("warm", 1), env)  # learns the BPE once (cached): not timed
-        ratios, times = [], []
+        sides = {"minimal": lambda r: _minimal_command(steps, False), "minimal, kept": lambda r: _minimal_command(steps, True),
+                 "qkdyn lm": lambda r: lm(f"run{r}", steps)}
+        cpu = {name: [] for name in sides}
         for r in range(rounds):
-            plain = child_cpu(_minimal_command(steps, False), env)
-            ours = child_cpu(lm(f"run{r}", steps), env)
-            ratios.append(sum(ours) / sum(plain))
-            times.append((plain, ours))
-    ratio = statistics.median(ratios)
-    (pu, ps), (ou, os_) = times[ratios.index(ratio)] if rounds % 2 else times[-1]
-    print(f"qkdyn lm process vs minimal loop ({steps} steps of 2048 tokens, vocabulary {VOCAB}, 1 thread): "
-          f"{ou + os_:.2f} s CPU ({os_:.2f} s system) vs {pu + ps:.2f} s ({ps:.2f} s system); "
-          f"qkdyn lm / minimal = {ratio:.2f} (rounds {', '.join(f'{x:.2f}' for x in ratios)}; "
-          f"{'within' if ratio <= 1.1 else 'OVER'} the 1.1 target)")
+            for name, command in sides.items():
+                cpu[name].append(child_cpu(command(r), env))
+    total = {name: [sum(c) for c in runs] for name, runs in cpu.items()}
+    print(f"whole process, {steps} steps of 2048 tokens, vocabulary {VOCAB}, 1 thread, CPU (median of {rounds} "
+          "interleaved rounds):")
+    for name, runs in cpu.items():
+        print(f"  {name:14s} {statistics.median(total[name]):6.2f} s ({statistics.median(s for _, s in runs):.2f} s system)")
+    ratio = statistics.median(a / b for a, b in zip(total["qkdyn lm"], total["minimal"]))
+    kept = statistics.median(a / b for a, b in zip(total["qkdyn lm"], total["minimal, kept"]))
+    allocator = statistics.median(a / b for a, b in zip(total["minimal"], total["minimal, kept"]))
+    print(f"  allocator setting of qkdyn lm (keep_freed_memory): minimal / minimal kept = {allocator:.2f}")
+    print(f"  qkdyn lm process / minimal loop = {ratio:.2f} ({'within' if ratio <= 1.1 else 'OVER'} the 1.1 target); "
+          f"/ the minimal loop with kept freed memory = {kept:.2f}")
     return ratio
 
 
