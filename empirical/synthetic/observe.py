@@ -21,7 +21,7 @@ def observer(param: str, setting, test_size: int = 2048, seed: int = 12345) -> C
     """A function model -> row dict (columns: qk, ov, attn, loss, reduced variables, acc, sym_dist)."""
     compiled, p = load(param), setting.numeric()
     counts, labels, _ = data.sample(setting, test_size, torch.Generator().manual_seed(seed))
-    log_c = log_counts(counts)  # once per observer
+    log_c = log_counts(counts)  # the fixed test batch takes its log once
 
     @torch.no_grad()
     def observe(model: AttentionHead) -> dict:
