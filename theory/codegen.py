@@ -156,5 +156,11 @@ def kernel_wrappers(dim: int, nparams: int) -> str:
     (numba first-class functions on raw pointers, so the integrator is compiled once for all forms)."""
     return (f"@field_kernel\ndef rhs_kernel(x, p, out):\n"
             f"    rhs_into(carray(x, ({dim},)), carray(p, ({nparams},)), carray(out, ({dim},)))\n\n\n"
-            f"@scalar_kernel\ndef loss_kernel(x, p):\n"
-            f"    return state_loss(carray(x, ({dim},)), carray(p, ({nparams},)))\n")
+            + scalar_wrapper("loss_kernel", "state_loss", dim, nparams))
+
+
+def scalar_wrapper(name: str, inner: str, dim: int, nparams: int) -> str:
+    """A C-callable ``double name(double *x, double *p)`` returning the numba kernel ``inner(x, p)`` on
+    arrays of ``dim`` and ``nparams`` doubles (called through its address by other compiled code)."""
+    return (f"@scalar_kernel\ndef {name}(x, p):\n"
+            f"    return {inner}(carray(x, ({dim},)), carray(p, ({nparams},)))\n")
