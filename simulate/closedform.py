@@ -55,11 +55,16 @@ LOG_DOUBLE_MAX = math.log(np.finfo(float).max)
 _CENTER = MAX_TABLE_PANELS + 2  # the table grows both ways from u0 at this index of its buffers
 _CAPACITY = 2 * MAX_TABLE_PANELS + 6
 
-#: fields of a problem row and of a line row (one per setting)
-PROBLEM = ("qk0", "ov0", "kappa", "log_m_n", "log_k1", "log_eta_ov", "factorized_ov")
-LINE = ("a", "beta", "m", "n", "u0")
+#: the constants of one setting, a row of ``constants`` (the line's A, beta, m, n, u0 and the problem's rest)
+CONSTANTS = ("a", "beta", "m", "n", "u0", "qk0", "ov0", "kappa", "log_m_n", "log_k1", "log_eta_ov", "factorized_ov")
+_A, _BETA, _M, _N, _U0, _QK0, _OV0, _KAPPA, _LOG_MN, _LOG_K1, _LOG_ETA, _FOV = range(len(CONSTANTS))
+#: rows of the table's ``tab`` (edges, offsets G(edge) - G(u0), Phi at the edges, inverse built) and the
+#: columns of its ``coef`` (integral coefficients, then the inverse's)
+_EDGES, _OFFSETS, _AT, _BUILT = range(4)
+_INV = CHEB_DEG + 2
 
 _jit = njit(cache=_CACHE, error_model="numpy")
+_inline = njit(cache=_CACHE, error_model="numpy", inline="always")  # small helpers: no call boundary, no refcounts
 
 
 @intrinsic
@@ -72,23 +77,23 @@ def _call_unary(typingctx, address, x):
     return types.float64(address, x), codegen
 
 
-@_jit
-def _clenshaw(x, c):
-    """sum_j c[j] T_j(x)."""
+@_inline
+def _clenshaw(x, coef, row, first, count):
+    """sum_j c[j] T_j(x), c = coef[row, first:first + count]."""
     b1 = 0.0
     b2 = 0.0
     two_x = 2 * x
-    for j in range(c.size - 1, 0, -1):
-        b1, b2 = c[j] + two_x * b1 - b2, b1
-    return c[0] + x * b1 - b2
+    for j in range(count - 1, 0, -1):
+        b1, b2 = coef[row, first + j] + two_x * b1 - b2, b1
+    return coef[row, first] + x * b1 - b2
 
 
-@_jit
+@_inline
 def _clip(x, lo, hi):
     return hi if x > hi else lo if x < lo else x
 
 
-@_jit
+@_inline
 def _logaddexp0(y):
     """log(1 + e^y) (numpy's logaddexp(0, y))."""
     if y == 0.0:
@@ -96,20 +101,20 @@ def _logaddexp0(y):
     return y + math.log1p(math.exp(-y)) if y > 0 else math.log1p(math.exp(y))
 
 
-@_jit
-def _search(values, start, stop, x, right):
-    """numpy's searchsorted(values[start:stop], x, side) as an index into values."""
+@_inline
+def _search(values, row, start, stop, x, right):
+    """numpy's searchsorted(values[row, start:stop], x, side) as an index into the row."""
     lo, hi = start, stop
     while lo < hi:
         mid = (lo + hi) // 2
-        if values[mid] < x or (right and values[mid] == x):
+        if values[row, mid] < x or (right and values[row, mid] == x):
             lo = mid + 1
         else:
             hi = mid
     return lo
 
 
-@_jit
+@_inline
 def _split(lo, hi):
     """Bisection point of [lo, hi]: the midpoint, or, for a bracket much wider than its distance from
     0, lo + sqrt(w (hi - lo)), w = max(|lo|, 1) (a bracket spanning 1e300 shrinks in about ten steps)."""
@@ -117,7 +122,7 @@ def _split(lo, hi):
     return lo + math.sqrt(scale * width) if width > 4 * scale else lo + 0.5 * width
 
 
-@_jit
+@_inline
 def _rtsafe_step(x, value, slope, lo, hi, before_last, last, convex, tol):
     """One step of the safeguarded Newton iteration for a root of an increasing function: Newton, or
     bisection when it leaves [lo, hi] or (unless ``convex``: Newton from above is then monotone) does
@@ -140,114 +145,108 @@ def _rtsafe_step(x, value, slope, lo, hi, before_last, last, convex, tol):
     return new, lo, hi, last, step, done
 
 
-# -- the line ------------------------------------------------------------------------------------------
+# -- the line (c: the setting's constants; tab, coef, ext: the factorized-QK table) ---------------------
 
-@_jit
-def _q(line, u):
-    return line[1] * math.sinh(u) if line[1] > 0 else u
-
-
-@_jit
-def _dq(line, u):
-    return line[1] * math.cosh(u) if line[1] > 0 else 1.0
+@_inline
+def _q(c, u):
+    return c[_BETA] * math.sinh(u) if c[_BETA] > 0 else u
 
 
-@_jit
-def _dphi(line, u):
+@_inline
+def _dq(c, u):
+    return c[_BETA] * math.cosh(u) if c[_BETA] > 0 else 1.0
+
+
+@_inline
+def _dphi(c, u):
     """dPhi/du = (A/n)(m e^{q(u)} + n)."""
-    return line[0] / line[3] * (line[2] * math.exp(_q(line, u)) + line[3])
+    return c[_A] / c[_N] * (c[_M] * math.exp(_q(c, u)) + c[_N])
 
 
-@_jit
-def _phi(line, table, u):
+@_inline
+def _phi(c, tab, coef, ext, u):
     """Phi(u) - Phi(u0) = (A/n)(m (G(u) - G(u0)) + n (u - u0))."""
-    a, beta, m, n, u0 = line[0], line[1], line[2], line[3], line[4]
-    if beta > 0:
-        edges, coef, offsets, _, _, _, ext = table
-        i = min(max(_search(edges, ext[0], ext[1], u, True) - 1, ext[0]), ext[1] - 2)
-        left, right = edges[i], edges[i + 1]
-        g = offsets[i] + 0.5 * (right - left) * _clenshaw((2 * u - left - right) / (right - left), coef[i])
+    if c[_BETA] > 0:
+        i = min(max(_search(tab, _EDGES, ext[0], ext[1], u, True) - 1, ext[0]), ext[1] - 2)
+        left, right = tab[_EDGES, i], tab[_EDGES, i + 1]
+        g = tab[_OFFSETS, i] + 0.5 * (right - left) * _clenshaw((2 * u - left - right) / (right - left), coef, i, 0,
+                                                               CHEB_DEG + 2)
     else:
-        g = math.exp(u0) * math.expm1(u - u0)
-    return a / n * (m * g + n * (u - u0))
+        g = math.exp(c[_U0]) * math.expm1(u - c[_U0])
+    return c[_A] / c[_N] * (c[_M] * g + c[_N] * (u - c[_U0]))
 
 
 @_jit
-def _panel(line, left, right, out):
-    """Chebyshev coefficients (into ``out``) of int_left^u e^{beta sinh v} dv on [left, right]; its total."""
+def _panel(c, left, right, coef, row):
+    """Chebyshev coefficients (into coef[row, :16]) of int_left^u e^{beta sinh v} dv on [left, right];
+    returns its total."""
     half, mid = 0.5 * (right - left), 0.5 * (left + right)
     values = np.empty(CHEB_DEG + 1)
     for k in range(CHEB_DEG + 1):
-        values[k] = math.exp(line[1] * math.sinh(mid + half * CHEB_X[k]))
-    c = CHEB_FIT @ values
-    out[:] = 0.0  # numpy's chebint(c, lbnd=-1)
-    out[1] = c[0]
-    out[2] = c[1] / 4
+        values[k] = math.exp(c[_BETA] * math.sinh(mid + half * CHEB_X[k]))
+    fit = CHEB_FIT @ values
+    coef[row, :_INV] = 0.0  # numpy's chebint(fit, lbnd=-1)
+    coef[row, 1] = fit[0]
+    coef[row, 2] = fit[1] / 4
     for j in range(2, CHEB_DEG + 1):
-        out[j + 1] = c[j] / (2 * (j + 1))
-        out[j - 1] -= c[j] / (2 * (j - 1))
-    out[0] -= _clenshaw(-1.0, out)
-    return half * _clenshaw(1.0, out)
+        coef[row, j + 1] = fit[j] / (2 * (j + 1))
+        coef[row, j - 1] -= fit[j] / (2 * (j - 1))
+    coef[row, 0] -= _clenshaw(-1.0, coef, row, 0, _INV)
+    return half * _clenshaw(1.0, coef, row, 0, _INV)
 
 
-@_jit
-def _width(line, at):
+@_inline
+def _width(c, at):
     """Panel width in u: the exponent beta sinh u changes by at most 1 across a panel."""
-    return min(0.5, 1.0 / (line[1] * math.cosh(abs(at) + 0.5)))
+    return min(0.5, 1.0 / (c[_BETA] * math.cosh(abs(at) + 0.5)))
+
+
+@_inline
+def _new_edge(c, tab, i, edge, offset):
+    tab[_EDGES, i], tab[_OFFSETS, i], tab[_BUILT, i] = edge, offset, 0.0
+    tab[_AT, i] = c[_A] / c[_N] * (c[_M] * offset + c[_N] * (edge - c[_U0]))
 
 
 @_jit
-def _new_edge(line, table, i):
-    edges, _, offsets, at, _, built, _ = table
-    at[i] = line[0] / line[3] * (line[2] * offsets[i] + line[3] * (edges[i] - line[4]))
-    built[i] = False
-
-
-@_jit
-def _cover(line, table, lam_lo, lam_hi):
+def _cover(c, tab, coef, ext, lam_lo, lam_hi):
     """Extend the factorized-QK table until Phi - Phi(qk0) spans [lam_lo, lam_hi]."""
-    a, beta, m, n, u0 = line[0], line[1], line[2], line[3], line[4]
-    edges, coef, offsets, at, _, _, ext = table
-    while at[ext[1] - 1] < lam_hi:
+    while tab[_AT, ext[1] - 1] < lam_hi:
         last = ext[1] - 1
-        right = edges[last] + _width(line, edges[last])
-        total = _panel(line, edges[last], right, coef[last])
-        edges[last + 1], offsets[last + 1] = right, offsets[last] + total
+        right = tab[_EDGES, last] + _width(c, tab[_EDGES, last])
+        total = _panel(c, tab[_EDGES, last], right, coef, last)
+        _new_edge(c, tab, last + 1, right, tab[_OFFSETS, last] + total)
         ext[1] += 1
-        _new_edge(line, table, last + 1)
         if ext[1] - ext[0] > MAX_TABLE_PANELS:  # qk grows by 1 per panel: e^qk would overflow long before
             raise RuntimeError("factorized-QK table: more than 20000 panels")
-    while at[ext[0]] > lam_lo:
+    while tab[_AT, ext[0]] > lam_lo:
         first = ext[0]
-        if beta * math.sinh(edges[first]) < -TAIL:
+        if c[_BETA] * math.sinh(tab[_EDGES, first]) < -TAIL:
             # e^{beta sinh u} < e^-TAIL from here down: G is constant, Phi linear in u, and one panel with
             # zero coefficients reaches lam_lo (qk may be below -1e300)
-            edges[first - 1], offsets[first - 1] = u0 + lam_lo / a - m / n * offsets[first] - 1.0, offsets[first]
-            coef[first - 1, :] = 0.0
+            coef[first - 1, :_INV] = 0.0
+            _new_edge(c, tab, first - 1, c[_U0] + lam_lo / c[_A] - c[_M] / c[_N] * tab[_OFFSETS, first] - 1.0,
+                      tab[_OFFSETS, first])
             ext[0] -= 1
-            _new_edge(line, table, first - 1)
             break
-        left = edges[first] - _width(line, edges[first])
-        total = _panel(line, left, edges[first], coef[first - 1])
-        edges[first - 1], offsets[first - 1] = left, offsets[first] - total
+        left = tab[_EDGES, first] - _width(c, tab[_EDGES, first])
+        total = _panel(c, left, tab[_EDGES, first], coef, first - 1)
+        _new_edge(c, tab, first - 1, left, tab[_OFFSETS, first] - total)
         ext[0] -= 1
-        _new_edge(line, table, first - 1)
-        if ext[1] - ext[0] > MAX_TABLE_PANELS:  # qk grows by 1 per panel: e^qk would overflow long before
+        if ext[1] - ext[0] > MAX_TABLE_PANELS:
             raise RuntimeError("factorized-QK table: more than 20000 panels")
     if ext[1] - ext[0] == 1:  # at least one panel, so that lookups always find one
         first = ext[0]
-        right = edges[first] + _width(line, edges[first])
-        edges[first + 1], offsets[first + 1] = right, _panel(line, edges[first], right, coef[first])
+        right = tab[_EDGES, first] + _width(c, tab[_EDGES, first])
+        _new_edge(c, tab, first + 1, right, _panel(c, tab[_EDGES, first], right, coef, first))
         ext[1] += 1
-        _new_edge(line, table, first + 1)
 
 
 @_jit
-def _newton_line(line, table, lam, lo, hi, u):
+def _newton_line(c, tab, coef, ext, lam, lo, hi, u):
     """u in [lo, hi] with Phi(u) - Phi(u0) = lam (Phi increasing and convex: monotone Newton)."""
     before_last, last = math.inf, math.inf
     for _ in range(200):
-        value, slope = _phi(line, table, u) - lam, _dphi(line, u)
+        value, slope = _phi(c, tab, coef, ext, u) - lam, _dphi(c, u)
         u, lo, hi, before_last, last, done = _rtsafe_step(u, value, slope, lo, hi, before_last, last, True, 1e-13)
         if done:
             return u
@@ -255,101 +254,99 @@ def _newton_line(line, table, lam, lo, hi, u):
 
 
 @_jit
-def _solve_on_table(line, table, lam):
+def _solve_on_table(c, tab, coef, ext, lam):
     """Newton on the table from a cubic Hermite interpolation of u(Phi) across the panel holding lam."""
-    edges, _, _, at, _, _, ext = table
-    i = min(max(_search(at, ext[0], ext[1], lam, False) - 1, ext[0]), ext[1] - 2)
-    lo, hi = edges[i], edges[i + 1]
-    width = at[i + 1] - at[i]
-    t = _clip((lam - at[i]) / width, 0.0, 1.0)
-    slope_lo, slope_hi = width / _dphi(line, lo), width / _dphi(line, hi)
+    i = min(max(_search(tab, _AT, ext[0], ext[1], lam, False) - 1, ext[0]), ext[1] - 2)
+    lo, hi = tab[_EDGES, i], tab[_EDGES, i + 1]
+    width = tab[_AT, i + 1] - tab[_AT, i]
+    t = _clip((lam - tab[_AT, i]) / width, 0.0, 1.0)
+    slope_lo, slope_hi = width / _dphi(c, lo), width / _dphi(c, hi)
     start = _clip((2 * t**3 - 3 * t**2 + 1) * lo + (t**3 - 2 * t**2 + t) * slope_lo
                   + (3 * t**2 - 2 * t**3) * hi + (t**3 - t**2) * slope_hi, lo, hi)
-    return _newton_line(line, table, lam, lo, hi, start)
+    return _newton_line(c, tab, coef, ext, lam, lo, hi, start)
 
 
 @_jit
-def _from_inverse_table(line, table, lam):
+def _from_inverse_table(c, tab, coef, ext, lam):
     """u(lam) from the Chebyshev series of the inverse on the panel holding lam (built on first use
     from exact inversions at its Chebyshev nodes)."""
-    edges, _, _, at, inverse, built, ext = table
-    i = min(max(_search(at, ext[0], ext[1], lam, False) - 1, ext[0]), ext[1] - 2)
-    if not built[i]:
+    i = min(max(_search(tab, _AT, ext[0], ext[1], lam, False) - 1, ext[0]), ext[1] - 2)
+    at_lo, at_hi = tab[_AT, i], tab[_AT, i + 1]
+    if tab[_BUILT, i] == 0.0:
         nodes = np.empty(CHEB_DEG + 1)
         for k in range(CHEB_DEG + 1):
-            nodes[k] = _solve_on_table(line, table, 0.5 * (at[i] + at[i + 1]) + 0.5 * (at[i + 1] - at[i]) * CHEB_X[k])
-        inverse[i, :] = CHEB_FIT @ nodes
-        built[i] = True
-    x = _clip((2 * lam - at[i] - at[i + 1]) / (at[i + 1] - at[i]), -1.0, 1.0)
-    return _clip(_clenshaw(x, inverse[i]), edges[i], edges[i + 1])
+            nodes[k] = _solve_on_table(c, tab, coef, ext, 0.5 * (at_lo + at_hi) + 0.5 * (at_hi - at_lo) * CHEB_X[k])
+        coef[i, _INV:] = CHEB_FIT @ nodes
+        tab[_BUILT, i] = 1.0
+    x = _clip((2 * lam - at_lo - at_hi) / (at_hi - at_lo), -1.0, 1.0)
+    return _clip(_clenshaw(x, coef, i, _INV, CHEB_DEG + 1), tab[_EDGES, i], tab[_EDGES, i + 1])
 
 
-@_jit
-def _invert(line, table, kernels, lam, polish):
+@_inline
+def _invert(c, addr, tab, coef, ext, lam, polish):
     """u with Phi(u) - Phi(u0) = lam; ``polish=False`` (factorized only) reads the inverse table."""
-    a, beta, m, n, u0 = line[0], line[1], line[2], line[3], line[4]
-    if beta > 0:
-        _cover(line, table, min(lam, 0.0), max(lam, 0.0))
-        return _solve_on_table(line, table, lam) if polish else _from_inverse_table(line, table, lam)
+    a, m, n, u0 = c[_A], c[_M], c[_N], c[_U0]
+    if c[_BETA] > 0:
+        if lam < tab[_AT, ext[0]] or lam > tab[_AT, ext[1] - 1] or ext[1] - ext[0] == 1:
+            _cover(c, tab, coef, ext, min(lam, 0.0), max(lam, 0.0))
+        return _solve_on_table(c, tab, coef, ext, lam) if polish else _from_inverse_table(c, tab, coef, ext, lam)
     e0 = math.exp(u0)
     upper = u0 + min(lam / a, math.log1p(max(lam, 0.0) * n / (a * m * e0)))
     hi = upper if lam >= 0 else u0
     lo = u0 if lam >= 0 else u0 + lam / a
     # closed form: m e^u + n u = c solves as u = c/n - omega(log(m/n) + c/n); Newton polishes the round-off
     c_n = lam / a + (m / n) * e0 + u0
-    return _newton_line(line, table, lam, lo, hi, _clip(c_n - _call_unary(kernels[2], math.log(m / n) + c_n), lo, hi))
+    return _newton_line(c, tab, coef, ext, lam, lo, hi, _clip(c_n - _call_unary(addr[2], math.log(m / n) + c_n), lo, hi))
 
 
-# -- one setting -------------------------------------------------------------------------------------
+# -- one setting (p: its parameters; addr: the kernels' addresses; work: their argument) ------------------
 
-@_jit
-def _gain(problem, kernels, delta):
+@_inline
+def _gain(c, p, addr, work, delta):
     """Psi(ov0 + delta) - Psi(ov0) from the generated psi_gain(|ov0|, s), s = |ov| - |ov0| (+-delta while
     ov keeps the sign of ov0): no subtraction of two values of Psi."""
-    ov0 = problem[1]
-    gain, p, work = kernels[0], kernels[4], kernels[5]
+    ov0 = c[_OV0]
     ov = ov0 + delta
     same_side = ov >= 0 if ov0 >= 0 else ov <= 0
     work[0] = abs(ov0)
     work[1] = math.copysign(1.0, ov0) * delta if same_side else abs(ov) - abs(ov0)
-    return _call_scalar(gain, work, p)
+    return _call_scalar(addr[0], work, p)
 
 
-@_jit
-def _m_ov(problem, kernels, ov):
-    m_ov, p, work = kernels[1], kernels[4], kernels[6]
-    work[0], work[1], work[2] = 0.0, ov, problem[2]
-    return _call_scalar(m_ov, work, p)
+@_inline
+def _m_ov(c, p, addr, work, ov):
+    work[0], work[1], work[2] = 0.0, ov, c[_KAPPA]
+    return _call_scalar(addr[1], work, p)
 
 
-@_jit
-def _qk_u(line, table, problem, kernels, delta, rho, polish):
+@_inline
+def _qk_u(c, p, addr, work, tab, coef, ext, delta, rho, polish):
     """(qk, u) on the line at ov = ov0 + delta."""
-    u = _invert(line, table, kernels, rho * _gain(problem, kernels, delta), polish)
-    return _q(line, u), u
+    u = _invert(c, addr, tab, coef, ext, rho * _gain(c, p, addr, work, delta), polish)
+    return _q(c, u), u
 
 
-@_jit
-def _level(line, table, problem, kernels, ov, zstar, rho):
+@_inline
+def _level(c, p, addr, work, tab, coef, ext, ov, zstar, rho):
     """z(ov) - z* and dz/dov = alpha + ov alpha (1 - alpha) dqk/dov along the line."""
-    qk, u = _qk_u(line, table, problem, kernels, ov - problem[1], rho, True)
-    alpha = expit(qk + problem[3])
-    dqk = _dq(line, u) / _dphi(line, u) * rho * ov / _m_ov(problem, kernels, ov)
+    qk, u = _qk_u(c, p, addr, work, tab, coef, ext, ov - c[_OV0], rho, True)
+    alpha = expit(qk + c[_LOG_MN])
+    dqk = _dq(c, u) / _dphi(c, u) * rho * ov / _m_ov(c, p, addr, work, ov)
     return alpha * ov - zstar, alpha + ov * alpha * (1 - alpha) * dqk
 
 
 @_jit
-def _state(line, table, problem, kernels, zstar, rho):
+def _state(c, p, addr, work, tab, coef, ext, zstar, rho):
     """(qk, ov) where alpha ov = z* on the line: safeguarded Newton in ov from the upper bound."""
-    ov0 = problem[1]
+    ov0 = c[_OV0]
     base = max(ov0, 0.0)  # beyond it qk >= qk(base), so z >= alpha(qk(base)) ov
-    qk_base, _ = _qk_u(line, table, problem, kernels, base - ov0, rho, True)
+    qk_base, _ = _qk_u(c, p, addr, work, tab, coef, ext, base - ov0, rho, True)
     lo = base if zstar > 0 else ov0
-    hi = max(max(zstar, 0.0) / expit(qk_base + problem[3]) if zstar > 0 else 0.0, lo)
+    hi = max(max(zstar, 0.0) / expit(qk_base + c[_LOG_MN]) if zstar > 0 else 0.0, lo)
     if not hi <= base + LOOSE * max(zstar, 1.0):  # alpha(qk(base)) tiny: grow a bracket instead
         step, grown = max(zstar, 1.0), math.nan
         for _ in range(MAX_GROWTH):
-            if not _level(line, table, problem, kernels, base + step, zstar, rho)[0] < 0:
+            if not _level(c, p, addr, work, tab, coef, ext, base + step, zstar, rho)[0] < 0:
                 grown = base + step
                 break
             step *= 4
@@ -358,27 +355,27 @@ def _state(line, table, problem, kernels, zstar, rho):
         hi = min(hi, grown)
     ov, before_last, last = hi, math.inf, math.inf
     for _ in range(200):
-        value, slope = _level(line, table, problem, kernels, ov, zstar, rho)
+        value, slope = _level(c, p, addr, work, tab, coef, ext, ov, zstar, rho)
         ov, lo, hi, before_last, last, done = _rtsafe_step(ov, value, slope, lo, hi, before_last, last, False, 1e-13)
         if done:
-            return _qk_u(line, table, problem, kernels, ov - ov0, rho, True)[0], ov
+            return _qk_u(c, p, addr, work, tab, coef, ext, ov - ov0, rho, True)[0], ov
     raise RuntimeError("matched-loss root did not converge")
 
 
-@_jit
-def _log_dt_dx(problem, kernels, ov, qk):
+@_inline
+def _log_dt_dx(c, p, addr, work, ov, qk):
     """log |dt/dx|, x = ov (collapsed OV) or log |ov| (factorized OV, M_OV = c |ov|: |ov| cancels):
     dt/dov = (1 + e^z/(K-1)) / (eta_OV M_OV alpha), z = alpha ov."""
-    log_alpha = _call_unary(kernels[3], qk + problem[3])
-    value = _logaddexp0(math.exp(log_alpha) * ov - problem[4]) - log_alpha - problem[5]
-    return value - math.log(_m_ov(problem, kernels, 1.0 if problem[6] else ov))
+    log_alpha = _call_unary(addr[3], qk + c[_LOG_MN])
+    value = _logaddexp0(math.exp(log_alpha) * ov - c[_LOG_K1]) - log_alpha - c[_LOG_ETA]
+    return value - math.log(_m_ov(c, p, addr, work, 1.0 if c[_FOV] > 0 else ov))
 
 
 @_jit
-def _time(line, table, problem, kernels, ov_star, rho, per_panel, polish):
+def _time(c, p, addr, work, tab, coef, ext, ov_star, rho, per_panel, polish):
     """t = int dt/dx dx by Gauss-Legendre on 2^k panels at equal steps of the progress v sampled
     along the path (see :meth:`qkdyn.simulate.sharpness._Problem.time_to`); inf beyond the largest double."""
-    ov0, factorized_ov = problem[1], problem[6] > 0
+    ov0, factorized_ov = c[_OV0], c[_FOV] > 0
     nf, ng = PATH_FRACTIONS.size, GEOMETRIC.size
     ov = np.empty(nf + ng + 1)
     for k in range(nf):
@@ -388,33 +385,33 @@ def _time(line, table, problem, kernels, ov_star, rho, per_panel, polish):
         ov[nf + k] = positive * (ov_star / positive) ** GEOMETRIC[k] if ov_star > 0 else ov0
     ov[-1] = min(max(0.0, ov0), ov_star)
     ov.sort()
-    v = np.empty(ov.size)
+    v = np.empty((1, ov.size))
     travelled_qk = travelled_x = travelled_u = 0.0
     qk_last = u_last = x_last = 0.0
     for k in range(ov.size):
-        qk, u = _qk_u(line, table, problem, kernels, ov[k] - ov0, rho, polish)
+        qk, u = _qk_u(c, p, addr, work, tab, coef, ext, ov[k] - ov0, rho, polish)
         x = math.log(abs(ov[k])) if factorized_ov else 0.0
         if k > 0:
             travelled_qk += abs(qk - qk_last)
             travelled_x += abs(x - x_last)
             travelled_u += abs(u - u_last)
         qk_last, u_last, x_last = qk, u, x
-        v[k] = expit(qk + problem[3]) * ov[k] + 4.0 * travelled_qk
+        value = expit(qk + c[_LOG_MN]) * ov[k] + 4.0 * travelled_qk
         if factorized_ov:
-            v[k] += travelled_x
-        if line[1] > 0:
-            v[k] += travelled_u
-        if k > 0:
-            v[k] = max(v[k], v[k - 1])
-    needed = math.ceil((v[-1] - v[0]) / per_panel)
+            value += travelled_x
+        if c[_BETA] > 0:
+            value += travelled_u
+        v[0, k] = max(value, v[0, k - 1]) if k > 0 else value
+    first, final = v[0, 0], v[0, ov.size - 1]
+    needed = math.ceil((final - first) / per_panel)
     bucket = max(2, math.ceil(math.log2(max(needed, 1.0))))
     if bucket > MAX_PANELS_LOG2:
         # a path this long passes through attention below e^-{5000 per_panel / 4}: dt/dov there exceeds
         # e^700 unless eta_OV does too, so its time is beyond the largest double
         peak = -math.inf
         for k in range(ov.size):
-            peak = max(peak, _log_dt_dx(problem, kernels, ov[k], _qk_u(line, table, problem, kernels, ov[k] - ov0,
-                                                                         rho, polish)[0]))
+            qk, _ = _qk_u(c, p, addr, work, tab, coef, ext, ov[k] - ov0, rho, polish)
+            peak = max(peak, _log_dt_dx(c, p, addr, work, ov[k], qk))
         if peak < LOG_DOUBLE_MAX:
             raise RuntimeError("time quadrature: more than 2^14 panels needed on a path whose time is not beyond "
                                "the largest double")
@@ -422,9 +419,9 @@ def _time(line, table, problem, kernels, ov_star, rho, per_panel, polish):
     panels = 2**bucket
     y = np.empty(panels + 1)  # the integration variable measured from the start (y = x - x(ov0))
     for j in range(panels + 1):
-        level = v[0] + (v[-1] - v[0]) * (j / panels)
-        i = min(max(_search(v, 0, v.size, level, True) - 1, 0), v.size - 2)
-        weight = (level - v[i]) / (v[i + 1] - v[i]) if v[i + 1] > v[i] else 0.0
+        level = first + (final - first) * (j / panels)
+        i = min(max(_search(v, 0, 0, ov.size, level, True) - 1, 0), ov.size - 2)
+        weight = (level - v[0, i]) / (v[0, i + 1] - v[0, i]) if v[0, i + 1] > v[0, i] else 0.0
         edge = ov[i] + _clip(weight, 0.0, 1.0) * (ov[i + 1] - ov[i])
         edge = ov0 if j == 0 else ov_star if j == panels else edge
         y[j] = math.log1p((edge - ov0) / ov0) if factorized_ov else edge - ov0
@@ -435,8 +432,8 @@ def _time(line, table, problem, kernels, ov_star, rho, per_panel, polish):
         for k in range(GL_X.size):
             node = mid + half * GL_X[k]
             delta = ov0 * math.expm1(node) if factorized_ov else node
-            qk, _ = _qk_u(line, table, problem, kernels, delta, rho, polish)
-            log_f[j, k] = _log_dt_dx(problem, kernels, ov0 + delta, qk)
+            qk, _ = _qk_u(c, p, addr, work, tab, coef, ext, delta, rho, polish)
+            log_f[j, k] = _log_dt_dx(c, p, addr, work, ov0 + delta, qk)
             top = max(top, log_f[j, k])
     sign = math.copysign(1.0, ov0) if factorized_ov else 1.0  # y falls as |ov| shrinks
     scaled = 0.0
@@ -449,34 +446,29 @@ def _time(line, table, problem, kernels, ov_star, rho, per_panel, polish):
 
 
 def new_table():
-    """Buffers of a factorized-QK table: edges, integral coefficients, offsets, Phi at the edges,
-    inverse coefficients, their built flags, and the [start, stop) range of edges in use."""
-    return (np.empty(_CAPACITY), np.empty((_CAPACITY, CHEB_DEG + 2)), np.empty(_CAPACITY), np.empty(_CAPACITY),
-            np.empty((_CAPACITY, CHEB_DEG + 1)), np.zeros(_CAPACITY, dtype=np.bool_), np.zeros(2, dtype=np.int64))
+    """Buffers of a factorized-QK table: ``tab`` (edges, offsets, Phi at the edges, inverse built),
+    ``coef`` (integral and inverse Chebyshev coefficients per panel), ``ext`` (the [start, stop) of
+    the edges in use)."""
+    return np.empty((4, _CAPACITY)), np.empty((_CAPACITY, _INV + CHEB_DEG + 1)), np.zeros(2, dtype=np.int64)
 
 
 @_jit
-def _reset(line, table):
-    edges, _, offsets, at, _, built, ext = table
-    ext[0], ext[1] = _CENTER, _CENTER + 1
-    edges[_CENTER], offsets[_CENTER], at[_CENTER], built[_CENTER] = line[4], 0.0, 0.0, False
-
-
-@_jit
-def solve_points(lines, problems, params, gain, m_ov, special, which, zstar, rho, ov, with_state, with_time, per_panel,
-                 polish, table, qk, t):
-    """Every point i, of setting ``which[i]`` (rows of ``lines``, ``problems``, ``params``; ``gain``,
-    ``m_ov``: the addresses of the form's generated kernels; ``special``: SPECIAL): with_state, (qk[i], ov[i]) where the loss
-    first reaches z*[i]; with_time, t[i], the time to ov[i] (inf beyond the largest double)."""
+def solve_points(constants, params, addr, which, zstar, rho, ov, with_state, with_time, per_panel, polish, tab,
+                 coef, ext, qk, t):
+    """Every point i, of setting ``which[i]`` (rows of ``constants`` (CONSTANTS) and ``params``
+    (Setting.numeric()); ``addr``: the addresses of the form's generated psi_gain and m_ov kernels
+    and of SPECIAL): with_state, (qk[i], ov[i]) where the loss first reaches z*[i]; with_time, t[i],
+    the time to ov[i] (inf beyond the largest double). ``tab``, ``coef``, ``ext``: new_table()."""
     current = -1
-    kernels = (gain, m_ov, special[0], special[1], params[0], np.empty(2), np.empty(3))
+    work = np.empty(3)
     for i in range(which.size):
         s = which[i]
+        c, p = constants[s], params[s]
         if s != current:
             current = s
-            kernels = (gain, m_ov, special[0], special[1], params[s], np.empty(2), np.empty(3))
-            _reset(lines[s], table)
+            ext[0], ext[1] = _CENTER, _CENTER + 1
+            _new_edge(c, tab, _CENTER, c[_U0], 0.0)
         if with_state:
-            qk[i], ov[i] = _state(lines[s], table, problems[s], kernels, zstar[i], rho[i])
+            qk[i], ov[i] = _state(c, p, addr, work, tab, coef, ext, zstar[i], rho[i])
         if with_time:
-            t[i] = _time(lines[s], table, problems[s], kernels, ov[i], rho[i], per_panel, polish)
+            t[i] = _time(c, p, addr, work, tab, coef, ext, ov[i], rho[i], per_panel, polish)

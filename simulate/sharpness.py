@@ -72,13 +72,12 @@ class _Problem:
         self.qk0, self.ov0 = qk0, ov0
         a, beta = (float(v) for v in compiled.line_scale(self.kappa, self.p))
         u0 = math.asinh(qk0 / beta) if beta > 0 else qk0
-        self.line = (a, beta, float(setting.m), float(setting.n), u0)  # closedform.LINE
         self.loss0 = float(compiled.loss(qk0, ov0, self.p))
         self.log_k1 = math.log(setting.classes - 1)
         self.factorized_ov = param in ("CAFO", "FAFO")
         log_eta_ov = math.log(setting.eta_ov) if setting.eta_ov > 0 else -math.inf
-        self.row = (qk0, ov0, self.kappa, math.log(setting.m / setting.n), self.log_k1, log_eta_ov,
-                    float(self.factorized_ov))  # closedform.PROBLEM
+        self.constants = (a, beta, float(setting.m), float(setting.n), u0, qk0, ov0, self.kappa,
+                          math.log(setting.m / setting.n), self.log_k1, log_eta_ov, float(self.factorized_ov))
 
     def alpha(self, qk):
         return self.compiled.attention(qk, self.p)
@@ -116,21 +115,17 @@ def _run(problems: list, which, zstar, rho, ov=None, *, time: bool, state: bool 
     size = which.size
     qk, t = np.empty(size), np.empty(size)
     ov = np.empty(size) if ov is None else ov
-    closedform.solve_points(np.array([p.line for p in problems]), np.array([p.row for p in problems]),
-                            np.array([p.p for p in problems], dtype=float), compiled.psi_gain_kernel.address,
-                            compiled.m_ov_kernel.address, closedform.SPECIAL, which, np.empty(0) if zstar is None else zstar, rho, ov,
-                            state, time, per_panel, polish, _table(), qk, t)
+    addresses = np.array([compiled.psi_gain_kernel.address, compiled.m_ov_kernel.address, *closedform.SPECIAL])
+    closedform.solve_points(np.array([p.constants for p in problems]), np.array([p.p for p in problems], dtype=float),
+                            addresses, which, np.empty(0) if zstar is None else zstar, rho, ov, state, time, per_panel,
+                            polish, *_table(), qk, t)
     return qk, ov, t
 
 
 @functools.lru_cache(maxsize=1)
-def _buffers():
-    return closedform.new_table()
-
-
 def _table():
-    """The table buffers of the factorized-QK line (one set per process, reused: 10 MB)."""
-    return _buffers()
+    """The buffers of the factorized-QK table (closedform.new_table: one set per process, reused, 10 MB)."""
+    return closedform.new_table()
 
 
 def initial_loss(setting: Setting, param: str) -> float:
