@@ -56,8 +56,9 @@ _CENTER = MAX_TABLE_PANELS + 2  # the table grows both ways from u0 at this inde
 _CAPACITY = 2 * MAX_TABLE_PANELS + 6
 
 #: the constants of one setting, a row of ``constants`` (the line's A, beta, m, n, u0 and the problem's rest)
-CONSTANTS = ("a", "beta", "m", "n", "u0", "qk0", "ov0", "kappa", "log_m_n", "log_k1", "log_eta_ov", "factorized_ov")
-_A, _BETA, _M, _N, _U0, _QK0, _OV0, _KAPPA, _LOG_MN, _LOG_K1, _LOG_ETA, _FOV = range(len(CONSTANTS))
+CONSTANTS = ("a", "beta", "m", "n", "u0", "qk0", "ov0", "kappa", "log_m_n", "log_k1", "log_eta_ov", "factorized_ov",
+             "e0")
+_A, _BETA, _M, _N, _U0, _QK0, _OV0, _KAPPA, _LOG_MN, _LOG_K1, _LOG_ETA, _FOV, _E0 = range(len(CONSTANTS))
 #: rows of the table's ``tab`` (edges, offsets G(edge) - G(u0), Phi at the edges, inverse built) and the
 #: columns of its ``coef`` (integral coefficients, then the inverse's)
 _EDGES, _OFFSETS, _AT, _BUILT = range(4)
@@ -253,10 +254,16 @@ def _newton_line(c, tab, coef, ext, lam, lo, hi, u):
     raise RuntimeError("line inversion did not converge")
 
 
+@_inline
+def _panel_of(tab, ext, lam):
+    """The table panel i whose Phi range [at_i, at_i+1] holds lam (the first or last one beyond the table)."""
+    return min(max(_search(tab, _AT, ext[0], ext[1], lam, False) - 1, ext[0]), ext[1] - 2)
+
+
 @_jit
 def _solve_on_table(c, tab, coef, ext, lam):
     """Newton on the table from a cubic Hermite interpolation of u(Phi) across the panel holding lam."""
-    i = min(max(_search(tab, _AT, ext[0], ext[1], lam, False) - 1, ext[0]), ext[1] - 2)
+    i = _panel_of(tab, ext, lam)
     lo, hi = tab[_EDGES, i], tab[_EDGES, i + 1]
     width = tab[_AT, i + 1] - tab[_AT, i]
     t = _clip((lam - tab[_AT, i]) / width, 0.0, 1.0)
@@ -267,10 +274,11 @@ def _solve_on_table(c, tab, coef, ext, lam):
 
 
 @_jit
-def _from_inverse_table(c, tab, coef, ext, lam):
+def _from_inverse_table(c, tab, coef, ext, lam, polish):
     """u(lam) from the Chebyshev series of the inverse on the panel holding lam (built on first use
-    from exact inversions at its Chebyshev nodes)."""
-    i = min(max(_search(tab, _AT, ext[0], ext[1], lam, False) - 1, ext[0]), ext[1] - 2)
+    from exact inversions at its Chebyshev nodes), accurate to ~1e-13; ``polish``: then Newton from it
+    (one step, usually, where the Hermite start of _solve_on_table needs about three)."""
+    i = _panel_of(tab, ext, lam)
     at_lo, at_hi = tab[_AT, i], tab[_AT, i + 1]
     if tab[_BUILT, i] == 0.0:
         nodes = np.empty(CHEB_DEG + 1)
@@ -279,7 +287,8 @@ def _from_inverse_table(c, tab, coef, ext, lam):
         coef[i, _INV:] = CHEB_FIT @ nodes
         tab[_BUILT, i] = 1.0
     x = _clip((2 * lam - at_lo - at_hi) / (at_hi - at_lo), -1.0, 1.0)
-    return _clip(_clenshaw(x, coef, i, _INV, CHEB_DEG + 1), tab[_EDGES, i], tab[_EDGES, i + 1])
+    u = _clip(_clenshaw(x, coef, i, _INV, CHEB_DEG + 1), tab[_EDGES, i], tab[_EDGES, i + 1])
+    return _newton_line(c, tab, coef, ext, lam, tab[_EDGES, i], tab[_EDGES, i + 1], u) if polish else u
 
 
 @_inline
@@ -289,14 +298,14 @@ def _invert(c, addr, tab, coef, ext, lam, polish):
     if c[_BETA] > 0:
         if lam < tab[_AT, ext[0]] or lam > tab[_AT, ext[1] - 1] or ext[1] - ext[0] == 1:
             _cover(c, tab, coef, ext, min(lam, 0.0), max(lam, 0.0))
-        return _solve_on_table(c, tab, coef, ext, lam) if polish else _from_inverse_table(c, tab, coef, ext, lam)
-    e0 = math.exp(u0)
+        return _from_inverse_table(c, tab, coef, ext, lam, polish)
+    e0 = c[_E0]
     upper = u0 + min(lam / a, math.log1p(max(lam, 0.0) * n / (a * m * e0)))
     hi = upper if lam >= 0 else u0
     lo = u0 if lam >= 0 else u0 + lam / a
     # closed form: m e^u + n u = c solves as u = c/n - omega(log(m/n) + c/n); Newton polishes the round-off
     c_n = lam / a + (m / n) * e0 + u0
-    return _newton_line(c, tab, coef, ext, lam, lo, hi, _clip(c_n - _call_unary(addr[2], math.log(m / n) + c_n), lo, hi))
+    return _newton_line(c, tab, coef, ext, lam, lo, hi, _clip(c_n - _call_unary(addr[2], c[_LOG_MN] + c_n), lo, hi))
 
 
 # -- one setting (p: its parameters; addr: the kernels' addresses; work: their argument) ------------------
@@ -336,8 +345,9 @@ def _level(c, p, addr, work, tab, coef, ext, ov, zstar, rho):
 
 
 @_jit
-def _state(c, p, addr, work, tab, coef, ext, zstar, rho):
-    """(qk, ov) where alpha ov = z* on the line: safeguarded Newton in ov from the upper bound."""
+def _state(c, p, addr, work, tab, coef, ext, zstar, rho, start):
+    """(qk, ov) where alpha ov = z* on the line: safeguarded Newton in ov from ``start`` where it lies
+    inside the bracket (the root of a neighbouring point), else from the upper bound."""
     ov0 = c[_OV0]
     base = max(ov0, 0.0)  # beyond it qk >= qk(base), so z >= alpha(qk(base)) ov
     qk_base, _ = _qk_u(c, p, addr, work, tab, coef, ext, base - ov0, rho, True)
@@ -353,7 +363,7 @@ def _state(c, p, addr, work, tab, coef, ext, zstar, rho):
         if math.isnan(grown):
             raise RuntimeError("matched-loss bracket: z(ov) below z* up to ov = 1e308")
         hi = min(hi, grown)
-    ov, before_last, last = hi, math.inf, math.inf
+    ov, before_last, last = start if lo < start < hi else hi, math.inf, math.inf
     for _ in range(200):
         value, slope = _level(c, p, addr, work, tab, coef, ext, ov, zstar, rho)
         ov, lo, hi, before_last, last, done = _rtsafe_step(ov, value, slope, lo, hi, before_last, last, False, 1e-13)
@@ -468,7 +478,8 @@ def solve_points(constants, params, addr, which, zstar, rho, ov, with_state, wit
             current = s
             ext[0], ext[1] = _CENTER, _CENTER + 1
             _new_edge(c, tab, _CENTER, c[_U0], 0.0)
-        if with_state:
-            qk[i], ov[i] = _state(c, p, addr, work, tab, coef, ext, zstar[i], rho[i])
+        if with_state:  # the previous point's root starts the Newton iteration at the same level and setting
+            start = ov[i - 1] if i > 0 and which[i - 1] == s and zstar[i - 1] == zstar[i] else math.nan
+            qk[i], ov[i] = _state(c, p, addr, work, tab, coef, ext, zstar[i], rho[i], start)
         if with_time:
             t[i] = _time(c, p, addr, work, tab, coef, ext, ov[i], rho[i], per_panel, polish)

@@ -77,7 +77,8 @@ class _Problem:
         self.factorized_ov = param in ("CAFO", "FAFO")
         log_eta_ov = math.log(setting.eta_ov) if setting.eta_ov > 0 else -math.inf
         self.constants = (a, beta, float(setting.m), float(setting.n), u0, qk0, ov0, self.kappa,
-                          math.log(setting.m / setting.n), self.log_k1, log_eta_ov, float(self.factorized_ov))
+                          math.log(setting.m / setting.n), self.log_k1, log_eta_ov, float(self.factorized_ov),
+                          math.exp(u0) if beta == 0 else 0.0)  # closedform.CONSTANTS
 
     def alpha(self, qk):
         return self.compiled.attention(qk, self.p)
