@@ -65,7 +65,7 @@ _EDGES, _OFFSETS, _AT, _BUILT = range(4)
 _INV = CHEB_DEG + 2
 
 _jit = njit(cache=_CACHE, error_model="numpy")
-_inline = njit(cache=_CACHE, error_model="numpy", inline="always")  # small helpers: no call boundary, no refcounts
+_inline = njit(cache=_CACHE, error_model="numpy", inline="always")  # small helpers: no call boundary
 
 
 @intrinsic
@@ -177,6 +177,28 @@ def _phi(c, tab, coef, ext, u):
     return c[_A] / c[_N] * (c[_M] * g + c[_N] * (u - c[_U0]))
 
 
+@_inline
+def _fit(values):
+    """CHEB_FIT @ values: Chebyshev coefficients from the values at the nodes CHEB_X (plain loops:
+    numba's matrix product would compile BLAS calls)."""
+    out = np.zeros(CHEB_DEG + 1)
+    for i in range(CHEB_DEG + 1):
+        for k in range(CHEB_DEG + 1):
+            out[i] += CHEB_FIT[i, k] * values[k]
+    return out
+
+
+@_inline
+def _insertion_sort(values):
+    """Sort in place (the path samples: a few sorted runs, for which this is the fast sort)."""
+    for i in range(1, values.size):
+        x, j = values[i], i - 1
+        while j >= 0 and values[j] > x:
+            values[j + 1] = values[j]
+            j -= 1
+        values[j + 1] = x
+
+
 @_jit
 def _panel(c, left, right, coef, row):
     """Chebyshev coefficients (into coef[row, :16]) of int_left^u e^{beta sinh v} dv on [left, right];
@@ -185,7 +207,7 @@ def _panel(c, left, right, coef, row):
     values = np.empty(CHEB_DEG + 1)
     for k in range(CHEB_DEG + 1):
         values[k] = math.exp(c[_BETA] * math.sinh(mid + half * CHEB_X[k]))
-    fit = CHEB_FIT @ values
+    fit = _fit(values)
     coef[row, :_INV] = 0.0  # numpy's chebint(fit, lbnd=-1)
     coef[row, 1] = fit[0]
     coef[row, 2] = fit[1] / 4
@@ -284,7 +306,7 @@ def _from_inverse_table(c, tab, coef, ext, lam, polish):
         nodes = np.empty(CHEB_DEG + 1)
         for k in range(CHEB_DEG + 1):
             nodes[k] = _solve_on_table(c, tab, coef, ext, 0.5 * (at_lo + at_hi) + 0.5 * (at_hi - at_lo) * CHEB_X[k])
-        coef[i, _INV:] = CHEB_FIT @ nodes
+        coef[i, _INV:] = _fit(nodes)
         tab[_BUILT, i] = 1.0
     x = _clip((2 * lam - at_lo - at_hi) / (at_hi - at_lo), -1.0, 1.0)
     u = _clip(_clenshaw(x, coef, i, _INV, CHEB_DEG + 1), tab[_EDGES, i], tab[_EDGES, i + 1])
@@ -394,7 +416,7 @@ def _time(c, p, addr, work, tab, coef, ext, ov_star, rho, per_panel, polish):
     for k in range(ng):
         ov[nf + k] = positive * (ov_star / positive) ** GEOMETRIC[k] if ov_star > 0 else ov0
     ov[-1] = min(max(0.0, ov0), ov_star)
-    ov.sort()
+    _insertion_sort(ov)
     v = np.empty((1, ov.size))
     travelled_qk = travelled_x = travelled_u = 0.0
     qk_last = u_last = x_last = 0.0
