@@ -43,7 +43,7 @@ TAIL = 60.0  # below qk = -TAIL, e^qk is negligible in Phi' (relative e^-60 ~ 1e
 LOOSE = 1e6  # a matched-loss bound beyond base + 1e6 max(z*, 1) is replaced by a grown bracket
 MAX_GROWTH = 520  # 4^520 > 1e308: the matched-loss bracket reaches any finite ov
 MAX_TABLE_PANELS = 20000  # qk changes by at most 1 per panel (|qk| <= ~720 while e^qk is finite)
-MAX_PANELS_LOG2 = 14  # at most 2^14 quadrature panels per path
+MAX_PANELS_LOG2 = 14  # at most 2^14 quadrature panels per path (more: a time beyond the largest double)
 CHEB_X = np.cos(np.pi * (np.arange(CHEB_DEG + 1) + 0.5) / (CHEB_DEG + 1))
 CHEB_FIT = np.linalg.inv(np.polynomial.chebyshev.chebvander(CHEB_X, CHEB_DEG))
 GL_X, GL_W = np.polynomial.legendre.leggauss(8)
@@ -317,6 +317,8 @@ def _from_inverse_table(c, tab, coef, ext, lam, polish):
 def _invert(c, addr, tab, coef, ext, lam, polish):
     """u with Phi(u) - Phi(u0) = lam; ``polish=False`` (factorized only) reads the inverse table."""
     a, m, n, u0 = c[_A], c[_M], c[_N], c[_U0]
+    if lam == 0.0:  # the start of the line (ov = ov0, or rho = 0)
+        return u0
     if c[_BETA] > 0:
         if lam < tab[_AT, ext[0]] or lam > tab[_AT, ext[1] - 1] or ext[1] - ext[0] == 1:
             _cover(c, tab, coef, ext, min(lam, 0.0), max(lam, 0.0))
@@ -405,7 +407,7 @@ def _log_dt_dx(c, p, addr, work, ov, qk):
 
 @_jit
 def _time(c, p, addr, work, tab, coef, ext, ov_star, rho, per_panel, polish):
-    """t = int dt/dx dx by Gauss-Legendre on 2^k panels at equal steps of the progress v sampled
+    """t = int dt/dx dx by Gauss-Legendre on max(4, needed) panels at equal steps of the progress v sampled
     along the path (see :meth:`qkdyn.simulate.sharpness._Problem.time_to`); inf beyond the largest double."""
     ov0, factorized_ov = c[_OV0], c[_FOV] > 0
     nf, ng = PATH_FRACTIONS.size, GEOMETRIC.size
@@ -436,8 +438,7 @@ def _time(c, p, addr, work, tab, coef, ext, ov_star, rho, per_panel, polish):
         v[0, k] = max(value, v[0, k - 1]) if k > 0 else value
     first, final = v[0, 0], v[0, ov.size - 1]
     needed = math.ceil((final - first) / per_panel)
-    bucket = max(2, math.ceil(math.log2(max(needed, 1.0))))
-    if bucket > MAX_PANELS_LOG2:
+    if not needed <= 2**MAX_PANELS_LOG2:
         # a path this long passes through attention below e^-{5000 per_panel / 4}: dt/dov there exceeds
         # e^700 unless eta_OV does too, so its time is beyond the largest double
         peak = -math.inf
@@ -448,7 +449,7 @@ def _time(c, p, addr, work, tab, coef, ext, ov_star, rho, per_panel, polish):
             raise RuntimeError("time quadrature: more than 2^14 panels needed on a path whose time is not beyond "
                                "the largest double")
         return math.inf
-    panels = 2**bucket
+    panels = max(4, int(needed))
     y = np.empty(panels + 1)  # the integration variable measured from the start (y = x - x(ov0))
     for j in range(panels + 1):
         level = first + (final - first) * (j / panels)

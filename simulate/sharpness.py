@@ -98,7 +98,7 @@ class _Problem:
 
         The panel edges are placed by monotone interpolation of v sampled on the path (fractions dense
         near both ends, geometric steps over its positive part, and ov = 0 where crossed); a path gets
-        the next power of 2 >= 4 of the panels it needs. The integrand is summed in logs
+        max(4, needed) panels (one kernel call per point: no grouping). The integrand is summed in logs
         (t = e^M sum w e^{log f - M}), so a time near the largest double is finite even where the
         integrand alone would overflow; a time beyond it is inf (:func:`sharpness` reports it). Unless
         ``polish``, a factorized-QK line is inverted at the nodes from its inverse table (no Newton)."""
