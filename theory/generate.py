@@ -78,9 +78,9 @@ def generate_source(name: str) -> str:
     src += codegen.function_source("state_loss", [x, extended], loss, "kernel", single=True)
     src += codegen.kernel_wrappers(len(x), len(extended)) + "\n\n"
     # the matched-loss kernels of qkdyn.simulate.closedform (on the plain parameters p), through their C addresses
-    src += codegen.function_source("psi_gain_at", [(start, step), p], [psi_gain], "kernel", single=True)
+    src += codegen.function_source("psi_gain_at", [(start, step), p], [psi_gain], "kernel", single=True, only_used=True)
     src += codegen.function_source("m_ov_at", [(qk, ov, kappa), p], [invariants.balanced_metric(d.ov_circuit)],
-                                   "kernel", single=True)
+                                   "kernel", single=True, only_used=True)
     src += codegen.scalar_wrapper("psi_gain_kernel", "psi_gain_at", 2, len(p)) + "\n\n"
     src += codegen.scalar_wrapper("m_ov_kernel", "m_ov_at", 3, len(p)) + "\n\n"
     src += codegen.function_source("kernel_parameters", [p], list(p) + list(constants.table), "scalar")

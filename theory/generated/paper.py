@@ -137,30 +137,13 @@ def psi_gain_at(_a0, _a1):
     ov_start = _a0[0]
     ov_step = _a0[1]
     K = _a1[0]
-    D = _a1[1]
-    N = _a1[2]
-    m = _a1[3]
-    n = _a1[4]
-    s = _a1[5]
-    eta_QK = _a1[6]
-    eta_OV = _a1[7]
     b = _a1[8]
     return (1/2)*b*ov_step*(K - 1)*(2*ov_start + ov_step)
 
 
 @jit
 def m_ov_at(_a0, _a1):
-    qk = _a0[0]
-    ov = _a0[1]
-    kappa = _a0[2]
     K = _a1[0]
-    D = _a1[1]
-    N = _a1[2]
-    m = _a1[3]
-    n = _a1[4]
-    s = _a1[5]
-    eta_QK = _a1[6]
-    eta_OV = _a1[7]
     b = _a1[8]
     return 1/(b*(K - 1))
 
