@@ -18,8 +18,12 @@ with the level set alpha(qk) ov = z* (L2). No time integration is involved:
   trajectory: the *first* (and only) time the loss reaches L. Safeguarded Newton in ov.
 * the time is the quadrature t = int_{ov0}^{ov*} dov / (eta_OV M_OV(ov) alpha(qk(ov)) g(z(ov))),
   composite Gauss-Legendre (8 nodes per panel; in log ov for a factorized OV circuit, whose M_OV
-  vanishes like ov) on panels that split the path into steps of about 3 units of z, of attention's logit and of
-  the integration variable (see :meth:`_Problem.time_to`).
+  vanishes like ov) on panels that split the path into steps of 3/4 unit of progress (z, attention's
+  logit and the integration variable: see :meth:`_Problem.time_to`).
+
+The arithmetic is one numba kernel over all points (:mod:`qkdyn.simulate.closedform`); this module
+validates the inputs, derives each setting's constants from the generated functions, and shapes the
+results.
 
 rho = 0 (frozen attention) is a legal value: qk stays at qk0. A level at or above the initial loss,
 or a circuit that cannot move (a factorized circuit started at 0, eta_OV = 0) is an InputError.
