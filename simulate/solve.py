@@ -29,6 +29,7 @@ from qkdyn.errors import InputError
 from qkdyn.simulate import integrate
 from qkdyn.theory.compiled import Compiled, load
 from qkdyn.theory.setting import ALL_PARAMS, Setting
+from qkdyn.theory.spec import Spec
 
 #: horizon for ``until_loss`` runs when no t_max is given
 DEFAULT_T_CAP = 1e100
@@ -174,7 +175,7 @@ def check_param(param: str) -> None:
 
 def solve(
     setting: Setting | list[Setting] | tuple[Setting, ...],
-    param: str,
+    param: str | Spec,
     *,
     t_max: float | None = None,
     until_loss: float | None = None,
@@ -194,12 +195,19 @@ def solve(
     Given a sequence of settings (a sweep), returns the list of their trajectories, each equal to its
     one-at-a-time solve: every solve is one call of the compiled integrator, so a sweep costs about
     the integration time per setting (``make bench`` compares it with a vmapped diffrax sweep).
+    ``param`` may also be a :class:`~qkdyn.theory.spec.Spec` (then a :class:`SpecTrajectory`, by
+    :func:`qkdyn.simulate.specsolve.solve_spec`).
     """
     if isinstance(setting, (list, tuple)):
         return [solve(one, param, t_max=t_max, until_loss=until_loss, points=points, at=at, rtol=rtol, atol=atol,
                       method=method, record_losses=record_losses) for one in setting]
     if not isinstance(setting, Setting):
         raise InputError(f"must be a Setting or a list of them, got {type(setting).__name__}", "setting")
+    if isinstance(param, Spec):  # any circuit spec: its derived flow (qkdyn.simulate.specsolve)
+        from qkdyn.simulate.specsolve import solve_spec
+
+        return solve_spec(setting, param, t_max=t_max, until_loss=until_loss, points=points, at=at, rtol=rtol,
+                          atol=atol, method=method, record_losses=record_losses)
     check_param(param)
     return Trajectory(param, setting, *integrate_flow(param, load(param), setting, t_max=t_max, until_loss=until_loss,
                                                       points=points, at=at, rtol=rtol, atol=atol, method=method,

@@ -48,7 +48,7 @@ import sympy as sp
 from qkdyn.errors import InputError
 from qkdyn.theory import invariants, lossfeatures, orbits
 from qkdyn.theory.functions import softplus
-from qkdyn.theory.model import ETA, PARAMS, D, K, N, Variable, m, n, ov0, qk0, s
+from qkdyn.theory.model import ETA, PARAMS, Circuit, D, K, N, Variable, m, n, ov0, qk0, s
 from qkdyn.theory.spec import NAMED, CircuitSpec, Spec
 
 ROWS = {"QK": "query", "OV": "label"}
@@ -155,6 +155,14 @@ class SpecDerivation:
 
     def circuit_symbols(self, circuit: str) -> list[sp.Symbol]:
         return [v.symbol for v in self.variables if v.circuit == circuit]
+
+    def circuit(self, circuit: str) -> Circuit:
+        """``circuit`` ("QK" / "OV") as a :class:`~qkdyn.theory.model.Circuit`, so every function of
+        :mod:`qkdyn.theory.invariants` takes a spec's circuit (each reads the circuit's own variables and
+        feature: a depth-3 circuit gets its own metric, or a statement, never the depth-2 closed form)."""
+        chosen = tuple(v for v in self.variables if v.circuit == circuit)
+        return Circuit(chosen, self.qk if circuit == "QK" else self.ov, dict(self.features[circuit]),
+                       {v.symbol: self.init[v.symbol] for v in chosen})
 
     @functools.cached_property
     def invariants(self) -> dict:
