@@ -277,13 +277,14 @@ def mqar_scope(task: str, runs: list[dict], standard: list[float]) -> str:
     """What B9 can speak for on MQAR task ``task``: its settings, vocabulary, model and training, and
     whether standard attention's recall (``standard``, per seed) leaves room for "above standard"."""
     r = runs[0]
+    pairs = [int(k.split("_kv")[1]) for k in r["final"] if k.startswith("acc_T")]
     settings = ", ".join(f"T {k.split('_kv')[0][5:]} with {k.split('_kv')[1]} pairs"
                          for k in r["final"] if k.startswith("acc_T"))
     model, train = r["model"], r["train"]
     text = (f"Scope ({task}): {settings}, vocabulary {model['vocab_size']}, `{r['preset']}` models "
             f"({r['parameters']:,} parameters, init {model.get('init', 'nanogpt')}) trained on "
-            f"{train['max_steps'] * train['batch_size']:,} sequences; this speaks for recall at that size, not for the "
-            "paper's settings and models.")
+            f"{train['max_steps'] * train['batch_size']:,} sequences, each seed scored on {r['n_test'] * sum(pairs):,} "
+            "test queries; this speaks for recall at that size, not for the paper's settings and models.")
     if min(standard) >= 1 - 0.01:
         text += (f" Standard attention is at the ceiling here (worst seed {min(standard):.4g}), so 'above standard' "
                  "has no room to show: only '100%' can be decided.")
