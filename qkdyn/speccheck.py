@@ -11,7 +11,8 @@ exact population loss (every count vector of the setting with its probability):
    (DOP853, rtol 1e-10), its orbit means compared with the reduced solution (relative to the largest
    |x_i|); it passes at ``flow_rtol`` (1e-7).
 
-The result names each variable where they disagree. Use small settings (K, D, N, m, n of 2-3): the
+The result names each variable where they disagree. The authors' two-variable form ``paper`` is checked
+the same way against the full CACO matrices at D = b, s = sqrt(N / (b (N + K b))) (:func:`check_paper`). Use small settings (K, D, N, m, n of 2-3): the
 population has K C(m+D-1, m) C(n+N-1, n) count vectors.
 """
 from __future__ import annotations
@@ -22,7 +23,7 @@ import math
 import numpy as np
 
 from qkdyn.theory.setting import Setting
-from qkdyn.theory.spec import NAMED, Spec
+from qkdyn.theory.spec import NAMED, Spec, paper_model
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,8 +68,12 @@ def check(spec: Spec | str, setting: Setting | None = None, *, points: int = 3, 
           rtol: float = 1e-9, flow_rtol: float = 1e-7, seed: int = 0, derivation=None) -> CheckResult:
     """Compare the derived reduced flow of ``spec`` (a Spec or a name of NAMED) with autograd on the full
     model (module docstring). ``derivation`` replaces the derived one (to test the check itself).
+    ``"paper"`` checks the authors' reduced form against the full CACO matrices it is (:func:`check_paper`).
     Runs torch on one thread (tiny matrices: more threads only contend)."""
     from qkdyn.empirical.synthetic.stability import one_thread
+
+    if spec == "paper":
+        return check_paper(setting, points=points, t_flow=t_flow, rtol=rtol, flow_rtol=flow_rtol, seed=seed)
 
     with one_thread():
         return _check(NAMED[spec] if isinstance(spec, str) else spec, setting, points, t_flow, rtol, flow_rtol, seed,
@@ -117,6 +122,65 @@ def _check(spec, setting, points, t_flow, rtol, flow_rtol, seed, derivation) -> 
     return CheckResult(spec.name, rhs_error, off, flow_error, moved, rtol, flow_rtol, tuple(lines))
 
 
+def check_paper(setting: Setting | None = None, *, points: int = 3, t_flow: float = 1.0, rtol: float = 1e-9,
+                flow_rtol: float = 1e-7, seed: int = 0, model_setting: Setting | None = None) -> CheckResult:
+    """The authors' two-variable form against the full CACO matrices of :func:`paper_model` (torch
+    autograd): at random symmetric states x, d qk/dt and d ov/dt of the full model (qk = s (W_QK[q, d] -
+    W_QK[q, c]), ov = W_OV[label_k, d of k] - W_OV[label_j, d of k]) must equal the paper form's
+    d mu_QK/dt, d mu_OV/dt at (mu_QK, mu_OV) = (qk, ov), relative to their largest; and the full gradient
+    flow's (qk, ov) at t_flow that of the paper form. ``model_setting`` replaces the mapped setting (the
+    negative control: at another scale the QK rate is off by D s^2 (D K + N) / N)."""
+    from qkdyn.empirical.synthetic.stability import one_thread
+
+    setting = setting or Setting(classes=3, commons=2, m=2, n=2, eta_qk=1.7, eta_ov=0.6, qk0=0.3, ov0=0.4, b=2.0)
+    with one_thread():
+        return _check_paper(setting, model_setting or paper_model(setting), points, t_flow, rtol, flow_rtol, seed)
+
+
+def _check_paper(setting, full_setting, points, t_flow, rtol, flow_rtol, seed) -> CheckResult:
+    from scipy.integrate import solve_ivp
+
+    from qkdyn.empirical.synthetic.layout import Layout
+    from qkdyn.empirical.synthetic.specmodel import SpecHead, embed, orbit_entries
+    from qkdyn.theory.compiled import load
+    from qkdyn.theory.specflow import named
+
+    d, paper = named("CACO"), load("paper")
+    p, s = np.array(setting.numeric()), full_setting.scale
+    eta = {"QK": full_setting.eta_qk, "OV": full_setting.eta_ov}
+    model = SpecHead(d, Layout.of(full_setting), s)
+    batch = _population(model, full_setting)
+    where = orbit_entries(model)
+
+    def features(values):  # (qk, ov) of a symmetric state given as orbit values
+        x = dict(zip(where, values))
+        return np.array([s * (x["qk_distinct"] - x["qk_common"]), x["ov_own"] - x["ov_cross"]])
+
+    rng = np.random.default_rng(seed)
+    rhs_error = 0.0
+    for _ in range(points):
+        x = rng.uniform(-1.0, 1.0, len(where))
+        grads = _gradients(embed(model, x), batch, eta)
+        rates = [float(grads[(c, j)][rows, cols].mean()) for c, j, rows, cols in where.values()]
+        full = features(rates)  # (qk, ov) are linear in x: their rates are the same combinations of dx/dt
+        reduced = paper.rhs(features(x), p)
+        rhs_error = max(rhs_error, float(np.abs(full - reduced).max()) / max(float(np.abs(reduced).max()), 1e-300))
+    x0 = np.array([full_setting.qk0 / s, 0.0, full_setting.ov0, 0.0, 0.0])  # the CACO init: qk = qk0, ov = ov0
+    full_end = features(_full_flow(model, batch, eta, where, x0, t_flow))
+    mu0 = np.array([setting.qk0, setting.ov0])
+    paper_end = solve_ivp(lambda t, mu: paper.rhs(mu, p), (0, t_flow), mu0, method="DOP853", rtol=1e-10,
+                          atol=1e-12).y[:, -1]
+    scale = max(float(np.abs(paper_end).max()), 1e-300)
+    flow_error = float(np.abs(full_end - paper_end).max()) / scale
+    lines = []
+    if rhs_error > rtol:
+        lines.append(f"d(qk, ov)/dt off by {rhs_error:.2e} (relative) against the full model")
+    if flow_error > flow_rtol:
+        lines.append(f"flow to t = {t_flow:g}: (qk, ov) off by {flow_error:.2e} (relative)")
+    return CheckResult("paper", rhs_error, 0.0, flow_error, float(np.abs(paper_end - mu0).max()) / scale, rtol,
+                       flow_rtol, tuple(lines))
+
+
 def _rhs_of(d):
     """Numeric rhs of a hand-built derivation (the negative controls)."""
     from qkdyn.theory.model import PARAMS
@@ -125,16 +189,13 @@ def _rhs_of(d):
     return lambdify([list(d.symbols), list(PARAMS)], list(d.rhs))
 
 
-def _flow(model, batch, eta, d, rhs, setting, p, where, t_flow):
-    """(error, worst variable, relative move) of the reduced solution against the full gradient flow at t_flow."""
+def _full_flow(model, batch, eta, where, x0, t_flow) -> np.ndarray:
+    """The orbit means, at t_flow, of the full parameter vector's gradient flow from the embedded x0."""
     import torch
     from scipy.integrate import solve_ivp
 
     from qkdyn.empirical.synthetic.specmodel import embed
-    from qkdyn.theory.model import PARAMS, ov0, qk0
 
-    values = {**dict(zip(PARAMS, p.tolist())), qk0: setting.qk0, ov0: setting.ov0}
-    x0 = np.array([float(d.init[v].subs(values)) for v in d.symbols])
     embed(model, x0)
     params = list(model.parameters())
     shapes = [tuple(w.shape) for w in params]
@@ -151,10 +212,21 @@ def _flow(model, batch, eta, d, rhs, setting, p, where, t_flow):
 
     theta0 = np.concatenate([w.detach().numpy().ravel() for w in params])
     full = solve_ivp(full_field, (0, t_flow), theta0, method="DOP853", rtol=1e-10, atol=1e-12).y[:, -1]
-    reduced = solve_ivp(lambda t, x: rhs(x, p), (0, t_flow), x0, method="DOP853", rtol=1e-10, atol=1e-12).y[:, -1]
     pieces = dict(zip([(c, j) for c in ("QK", "OV") for j in range(len(model.factors(c)))],
                       [c.reshape(s) for c, s in zip(np.split(full, np.cumsum(sizes)[:-1]), shapes)]))
-    means = np.array([pieces[(c, j)][rows, cols].mean() for c, j, rows, cols in where.values()])
+    return np.array([pieces[(c, j)][rows, cols].mean() for c, j, rows, cols in where.values()])
+
+
+def _flow(model, batch, eta, d, rhs, setting, p, where, t_flow):
+    """(error, worst variable, relative move) of the reduced solution against the full gradient flow at t_flow."""
+    from scipy.integrate import solve_ivp
+
+    from qkdyn.theory.model import PARAMS, ov0, qk0
+
+    values = {**dict(zip(PARAMS, p.tolist())), qk0: setting.qk0, ov0: setting.ov0}
+    x0 = np.array([float(d.init[v].subs(values)) for v in d.symbols])
+    means = _full_flow(model, batch, eta, where, x0, t_flow)
+    reduced = solve_ivp(lambda t, x: rhs(x, p), (0, t_flow), x0, method="DOP853", rtol=1e-10, atol=1e-12).y[:, -1]
     scale = max(float(np.abs(reduced).max()), 1e-300)
     errors = np.abs(means - reduced) / scale
     worst = int(np.argmax(errors))

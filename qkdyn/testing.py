@@ -7,15 +7,16 @@ Strategies (bounds follow hypothesis's conventions: ``min_value`` / ``max_value`
   ``hypothesis.strategies.from_type(Setting)`` draws from it too (registered on import);
 * :func:`params` draws a parameterisation (CACO, FACO, CAFO, FAFO, and optionally ``paper``);
   :func:`for_each_param` runs a test once per form instead, so no form is left untried however
-  few examples hypothesis draws;
+  few examples hypothesis draws, and for any circuit specs given (``specs=[...]``);
 * :func:`rhos` draws a learning-rate ratio rho = eta_QK / eta_OV, log-uniformly.
 
 None of them is called ``settings``: ``from hypothesis import settings`` stays hypothesis's decorator.
 
-Assertions on a :class:`~qkdyn.simulate.solve.Trajectory` (from :func:`qkdyn.solve`):
+Assertions on a :class:`~qkdyn.simulate.solve.Trajectory` (from :func:`qkdyn.solve`) or a spec's
+:class:`~qkdyn.simulate.specsolve.SpecTrajectory` (``qkdyn.solve(setting, spec)``):
 
 * :func:`assert_conserved` - every conserved quantity (the line Phi(qk) - rho Psi(ov) and the
-  polynomial invariants) stays constant to ``rel``;
+  polynomial invariants; for a spec, the conserved polynomials its derivation found) stays constant to ``rel``;
 * :func:`assert_grows_like` - a quantity (a name of :data:`QUANTITIES`, a reduced variable's name,
   or a function of the trajectory) grows like a law on a late window. A law is the text ``qkdyn
   derive`` prints (``"log t"``, ``"log t + log log t"``, ``"(log t)^2 log log t"``,
@@ -114,12 +115,17 @@ def params(include_paper: bool = False):
     return st.sampled_from(ALL_PARAMS if include_paper else EXACT_PARAMS)
 
 
-def for_each_param(include_paper: bool = False, argname: str = "param"):
+def for_each_param(include_paper: bool = False, argname: str = "param", specs: Sequence = (), only_specs: bool = False):
     """Decorator: run the test once per parameterisation (``pytest.mark.parametrize``), so every form
-    is tried whatever ``max_examples`` is; combine it with ``@given`` for the other arguments."""
+    is tried whatever ``max_examples`` is; combine it with ``@given`` for the other arguments.
+    ``specs``: circuit specs (:class:`~qkdyn.Spec`) to run it for as well (``only_specs``: for them
+    alone), each shown by its name; :func:`qkdyn.solve` and :func:`qkdyn.sharpness` take a spec where
+    they take a name."""
     import pytest
 
-    return pytest.mark.parametrize(argname, ALL_PARAMS if include_paper else EXACT_PARAMS)
+    names = [] if only_specs else list(ALL_PARAMS if include_paper else EXACT_PARAMS)
+    values = names + list(specs)
+    return pytest.mark.parametrize(argname, values, ids=[v if isinstance(v, str) else v.name for v in values])
 
 
 def rhos(min_value: float = 1e-2, max_value: float = 1e2):
@@ -137,6 +143,9 @@ def assert_conserved(trajectory: Trajectory, rel: float = 1e-8) -> None:
     :meth:`~qkdyn.simulate.solve.Trajectory.drifts`). The message names each one that fails, its
     drift and where it is largest."""
     drifts = trajectory.drifts()
+    if not drifts:  # a spec whose derivation found nothing conserved (weight decay, an MLP coupling)
+        raise AssertionError(f"{trajectory.param}: no conserved quantity to check: its derivation found none "
+                             "(qkdyn derive --spec says why)")
     failed = {name: drift for name, drift in drifts.items() if not drift <= rel}
     if failed:
         raise AssertionError(

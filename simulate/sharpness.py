@@ -43,6 +43,7 @@ from qkdyn.errors import InputError
 from qkdyn.simulate.grid import LabelledGrid, arrange
 from qkdyn.theory.compiled import Compiled, load
 from qkdyn.theory.setting import ALL_PARAMS, Setting
+from qkdyn.theory.spec import Spec
 
 _INT_FIELDS = ("classes", "distinct", "commons", "m", "n")
 _CHEB_DEG = 14  # Chebyshev degree per panel of the factorized-QK table
@@ -491,7 +492,7 @@ def _settings(setting, shape_of_rest) -> tuple[tuple, list[Setting], np.ndarray]
     return shape, settings, np.asarray(inverse).ravel()
 
 
-def sharpness(setting: Setting | Mapping, param: str, rho: ArrayLike, loss: ArrayLike, *, time: bool = True,
+def sharpness(setting: Setting | Mapping, param: str | Spec, rho: ArrayLike, loss: ArrayLike, *, time: bool = True,
               grid: bool = False) -> Sharpness:
     """qk, ov, attn and t at the first time the loss reaches ``loss``, for rho = eta_QK / eta_OV.
 
@@ -502,7 +503,9 @@ def sharpness(setting: Setting | Mapping, param: str, rho: ArrayLike, loss: Arra
     not), or with ``grid=True`` form their outer product, one named axis per input (rho, loss, then
     the fields): see :mod:`qkdyn.simulate.grid`. See the module docstring for the mathematics; exact
     to round-off for (qk, ov, attn), t to about 1e-10 relative (a test checks 1e-8 against a 12x
-    finer quadrature).
+    finer quadrature). ``param`` may be a :class:`~qkdyn.theory.spec.Spec`: the closed form where the spec
+    is an exact form's model, else the crossings of the spec's ODE (one ``setting``, a Setting;
+    :func:`qkdyn.simulate.specsolve.events_sharpness`).
 
     >>> r = sharpness({"m": [4, 8, 16]}, "FAFO", rho=1.0, loss=1e-2)
     >>> r.attn.shape
@@ -510,6 +513,14 @@ def sharpness(setting: Setting | Mapping, param: str, rho: ArrayLike, loss: Arra
     >>> sharpness({"m": [4, 8, 16]}, "FAFO", rho=[0.1, 1.0], loss=[0.1, 1e-2], grid=True).attn.shape
     (2, 2, 3)
     """
+    if isinstance(param, Spec):  # a spec: the closed form where it is an exact form's model, else ODE events
+        from qkdyn.theory.specclosed import exact_form
+
+        if exact_form(param) is None:
+            from qkdyn.simulate.specsolve import events_sharpness
+
+            return events_sharpness(setting, param, rho, loss, time=time, grid=grid)
+        param = exact_form(param)
     setting, rho, loss, axes = arrange(setting, rho, loss, grid)
     if param not in ALL_PARAMS:
         raise InputError(f"must be one of {', '.join(ALL_PARAMS)}, got {param!r}", "param")

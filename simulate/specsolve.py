@@ -93,6 +93,28 @@ class SpecTrajectory(TrajectoryExports):
     def loss(self) -> np.ndarray:
         return self._values["loss"]
 
+    def drifts(self) -> dict[str, float]:
+        """Largest relative drift of every conserved polynomial the spec's derivation found (none with
+        weight decay or an MLP coupling): max_t |I(t) - I(0)| / max_t |x|^k for I of degree k, as
+        :meth:`qkdyn.simulate.solve.Trajectory.drifts` (which also has the line, a closed form of the exact forms)."""
+        import sympy as sp
+
+        from qkdyn.theory.model import PARAMS
+        from qkdyn.theory.specflow import derive_spec
+        from qkdyn.theory.specnumeric import lambdify
+
+        d = derive_spec(self.spec)
+        p = np.asarray(self.setting.numeric(), dtype=float)
+        x_scale = np.max(np.abs(self.state), axis=0)
+        out = {}
+        for circuit, found in d.invariants.items():
+            for i, invariant in enumerate([] if isinstance(found, str) else found):
+                value = lambdify([list(d.symbols), list(PARAMS)], invariant)
+                values = np.array([float(value(x, p)) for x in self.state.T])
+                degree = sp.Poly(invariant, *d.symbols).total_degree()
+                out[f"I_{circuit}{i + 1}"] = float(np.max(np.abs(values - values[0]) / np.maximum(x_scale**degree, 1e-300)))
+        return out
+
     @property
     def log_odds(self) -> np.ndarray:
         """log(attn / (1 - attn)), from attn (the spec's attention need not be a logistic of qk)."""
@@ -149,3 +171,23 @@ def spec_sharpness(setting: Setting, spec: Spec, rhos: Sequence[float], levels: 
                 out["qk"][i, j], out["ov"][i, j], out["attn"][i, j] = functions.features(x, p)
                 out["t"][i, j] = t
     return SpecSharpness(rhos, levels, **out)
+
+
+def events_sharpness(setting: Setting, spec: Spec, rho, loss, *, time: bool = True, grid: bool = False):
+    """:func:`qkdyn.sharpness` for a spec without a closed form: ``rho`` and ``loss`` broadcast (or, with
+    ``grid``, form their outer product) as there, each value from :func:`spec_sharpness` (one solve per
+    distinct rho, every level's crossing from the event finder; NaN where a level is not reached)."""
+    from qkdyn.simulate.grid import arrange
+    from qkdyn.simulate.sharpness import Sharpness
+
+    if not isinstance(setting, Setting):
+        raise InputError(f"must be one Setting for a spec without a closed form (its matched loss comes from ODE "
+                         f"events), got {type(setting).__name__}", "setting")
+    _, rho, loss, axes = arrange(setting, rho, loss, grid)
+    rho_a, loss_a = np.broadcast_arrays(np.asarray(rho, dtype=float), np.asarray(loss, dtype=float))
+    if np.any(~np.isfinite(rho_a) | (rho_a < 0)) or np.any(~np.isfinite(loss_a) | (loss_a <= 0)):
+        raise InputError("rho must be finite and >= 0 and every loss level finite and > 0", "rho")
+    rhos, levels = np.unique(rho_a), np.unique(loss_a)
+    found = spec_sharpness(setting, spec, rhos, levels)
+    i, j = np.searchsorted(rhos, rho_a), np.searchsorted(levels, loss_a)
+    return Sharpness(found.qk[i, j], found.ov[i, j], found.attn[i, j], found.t[i, j] if time else None, axes)

@@ -4,6 +4,11 @@ Symbols as in docs/setting.md: the reduced state x (orbit values of the matrix e
 qk(x) and ov(x), attn = m e^qk / (m e^qk + n), the population loss L(qk, ov), the reduced flow
 dx_i/dt = -(eta_c / w_i) dL/dx_i, its conserved polynomials, the first-integral line
 Phi(qk) - rho Psi(ov) = const, the rate factors M_c and the late-time laws.
+
+``derive`` also takes a :class:`~qkdyn.theory.spec.Spec`: a spec that is the model of an exact form gets
+that form's result; any other spec its own reduced flow, conserved polynomials and exact rates M_c(x)
+(:mod:`qkdyn.theory.specflow`), with ``line``, ``laws`` and ``growth`` left empty and ``not_derived``
+saying, per closed form, what follows for it and what does not (:mod:`qkdyn.theory.specclosed`).
 """
 from __future__ import annotations
 
@@ -36,11 +41,16 @@ class Derived:
     metric: tuple[sp.Expr, sp.Expr]          # (M_QK, M_OV): dqk/dt = -eta_QK M_QK dL/dqk, likewise ov
     laws: dict                               # "ov(t)", "qk(ov)" -> sympy Eq (leading-order, explicit constants)
     growth: dict                             # quantity -> growth in log t (text)
+    not_derived: dict = dataclasses.field(default_factory=dict)  # closed form -> why (a spec without them)
 
 
 @functools.lru_cache(maxsize=None)
-def derive(param: str) -> Derived:
-    """Derive everything for ``param`` (CACO, FACO, CAFO, FAFO or paper); cached per process."""
+def derive(param) -> Derived:
+    """Derive everything for ``param`` (CACO, FACO, CAFO, FAFO, paper, or a Spec); cached per process."""
+    from qkdyn.theory.spec import Spec
+
+    if isinstance(param, Spec):
+        return _derive_spec(param)
     d = model.derive(param)
     return Derived(
         param=param, variables=d.symbols, ode=dict(zip(d.symbols, d.rhs)), jacobian=d.jacobian,
@@ -49,3 +59,23 @@ def derive(param: str) -> Derived:
         metric=(invariants.balanced_metric(d.qk_circuit), invariants.balanced_metric(d.ov_circuit)),
         laws={"ov(t)": asymptotics.ov_law(param).equation, "qk(ov)": asymptotics.qk_law(param).equation},
         growth=asymptotics.log_t_exponents(param))
+
+
+def _derive_spec(spec) -> Derived:
+    """:func:`derive` for a spec (module docstring)."""
+    from qkdyn.theory import specclosed, specflow
+
+    name = specclosed.exact_form(spec)
+    if name is not None:
+        return derive(name)
+    d = specflow.derive_spec(spec)
+    conserved = {}
+    for circuit, found in d.invariants.items():
+        if isinstance(found, str):
+            conserved[f"{circuit} (none listed)"] = found
+        else:
+            conserved.update({f"I_{circuit}{i + 1}": e for i, e in enumerate(found)})
+    return Derived(
+        param=spec.name, variables=d.symbols, ode=dict(zip(d.symbols, d.rhs)), jacobian=d.jacobian, qk=d.qk, ov=d.ov,
+        attn=d.attn, loss=d.loss, invariants=conserved, line=(), metric=(d.metrics["QK"]["metric"], d.metrics["OV"]["metric"]),
+        laws={}, growth={}, not_derived=specclosed.statements(spec))

@@ -33,7 +33,7 @@ import math
 import numpy as np
 import sympy as sp
 
-from qkdyn.theory.invariants import balanced_metric
+from qkdyn.theory.invariants import balanced_metric, metric_is_constant
 from qkdyn.theory.model import derive, eta_ov, m, n, ov, qk, reduced_loss
 from qkdyn.theory.setting import EXACT_PARAMS
 
@@ -57,7 +57,7 @@ def derive_frozen_qk(name: str) -> FrozenQK:
     if name not in EXACT_PARAMS:
         raise ValueError(f"frozen-QK law defined for {EXACT_PARAMS}, not {name!r}")
     d = derive(name)
-    if d.ov_circuit.kind == "collapsed":
+    if metric_is_constant(d.ov_circuit):
         # chain rule through the OV variables of the derived ODE: the exact flow of the feature ov
         dov = sum(sp.diff(d.ov, v.symbol) * rhs for v, rhs in zip(d.variables, d.rhs) if v.circuit == "OV")
         u, w, _ = (v.symbol for v in d.ov_circuit.variables)

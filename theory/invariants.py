@@ -105,22 +105,64 @@ def first_integrals(derivation: Derivation) -> dict[str, sp.Expr]:
     return {**derivation.qk_circuit.invariants, **derivation.ov_circuit.invariants}
 
 
+class NotDerived(ValueError):
+    """A closed form that is not derived for the circuit or spec at hand; the message says why (the
+    result is a statement, never another circuit's number)."""
+
+
+def metric_is_constant(circuit: Circuit) -> bool:
+    """True when M_c(x) does not depend on the state (every collapsed circuit, the paper form)."""
+    return not (metric(circuit).free_symbols & {v.symbol for v in circuit.variables})
+
+
+def _two_factor(circuit: Circuit) -> str | None:
+    """"QK" / "OV" when ``circuit`` is, variable for variable (names, orbit sizes) and in its feature, the
+    two-factor circuit of the exact forms whose balanced closed form is derived and proved by
+    :func:`balanced_metric_residual`; None for any other circuit (depth 3, rank r, other index types)."""
+    from qkdyn.theory.model import ov_circuit, qk_circuit
+
+    for ref in (qk_circuit("factorized"), ov_circuit("factorized")):
+        same = len(ref.variables) == len(circuit.variables) and all(
+            a.name == b.name and a.circuit == b.circuit and sp.simplify(a.orbit - b.orbit) == 0
+            for a, b in zip(ref.variables, circuit.variables))
+        if same and sp.expand(ref.feature - circuit.feature) == 0:
+            return ref.variables[0].circuit
+    return None
+
+
+def _not_derived(circuit: Circuit, what: str) -> NotDerived:
+    names = ", ".join(v.name for v in circuit.variables)
+    return NotDerived(f"{what} is not derived for this {circuit.variables[0].circuit} circuit ({names}): its M_c(x) "
+                      "depends on the state and it is not the two-factor circuit whose balanced closed form is "
+                      "proved; its exact rate is M_c(x) = sum_i (df/dx_i)^2 / w_i (qkdyn.derive_spec(spec).metrics)")
+
+
 def balanced_metric(circuit: Circuit) -> sp.Expr:
-    """M_c on the balanced manifold as a function of the feature (qk or ov) alone (see module doc)."""
-    c = 1 / (K * D) + 1 / N
-    if circuit.kind == "collapsed" or circuit.kind == "paper":
+    """M_c on the balanced manifold as a function of the feature (qk or ov) alone (see module doc):
+    M_c itself where it is constant; the two-factor closed forms for exactly those circuits
+    (:func:`_two_factor`); :class:`NotDerived` for every other circuit (a depth-3 or rank-r factorisation
+    does not get the depth-2 factor)."""
+    if metric_is_constant(circuit):
         return metric(circuit)
-    if circuit.variables[0].circuit == "QK":
+    c = 1 / (K * D) + 1 / N
+    which = _two_factor(circuit)
+    if which == "QK":
         return s**2 * c * sp.sqrt(kappa**2 + 4 * qk**2 / (s**2 * c))
-    return 2 * sp.Abs(ov) / ((K - 1) * sp.sqrt(D))
+    if which == "OV":
+        return 2 * sp.Abs(ov) / ((K - 1) * sp.sqrt(D))
+    raise _not_derived(circuit, "the balanced closed form of M_c")
 
 
 def kappa_of(circuit: Circuit) -> sp.Expr:
-    """kappa = |k_perp|^2 = (KD k_d + N k_c)^2 / (KD + N) for a factorized QK circuit, else 0."""
-    if circuit.kind != "factorized" or circuit.variables[0].circuit != "QK":
+    """kappa = |k_perp|^2 = (KD k_d + N k_c)^2 / (KD + N) for the two-factor QK circuit, 0 where the
+    balanced metric does not involve it, :class:`NotDerived` otherwise."""
+    which = None if metric_is_constant(circuit) else _two_factor(circuit)
+    if which == "QK":
+        _, kd, kc = (v.symbol for v in circuit.variables)
+        return (K * D * kd + N * kc) ** 2 / (K * D + N)
+    if which == "OV" or metric_is_constant(circuit):
         return sp.S(0)
-    _, kd, kc = (v.symbol for v in circuit.variables)
-    return (K * D * kd + N * kc) ** 2 / (K * D + N)
+    raise _not_derived(circuit, "kappa")
 
 
 def balanced_metric_residual(circuit: Circuit) -> sp.Expr:
@@ -128,11 +170,12 @@ def balanced_metric_residual(circuit: Circuit) -> sp.Expr:
 
     QK: p^2 = KD k_d^2 + N k_c^2 (p appears in even powers only), kappa = (KD k_d + N k_c)^2/(KD+N).
     OV: o1 - o2 = sqrt(D) (v1 - v2) (the balanced branch of (o1-o2)^2 = D (v1-v2)^2).
+    A circuit with a constant metric has residual 0; any other circuit raises :class:`NotDerived`.
     """
-    if circuit.kind != "factorized":
-        return sp.S(0)
     closed = balanced_metric(circuit)
-    if circuit.variables[0].circuit == "QK":
+    if metric_is_constant(circuit):
+        return sp.S(0)
+    if _two_factor(circuit) == "QK":
         p, kd, kc = (v.symbol for v in circuit.variables)
         closed = closed.subs({qk: circuit.feature, kappa: kappa_of(circuit)})
         residual = sp.expand(metric(circuit) ** 2 - closed**2)

@@ -70,9 +70,11 @@ class Variable:
 
 @dataclasses.dataclass(frozen=True)
 class Circuit:
-    """One circuit's reduced variables, its feature (qk or ov), collapsed entries and balanced init."""
+    """One circuit's reduced variables, its feature (qk or ov), collapsed entries and balanced init.
 
-    kind: str  # "collapsed", "factorized" or "paper"
+    It carries no form label: what is derived for it downstream (:mod:`qkdyn.theory.invariants`) is read
+    off its variables and feature, so a circuit built by hand or from a spec gets its own results."""
+
     variables: tuple[Variable, ...]
     feature: sp.Expr  # qk or ov as a function of the variables
     entries: dict  # collapsed matrix entries (a, b) or (u, w, z) as functions of the variables
@@ -96,7 +98,7 @@ def qk_circuit(kind: str) -> Circuit:
             Variable("qk_common", "QK", N, "W_QK[q, c] for a common token c"),
         )
         invariants = {"qk_mean": K * D * a + N * bb}
-        return Circuit(kind, variables, s * (a - bb), {"a": a, "b": bb}, {a: qk0 / s, bb: sp.S(0)}, invariants)
+        return Circuit(variables, s * (a - bb), {"a": a, "b": bb}, {a: qk0 / s, bb: sp.S(0)}, invariants)
     if kind == "factorized":
         p, kd, kc = _syms("q_query", "k_distinct", "k_common")
         variables = (
@@ -107,7 +109,7 @@ def qk_circuit(kind: str) -> Circuit:
         sigma = sp.Abs(qk0) / s * sp.sqrt(K * D)
         init = {p: sp.sign(qk0) * sp.sqrt(sigma), kd: sp.sqrt(sigma / (K * D)), kc: sp.S(0)}
         invariants = {"k_mean": K * D * kd + N * kc, "qk_balance": p**2 - K * D * kd**2 - N * kc**2}
-        return Circuit(kind, variables, s * p * (kd - kc), {"a": p * kd, "b": p * kc}, init, invariants)
+        return Circuit(variables, s * p * (kd - kc), {"a": p * kd, "b": p * kc}, init, invariants)
     raise ValueError(kind)
 
 
@@ -123,7 +125,7 @@ def ov_circuit(kind: str) -> Circuit:
             Variable("ov_common", "OV", K * N, "W_OV[label_j, c] for a common token c"),
         )
         invariants = {"ov_mean": u + (K - 1) * w, "ov_common": z}
-        return Circuit(kind, variables, u - w, {"u": u, "w": w, "z": z}, {u: ov0, w: sp.S(0), z: sp.S(0)},
+        return Circuit(variables, u - w, {"u": u, "w": w, "z": z}, {u: ov0, w: sp.S(0), z: sp.S(0)},
                        invariants)
     if kind == "factorized":
         o1, o2, v1, v2, v3 = _syms("o_own", "o_cross", "v_own", "v_cross", "v_common")
@@ -147,15 +149,15 @@ def ov_circuit(kind: str) -> Circuit:
             "v_common": v3,
             "ov_balance": (o1 - o2) ** 2 - D * (v1 - v2) ** 2,
         }
-        return Circuit(kind, variables, entries["u"] - entries["w"], entries, init, invariants)
+        return Circuit(variables, entries["u"] - entries["w"], entries, init, invariants)
     raise ValueError(kind)
 
 
 def paper_circuits() -> tuple[Circuit, Circuit]:
     """The authors' reduced form: mu_QK with divisor M b^2, mu_OV with divisor b (M - 1), M = K."""
     mq, mo = _syms("mu_qk", "mu_ov")
-    qk_c = Circuit("paper", (Variable("mu_qk", "QK", K * b**2, "the authors' mu_QK"),), mq, {}, {mq: qk0})
-    ov_c = Circuit("paper", (Variable("mu_ov", "OV", b * (K - 1), "the authors' mu_OV"),), mo, {}, {mo: ov0})
+    qk_c = Circuit((Variable("mu_qk", "QK", K * b**2, "the authors' mu_QK"),), mq, {}, {mq: qk0})
+    ov_c = Circuit((Variable("mu_ov", "OV", b * (K - 1), "the authors' mu_OV"),), mo, {}, {mo: ov0})
     return qk_c, ov_c
 
 
@@ -229,8 +231,22 @@ def circuits(name: str) -> tuple[Circuit, Circuit]:
 
 
 @functools.lru_cache(maxsize=None)
-def derive(name: str) -> Derivation:
-    """Derive the reduced gradient flow (1) and its Jacobian for parameterisation ``name``."""
+def derive(name) -> Derivation:
+    """Derive the reduced gradient flow (1) and its Jacobian for parameterisation ``name``. A
+    :class:`~qkdyn.theory.spec.Spec` that is an exact form's model gives that form's derivation, so every
+    closed form keyed by a form (line normal form, laws, A4) takes such a spec; any other spec raises
+    :class:`~qkdyn.theory.invariants.NotDerived` saying so."""
+    from qkdyn.theory.spec import Spec
+
+    if isinstance(name, Spec):
+        from qkdyn.theory.invariants import NotDerived
+        from qkdyn.theory.specclosed import exact_form
+
+        if exact_form(name) is None:
+            raise NotDerived(f"{name.name} is not the model of an exact form, so their closed forms (the line's "
+                             "normal form, the late-time laws, matched loss in closed form) are not derived for it; "
+                             "qkdyn.derive(spec).not_derived says what follows for it")
+        return derive(exact_form(name))
     qk_c, ov_c = circuits(name)
     loss = reduced_loss(qk_c.feature, ov_c.feature)
     variables = qk_c.variables + ov_c.variables

@@ -47,7 +47,6 @@ import sympy as sp
 
 from qkdyn.theory import invariants, model
 from qkdyn.theory.model import K, eta_ov, m, n, ov, qk
-from qkdyn.theory.setting import factorized
 
 beta = sp.Symbol("beta", positive=True)
 rho = sp.Symbol("rho", nonnegative=True)
@@ -185,8 +184,8 @@ def flow_lemmas(name: str) -> dict[str, bool]:
     dqk = -model.ETA["QK"] * m_qk_bal * sp.diff(model.reduced_loss(qk, ov), qk)
     dov = -eta_ov * m_ov * slope
     line = dphi * dqk - (model.ETA["QK"] / eta_ov) * dpsi * dov
-    balanced = all(invariants.balanced_metric_residual(c) == 0
-                   for c, is_factorized in zip((d.qk_circuit, d.ov_circuit), factorized(name)) if is_factorized)
+    balanced = all(invariants.balanced_metric_residual(c) == 0 for c in (d.qk_circuit, d.ov_circuit)
+                   if not invariants.metric_is_constant(c))
     return {
         "chain rule: d x_i/dt = -(eta_OV / w_i) dL/dov d ov/dx_i for every OV variable": chain,
         "d ov/dt = -eta_OV M_OV(x) dL/dov, M_OV(x) = sum (d ov/dx_i)^2 / w_i >= 0":

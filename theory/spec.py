@@ -35,8 +35,9 @@ plus what the rest of the model does:
 
 Specs are frozen and hashable (derivations are cached per spec). :func:`load` reads one from a small
 TOML or JSON file; every error in it is an :class:`~qkdyn.errors.InputError` naming the field.
-:data:`NAMED` holds the four exact forms of ``qkdyn.PARAMS`` as specs (``paper``, the authors'
-two-variable system, is not a circuit model and stays a named form of its own).
+:data:`NAMED` holds the four exact forms of ``qkdyn.PARAMS`` as specs. ``paper``, the authors'
+two-variable system, is the CACO spec at the authors' constants: :func:`paper_model` maps a setting
+to that model's (its (qk, ov) flow is the authors' form exactly; ``qkdyn.check("paper")`` tests it).
 """
 from __future__ import annotations
 
@@ -178,6 +179,21 @@ NAMED = {
     "FAFO": Spec("FAFO", qk=CircuitSpec("factorized"), ov=CircuitSpec("factorized", inner="class")),
 }
 
+def paper_model(setting):
+    """The authors' reduced form ``paper`` as a spec: it is ``NAMED["CACO"]`` at the Setting returned here.
+    That circuit model has M = K classes, D = b distinct tokens per class (b must be a whole number) and
+    the scale s = sqrt(N / (b (N + K b))), at which M_QK = s^2 (1/(KD) + 1/N) is the authors' 1/(M b^2) and
+    M_OV = 1/((K-1) D) their 1/(b (M-1)), so its (qk, ov) flow is the authors' (mu_QK, mu_OV) flow
+    exactly; everything else (N, m, n, rates, init) is ``setting``'s. ``qkdyn.check("paper")`` checks it
+    against the full matrices."""
+    b = setting.b
+    if b != int(b):
+        raise InputError(f"must be a whole number for a circuit model of the paper form (b distinct tokens per "
+                         f"class), got {b!r}", "b")
+    b = int(b)
+    return setting.replace(distinct=b, scale=math.sqrt(setting.commons / (b * (setting.commons + setting.classes * b))))
+
+
 _CIRCUIT_FIELDS = {f.name for f in dataclasses.fields(CircuitSpec)}
 _SPEC_FIELDS = {f.name for f in dataclasses.fields(Spec)}
 
@@ -210,13 +226,24 @@ def from_dict(record: dict) -> Spec:
     return Spec(**fields)
 
 
+#: a spec is a few lines; a file above this bound is not one (and is refused before it fills memory)
+MAX_SPEC_BYTES = 1 << 20
+
+
 def load(path) -> Spec:
-    """Read a spec from a ``.toml`` or ``.json`` file (data only: nothing in it is executed)."""
+    """Read a spec from a ``.toml`` or ``.json`` file (data only: nothing in it is executed). The file must
+    be a regular file of at most :data:`MAX_SPEC_BYTES` (a FIFO or a device node is refused before it is
+    read, :mod:`qkdyn.inputs`); every error names the file and, for a bad field, the field."""
+    from qkdyn.inputs import read_text
+
     path = Path(path)
+    if path.suffix not in (".toml", ".json"):
+        raise InputError(f"must be a .toml or .json file, got {path.name!r}", "spec")
     try:
-        text = path.read_text()
-    except OSError as exc:
-        raise InputError(f"cannot be read: {path}: {exc.strerror or exc}", "spec") from None
+        text = read_text(path, MAX_SPEC_BYTES, "spec")
+    except InputError as exc:
+        problem = exc.problem.removeprefix("spec ")  # "cannot read spec file P: why", "spec path P is a FIFO; ..."
+        raise InputError(problem.replace("cannot read spec file ", "cannot be read: ", 1), "spec") from None
     if path.suffix == ".toml":
         try:
             import tomllib
@@ -226,13 +253,16 @@ def load(path) -> Spec:
             record = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise InputError(f"is not valid TOML: {path}: {exc}", "spec") from None
-    elif path.suffix == ".json":
+    else:
         try:
             record = json.loads(text)
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, RecursionError) as exc:
             raise InputError(f"is not valid JSON: {path}: {exc}", "spec") from None
-    else:
-        raise InputError(f"must be a .toml or .json file, got {path.name!r}", "spec")
     if isinstance(record, dict):
         record.setdefault("name", path.stem)
-    return from_dict(record)
+    try:
+        return from_dict(record)
+    except InputError as exc:
+        if exc.field in (None, "spec"):
+            raise InputError(f"{path}: {exc.problem}", "spec") from None
+        raise InputError(f"{path}: field {exc.field} {exc.problem}", "spec") from None

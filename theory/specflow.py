@@ -48,7 +48,7 @@ import sympy as sp
 from qkdyn.errors import InputError
 from qkdyn.theory import invariants, lossfeatures, orbits
 from qkdyn.theory.functions import softplus
-from qkdyn.theory.model import ETA, PARAMS, D, K, N, Variable, m, n, ov0, qk0, s
+from qkdyn.theory.model import ETA, PARAMS, Circuit, D, K, N, Variable, m, n, ov0, qk0, s
 from qkdyn.theory.spec import NAMED, CircuitSpec, Spec
 
 ROWS = {"QK": "query", "OV": "label"}
@@ -155,6 +155,14 @@ class SpecDerivation:
 
     def circuit_symbols(self, circuit: str) -> list[sp.Symbol]:
         return [v.symbol for v in self.variables if v.circuit == circuit]
+
+    def circuit(self, circuit: str) -> Circuit:
+        """``circuit`` ("QK" / "OV") as a :class:`~qkdyn.theory.model.Circuit`, so every function of
+        :mod:`qkdyn.theory.invariants` takes a spec's circuit (each reads the circuit's own variables and
+        feature: a depth-3 circuit gets its own metric, or a statement, never the depth-2 closed form)."""
+        chosen = tuple(v for v in self.variables if v.circuit == circuit)
+        return Circuit(chosen, self.qk if circuit == "QK" else self.ov, dict(self.features[circuit]),
+                       {v.symbol: self.init[v.symbol] for v in chosen})
 
     @functools.cached_property
     def invariants(self) -> dict:
@@ -388,9 +396,9 @@ def derive_spec(spec: Spec) -> SpecDerivation:
     values = {holders[c][key]: value for c, f in (("QK", qk_f), ("OV", ov_f)) for key, value in f.items()}
     seen = {}
     for c, other in (("QK", "OV"), ("OV", "QK")):
-        seen[c] = [f.subs(values) for f in lossfeatures.features(loss_e, list(holders[c].values()),
+        seen[c] = [f.xreplace(values) for f in lossfeatures.features(loss_e, list(holders[c].values()),
                                                                  list(holders[other].values()))]
-    loss = loss_e.subs(values)
+    loss = loss_e.xreplace(values)
     for circuit in ("QK", "OV"):
         decay = sp.nsimplify(_circuit_spec(spec, circuit).weight_decay)
         if decay:
@@ -398,8 +406,8 @@ def derive_spec(spec: Spec) -> SpecDerivation:
                                     if e.variable.circuit == circuit)
     rhs = tuple(-(ETA[e.variable.circuit] / e.variable.orbit) * sp.diff(loss, e.variable.symbol) for e in entries)
     init = {e.variable.symbol: _init_value(spec, e) for e in entries}
-    return SpecDerivation(spec, entries, {"QK": qk_f, "OV": ov_f}, seen, qk.subs(values), ov.subs(values),
-                          attn.subs(values), loss, rhs, init)
+    return SpecDerivation(spec, entries, {"QK": qk_f, "OV": ov_f}, seen, qk.xreplace(values), ov.xreplace(values),
+                          attn.xreplace(values), loss, rhs, init)
 
 
 def named(name: str) -> SpecDerivation:

@@ -29,12 +29,17 @@ from qkdyn.studies import RunSpec, Study
 
 HANDCHECK = "brown_sva_handcheck.tsv"  # package data: 30 hand-checked Brown SVA items
 #: the stated training criterion per task for the cpu budget: stop once the running training loss
-#: (mean over the evaluation interval) is below this. brown-sva: a calibration run of the same-lr arm
-#: (seed 0, cpu preset, 8 epochs) logged 0.13 at 2.9 epochs and 0.079 at 3.7; the others are not
-#: calibrated yet (an arm that misses its target makes the claim inconclusive, it is not hidden).
-#: brown-qa (per answer token and <eos>): a probe of the same-lr arm (seed 0, 2000 steps, cosine to 0)
-#: logged 1.99 at 1250 steps and 1.82 at 1500
-TARGET_LOSS = {"brown-sva": 0.1, "vader": 0.35, "hatexplain": 0.6, "sva": 0.2, "squad": 1.5, "brown-qa": 1.8}
+#: (mean over the evaluation interval) is below this, a target every compared arm can reach within the
+#: cap (an arm that misses it makes the claim inconclusive, it is not hidden). brown-sva: 0.12, not 0.1:
+#: within the 12-epoch cap the all x30 arm (every rate 3e-2) reached 0.1 at 2300 steps in seed 0 but not
+#: in seed 1 (0.112 at 3100 steps, 0.106 at the cap, 3276), while the same-lr and QK x30 arms pass 0.1 by
+#: 900 steps; vader, hatexplain, sva and squad are not calibrated yet.
+#: brown-qa (per answer token and <eos>, cpu preset, base lr 5e-4 over the 4-epoch cap): 2.0, not the
+#: 1.8 of the first probe: at 1.8 the QK x10 arm (seed 0) logged 1.83 at 5000 steps and 1.79 only in the
+#: last, partial interval of its cap (6220 steps, rate at 0), so 1.8 is at that arm's floor; it passed 2.0
+#: at 3750 steps (1.98) and the same-lr arm at 1750 (1.82), dev attention mass 0.25 / 0.16 against
+#: uniform attention's 0.027 (both have learned to attend)
+TARGET_LOSS = {"brown-sva": 0.12, "vader": 0.35, "hatexplain": 0.6, "sva": 0.2, "squad": 1.5, "brown-qa": 2.0}
 #: the rates of every arm of a run: (QK-group multiplier, base-rate multiplier, QK group without the embedding)
 ARMS = {"qk": lambda r: (r, 1.0, False), "all": lambda r: (1.0, r, False), "qk-noemb": lambda r: (r, 1.0, True)}
 
@@ -247,9 +252,7 @@ class CircuitsStudy(Study):
             f"{cfg['optimizer']} lr {cfg['lr']:g} (the all-parameters arm: R x that), batch {cfg['batch_size']}, "
             f"{sum(map(len, results.values()))} runs (1 torch thread each), {self.seconds(records)[0] / 60:.1f} CPU "
             "minutes summed over them (training and final evaluation).",
-            (f"Criterion: each run trains until its running training loss (mean over {cfg['eval_every']} steps) is "
-             f"below {target:g}, within {cfg['epochs']:g} epochs; steps trained and the loss at the stop are in the "
-             "table." if target > 0 else f"Criterion: a fixed {cfg['epochs']:g} epochs per run (no target loss).")]
+            self._criterion(cfg, [r for runs in results.values() for r in runs])]
         payload = {"task": self.task, "arms": list(results), "seeds": sorted({r["config"]["seed"] for r in
                                                                               results["same lr"]}),
                    "config": cfg, "performance_key": self.performance_key, "target_loss": target,
@@ -257,6 +260,23 @@ class CircuitsStudy(Study):
                    "notes": notes + list(self.report_notes), "plots": [Path(p).name for p in paths]}
         atomic.write_text(Path(figures) / f"{self.task}.json", json.dumps(payload, indent=1))
         return []
+
+    def _criterion(self, cfg: dict, results: list[dict]) -> str:
+        """The report's line on the training criterion: target, cap, how many runs reached the target."""
+        target = cfg["target_loss"]
+        if not target > 0:
+            return f"Criterion: a fixed {cfg['epochs']:g} epochs per run (no target loss)."
+        reached = sum(bool(r.get("target_reached")) for r in results)
+        source = (" It is the task's stated target (`TARGET_LOSS` in empirical/circuits/study.py), chosen from "
+                  "calibration runs so that every compared arm can reach it within the cap (docs/authors-experiments.md, "
+                  "'Matched training loss in the circuits study')." if target == TARGET_LOSS.get(self.task) else "")
+        cap = (f"{cfg['max_steps']} steps" if cfg["max_steps"] > 0
+               else f"{cfg['epochs']:g} epochs = {results[0].get('planned_steps')} steps")
+        return (f"Criterion: each run trains until its running training loss (mean over {cfg['eval_every']} steps) is "
+                f"at most {target:g}, within a cap of {cap} (the warm-up and the schedule span the cap); a run that "
+                "hits the cap has not reached the "
+                f"target and makes every claim it enters inconclusive. {reached} of {len(results)} runs reached it; "
+                f"steps trained and the loss at the stop are in the table.{source}")
 
     @staticmethod
     def seconds(records) -> tuple[float, float]:

@@ -30,11 +30,11 @@ import dataclasses
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from qkdyn.empirical.coupled.attention import AttentionConfig, build_attention, extra_parameters
 from qkdyn.empirical.coupled.configs import FLOW_KINDS
+from qkdyn.empirical.coupled.lm_loss import linear_cross_entropy
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,7 +125,9 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    """Decoder LM; ``forward(idx, targets)`` returns (logits, mean cross-entropy over targets != -100)."""
+    """Decoder LM; ``forward(idx)`` returns (logits, None), ``forward(idx, targets)`` (None, the mean
+    cross-entropy over targets != -100), the latter without forming the logits
+    (:func:`~qkdyn.empirical.coupled.lm_loss.linear_cross_entropy`)."""
 
     def __init__(self, cfg: GPTConfig):
         super().__init__()
@@ -171,8 +173,7 @@ class GPT(nn.Module):
         x = self.wte(idx) + self.wpe(torch.arange(T, device=idx.device))
         for block in self.blocks:
             x = block(x)
-        logits = self.lm_head(self.ln_f(x))
+        x = self.ln_f(x)
         if targets is None:
-            return logits, None
-        loss = F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.reshape(-1), ignore_index=-100)
-        return logits, loss
+            return self.lm_head(x), None
+        return None, linear_cross_entropy(x, self.lm_head.weight, targets)

@@ -9,7 +9,8 @@ from qkdyn.errors import InputError
 from qkdyn.settingflags import add_setting_flags, setting_from_args
 
 HELP = ("attention, qk, ov and time where the loss first reaches each level, for each rho, from the first "
-        "integral (no ODE; for a circuit spec --spec FILE from ODE events); CSV columns param,rho,loss,qk,ov,attn,t")
+        "integral (no ODE; a circuit spec --spec FILE: the same for an exact form's model, else from ODE events); "
+        "CSV columns param,rho,loss,qk,ov,attn,t")
 COLUMNS = ("param", "rho", "loss", "qk", "ov", "attn", "t")
 
 
@@ -72,18 +73,16 @@ def run(args: argparse.Namespace) -> int:
     # measured: ~10 KiB per grid point (path samples, quadrature panels and nodes, the CSV row)
     check_memory(16384 * len(rhos) * len(losses), f"a {len(rhos)} x {len(losses)} grid of rho and loss")
     check_writable(args.out)
-    if args.spec is not None:  # any circuit spec: ODE events (one solve per rho), t comes with them
-        from qkdyn.simulate.specsolve import spec_sharpness
+    if args.spec is not None:  # any circuit spec: the closed form of an exact form's model, else ODE events
         from qkdyn.theory.spec import load
 
         spec = load(args.spec)
         spec.check_setting(setting)
-        name, result = spec.name, spec_sharpness(setting, spec, rhos, losses)
-        axes = {"rho": result.rho, "loss": result.loss}
+        name, param = spec.name, spec
     else:
-        name = args.param
-        result = sharpness(setting, args.param, rhos, losses, time=not args.no_time, grid=True)  # every rho x loss
-        axes = result.axes
+        name = param = args.param
+    result = sharpness(setting, param, rhos, losses, time=not args.no_time, grid=True)  # every rho x loss
+    axes = result.axes
     rho_grid, loss_grid = np.meshgrid(axes["rho"], axes["loss"], indexing="ij")
     columns = {"rho": rho_grid, "loss": loss_grid, "qk": result.qk, "ov": result.ov, "attn": result.attn,
                "t": result.t if result.t is not None and not args.no_time else None}

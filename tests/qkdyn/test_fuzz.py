@@ -324,6 +324,12 @@ for _name in SPECIAL:
         (f"lm data is {_name}", ["lm", "--data", _name, "--out", "run", "--no-progress"]),
     ]
 CASES += [
+    ("derive spec is a fifo", ["derive", "--spec", "fifo_spec.json"]),
+    ("solve spec is a fifo", ["solve", "--spec", "fifo_spec.json", "--t-max", "10", "--out", "o.csv"]),
+    ("derive spec without a spec suffix", ["derive", "--spec", "tiny.txt"]),
+    ("solve spec with a bad field", ["solve", "--spec", "bad_spec.json", "--t-max", "10", "--out", "o.csv"]),
+    ("sharpness spec too large", ["sharpness", "--spec", "huge_spec.json", "--rho", "1", "--loss", "0.1",
+                                  "--out", "s.csv"]),
     ("train-circuits hatexplain dataset is a fifo", ["train-circuits", "--task", "hatexplain", "--preset", "tiny",
                                                      "--data", "hx_fifo", "--out", "run"]),
     ("train-circuits checkpoint is a fifo", TRAIN[:8] + ["fifo_circuits", "--no-progress"]),
@@ -410,6 +416,10 @@ def _world(root: Path) -> None:
     if ROOT:
         os.mknod(root / "node", 0o600 | stat.S_IFCHR, os.makedev(1, 3))  # the null device's numbers
         os.symlink("node", root / "link_to_node")
+    os.mkfifo(root / "fifo_spec.json")
+    (root / "bad_spec.json").write_text('{"qk": {"form": "factorized", "depth": 1}}')
+    with open(root / "huge_spec.json", "wb") as fh:
+        fh.truncate(2 << 20)  # sparse: over the spec reader's 1 MiB bound
     (root / "hx_fifo").mkdir()
     os.mkfifo(root / "hx_fifo" / "dataset.json")
     (root / "hx_fifo" / "post_id_divisions.json").write_text(json.dumps({"train": ["p1"], "val": [], "test": ["p1"]}))

@@ -137,3 +137,33 @@ def test_for_each_param_covers_every_form():
     assert set(marks) == {"param"}
     assert tuple(testing.for_each_param().mark.args[1]) == EXACT_PARAMS
     assert tuple(testing.for_each_param(include_paper=True).mark.args[1]) == ALL_PARAMS
+
+
+RANK2 = qkdyn.Spec("rank2_qk", qk=qkdyn.CircuitSpec("factorized", rank=2))
+
+
+def test_for_each_param_runs_specs_too():
+    mark = testing.for_each_param(specs=[RANK2]).mark
+    assert tuple(mark.args[1]) == EXACT_PARAMS + (RANK2,) and mark.kwargs["ids"][-1] == "rank2_qk"
+    assert tuple(testing.for_each_param(specs=[RANK2], only_specs=True).mark.args[1]) == (RANK2,)
+
+
+def test_assert_conserved_and_growth_laws_take_a_spec_trajectory():
+    """qkdyn.solve takes a spec; its conserved polynomials hold along the flow, a planted drift is caught,
+    a spec without any says so, and assert_grows_like reads the spec's ov."""
+    import numpy as np
+
+    setting = Setting(classes=3, distinct=2, commons=3, m=2, n=3, eta_qk=3.0, qk0=0.2, ov0=0.3)
+    tr = qkdyn.solve(setting, RANK2, t_max=1e40, points=200)
+    assert set(tr.drifts()) >= {"I_QK1", "I_QK2"}
+    testing.assert_conserved(tr, rel=1e-8)
+    tr.state[0, -1] *= 1.01  # q_query at the last time: the QK balance breaks
+    with pytest.raises(AssertionError, match="I_QK"):
+        testing.assert_conserved(tr, rel=1e-8)
+    tr.state[0, -1] /= 1.01
+    testing.assert_grows_like(tr, "ov", "log t", window=(1e30, 1e40))
+    decay = qkdyn.CircuitSpec(weight_decay=0.01)
+    decayed = qkdyn.solve(setting, qkdyn.Spec("decay", qk=decay, ov=decay), t_max=10.0, points=5)
+    with pytest.raises(AssertionError, match="no conserved quantity"):
+        testing.assert_conserved(decayed)
+    assert np.all(np.isfinite(decayed.ov))

@@ -49,6 +49,13 @@ def test_named_specs_rebuild_todays_derivation(name):
     # the loss: softplus(log(K-1) - g (u - w) / (g + n)), g = m e^{s(a-b)}, is today's softplus(log(K-1) - alpha ov)
     argument = d.loss.args[0]
     assert isinstance(d.loss, type(old.loss)) and sp.simplify((argument - old.loss.args[0]).rewrite(sp.exp)) == 0
+    # the ODEs, symbolically: both are dx_i/dt = -(eta_c / w_i) softplus'(arg) d arg/dx_i with equal args
+    # (above) and equal w_i, so they agree iff every d arg/dx_i agrees (rational in the exponentials)
+    for v, mine_rhs, old_rhs in zip(d.variables, d.rhs, old.rhs):
+        eta = model.ETA[v.circuit]
+        assert mine_rhs == -(eta / v.orbit) * sp.diff(d.loss, v.symbol)
+        assert old_rhs == -(eta / v.orbit) * sp.diff(old.loss, v.symbol)
+        assert _rational_zero(sp.diff(argument, v.symbol) - sp.diff(old.loss.args[0], v.symbol)), v.name
     compiled, rng = load(name), np.random.default_rng(1)
     setting = qkdyn.Setting(classes=3, distinct=2, commons=4, m=3, n=5, scale=0.7, eta_qk=1.3, eta_ov=0.6)
     rhs = qkdyn_spec_rhs(name)
@@ -73,6 +80,13 @@ def test_named_specs_find_todays_invariants(name):
             for feature in d.seen[circuit.variables[0].circuit]:
                 lie = sum(sp.diff(invariant, x) * sp.diff(feature, x) / w for x, w in zip(symbols, orbit))
                 assert sp.expand(sp.together(lie).as_numer_denom()[0]) == 0
+
+
+def _rational_zero(expr) -> bool:
+    """expr == 0 identically, for an expression rational in exponentials (each replaced by a positive symbol)."""
+    expr = sp.powsimp(sp.expand(expr.rewrite(sp.exp)))
+    symbols = {e: sp.Symbol(f"X{i}", positive=True) for i, e in enumerate(expr.atoms(sp.exp))}
+    return sp.cancel(sp.together(expr.subs(symbols))) == 0
 
 
 def qkdyn_spec_rhs(name):
@@ -100,6 +114,24 @@ def test_check_passes_for_every_spec(spec):
     assert result.passed, str(result)
     assert result.rhs_error <= 1e-9 and result.off_subspace <= 1e-9
     assert result.flow_moved > 1e-3  # the flow comparison saw the state move (it could have disagreed)
+
+
+#: the authors' distinct-token weights within a class (their code: 0.1, 0.2, ..., 1.0)
+AUTHORS_WEIGHTS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+
+
+def test_check_passes_for_the_authors_token_weights():
+    """The authors' ten weights: every distinct-token entry splits into ten orbits, each drawn with its own
+    probability w_i / sum w. One distinct draw per context (m = 1: ten count vectors, ~8 s, nearly all of it
+    the symbolic derivation); at m = 2 the population loss has 55 count vectors and deriving it takes ~60 s
+    (sympy differentiating it twice: for the loss's symmetries and for the flow), so the mixing of two
+    weighted tokens in one context is checked by the two-weight spec above."""
+    spec = Spec("authors_token_weights", token_weights=AUTHORS_WEIGHTS, context_distinct=1)
+    result = qkdyn.check(spec)
+    assert result.passed, str(result)
+    assert result.rhs_error <= 1e-9 and result.off_subspace <= 1e-9
+    assert result.flow_moved > 1e-3
+    assert len([v for v in specflow.derive_spec(spec).variables if v.name.startswith("qk_distinct")]) == 10
 
 
 def test_check_fails_on_a_planted_wrong_orbit_size():
@@ -231,6 +263,8 @@ def test_cli_derive_and_solve_take_a_spec(tmp_path, capsys):
     record = json.loads(capsys.readouterr().out)
     assert [v["name"] for v in record["variables"]][:3] == ["q_query", "k_distinct", "k_common"]
     assert record["variables"][0]["orbit_size"] == "2"
+    closed = record["closed forms (first-integral line, late-time laws, matched loss)"]
+    assert closed["first-integral line"].startswith("no first integral") and "not softplus" in closed["first-integral line"]
     out = tmp_path / "s.csv"
     assert main(["solve", "--spec", str(spec), "--classes", "3", "--distinct", "2", "--commons", "3",
                  "--t-max", "1e4", "--points", "20", "--out", str(out)]) == 0
@@ -305,3 +339,32 @@ def test_cli_sharpness_takes_a_spec(tmp_path, capsys):
     assert main(["sharpness", "--spec", str(tmp_path / "none.json"), "--rho", "1", "--loss", "1e-2",
                  "--out", str(tmp_path / "x.csv")]) == 2
     assert "--spec cannot be read" in capsys.readouterr().err and not (tmp_path / "x.csv").exists()
+
+
+def test_the_paper_form_is_the_caco_model_at_the_authors_constants():
+    """The authors' two-variable form (divisors M b^2, b (M-1)) is the full CACO model at D = b,
+    s = sqrt(N / (b (N + K b))): autograd on the full matrices gives its d(qk, ov)/dt to round-off and its
+    flow; at the setting's own scale (not the authors' constant) the same check fails (negative control)."""
+    from qkdyn.speccheck import check_paper, paper_model
+
+    setting = qkdyn.Setting(classes=3, commons=2, m=2, n=3, eta_qk=1.7, eta_ov=0.6, qk0=0.3, ov0=0.4, b=2.0)
+    result = qkdyn.check("paper", setting)
+    assert result.passed and result.rhs_error <= 1e-12 and result.flow_moved > 1e-2, str(result)
+    assert paper_model(setting).distinct == 2 and abs(paper_model(setting).scale ** 2 - 2 / (2 * (2 + 6))) < 1e-15
+    wrong = check_paper(setting, model_setting=paper_model(setting).replace(scale=1.0))
+    assert not wrong.passed and wrong.rhs_error > 0.1
+    with pytest.raises(InputError, match="whole number"):
+        paper_model(setting.replace(b=2.5))
+
+
+def test_the_paper_form_as_a_spec_reproduces_its_trajectory():
+    """qkdyn.solve of the paper form and of the CACO spec at paper_model(setting): the same (qk, ov, loss)."""
+    from qkdyn.theory.spec import paper_model
+
+    setting = qkdyn.Setting(classes=3, commons=4, m=3, n=5, eta_qk=4.0, qk0=0.2, ov0=0.1, b=3.0)
+    paper = qkdyn.solve(setting, "paper", t_max=1e12, points=30)
+    spec = qkdyn.solve(paper_model(setting), NAMED["CACO"], t_max=1e12, points=30)
+    assert np.array_equal(paper.t, spec.t)
+    for name in ("qk", "ov", "attn", "loss"):
+        a, b = getattr(paper, name), getattr(spec, name)
+        assert np.abs(a - b).max() <= 1e-9 * max(np.abs(a).max(), 1.0), name

@@ -254,6 +254,7 @@ def test_cli_compare_writes_table_plots_and_verdict(tmp_path):
     text = (out / "report.md").read_text()
     assert "PROXY" in text and "REDUCED from the quick budget: no control arms" in text
     assert "uniform attention's mass" in text
+    assert "at most 50, within a cap of 6 steps (" in text and "4 of 4 runs reached it" in text  # the quick target
     assert "claim" in (out / "README-section.md").read_text()
     assert all((out / p).stat().st_size > 0 for p in payload["plots"])
     assert main(["compare-circuits", "--task", "vader", "--seeds", "a"]) == 2

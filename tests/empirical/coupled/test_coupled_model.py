@@ -25,7 +25,9 @@ def test_forward_and_ignored_targets():
     torch.manual_seed(0)
     model = GPT(preset_config("tiny", block_size=16))
     idx = torch.randint(0, 256, (2, 16))
-    logits, loss = model(idx, torch.randint(0, 256, (2, 16)))
+    logits, nothing = model(idx)
+    unformed, loss = model(idx, torch.randint(0, 256, (2, 16)))  # the loss without forming the logits
+    assert nothing is None and unformed is None
     assert logits.shape == (2, 16, 256) and loss.item() == pytest.approx(5.545, abs=0.1)  # ~log 256
     targets = torch.full_like(idx, -100)
     targets[:, 3] = idx[:, 3]

@@ -1,0 +1,146 @@
+"""Which closed forms follow for a spec: the first-integral line, the late-time laws, matched loss.
+
+The closed forms of docs/setting.md (the line Phi(qk) - rho Psi(ov) = const with Phi, Psi explicit,
+its normal form, the late-time laws by dominant balance, matched-loss sharpness without an ODE) are
+derived and proved for the models of the exact forms. A spec gets them exactly when it *is* one of
+those models (:func:`exact_form`: its fields equal a named spec's, up to the name). For any other spec
+this module derives what does follow, from the spec's own derivation (:mod:`qkdyn.theory.specflow`),
+and says what does not, and why:
+
+1. *Reduction.* A line of the form Phi(qk) - rho Psi(ov) = const needs dL/dqk / dL/dov = (1 - alpha) ov,
+   i.e. the population loss must be softplus(log(K-1) - alpha(qk) ov) of the spec's own (qk, ov).
+   :func:`reduces` checks the spec's loss against that form at random points to 30 digits (a
+   non-identity differs at order one there). Weight decay, the square loss, self-attention and token
+   weights each break it: the loss then sees the state through more than (qk, ov).
+2. *Rate of each circuit as a function of its feature.* Along the flow dqk/dt = -eta_QK M_QK(x) dL/dqk
+   with the exact M_QK(x) = sum_i (dqk/dx_i)^2 / w_i (every spec: ``derive_spec(spec).metrics``). The
+   line needs M_c to be a function of the feature along the flow. It is when M_c is constant, or when
+   the circuit's n_c variables are tied by k_c = n_c - 1 functionally independent conserved quantities
+   (:func:`degrees_of_freedom`: the Jacobian rank of the conserved polynomials at a random point): the
+   state then moves on a curve fixed by the init, along which the feature is monotone, so M_c is a
+   function of the feature there. Then the line exists with Phi = int (1 + (m/n) e^y) / M_QK(y) dy,
+   Psi = int y / M_OV(y) dy taken along that curve; no closed form of M_c(feature) is derived for it
+   (a quadrature along a solution gives Phi). With more freedom the line is not shown.
+3. *Late-time laws* (dominant balance) need M_c(feature) in closed form with its leading power:
+   derived for the exact forms; for any other spec the statement says so.
+4. *Matched loss:* closed form for the exact forms (:func:`qkdyn.sharpness`); ODE events otherwise
+   (:func:`qkdyn.simulate.specsolve.spec_sharpness`, which ``qkdyn.sharpness`` calls for such a spec).
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import numpy as np
+import sympy as sp
+
+from qkdyn.theory.model import PARAMS, attention
+from qkdyn.theory.spec import NAMED, Spec
+
+#: the parameter box the random points are drawn from (K > 2 so that log(K - 1) is not 0)
+_BOX = {"K": (2.5, 6.0), "D": (1.5, 5.0), "N": (1.5, 5.0), "m": (1.5, 5.0), "n": (1.5, 5.0), "s": (0.4, 1.6),
+        "eta_QK": (0.5, 2.0), "eta_OV": (0.5, 2.0), "b": (1.0, 2.0)}
+
+
+def exact_form(spec: Spec) -> str | None:
+    """The name of the exact form whose model ``spec`` is (its fields equal ``NAMED[name]``'s up to the
+    name), else None."""
+    return next((name for name, named in NAMED.items() if dataclasses.replace(spec, name=name) == named), None)
+
+
+def _random_points(symbols, count: int, seed: int):
+    rng = np.random.default_rng(seed)
+    for _ in range(count):
+        point = {x: sp.Float(rng.uniform(*_BOX[str(x)]), 30) for x in PARAMS}
+        point.update({x: sp.Float(rng.uniform(-1.0, 1.0), 30) for x in symbols})
+        yield point
+
+
+@functools.lru_cache(maxsize=None)
+def reduces(spec: Spec) -> tuple[bool, str]:
+    """(True, "") when the spec's population loss is softplus(log(K-1) - alpha(qk) ov) of its own qk, ov
+    (module docstring, step 1); else (False, why)."""
+    from qkdyn.theory.specflow import _circuit_spec, derive_spec
+
+    decayed = [c for c in ("QK", "OV") if _circuit_spec(spec, c).weight_decay > 0]
+    if decayed:
+        return False, (f"weight decay on {' and '.join(decayed)} adds (lambda/2) sum_i w_i x_i^2 to the loss, which "
+                       "depends on the state beyond (qk, ov)")
+    d = derive_spec(spec)
+    target = sp.log(1 + (PARAMS[0] - 1) * sp.exp(-attention(d.qk) * d.ov))
+    for point in _random_points(d.symbols, 3, seed=0):
+        gap = sp.N((d.loss - target).rewrite(sp.exp).subs(point), 30)
+        if abs(complex(gap)) > 1e-20:
+            seen = ", ".join(f"{len(d.seen[c])} combination(s) of the {c} entries" for c in ("QK", "OV"))
+            return False, (f"the population loss is not softplus(log(K-1) - alpha(qk) ov) of the spec's (qk, ov) "
+                           f"(off by {abs(complex(gap)):.2e} at a random point; it sees {seen}), so dL/dqk / dL/dov "
+                           "is not (1 - alpha) ov")
+    return True, ""
+
+
+@functools.lru_cache(maxsize=None)
+def degrees_of_freedom(spec: Spec, circuit: str) -> tuple[int | None, str]:
+    """(n_c - k_c, description): the circuit's variables n_c less the functional rank k_c of its conserved
+    polynomials (module docstring, step 2); (None, why) where they were not searched."""
+    from qkdyn.theory.specflow import derive_spec
+
+    d = derive_spec(spec)
+    found = d.invariants[circuit]
+    symbols = d.circuit_symbols(circuit)
+    if isinstance(found, str):
+        return None, found
+    if not found:
+        return len(symbols), f"{len(symbols)} variables and no conserved polynomial up to degree 2"
+    jacobian = sp.Matrix(found).jacobian(symbols)
+    point = next(_random_points(d.symbols, 1, seed=1))
+    rank = int(np.linalg.matrix_rank(np.array(jacobian.subs(point).evalf(), dtype=float), tol=1e-9))
+    return len(symbols) - rank, f"{len(symbols)} variables tied by {rank} independent conserved polynomials"
+
+
+def _metric_is_constant(spec: Spec, circuit: str) -> bool:
+    from qkdyn.theory.specflow import derive_spec
+
+    d = derive_spec(spec)
+    return not (d.metrics[circuit]["metric"].free_symbols & set(d.symbols))
+
+
+@functools.lru_cache(maxsize=None)
+def line(spec: Spec) -> tuple[bool | None, str]:
+    """(exists, statement) for the first-integral line of ``spec`` (module docstring): True where it is
+    derived or shown to exist, False where the loss does not reduce (no line of that form), None where
+    existence is not shown."""
+    name = exact_form(spec)
+    if name is not None:
+        return True, (f"derived: the spec is the model of the exact form {name}; Phi(qk) - rho Psi(ov) = const "
+                      f"in closed form (qkdyn derive --param {name})")
+    ok, why = reduces(spec)
+    if not ok:
+        return False, f"no first integral of the form Phi(qk) - rho Psi(ov): {why}"
+    reasons = []
+    for circuit in ("QK", "OV"):
+        if _metric_is_constant(spec, circuit):
+            continue
+        dof, what = degrees_of_freedom(spec, circuit)
+        if dof != 1:
+            reasons.append(f"M_{circuit}(x) depends on the state and the {circuit} circuit has {what}, so M_{circuit} "
+                           "need not be a function of its feature along the flow")
+    if reasons:
+        return None, "not shown: " + "; ".join(reasons)
+    return True, ("exists: the loss is softplus(log(K-1) - alpha(qk) ov) and each circuit's state lies on a curve "
+                  "fixed by its conserved quantities, so Phi(qk) - rho Psi(ov) = const along the flow from this init, "
+                  "Phi = int (1 + (m/n) e^y) / M_QK(y) dy, Psi = int y / M_OV(y) dy along that curve; no closed form "
+                  "of M_c(feature) is derived for this spec (Phi by quadrature of M_c along a solution)")
+
+
+def statements(spec: Spec) -> dict[str, str]:
+    """What ``qkdyn derive --spec`` says about the closed forms of ``spec`` (module docstring)."""
+    name = exact_form(spec)
+    _, line_text = line(spec)
+    if name is not None:
+        return {"first-integral line": line_text,
+                "late-time laws": f"derived by dominant balance (the exact form {name}: qkdyn derive --param {name})",
+                "matched loss": f"closed form, no ODE (qkdyn sharpness: the exact form {name})"}
+    return {"first-integral line": line_text,
+            "late-time laws": ("not derived for this spec: dominant balance needs each M_c as a closed form in its "
+                               "feature with its leading power, derived for the exact forms only"),
+            "matched loss": "from ODE events, one solve per rho (qkdyn sharpness --spec; no closed form for this spec)"}
