@@ -89,3 +89,18 @@ def load(name: str) -> Compiled:
     functions["state_loss_into"] = module.state_loss
     return Compiled(name, module.VARIABLES, module.INVARIANT_NAMES, module.INVARIANT_DEGREES, module.LAW_POWERS,
                     module.A4_PROOF, **functions)
+
+
+def growth_in_log_t(qk_power: int, ov_power: int, degree: int) -> dict[str, str]:
+    """Growth of each reported quantity in terms of log t for the laws e^qk / qk^i = C ov^d (``qk_power``
+    i, ``degree`` d) and e^ov / ov^j = T (``ov_power`` j), as :mod:`qkdyn.theory.asymptotics` derives them;
+    the generated modules carry (i, j, d) as ``LAW_POWERS`` (:attr:`Compiled.law_powers`), so a report reads
+    them without sympy (here, not in asymptotics: importing sympy costs a run ~1 CPU-s)."""
+    extra = " * log log t" if qk_power == 1 else ""
+    odds = ("log t" if degree == 1 else f"(log t)^{degree}") + extra  # as a person writes it: not (log t)^1
+    return {
+        "ov": "log t" + (" + log log t" if ov_power == 1 else ""),
+        "exp(qk)": odds,
+        "odds": odds,
+        "qk": ("log log t" if degree == 1 else f"{degree} log log t") + (" + log log log t" if extra else ""),
+    }
