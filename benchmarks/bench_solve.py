@@ -149,11 +149,14 @@ def equal_accuracy(times: dict, errors: dict, peer: str, ours: list[str]) -> Non
           f"{peer}/qkdyn = {ratio:.2f}x ({'at least as fast' if ratio >= 1 else 'BELOW the 1x target'})")
 
 
-def first_call(cold: bool) -> tuple[float, float]:
-    """(import + first solve, one more solve) CPU seconds in a fresh process; cold: numba's cache empty."""
-    code = ("import time; t = time.process_time(); from qkdyn.simulate.solve import solve; "
-            "from qkdyn.theory.setting import Setting; solve(Setting(), 'CACO', t_max=1e15); "
-            "u = time.process_time(); solve(Setting(), 'CACO', t_max=1e15); print(u - t, time.process_time() - u)")
+FIRST_SOLVE = ("import time; t = time.process_time(); from qkdyn.simulate.solve import solve; "
+               "from qkdyn.theory.setting import Setting; solve(Setting(), 'CACO', t_max=1e15); "
+               "u = time.process_time(); solve(Setting(), 'CACO', t_max=1e15); print(u - t, time.process_time() - u)")
+
+
+def first_call(cold: bool, code: str = FIRST_SOLVE) -> tuple[float, float]:
+    """(import + first solve, one more solve) CPU seconds in a fresh process (``code`` prints both);
+    cold: numba's cache empty."""
     with tempfile.TemporaryDirectory() as empty:
         env = {**os.environ, **({"NUMBA_CACHE_DIR": empty} if cold else {})}
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
