@@ -15,9 +15,10 @@ over the rows against a SciPy DOP853 reference at rtol 1e-14. Times are CPU seco
 rounds interleaved, the ratio reported is the median over rounds of (peer's time / qkdyn's time):
 above 1 means qkdyn is faster.
 
-Then a sweep over 64 values of eta_QK (``qkdyn.solve`` given the list of settings) against a
-diffrax ``vmap`` of the same solve and a loop of SciPy LSODA solves, per trajectory; and the cost of a
-first call in a fresh process with numba's cache empty (cold) and filled (warm).
+Then a sweep over 64 values of eta_QK (``qkdyn.solve`` given the list of settings: one compiled loop over
+all of them) against a diffrax ``vmap`` of the same solve and a loop of SciPy LSODA solves, per
+trajectory, each side's accuracy measured against per-setting references, and the ratio at equal
+accuracy; and the cost of a first call in a fresh process with numba's cache empty (cold) and filled (warm).
 """
 import math
 import os
@@ -100,11 +101,62 @@ def diffrax_solvers(setting: Setting, taus: np.ndarray):
             lambda etas: np.asarray(sweep(jnp.asarray(etas)).block_until_ready()))
 
 
-def first_call(cold: bool) -> tuple[float, float]:
-    """(import + first solve, one more solve) CPU seconds in a fresh process; cold: numba's cache empty."""
-    code = ("import time; t = time.process_time(); from qkdyn.simulate.solve import solve; "
-            "from qkdyn.theory.setting import Setting; solve(Setting(), 'CACO', t_max=1e15); "
-            "u = time.process_time(); solve(Setting(), 'CACO', t_max=1e15); print(u - t, time.process_time() - u)")
+def sweep(setting: Setting, taus: np.ndarray, y0: list, jitted) -> None:
+    """The 64-setting sweep: per-trajectory CPU time and the largest relative error over all of its
+    trajectories against per-setting SciPy DOP853 references at rtol 1e-14; qkdyn also at the tighter
+    tolerances, so that the ratio at equal accuracy compares qkdyn's loosest rtol whose error is at most
+    diffrax's."""
+    settings = [setting.replace(eta_qk=float(eta)) for eta in SWEEP]
+    references = [solve_ivp(hand_field(s), (0.0, taus[-1]), y0, method="DOP853", rtol=1e-14, atol=1e-16, t_eval=taus).y
+                  for s in settings]
+
+    def ours(rtol):
+        return lambda: [np.array([tr.qk, tr.ov]) for tr in solve(settings, "CACO", t_max=T_MAX, points=POINTS, rtol=rtol)]
+
+    names = ["qkdyn.solve(list)", *(f"qkdyn(list) rtol {rtol:.0e}" for rtol in TIGHTER)]
+    sides = dict(zip(names, (ours(rtol) for rtol in (RTOL, *TIGHTER))))
+    sides["scipy LSODA loop"] = lambda: [solve_ivp(hand_field(s), (0.0, taus[-1]), y0, method="LSODA", rtol=RTOL,
+                                                   atol=ATOL, t_eval=taus).y for s in settings]
+    if jitted is not None:
+        sides["diffrax Tsit5 vmap"] = lambda: list(jitted[1](SWEEP).transpose(0, 2, 1))
+    errors = {name: max(rel_error(out, ref) for out, ref in zip(fn(), references)) for name, fn in sides.items()}
+    times = {name: [] for name in sides}
+    for _ in range(3):
+        for name, fn in sides.items():
+            seconds, _ = cpu(fn)
+            times[name].append(seconds)
+    print(f"sweep over {len(SWEEP)} values of eta_QK, per trajectory, CPU (median of 3 interleaved rounds; "
+          f"error: the largest over the {len(SWEEP)} trajectories):")
+    for name in sides:
+        ratio = statistics.median(a / b for a, b in zip(times[name], times[names[0]]))
+        tail = "" if name == names[0] else f"  peer/qkdyn = {ratio:.2f}x"
+        print(f"  {name:22s} {statistics.median(times[name]) / len(SWEEP) * 1e3:8.3f} ms  max rel. error "
+              f"{errors[name]:.1e}{tail}")
+    if jitted is not None:
+        equal_accuracy(times, errors, "diffrax Tsit5 vmap", names)
+
+
+def equal_accuracy(times: dict, errors: dict, peer: str, ours: list[str]) -> None:
+    """Print the peer's time / qkdyn's at qkdyn's loosest tolerance (``ours``: loosest first) whose
+    error is at most the peer's (median over the rounds of the per-round ratio)."""
+    target = errors[peer]
+    matched = [name for name in ours if errors[name] <= target]
+    if not matched:
+        print(f"  at equal accuracy: no qkdyn tolerance tried reaches {peer}'s error {target:.1e}")
+        return
+    ratio = statistics.median(a / b for a, b in zip(times[peer], times[matched[0]]))
+    print(f"  at equal accuracy (qkdyn's loosest rtol with an error <= {peer}'s {target:.1e}: {matched[0]}): "
+          f"{peer}/qkdyn = {ratio:.2f}x ({'at least as fast' if ratio >= 1 else 'BELOW the 1x target'})")
+
+
+FIRST_SOLVE = ("import time; t = time.process_time(); from qkdyn.simulate.solve import solve; "
+               "from qkdyn.theory.setting import Setting; solve(Setting(), 'CACO', t_max=1e15); "
+               "u = time.process_time(); solve(Setting(), 'CACO', t_max=1e15); print(u - t, time.process_time() - u)")
+
+
+def first_call(cold: bool, code: str = FIRST_SOLVE) -> tuple[float, float]:
+    """(import + first solve, one more solve) CPU seconds in a fresh process (``code`` prints both);
+    cold: numba's cache empty."""
     with tempfile.TemporaryDirectory() as empty:
         env = {**os.environ, **({"NUMBA_CACHE_DIR": empty} if cold else {})}
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
@@ -154,34 +206,9 @@ def main() -> None:
         print(f"  {name:18s} {statistics.median(times[name]) * 1e3:8.2f} ms  max rel. error {errors[name]:.1e}{tail}")
     if jitted is not None:
         print(f"  (diffrax's one-off jit compile: {compile_s:.2f} CPU-s, not counted above)")
-        target = errors["diffrax Tsit5 jit"]
-        matched = [name for name in ("qkdyn.solve", *(f"qkdyn rtol {r:.0e}" for r in TIGHTER)) if errors[name] <= target]
-        if matched:
-            ratio = statistics.median(a / b for a, b in zip(times["diffrax Tsit5 jit"], times[matched[0]]))
-            print(f"  at equal accuracy (qkdyn's loosest rtol with an error <= diffrax's {target:.1e}: {matched[0]}): "
-                  f"diffrax/qkdyn = {ratio:.2f}x")
-        else:
-            print(f"  at equal accuracy: no qkdyn tolerance tried reaches diffrax's error {target:.1e}")
+        equal_accuracy(times, errors, "diffrax Tsit5 jit", ["qkdyn.solve", *(f"qkdyn rtol {r:.0e}" for r in TIGHTER)])
 
-    settings = [setting.replace(eta_qk=float(eta)) for eta in SWEEP]
-    sweep_sides = {"qkdyn.solve(list)": lambda: [np.array([tr.qk, tr.ov]) for tr in solve(settings, "CACO", t_max=T_MAX,
-                                                                                          points=POINTS)],
-                   "scipy LSODA loop": lambda: [solve_ivp(hand_field(s), (0.0, taus[-1]), y0, method="LSODA", rtol=RTOL,
-                                                          atol=ATOL, t_eval=taus).y for s in settings]}
-    if jitted is not None:
-        sweep_sides["diffrax Tsit5 vmap"] = lambda: list(sweep(SWEEP).transpose(0, 2, 1))
-    for fn in sweep_sides.values():
-        fn()
-    sweep_times = {name: [] for name in sweep_sides}
-    for _ in range(3):
-        for name, fn in sweep_sides.items():
-            seconds, _ = cpu(fn)
-            sweep_times[name].append(seconds)
-    print(f"sweep over {len(SWEEP)} values of eta_QK, per trajectory (median of 3 interleaved rounds):")
-    for name in sweep_sides:
-        ratio = statistics.median(a / b for a, b in zip(sweep_times[name], sweep_times["qkdyn.solve(list)"]))
-        tail = "" if name == "qkdyn.solve(list)" else f"  peer/qkdyn = {ratio:.2f}x"
-        print(f"  {name:18s} {statistics.median(sweep_times[name]) / len(SWEEP) * 1e3:8.2f} ms{tail}")
+    sweep(setting, taus, y0, jitted)
 
     warm_first, warm_again = first_call(cold=False)
     cold_first, _ = first_call(cold=True)

@@ -7,7 +7,7 @@
 * wall time of a full 20k-step GD run (FAFO, with its output rows) on one thread;
 * ``qkdyn.gd`` (default recording: 200 rows with the reduced state, accuracy and sym_dist) against a
   plain torch loop on the same matrices (``torch.optim.SGD``, the same population batch, no recording),
-  per parameterisation: ratio = plain loop's time / qkdyn.gd's (>= 1: qkdyn is at least as fast),
+  per parameterisation: ratio = plain loop's CPU time / qkdyn.gd's (>= 1: qkdyn is at least as fast),
   median over interleaved rounds so that a shared machine's load falls on both alike.
 """
 import statistics
@@ -41,17 +41,18 @@ def plain_loop(param: str, setting, step: float, steps: int) -> float:
     opt = torch.optim.SGD([{"params": model.circuit_parameters("QK"), "lr": step * setting.eta_qk},
                            {"params": model.circuit_parameters("OV"), "lr": step * setting.eta_ov}], lr=step)
     counts, labels, weights = data.mean_counts(setting)
-    start = time.perf_counter()
+    start = time.process_time()
     for _ in range(steps):
         loss = cross_entropy(model(counts)[0], labels, weights)
         opt.zero_grad()
         loss.backward()
         opt.step()
-    return time.perf_counter() - start
+    return time.process_time() - start
 
 
-def gd_vs_plain(setting, steps: int = 4000, rounds: int = 3) -> dict:
-    """param -> median over rounds of plain-loop time / qkdyn.gd time (same steps, same matrices)."""
+def gd_vs_plain(setting, steps: int = 4000, rounds: int = 5) -> dict:
+    """param -> median over rounds of plain-loop CPU time / qkdyn.gd CPU time (same steps, same matrices;
+    both on this process's one torch thread, so CPU time is what each costs on a shared machine)."""
     import qkdyn
 
     ratios = {}
@@ -60,9 +61,9 @@ def gd_vs_plain(setting, steps: int = 4000, rounds: int = 3) -> dict:
         per_round = []
         for _ in range(rounds):
             plain = plain_loop(param, setting, 0.01, steps)
-            start = time.perf_counter()
+            start = time.process_time()
             rec = qkdyn.gd(setting, param, step=0.01, steps=steps)
-            per_round.append(plain / (time.perf_counter() - start))
+            per_round.append(plain / (time.process_time() - start))
         ratios[param] = statistics.median(per_round)
         print(f"qkdyn.gd vs plain torch loop ({param}, {steps} steps, {len(rec.t)} rows recorded): "
               f"ratio {ratios[param]:.2f} (rounds {', '.join(f'{r:.2f}' for r in per_round)}; >= 1: at least as fast)")

@@ -35,14 +35,15 @@ def run_one(study_name: str, spec_json: str, runs_dir: str) -> dict:
 
 def execute_all(jobs: list[tuple[Study, list[RunSpec]]], runs_dir: str | Path, executor: str = "local",
                 workers: int = 1, ray_address: str | None = None) -> Iterator[tuple[Study, Record]]:
-    """Run the specs of several studies in one pool (``jobs``: (study, missing specs) pairs, queued in
-    that order, so the workers stay busy across studies and start once); yield (study, record) as each
-    run finishes."""
+    """Run the specs of several studies in one pool (``jobs``: (study, missing specs) pairs; one queue, so
+    the workers stay busy across studies and start once), the longest first (:meth:`Study.cost`: with
+    the long runs started last, one worker would idle while the other finishes them); yield (study,
+    record) as each run finishes."""
     if executor not in EXECUTORS:
         from qkdyn.suggest import unknown_choice
 
         raise InputError(unknown_choice("executor", executor, EXECUTORS))
-    queue = [(study, spec) for study, specs in jobs for spec in specs]
+    queue = sorted(((study, spec) for study, specs in jobs for spec in specs), key=lambda job: -job[0].cost(job[1]))
     if not queue:
         return
     if executor == "ray":

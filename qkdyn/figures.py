@@ -8,7 +8,8 @@
 * :func:`layout_problems` lists what makes a figure unfit: text (labels, tick labels, titles,
   legends) running into another axes or into another axes' text, and axes or colour bars without a
   label. :func:`save_png` warns (:class:`FigureLayoutWarning`) on each; the tests turn it into an error.
-* :func:`save_png` writes the PNG and a PDF beside it (vector, for papers), atomically.
+* :func:`save_png` writes the PNG and a PDF beside it (vector, for papers), atomically; log-axis tick
+  labels are written as plain text (``10⁻³``, ``2×10⁻³``: :class:`PlainLogFormatter`), not mathtext.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import LogFormatterSciNotation  # noqa: E402
 
 from qkdyn.atomic import atomic_path  # noqa: E402
 
@@ -31,6 +33,44 @@ STYLE = str(Path(__file__).with_name("styles") / "qkdyn.mplstyle")
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000")
 
 plt.style.use(STYLE)
+
+
+_SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
+
+
+class PlainLogFormatter(LogFormatterSciNotation):
+    """matplotlib's log-axis tick labels (``LogFormatterSciNotation``: ``10^-3``, ``2 x 10^-3``) as plain
+    text with Unicode superscripts, ``10⁻³`` and ``2×10⁻³``, instead of mathtext. The same labels; but
+    mathtext is parsed again for every string at every resolution a figure is drawn at (the layout, the
+    PNG, the PDF), which was a third of the time of drawing a figure with log axes."""
+
+    def __call__(self, x, pos=None):
+        return plain_text(super().__call__(x, pos))
+
+
+def plain_text(label: str) -> str:
+    """A label of ``LogFormatterSciNotation`` (``$\\mathdefault{-2\\times10^{-3}}$``) as plain text
+    (``−2×10⁻³``); anything else it does not know is returned as it is."""
+    prefix, suffix = "$\\mathdefault{", "}$"
+    if not (label.startswith(prefix) and label.endswith(suffix)):
+        return label
+    body = label[len(prefix):-len(suffix)].replace("\\times", "×")
+    if "^{" in body and body.endswith("}"):
+        base, exponent = body[:-1].split("^{", 1)
+        body = base + exponent.translate(_SUPERSCRIPT)
+    if any(c in body for c in "\\{}^$"):
+        return label
+    return "\u2212" + body[1:] if body.startswith("-") else body
+
+
+def _plain_log_labels(fig) -> None:
+    """Every formatter of ``fig``'s axes (colour bars included) that is a ``LogFormatterSciNotation``
+    becomes a :class:`PlainLogFormatter` (its subclass without state of its own: the same settings)."""
+    for ax in fig.get_axes():
+        for axis in (ax.xaxis, ax.yaxis):
+            for formatter in (axis.get_major_formatter(), axis.get_minor_formatter()):
+                if type(formatter) is LogFormatterSciNotation:
+                    formatter.__class__ = PlainLogFormatter
 
 
 class FigureLayoutWarning(UserWarning):
@@ -125,6 +165,7 @@ def save_png(fig, path: str | os.PathLike) -> Path:
     rendered from that layout with the engine off and the box given, so neither save lays out the text
     again (matplotlib's own ``bbox_inches="tight"`` costs a layout draw and a box per file)."""
     path = Path(path)
+    _plain_log_labels(fig)
     fig.canvas.draw()
     problems = layout_problems(fig, drawn=True)  # the layout as saved
     box = None

@@ -123,6 +123,14 @@ class Study:
     budgets: dict[str, dict] = {}
     #: the ids of the claims the study makes (what is reported inconclusive while runs are missing)
     claim_names: tuple[str, ...] = ()
+    #: run name -> its CPU seconds at the ``cpu`` budget, as measured (a scheduling hint, never evidence)
+    costs: dict[str, float] = {}
+
+    def cost(self, spec: RunSpec) -> float:
+        """The expected CPU seconds of ``spec`` (:attr:`costs`, 1 for a run not listed): the executors
+        start the longest runs first, so that the runs last to finish are short ones and both workers stay
+        busy to the end."""
+        return float(self.costs.get(spec.name, 1.0))
 
     def claim_ids(self, budget: str) -> tuple[str, ...]:
         return self.claim_names

@@ -86,7 +86,6 @@ def drive(names: Sequence, budget: str, figures: str | Path, runs_dir: str | Pat
         claims = judge(study, budget, specs, records)
         complete = len(records) == len(specs)
         judged[index] = (claims, study.report([records[s] for s in specs], claims, budget, figures) if complete else {})
-        context[study.name] = study.context(budget)
         outer.update()
         tqdm.write(f"[{time.perf_counter() - start:7.1f}s] {study.name}: {len(missing[index])} of {len(specs)} runs "
                    f"computed, {len(claims)} claims", file=sys.stderr)
@@ -107,7 +106,8 @@ def drive(names: Sequence, budget: str, figures: str | Path, runs_dir: str | Pat
             if all(s in found[i] for s in missing[i]):
                 conclude(i)
     claims, plots, sections, extra = [], [], [], {}
-    for i, (study, _) in enumerate(plans):
+    for i, (study, _) in enumerate(plans):  # in study order, whatever order they finished in
+        context[study.name] = study.context(budget)
         found_claims, parts = judged[i]
         claims += found_claims
         plots += parts.get("plots", [])

@@ -19,8 +19,7 @@ from qkdyn.simulate import growth
 from qkdyn.simulate.plotting import COLOURS, save, subplots
 from qkdyn.simulate.solve import Trajectory, solve
 from qkdyn.claims import Claim, combine
-from qkdyn.theory.asymptotics import growth_in_log_t
-from qkdyn.theory.compiled import load
+from qkdyn.theory.compiled import growth_in_log_t, load
 from qkdyn.theory.setting import ALL_PARAMS, Setting
 
 #: the scope every theorem of the report carries (claim SUB measures where it holds)

@@ -30,6 +30,7 @@ _CACHE = cache_in_tree(__file__)
 _STAGES = _dop.N_STAGES
 _A, _B, _C = _dop.A, _dop.B, _dop.C
 _E3, _E5, _D = _dop.E3, _dop.E5, _dop.D
+_B_ROW = _B[None, :]  # the weights as a one-row table for _stage_state
 _POWER = _dop.INTERPOLATOR_POWER
 _SAFETY, _MIN_FACTOR, _MAX_FACTOR = 0.9, 0.2, 10.0
 _EXPONENT = -1.0 / 8.0  # -1 / (error estimator order + 1)
@@ -71,18 +72,28 @@ def _field(f, tau, x, p, out):
 
 
 @njit(cache=_CACHE, error_model="numpy")
+def _field_row(f, tau, x, p, raw, K, row):
+    """K[row] = e^tau f(x), through the scratch vector ``raw`` (indexing K, not taking a view of its
+    row: in the step loop a view per stage cost more than the arithmetic)."""
+    _call_field(f, x, p, raw)
+    scale = math.exp(tau)
+    for i in range(raw.size):
+        K[row, i] = raw[i] * scale
+
+
+@njit(cache=_CACHE, error_model="numpy")
 def _log_loss(g, x, p):
     value = _call_scalar(g, x, p)
     return math.log(value) if value > 0 else -math.inf
 
 
 @njit(cache=_CACHE, error_model="numpy")
-def _stage_state(y, h, K, row, stages, out):
-    """out = y + h sum_j row[j] K[j] over the first ``stages`` stages (no temporaries)."""
+def _stage_state(y, h, K, coefficients, row, stages, out):
+    """out = y + h sum_j coefficients[row, j] K[j] over the first ``stages`` stages (no temporaries)."""
     for i in range(y.size):
         acc = 0.0
         for j in range(stages):
-            acc += row[j] * K[j, i]
+            acc += coefficients[row, j] * K[j, i]
         out[i] = y[i] + h * acc
 
 
@@ -95,14 +106,14 @@ def _rms(v, scale):
 
 
 @njit(cache=_CACHE, error_model="numpy")
-def _dense(tau_old, h, y_old, F, tau, out):
-    """The step's dense interpolant at tau (SciPy's Dop853DenseOutput)."""
-    s = (tau - tau_old) / h
-    for k in range(y_old.size):
+def _dense(taus, hs, ys, Fs, step, tau, out):
+    """Step ``step``'s dense interpolant at tau (SciPy's Dop853DenseOutput), read from the tables."""
+    s = (tau - taus[step]) / hs[step]
+    for k in range(ys.shape[1]):
         acc = 0.0
         for i in range(_POWER):
-            acc = (acc + F[_POWER - 1 - i, k]) * (s if i % 2 == 0 else 1.0 - s)
-        out[k] = acc + y_old[k]
+            acc = (acc + Fs[step, _POWER - 1 - i, k]) * (s if i % 2 == 0 else 1.0 - s)
+        out[k] = acc + ys[step, k]
 
 
 @njit(cache=_CACHE, error_model="numpy")
@@ -120,9 +131,9 @@ def _first_step(f, p, y0, f0, tau_end, rtol, atol):
 
 
 @njit(cache=_CACHE, error_model="numpy")
-def _locate(g, p, level, tau_old, h, y_old, F, g_lo, g_hi, work):
-    """The tau in [tau_old, tau_old + h] where the dense log-loss crosses ``level`` (Illinois method)."""
-    a, b, fa, fb = tau_old, tau_old + h, g_lo, g_hi
+def _locate(g, p, level, taus, hs, ys, Fs, step, g_lo, g_hi, work):
+    """The tau in step ``step`` where the dense log-loss crosses ``level`` (Illinois method)."""
+    a, b, fa, fb = taus[step], taus[step] + hs[step], g_lo, g_hi
     side = 0
     for _ in range(200):
         if b - a <= 4e-16 * max(abs(a), abs(b), 1e-300):
@@ -130,7 +141,7 @@ def _locate(g, p, level, tau_old, h, y_old, F, g_lo, g_hi, work):
         c = b - fb * (b - a) / (fb - fa) if fb != fa else 0.5 * (a + b)
         if not a < c < b:
             c = 0.5 * (a + b)
-        _dense(tau_old, h, y_old, F, c, work)
+        _dense(taus, hs, ys, Fs, step, c, work)
         fc = _log_loss(g, work, p) - level
         if fc == 0.0:
             return c
@@ -163,14 +174,14 @@ def integrate(f, g, p, y0, tau_end, rtol, atol, levels, terminal):
     taus, hs = np.empty(capacity), np.empty(capacity)
     ys, Fs = np.empty((capacity, n)), np.empty((capacity, _POWER, n))
     event_tau = np.full(levels.size, np.nan)
-    y, y_new, scale, work = y0.copy(), np.empty(n), np.empty(n), np.empty(n)
+    y, y_new, scale, work, raw = y0.copy(), np.empty(n), np.empty(n), np.empty(n), np.empty(n)
     f_now = np.empty(n)
     _field(f, 0.0, y, p, f_now)
     nfev = 1
     h_abs = _first_step(f, p, y, f_now, tau_end, rtol, atol)
     nfev += 1
     g_now = np.empty(levels.size)
-    log_loss = _log_loss(g, y, p)
+    log_loss = _log_loss(g, y, p) if levels.size else 0.0
     for k in range(levels.size):
         g_now[k] = log_loss - levels[k]
     tau, steps, status = 0.0, 0, REACHED
@@ -183,12 +194,13 @@ def integrate(f, g, p, y0, tau_end, rtol, atol, levels, terminal):
                 return STEP_TOO_SMALL, steps, nfev, event_tau, taus[:steps], hs[:steps], ys[:steps], Fs[:steps]
             tau_new = min(tau + h_abs, tau_end)
             h = tau_new - tau
-            K[0] = f_now
+            for i in range(n):
+                K[0, i] = f_now[i]
             for s in range(1, _STAGES):
-                _stage_state(y, h, K, _A[s], s, work)
-                _field(f, tau + _C[s] * h, work, p, K[s])
-            _stage_state(y, h, K, _B, _STAGES, y_new)
-            _field(f, tau + h, y_new, p, K[_STAGES])
+                _stage_state(y, h, K, _A, s, s, work)
+                _field_row(f, tau + _C[s] * h, work, p, raw, K, s)
+            _stage_state(y, h, K, _B_ROW, 0, _STAGES, y_new)
+            _field_row(f, tau + h, y_new, p, raw, K, _STAGES)
             nfev += _STAGES
             err5, err3 = 0.0, 0.0
             for i in range(n):
@@ -207,36 +219,39 @@ def integrate(f, g, p, y0, tau_end, rtol, atol, levels, terminal):
             h_abs *= max(_MIN_FACTOR, _SAFETY * norm ** _EXPONENT)
             rejected = True
         for s in range(_STAGES + 1, 16):  # the extra stages of the dense output
-            _stage_state(y, h, K, _A[s], s, work)
-            _field(f, tau + _C[s] * h, work, p, K[s])
+            _stage_state(y, h, K, _A, s, s, work)
+            _field_row(f, tau + _C[s] * h, work, p, raw, K, s)
         nfev += 3
         if steps == capacity:
             capacity *= 2
             taus, hs = np.concatenate((taus, np.empty(capacity - steps))), np.concatenate((hs, np.empty(capacity - steps)))
             ys = np.concatenate((ys, np.empty((capacity - steps, n))))
             Fs = np.concatenate((Fs, np.empty((capacity - steps, _POWER, n))))
-        F = Fs[steps]
-        for i in range(n):
-            F[0, i] = y_new[i] - y[i]
-            F[1, i] = h * K[0, i] - F[0, i]
-            F[2, i] = 2 * F[0, i] - h * (K[_STAGES, i] + K[0, i])
+        for i in range(n):  # the dense table's row: indexed, not through a view of Fs[steps]
+            d0 = y_new[i] - y[i]
+            Fs[steps, 0, i] = d0
+            Fs[steps, 1, i] = h * K[0, i] - d0
+            Fs[steps, 2, i] = 2 * d0 - h * (K[_STAGES, i] + K[0, i])
             for r in range(_POWER - 3):
                 acc = 0.0
                 for j in range(16):
                     acc += _D[r, j] * K[j, i]
-                F[3 + r, i] = h * acc
-        taus[steps], hs[steps], ys[steps] = tau, h, y
+                Fs[steps, 3 + r, i] = h * acc
+            ys[steps, i] = y[i]
+        taus[steps], hs[steps] = tau, h
         steps += 1
-        log_loss = _log_loss(g, y_new, p)
         stop = False
-        for k in range(levels.size):
-            g_new = log_loss - levels[k]
-            if np.isnan(event_tau[k]) and g_now[k] > 0 and g_new <= 0:
-                event_tau[k] = _locate(g, p, levels[k], tau, h, y, F, g_now[k], g_new, work)
-                stop = stop or (terminal and k == levels.size - 1)
-            g_now[k] = g_new
-        y[:] = y_new
-        f_now[:] = K[_STAGES]  # FSAL: the last stage is f at the new state
+        if levels.size:
+            log_loss = _log_loss(g, y_new, p)
+            for k in range(levels.size):
+                g_new = log_loss - levels[k]
+                if np.isnan(event_tau[k]) and g_now[k] > 0 and g_new <= 0:
+                    event_tau[k] = _locate(g, p, levels[k], taus, hs, ys, Fs, steps - 1, g_now[k], g_new, work)
+                    stop = stop or (terminal and k == levels.size - 1)
+                g_now[k] = g_new
+        for i in range(n):
+            y[i] = y_new[i]
+            f_now[i] = K[_STAGES, i]  # FSAL: the last stage is f at the new state
         tau = tau_new
         if stop:
             status = TERMINAL_EVENT
@@ -253,6 +268,37 @@ def evaluate(taus, hs, ys, Fs, query):
     for q in range(query.size):
         while step < taus.size - 1 and query[q] > taus[step] + hs[step]:
             step += 1
-        _dense(taus[step], hs[step], ys[step], Fs[step], query[q], work)
-        out[:, q] = work
+        _dense(taus, hs, ys, Fs, step, query[q], work)
+        for k in range(work.size):
+            out[k, q] = work[k]
     return out
+
+
+@njit(cache=_CACHE, error_model="numpy")
+def integrate_many(f, g, P, X0, tau_end, rtol, atol, levels, terminal):
+    """:func:`integrate` for every row of the parameter vectors ``P`` and initial states ``X0`` (one
+    form, the same horizon and levels), in one compiled loop. Returns (status, steps, nfev, event_tau)
+    per trajectory (arrays, event_tau (S, levels)) and the dense tables of all of them concatenated:
+    (taus, hs, ys, Fs, first) with trajectory i's steps at first[i]:first[i + 1]. Each trajectory's
+    numbers are those of its own :func:`integrate` call (the same function, the same inputs)."""
+    S, n = X0.shape
+    status, steps, nfev = np.empty(S, np.int64), np.empty(S, np.int64), np.empty(S, np.int64)
+    event_tau = np.empty((S, levels.size))
+    first = np.zeros(S + 1, np.int64)
+    capacity = 128 * S
+    taus, hs = np.empty(capacity), np.empty(capacity)
+    ys, Fs = np.empty((capacity, n)), np.empty((capacity, _POWER, n))
+    for i in range(S):
+        status[i], steps[i], nfev[i], crossed, t_i, h_i, y_i, F_i = integrate(
+            f, g, P[i], X0[i], tau_end, rtol, atol, levels, terminal)
+        event_tau[i] = crossed
+        end = first[i] + t_i.size
+        if end > capacity:
+            capacity = max(2 * capacity, end)
+            taus, hs = np.concatenate((taus, np.empty(capacity - taus.size))), np.concatenate((hs, np.empty(capacity - hs.size)))
+            ys = np.concatenate((ys, np.empty((capacity - ys.shape[0], n))))
+            Fs = np.concatenate((Fs, np.empty((capacity - Fs.shape[0], _POWER, n))))
+        taus[first[i]:end], hs[first[i]:end], ys[first[i]:end], Fs[first[i]:end] = t_i, h_i, y_i, F_i
+        first[i + 1] = end
+    return status, steps, nfev, event_tau, taus, hs, ys, Fs, first
+

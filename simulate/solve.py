@@ -193,14 +193,17 @@ def solve(
     event finder) is stored in ``Trajectory.crossings``: the basis of matched-loss comparisons.
 
     Given a sequence of settings (a sweep), returns the list of their trajectories, each equal to its
-    one-at-a-time solve: every solve is one call of the compiled integrator, so a sweep costs about
-    the integration time per setting (``make bench`` compares it with a vmapped diffrax sweep).
+    one-at-a-time solve: all of them are integrated in one call of the compiled integrator
+    (:func:`solve_many`; ``make bench`` compares it with a vmapped diffrax sweep).
     ``param`` may also be a :class:`~qkdyn.theory.spec.Spec` (then a :class:`SpecTrajectory`, by
-    :func:`qkdyn.simulate.specsolve.solve_spec`).
+    :func:`qkdyn.simulate.specsolve.solve_spec`; a sweep of a spec solves one setting at a time).
     """
     if isinstance(setting, (list, tuple)):
-        return [solve(one, param, t_max=t_max, until_loss=until_loss, points=points, at=at, rtol=rtol, atol=atol,
-                      method=method, record_losses=record_losses) for one in setting]
+        options = dict(t_max=t_max, until_loss=until_loss, points=points, at=at, rtol=rtol, atol=atol, method=method,
+                       record_losses=record_losses)
+        if isinstance(param, Spec):
+            return [solve(one, param, **options) for one in setting]
+        return solve_many(setting, param, **options)
     if not isinstance(setting, Setting):
         raise InputError(f"must be a Setting or a list of them, got {type(setting).__name__}", "setting")
     if isinstance(param, Spec):  # any circuit spec: its derived flow (qkdyn.simulate.specsolve)
@@ -220,6 +223,21 @@ def integrate_flow(name: str, compiled, setting: Setting, *, t_max, until_loss, 
     its ``init``, ``state_loss``, ``rhs``, ``jac``, ``features``, ``loss`` and ``variables``) from the
     setting's init and sample it: (times, state, variables, event_t, stats, crossings) of a
     :class:`Trajectory`. ``kernels``: DOP853 runs compiled (else SciPy's DOP853)."""
+    _check_options(t_max, until_loss, points, at, method)
+    p, x0, levels, horizon = _start(compiled, setting, t_max, until_loss, at, record_losses)
+    start = time.perf_counter()
+    integrator = _compiled if method == "DOP853" and kernels else _scipy
+    run = integrator(compiled, p, x0, math.log1p(horizon), rtol, atol, np.log(levels), until_loss is not None, method)
+    if run.status < 0 and method == "DOP853":
+        # the explicit step collapses on stiff stretches (e.g. ov crossing 0 at large rho, ov0 < 0):
+        # the implicit-capable LSODA with the analytic Jacobian takes over, and the stats say so
+        method = "LSODA"
+        run = _scipy(compiled, p, x0, math.log1p(horizon), rtol, atol, np.log(levels), until_loss is not None, method)
+    return _sample(name, compiled, setting, run, p, x0, horizon, until_loss, points, at, record_losses,
+                   time.perf_counter() - start, method)
+
+
+def _check_options(t_max, until_loss, points, at, method) -> None:
     if method not in METHODS:
         raise InputError(f"must be one of {', '.join(METHODS)}, got {method!r}", "method")
     if t_max is None and until_loss is None:
@@ -231,27 +249,27 @@ def integrate_flow(name: str, compiled, setting: Setting, *, t_max, until_loss, 
     for value in at:
         if not (math.isfinite(value) and value >= 0):
             raise InputError(f"times must be finite and non-negative, got {value!r}", "at")
+
+
+def _start(compiled, setting: Setting, t_max, until_loss, at, record_losses) -> tuple:
+    """(parameter vector, initial state, loss levels, horizon) of one setting, its inputs checked."""
     p = setting.numeric()
     x0 = compiled.init(p, setting.qk0, setting.ov0)
-    loss0 = compiled.state_loss(x0, p)
     levels = list(record_losses)
     if until_loss is not None:
+        loss0 = compiled.state_loss(x0, p)
         if not (math.isfinite(until_loss) and 0 < until_loss < loss0):
             raise InputError(f"must lie in (0, {loss0:.6g}) (the initial loss), got {until_loss!r}", "until_loss")
         levels.append(until_loss)
     horizon = t_max if t_max is not None else DEFAULT_T_CAP
     if max(at, default=0.0) > horizon:
         raise InputError(f"time {max(at)} lies beyond the horizon {horizon}", "at")
+    return p, x0, levels, horizon
 
-    start = time.perf_counter()
-    integrator = _compiled if method == "DOP853" and kernels else _scipy
-    run = integrator(compiled, p, x0, math.log1p(horizon), rtol, atol, np.log(levels), until_loss is not None, method)
-    if run.status < 0 and method == "DOP853":
-        # the explicit step collapses on stiff stretches (e.g. ov crossing 0 at large rho, ov0 < 0):
-        # the implicit-capable LSODA with the analytic Jacobian takes over, and the stats say so
-        method = "LSODA"
-        run = _scipy(compiled, p, x0, math.log1p(horizon), rtol, atol, np.log(levels), until_loss is not None, method)
-    seconds = time.perf_counter() - start
+
+def _sample(name: str, compiled, setting: Setting, run: "_Run", p, x0, horizon, until_loss, points, at, record_losses,
+            seconds: float, method: str) -> tuple:
+    """The rows of a finished integration: (times, state, variables, event_t, stats, crossings)."""
     if run.status < 0:
         raise RuntimeError(f"{name}: integration failed: {run.message}")
     event_t = None
@@ -279,6 +297,46 @@ def integrate_flow(name: str, compiled, setting: Setting, *, t_max, until_loss, 
     at_crossings = run.dense(run.event_tau[crossed]) if crossed else np.empty((len(x0), 0))
     crossings = {record_losses[i]: (math.expm1(run.event_tau[i]), at_crossings[:, j]) for j, i in enumerate(crossed)}
     return times, state, compiled.variables, event_t, stats, crossings
+
+
+def solve_many(settings: Sequence[Setting], param: str, *, t_max, until_loss, points, at, rtol, atol, method,
+               record_losses) -> list[Trajectory]:
+    """The trajectories of ``settings`` (one form), each equal to its one-at-a-time :func:`solve`: with
+    the compiled DOP853 all of them are integrated in one compiled loop
+    (:func:`qkdyn.simulate.integrate.integrate_many`, the same integrator on the same inputs), then
+    sampled; a setting whose explicit step collapses is solved again alone (LSODA takes over there).
+    ``stats["seconds"]`` is the sweep's integration time divided by its size."""
+    for one in settings:
+        if not isinstance(one, Setting):
+            raise InputError(f"must be a Setting or a list of them, got {type(one).__name__}", "setting")
+    check_param(param)
+    options = dict(t_max=t_max, until_loss=until_loss, points=points, at=at, rtol=rtol, atol=atol, method=method,
+                   record_losses=record_losses)
+    compiled = load(param)
+    if method != "DOP853" or not settings:
+        return [Trajectory(param, one, *integrate_flow(param, compiled, one, **options)) for one in settings]
+    _check_options(t_max, until_loss, points, at, method)
+    starts = [_start(compiled, one, t_max, until_loss, at, record_losses) for one in settings]
+    levels, horizon = starts[0][2], starts[0][3]
+    start = time.perf_counter()
+    status, steps, nfev, event_tau, *table, first = integrate.integrate_many(
+        compiled.rhs_kernel.address, compiled.loss_kernel.address,
+        np.array([compiled.kernel_parameters(p) for p, *_ in starts]),
+        np.array([x0 for _, x0, *_ in starts], dtype=float), math.log1p(horizon), rtol, atol,
+        np.log(np.asarray(levels, dtype=float)), until_loss is not None)
+    seconds = (time.perf_counter() - start) / len(settings)
+    out = []
+    for i, (one, (p, x0, _, _)) in enumerate(zip(settings, starts)):
+        if status[i] < 0:
+            out.append(Trajectory(param, one, *integrate_flow(param, compiled, one, **options)))
+            continue
+        rows = slice(first[i], first[i + 1])
+        own = [column[rows] for column in table]
+        run = _Run(int(status[i]), "", int(steps[i]), int(nfev[i]), 0, event_tau[i],
+                   lambda taus, own=own: integrate.evaluate(*own, np.asarray(taus, dtype=float)))
+        out.append(Trajectory(param, one, *_sample(param, compiled, one, run, p, x0, horizon, until_loss, points, at,
+                                                   record_losses, seconds, method)))
+    return out
 
 
 @dataclasses.dataclass

@@ -284,7 +284,7 @@ def _increasing_root(f, start):
 
 def _bisect_secant(f, lo, hi):
     """Root of an increasing f in [lo, hi] (bisection to 1e-3 relative, then Illinois), converged in x: the bracket
-    shrinks below 10^-DPS relative. It is verified by the sign change of f across it, not by |f(root)|:
+    shrinks below 10^-dps relative (the working precision). It is verified by the sign change of f across it, not by |f(root)|:
     f's scale reaches 1e200 (a factorized QK line from attn0 = 1e-227 to a level near 5e-324), where
     mpmath's own check of |f(root)|^2 against the tolerance refuses a root that is exact in x."""
     if lo == hi:
@@ -292,19 +292,22 @@ def _bisect_secant(f, lo, hi):
     while hi - lo > max(abs(lo), abs(hi), 1) * mp.mpf(10) ** -3:  # bisect first: f may span e^500 on [lo, hi]
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if f(mid) < 0 else (lo, mid)
-    root = mp.findroot(f, (lo, hi), solver="illinois", tol=mp.mpf(10) ** (-DPS), maxsteps=400, verify=False)
-    width = max(abs(root), 1) * mp.mpf(10) ** (4 - DPS)
+    digits = mp.mp.dps  # the working precision: DPS, or QK_DPS for the far end of a quadrature in qk
+    root = mp.findroot(f, (lo, hi), solver="illinois", tol=mp.mpf(10) ** (-digits), maxsteps=400, verify=False)
+    width = max(abs(root), 1) * mp.mpf(10) ** (4 - digits)
     if not f(root - width) <= 0 <= f(root + width):
         raise ArithmeticError(f"the reference's root in [{lo}, {hi}] did not converge (near {root})")
     return root
 
 
 def reference(setting, param: str, rho: float, level: float, time: bool = True, along_qk: bool | None = None) -> dict:
-    """{'qk', 'ov', 'attn', 't'} (mpf): the state at DPS digits; t by quadrature in ov (:meth:`Reference.time`)
+    """{'qk', 'ov', 'attn', 't'} (mpf): the state at DPS digits (QK_DPS with a time along qk); t by quadrature in ov (:meth:`Reference.time`)
     or, ``along_qk`` (the default for a factorized QK circuit, whose qk(ov) costs a quadrature per root-finder
     step), in qk at QK_DPS digits (:class:`TimeAlongQK`)."""
     along_qk = param in ("FACO", "FAFO") if along_qk is None else along_qk
-    with mp.workdps(DPS):
+    # the far end of the quadrature in qk at its own QK_DPS digits: its Phi(qk*) enters the line as Phi / rho,
+    # so at small rho a 24-digit qk* misses ov* where ov* is near 0 (FAFO at rho 1e-12, ov* -7.9e-7: 4e-10)
+    with mp.workdps(QK_DPS if time and along_qk else DPS):
         ref = Reference(setting, param, rho)
         q, o, a = ref.state(level)
         t = ref.time(o) if time and not along_qk else None

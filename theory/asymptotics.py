@@ -27,6 +27,7 @@ import functools
 
 import sympy as sp
 
+from qkdyn.theory.compiled import growth_in_log_t
 from qkdyn.theory.invariants import balanced_metric, line_coordinates
 from qkdyn.theory.model import K, Derivation, derive, eta_ov, eta_qk, m, n, ov, qk, t
 
@@ -86,20 +87,6 @@ def qk_law(name: str) -> Law:
 def log_t_exponents(name: str) -> dict[str, str]:
     """Growth of each reported quantity in terms of log t, read off the laws (for reports)."""
     return growth_in_log_t(qk_law(name).power, ov_law(name).power, int(sp.degree(qk_law(name).argument, ov)))
-
-
-def growth_in_log_t(qk_power: int, ov_power: int, degree: int) -> dict[str, str]:
-    """Growth of each reported quantity in terms of log t for the laws e^qk / qk^i = C ov^d (``qk_power``
-    i, ``degree`` d) and e^ov / ov^j = T (``ov_power`` j); the generated modules carry (i, j, d) as
-    ``LAW_POWERS``, so a report reads them without sympy."""
-    extra = " * log log t" if qk_power == 1 else ""
-    odds = ("log t" if degree == 1 else f"(log t)^{degree}") + extra  # as a person writes it: not (log t)^1
-    return {
-        "ov": "log t" + (" + log log t" if ov_power == 1 else ""),
-        "exp(qk)": odds,
-        "odds": odds,
-        "qk": ("log log t" if degree == 1 else f"{degree} log log t") + (" + log log log t" if extra else ""),
-    }
 
 
 def laws(derivation: Derivation) -> dict[str, Law]:

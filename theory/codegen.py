@@ -68,8 +68,9 @@ def _names(args: list) -> list[str]:
     return [str(a) for arg in args for a in (arg if isinstance(arg, (tuple, list)) else (arg,))]
 
 
-def _unpack(args: list, indexed: bool) -> tuple[list[str], list[str]]:
-    """Parameter names and the lines binding tuple arguments' symbols (by index for numba kernels)."""
+def _unpack(args: list, indexed: bool, used=None) -> tuple[list[str], list[str]]:
+    """Parameter names and the lines binding tuple arguments' symbols (by index for numba kernels;
+    only the symbols in ``used`` where given)."""
     lines, params = [], []
     for index, arg in enumerate(args):
         if not isinstance(arg, (tuple, list)):
@@ -77,7 +78,7 @@ def _unpack(args: list, indexed: bool) -> tuple[list[str], list[str]]:
             continue
         params.append(f"_a{index}")
         if indexed:
-            lines += [f"    {a} = _a{index}[{i}]" for i, a in enumerate(arg)]
+            lines += [f"    {a} = _a{index}[{i}]" for i, a in enumerate(arg) if used is None or a in used]
         else:
             lines.append(f"    ({', '.join(str(a) for a in arg)}{',' if len(arg) == 1 else ''}) = _a{index}")
     return params, lines
@@ -119,7 +120,8 @@ class ParameterConstants:
         return expr.func(*(self._visit(a) for a in expr.args))
 
 
-def function_source(name: str, args: list, outputs, flavour: str, *, like: list = (), single: bool = False) -> str:
+def function_source(name: str, args: list, outputs, flavour: str, *, like: list = (), single: bool = False,
+                    only_used: bool = False) -> str:
     """Source of ``def name(*args)`` computing ``outputs``.
 
     args: list of symbols or of tuples of symbols (a tuple is unpacked from one argument).
@@ -127,11 +129,13 @@ def function_source(name: str, args: list, outputs, flavour: str, *, like: list 
     flavour "kernel": a numba function writing the outputs into a last argument ``out`` (a Matrix row
     by row into a 2-D ``out``), or returning the one output when ``single``; "scalar": a plain function
     returning a 1-D float array; "vector": a NumPy function whose outputs are broadcast to the shape of
-    the arguments ``like`` (a tuple of arrays, or the one array when ``single``).
+    the arguments ``like`` (a tuple of arrays, or the one array when ``single``). ``only_used`` (kernel
+    flavour): bind only the symbols the outputs contain.
     """
     printer = _VectorPrinter() if flavour == "vector" else _ScalarPrinter()
     replacements, reduced = sp.cse(list(outputs), symbols=sp.numbered_symbols("_c"), optimizations="basic")
-    params, lines = _unpack(args, indexed=flavour == "kernel")
+    used = set().union(*(sp.sympify(e).free_symbols for e in outputs)) if only_used else None
+    params, lines = _unpack(args, indexed=flavour == "kernel", used=used)
     lines += [f"    {symbol} = {printer.doprint(expr)}" for symbol, expr in replacements]
     items = [printer.doprint(expr) for expr in reduced]
     decorator = ""
@@ -156,5 +160,11 @@ def kernel_wrappers(dim: int, nparams: int) -> str:
     (numba first-class functions on raw pointers, so the integrator is compiled once for all forms)."""
     return (f"@field_kernel\ndef rhs_kernel(x, p, out):\n"
             f"    rhs_into(carray(x, ({dim},)), carray(p, ({nparams},)), carray(out, ({dim},)))\n\n\n"
-            f"@scalar_kernel\ndef loss_kernel(x, p):\n"
-            f"    return state_loss(carray(x, ({dim},)), carray(p, ({nparams},)))\n")
+            + scalar_wrapper("loss_kernel", "state_loss", dim, nparams))
+
+
+def scalar_wrapper(name: str, inner: str, dim: int, nparams: int) -> str:
+    """A C-callable ``double name(double *x, double *p)`` returning the numba kernel ``inner(x, p)`` on
+    arrays of ``dim`` and ``nparams`` doubles (called through its address by other compiled code)."""
+    return (f"@scalar_kernel\ndef {name}(x, p):\n"
+            f"    return {inner}(carray(x, ({dim},)), carray(p, ({nparams},)))\n")

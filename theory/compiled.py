@@ -10,7 +10,8 @@ tuple of arrays for several outputs: ``features``, ``invariants``, ``metrics``, 
 ``line_scale``). ``rhs(x, p)``, ``jac(x, p)`` and ``state_loss(x, p)`` are the compiled kernels called
 from Python (a new 1-D / 2-D array, or a float, each call); the kernels themselves take ``kernel_parameters(p)``, the
 parameters followed by their parameter-only subexpressions (computed once per setting); ``rhs_kernel`` and ``loss_kernel`` are the C-callable kernels the compiled
-integrator (:mod:`qkdyn.simulate.integrate`) takes.
+integrator (:mod:`qkdyn.simulate.integrate`) takes, ``psi_gain_kernel`` and ``m_ov_kernel`` those of the
+compiled matched-loss solver (:mod:`qkdyn.simulate.closedform`).
 """
 from __future__ import annotations
 
@@ -40,6 +41,8 @@ class Compiled:
     state_loss_into: Callable
     rhs_kernel: object
     loss_kernel: object
+    psi_gain_kernel: object  # C-callable psi_gain(x = (a, s), p) and balanced M_OV(x = (qk, ov, kappa), p)
+    m_ov_kernel: object
     kernel_parameters: Callable
     init: Callable
     features: Callable
@@ -85,7 +88,23 @@ def load(name: str) -> Compiled:
         raise ValueError(f"no generated module for {name!r}: one of {', '.join(ALL_PARAMS)}")
     module = importlib.import_module(f"qkdyn.theory.generated.{name}")
     functions = {key: getattr(module, key) for key in
-                 ("rhs_into", "jac_into", "rhs_kernel", "loss_kernel", "kernel_parameters", "init") + _VECTOR}
+                 ("rhs_into", "jac_into", "rhs_kernel", "loss_kernel", "psi_gain_kernel", "m_ov_kernel",
+                  "kernel_parameters", "init") + _VECTOR}
     functions["state_loss_into"] = module.state_loss
     return Compiled(name, module.VARIABLES, module.INVARIANT_NAMES, module.INVARIANT_DEGREES, module.LAW_POWERS,
                     module.A4_PROOF, **functions)
+
+
+def growth_in_log_t(qk_power: int, ov_power: int, degree: int) -> dict[str, str]:
+    """Growth of each reported quantity in terms of log t for the laws e^qk / qk^i = C ov^d (``qk_power``
+    i, ``degree`` d) and e^ov / ov^j = T (``ov_power`` j), as :mod:`qkdyn.theory.asymptotics` derives them;
+    the generated modules carry (i, j, d) as ``LAW_POWERS`` (:attr:`Compiled.law_powers`), so a report reads
+    them without sympy (here, not in asymptotics: importing sympy costs a run ~1 CPU-s)."""
+    extra = " * log log t" if qk_power == 1 else ""
+    odds = ("log t" if degree == 1 else f"(log t)^{degree}") + extra  # as a person writes it: not (log t)^1
+    return {
+        "ov": "log t" + (" + log log t" if ov_power == 1 else ""),
+        "exp(qk)": odds,
+        "odds": odds,
+        "qk": ("log log t" if degree == 1 else f"{degree} log log t") + (" + log log log t" if extra else ""),
+    }

@@ -13,6 +13,8 @@ Generated functions (x: the reduced state, p: Setting.numeric(); vector function
     rhs_into(x, k, out), jac_into(x, k, out)  eq. (1) and its Jacobian            [kernel]
     state_loss(x, k)                          L(qk(x), ov(x)), eq. (2)              [kernel]
     rhs_kernel, loss_kernel                   their C-callable wrappers             [kernel]
+    psi_gain_kernel(x, p), m_ov_kernel(x, p)  C-callable psi_gain (x = (a, s)) and the balanced M_OV
+                                              (x = (qk, ov, kappa)) on the plain p   [kernel]
     init(p, qk0, ov0)                         balanced initial state               [scalar]
     features(X, p) -> (qk, ov)                                                     [vector]
     attention(qk, p), loss(qk, ov, p)         alpha and L, eq. (2)                 [vector]
@@ -75,6 +77,12 @@ def generate_source(name: str) -> str:
     src += codegen.function_source("jac_into", [x, extended], jac, "kernel")
     src += codegen.function_source("state_loss", [x, extended], loss, "kernel", single=True)
     src += codegen.kernel_wrappers(len(x), len(extended)) + "\n\n"
+    # the matched-loss kernels of qkdyn.simulate.closedform (on the plain parameters p), through their C addresses
+    src += codegen.function_source("psi_gain_at", [(start, step), p], [psi_gain], "kernel", single=True, only_used=True)
+    src += codegen.function_source("m_ov_at", [(qk, ov, kappa), p], [invariants.balanced_metric(d.ov_circuit)],
+                                   "kernel", single=True, only_used=True)
+    src += codegen.scalar_wrapper("psi_gain_kernel", "psi_gain_at", 2, len(p)) + "\n\n"
+    src += codegen.scalar_wrapper("m_ov_kernel", "m_ov_at", 3, len(p)) + "\n\n"
     src += codegen.function_source("kernel_parameters", [p], list(p) + list(constants.table), "scalar")
     init = [d.init[sym] for sym in x]
     src += codegen.function_source("init", [p, model.qk0, model.ov0], init, "scalar")

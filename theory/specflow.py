@@ -396,9 +396,9 @@ def derive_spec(spec: Spec) -> SpecDerivation:
     values = {holders[c][key]: value for c, f in (("QK", qk_f), ("OV", ov_f)) for key, value in f.items()}
     seen = {}
     for c, other in (("QK", "OV"), ("OV", "QK")):
-        seen[c] = [f.subs(values) for f in lossfeatures.features(loss_e, list(holders[c].values()),
+        seen[c] = [f.xreplace(values) for f in lossfeatures.features(loss_e, list(holders[c].values()),
                                                                  list(holders[other].values()))]
-    loss = loss_e.subs(values)
+    loss = loss_e.xreplace(values)
     for circuit in ("QK", "OV"):
         decay = sp.nsimplify(_circuit_spec(spec, circuit).weight_decay)
         if decay:
@@ -406,8 +406,8 @@ def derive_spec(spec: Spec) -> SpecDerivation:
                                     if e.variable.circuit == circuit)
     rhs = tuple(-(ETA[e.variable.circuit] / e.variable.orbit) * sp.diff(loss, e.variable.symbol) for e in entries)
     init = {e.variable.symbol: _init_value(spec, e) for e in entries}
-    return SpecDerivation(spec, entries, {"QK": qk_f, "OV": ov_f}, seen, qk.subs(values), ov.subs(values),
-                          attn.subs(values), loss, rhs, init)
+    return SpecDerivation(spec, entries, {"QK": qk_f, "OV": ov_f}, seen, qk.xreplace(values), ov.xreplace(values),
+                          attn.xreplace(values), loss, rhs, init)
 
 
 def named(name: str) -> SpecDerivation:

@@ -40,12 +40,16 @@ class MQARPreset:
 
 #: the MQAR tasks by name (see :mod:`qkdyn.empirical.coupled.mqar` for what each is for)
 MQAR_PRESETS = {
-    "small": MQARPreset(64, ((32, 4),)),
+    "small": MQARPreset(256, ((32, 8),)),
     "easy": MQARPreset(256, ((64, 4), (64, 8))),
     "medium": MQARPreset(256, ((128, 8), (128, 16))),
     "hard": MQARPreset(512, ((256, 16), (256, 32), (256, 64))),
 }
 MQAR_TASKS = tuple(MQAR_PRESETS)
+#: the initialisation of every MQAR model (:data:`qkdyn.empirical.coupled.model.INITS`): PyTorch's
+#: defaults with an untied output head; under the language models' nanoGPT init (tied head, N(0, 0.02^2))
+#: the tiny model stays at the query order's positional prior (docs/coupled.md, "MQAR")
+MQAR_INIT = "torch"
 #: the integrators of :mod:`qkdyn.empirical.coupled.qk_flow` (a test checks they agree)
 INTEGRATOR_NAMES = ("euler", "leapfrog")
 

@@ -101,12 +101,14 @@ def _with_ablations(record, out_dir: str, model_cfg, evaluator, cfg: TrainConfig
 
 def run_mqar(task: str, preset: str, attention: AttentionConfig, cfg: TrainConfig, out_dir: str,
              n_test: int = 256):
-    """Train a model of shape ``preset`` on MQAR preset ``task`` (easy, medium, hard)."""
-    from qkdyn.empirical.coupled.configs import MQAR_PRESETS
+    """Train a model of shape ``preset``, initialised as :data:`~qkdyn.empirical.coupled.configs.MQAR_INIT`,
+    on MQAR preset ``task`` (small, easy, medium, hard)."""
+    from qkdyn.empirical.coupled.configs import MQAR_INIT, MQAR_PRESETS
     from qkdyn.empirical.coupled.mqar import MQARBatches, MQAREvaluator
 
     mqar = MQAR_PRESETS[task]
-    model_cfg = preset_config(preset, vocab_size=mqar.vocab_size, block_size=mqar.block_size, attention=attention)
+    model_cfg = preset_config(preset, vocab_size=mqar.vocab_size, block_size=mqar.block_size, attention=attention,
+                              init=MQAR_INIT)
     check_sizes(model_cfg, cfg)
     from qkdyn.memory import check_memory
 

@@ -5,7 +5,7 @@ attention, model and optimiser configuration, seed, budget, tokenizer, evaluatio
 :func:`run_record` is that spec as plain data plus :data:`STUDY_VERSION`, the version of the code
 that computes a run's result, and for an MQAR run the definition of its task
 (:data:`qkdyn.empirical.coupled.configs.MQAR_PRESETS`: a task redefined under the same name is
-another run); :func:`run_key` is the first 12 hex digits of the SHA-256 of its
+another run) and the initialisation of its model (``MQAR_INIT``); :func:`run_key` is the first 12 hex digits of the SHA-256 of its
 canonical JSON. The run's directory is named by a readable prefix and the key, so two runs that
 differ in any field (a learning rate, a batch size, a block size) never share a directory, and a
 finished result is reused only by a run of the same record. The record is stored beside the run
@@ -32,14 +32,15 @@ RECORD = "run.json"
 
 def run_record(spec) -> dict:
     """The spec as plain data (JSON types), without :data:`IGNORED` fields, with the code version
-    and, for an MQAR run, its task's definition (``mqar``)."""
-    from qkdyn.empirical.coupled.configs import MQAR_PRESETS
+    and, for an MQAR run, its task's definition (``mqar``) and its model's initialisation (``init``)."""
+    from qkdyn.empirical.coupled.configs import MQAR_INIT, MQAR_PRESETS
 
     record = json.loads(json.dumps(dataclasses.asdict(spec)))
     for field in IGNORED:
         record.get("train", {}).pop(field, None)
     if spec.task == "mqar":
         record["mqar"] = json.loads(json.dumps(dataclasses.asdict(MQAR_PRESETS[spec.data])))
+        record["init"] = MQAR_INIT
     return {**record, "version": STUDY_VERSION}
 
 

@@ -1,7 +1,14 @@
 """A GPT-style decoder language model (nanoGPT layout) with a pluggable attention variant.
 
 Token + learned position embeddings, ``n_layer`` pre-LayerNorm blocks (attention, then a 4x GELU
-MLP), a final LayerNorm and an output head tied to the token embedding. No biases anywhere.
+MLP), a final LayerNorm and an output head. No biases anywhere. Two initialisations (``init``):
+
+* ``nanogpt`` (the language models'): every weight N(0, 0.02^2), residual projections
+  N(0, (0.02 / sqrt(2 n_layer))^2), the output head tied to the token embedding;
+* ``torch`` (the MQAR models'): PyTorch's default initialisation of each layer, embeddings N(0, 1)
+  and linear maps U(-1/sqrt(fan_in), 1/sqrt(fan_in)), and an output head of its own. With the
+  nanoGPT init the tiny model never learns MQAR recall (it stays at the query order's positional
+  prior, docs/coupled.md "MQAR"); with this one it learns it in a few hundred steps.
 
 Presets (sizes quoted for the byte-level vocabulary of 256; a BPE vocabulary adds vocab x d_model; parameters counted by :func:`count_parameters`, standard
 attention, tied head counted once):
@@ -23,11 +30,11 @@ import dataclasses
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from qkdyn.empirical.coupled.attention import AttentionConfig, build_attention, extra_parameters
 from qkdyn.empirical.coupled.configs import FLOW_KINDS
+from qkdyn.empirical.coupled.lm_loss import linear_cross_entropy
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,7 +45,15 @@ class GPTConfig:
     n_head: int = 4
     d_model: int = 64
     attention: AttentionConfig = AttentionConfig()
+    init: str = "nanogpt"  # one of INITS (module docstring)
 
+    def __post_init__(self):
+        if self.init not in INITS:
+            raise ValueError(f"init must be one of {', '.join(INITS)}, got {self.init!r}")
+
+
+#: the initialisations of :class:`GPT` (module docstring)
+INITS = ("nanogpt", "torch")
 
 PRESETS: dict[str, dict] = {
     "tiny": dict(n_layer=2, d_model=64, n_head=4, block_size=128),
@@ -56,11 +71,13 @@ def preset_config(name: str, **overrides) -> GPTConfig:
 
 
 def count_parameters(cfg: GPTConfig) -> int:
-    """Parameter count of ``GPT(cfg)`` in closed form (tied output head counted once)."""
+    """Parameter count of ``GPT(cfg)`` in closed form (a tied output head counted once, an untied one
+    adds vocab x d_model)."""
     d = cfg.d_model
     per_layer = 2 * d + 4 * d * d + 8 * d * d  # two LayerNorm weights, attention, MLP
     per_layer += extra_parameters(cfg.attention, cfg.n_head, d // cfg.n_head)
-    return cfg.vocab_size * d + cfg.block_size * d + cfg.n_layer * per_layer + d
+    head = cfg.vocab_size * d if cfg.init == "torch" else 0
+    return cfg.vocab_size * d + cfg.block_size * d + cfg.n_layer * per_layer + d + head
 
 
 def flops_per_token(cfg: GPTConfig) -> float:
@@ -108,7 +125,9 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    """Decoder LM; ``forward(idx, targets)`` returns (logits, mean cross-entropy over targets != -100)."""
+    """Decoder LM; ``forward(idx)`` returns (logits, None), ``forward(idx, targets)`` (None, the mean
+    cross-entropy over targets != -100), the latter without forming the logits
+    (:func:`~qkdyn.empirical.coupled.lm_loss.linear_cross_entropy`)."""
 
     def __init__(self, cfg: GPTConfig):
         super().__init__()
@@ -122,18 +141,30 @@ class GPT(nn.Module):
         self.blocks = nn.ModuleList(Block(cfg, layer) for layer in range(1, cfg.n_layer + 1))
         self.ln_f = nn.LayerNorm(cfg.d_model, bias=False)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
-        self.lm_head.weight = self.wte.weight
+        if cfg.init == "nanogpt":
+            self.lm_head.weight = self.wte.weight
         if not self.wte.weight.is_meta:
             self._init_shared_weights(torch.Generator().manual_seed(shared_seed))
 
     @torch.no_grad()
     def _init_shared_weights(self, generator: torch.Generator) -> None:
-        """nanoGPT init: N(0, 0.02^2), residual projections N(0, (0.02 / sqrt(2 n_layer))^2)."""
+        """``nanogpt``: N(0, 0.02^2), residual projections N(0, (0.02 / sqrt(2 n_layer))^2) (the tied head
+        is the token embedding); ``torch``: embeddings N(0, 1), linear maps U(-1/sqrt(fan_in),
+        1/sqrt(fan_in)) (PyTorch's defaults, drawn from ``generator``), the untied head included."""
         for name, module in self.named_modules():
-            if isinstance(module, (nn.Linear, nn.Embedding)) and module is not self.lm_head:
-                residual = name.endswith("c_proj") or name.endswith("mlp.2")
-                std = 0.02 / math.sqrt(2 * self.cfg.n_layer) if residual else 0.02
-                module.weight.copy_(torch.randn(module.weight.shape, generator=generator) * std)
+            tied_head = module is self.lm_head and self.cfg.init == "nanogpt"
+            if not isinstance(module, (nn.Linear, nn.Embedding)) or tied_head:
+                continue
+            if self.cfg.init == "torch":
+                if isinstance(module, nn.Embedding):
+                    module.weight.normal_(0.0, 1.0, generator=generator)
+                else:
+                    bound = 1.0 / math.sqrt(module.weight.shape[1])
+                    module.weight.uniform_(-bound, bound, generator=generator)
+                continue
+            residual = name.endswith("c_proj") or name.endswith("mlp.2")
+            std = 0.02 / math.sqrt(2 * self.cfg.n_layer) if residual else 0.02
+            module.weight.copy_(torch.randn(module.weight.shape, generator=generator) * std)
 
     def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
         T = idx.shape[1]
@@ -142,8 +173,7 @@ class GPT(nn.Module):
         x = self.wte(idx) + self.wpe(torch.arange(T, device=idx.device))
         for block in self.blocks:
             x = block(x)
-        logits = self.lm_head(self.ln_f(x))
+        x = self.ln_f(x)
         if targets is None:
-            return logits, None
-        loss = F.cross_entropy(logits.view(-1, logits.size(-1)).float(), targets.reshape(-1), ignore_index=-100)
-        return logits, loss
+            return self.lm_head(x), None
+        return None, linear_cross_entropy(x, self.lm_head.weight, targets)

@@ -285,7 +285,7 @@ BUDGETS = {
                          mqar_batch_size=4, evals_per_run=1, device="cpu"),
     "cpu": StudyConfig(coherent="pydocs", heterogeneous="", tokenizer="byte", val_fraction=0.02, seeds=5,
                        lm_steps=400, lm_lr=6e-3, batch_size=16, sweep_steps=(7,), efficiency_budgets=(2.4,),
-                       mqar_tasks=("small",), mqar_steps=1000, mqar_batch_size=32, mqar_lr=3e-3, evals_per_run=1,
+                       mqar_tasks=("small",), mqar_steps=1000, mqar_batch_size=64, mqar_lr=3e-3, evals_per_run=1,
                        device="cpu"),
     "gpu": StudyConfig(preset="4M", coherent="pydocs", heterogeneous="", tokenizer="byte", val_fraction=0.02,
                        variants=("standard", "coupled-euler", "mlp-only-q"), seeds=3, lm_steps=1500, batch_size=32,

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from qkdyn.empirical.synthetic.model import log_counts
 from qkdyn.empirical.synthetic.sampled import CHUNK, Batch, Result, Task, chunks, metrics, test_set
 
 
@@ -81,7 +82,7 @@ def _run(task: Task, arms: list[tuple[str, str, int]], test_size: int) -> dict:
             streams.append(chunks(task, param, seed))
             tests.append(test_set(task, param, seed, test_size))
     test = _stack(tests)
-    test_log = torch.log(test.counts)
+    test_log = log_counts(test.counts)
     queries = torch.as_tensor(task.queries)
     slot_of = torch.zeros(int(queries.max()) + 1, dtype=torch.long)
     slot_of[queries] = torch.arange(len(queries))
@@ -123,7 +124,7 @@ def _run(task: Task, arms: list[tuple[str, str, int]], test_size: int) -> dict:
     for step in range(steps_max):
         if step % CHUNK == 0:
             chunk = _stack([next(stream) for stream in streams])
-            chunk_log, chunk_slot = torch.log(chunk.counts), slot_of[chunk.query]
+            chunk_log, chunk_slot = log_counts(chunk.counts), slot_of[chunk.query]
         where = arm_stream[alive]
         j = step % CHUNK
         logits, _ = forward(params, task.scale, queries, chunk_log[where, j], chunk_slot[where, j])

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from qkdyn.empirical.synthetic import experiment, observe, plots, reduced, stability, train
+from qkdyn.empirical.synthetic import experiment, observe, plots, reduced, stability, stacked, train
 from qkdyn.empirical.synthetic.model import PARAMS
 from qkdyn.simulate.solve import solve
 from qkdyn.claims import Claim, combine, parts_from_checks
@@ -47,24 +47,28 @@ def _curve(rows, keys=("t", "qk", "ov")):
 
 
 def gd_and_sgd(cfg: dict, figures_dir: Path) -> tuple[dict, list[str]]:
-    """GD convergence order per parameterisation, SGD deviation vs batch, overlay plots."""
+    """GD convergence order per parameterisation, SGD deviation vs batch, overlay plots. Every GD and SGD
+    run is trained in one tensor program per batch size (:mod:`.stacked`: each run's rows equal its run
+    alone, :func:`.experiment.run`, to round-off)."""
     T, steps = cfg["T"], cfg["steps"]
+    h = steps[0]
+    gd = {(param, step): stacked.Arm(param, step, round(T / step), points=25) for param in PARAMS for step in steps}
+    overlay_sgd = {param: stacked.Arm(param, h, round(T / h), cfg["overlay_batch"], 0, 25) for param in PARAMS}
+    sweep = {(batch, s): stacked.Arm("FAFO", h, round(T / h), batch, s, 30)
+             for batch in cfg["sgd_batches"] for s in range(cfg["sgd_seeds"])}
+    rows = stacked.run(S6, [*gd.values(), *overlay_sgd.values(), *sweep.values()])
     errors, overlay, sgd_sym = {}, {}, {}
     for param in PARAMS:
-        runs = {h: experiment.run(param, S6, h, round(T / h), points=25) for h in steps}
-        errors[param] = [experiment.flow_error(runs[h], param, S6) for h in steps]
-        sgd = experiment.run(param, S6, steps[0], round(T / steps[0]), optimizer="sgd", batch=cfg["overlay_batch"],
-                             points=25)
+        errors[param] = [experiment.flow_error(rows[gd[param, step]], param, S6) for step in steps]
+        sgd = rows[overlay_sgd[param]]
         ode = solve(S6, param, t_max=T, points=200)
         sgd_sym[param] = sgd[-1]["sym_dist"]
-        overlay[param] = {"ode": (ode.t, ode.qk, ode.ov), "gd": _curve(runs[steps[0]]), "sgd": _curve(sgd),
-                          "h": steps[0], "batch": cfg["overlay_batch"]}
+        overlay[param] = {"ode": (ode.t, ode.qk, ode.ov), "gd": _curve(rows[gd[param, h]]), "sgd": _curve(sgd),
+                          "h": h, "batch": cfg["overlay_batch"]}
     ratios = {p: [e[i] / e[i + 1] for i in range(len(e) - 1)] for p, e in errors.items()}
-    h = steps[0]
     deviations, sym_parts = [], []
     for batch in cfg["sgd_batches"]:
-        runs = [experiment.run("FAFO", S6, h, round(T / h), optimizer="sgd", batch=batch, seed=s, points=30)
-                for s in range(cfg["sgd_seeds"])]
+        runs = [rows[sweep[batch, s]] for s in range(cfg["sgd_seeds"])]
         deviations.append(float(np.mean([experiment.sgd_deviation(r, "FAFO", S6) for r in runs])))
         sym_parts.append(float(np.mean([max(row["sym_dist"] for row in r) for r in runs])))
     slope = float(np.polyfit(np.log(cfg["sgd_batches"]), np.log(deviations), 1)[0])

@@ -99,6 +99,12 @@ class AttentionHead(nn.Module):
         return torch.einsum("bt,btk->bk", attn, values), attn
 
 
+def log_counts(counts: torch.Tensor) -> torch.Tensor:
+    """log c, entrywise, with log 0 = -inf: torch.log of the same values (equal bits), but the log runs on
+    positive numbers only (count vectors are mostly 0, and torch.log of 0 takes 5x as long)."""
+    return torch.log(counts.clamp(min=torch.finfo(counts.dtype).tiny)).masked_fill_(counts == 0, -torch.inf)
+
+
 def cross_entropy(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
     """sum_b weights_b * CE(logits_b, label_b): a weighted mean of the per-context loss."""
     return (weights * nn.functional.cross_entropy(logits, labels, reduction="none")).sum()

@@ -13,7 +13,7 @@ from typing import Callable
 import torch
 
 from qkdyn.empirical.synthetic import data, reduced
-from qkdyn.empirical.synthetic.model import AttentionHead
+from qkdyn.empirical.synthetic.model import AttentionHead, log_counts
 from qkdyn.theory.compiled import load
 
 
@@ -21,6 +21,7 @@ def observer(param: str, setting, test_size: int = 2048, seed: int = 12345) -> C
     """A function model -> row dict (columns: qk, ov, attn, loss, reduced variables, acc, sym_dist)."""
     compiled, p = load(param), setting.numeric()
     counts, labels, _ = data.sample(setting, test_size, torch.Generator().manual_seed(seed))
+    log_c = log_counts(counts)  # the fixed test batch takes its log once
 
     @torch.no_grad()
     def observe(model: AttentionHead) -> dict:
@@ -28,7 +29,7 @@ def observer(param: str, setting, test_size: int = 2048, seed: int = 12345) -> C
         qk, ov = (float(v) for v in compiled.features(x, p))
         row = {"qk": qk, "ov": ov, "attn": float(compiled.attention(qk, p)), "loss": float(compiled.loss(qk, ov, p))}
         row.update(zip(compiled.variables, map(float, x)))
-        row["acc"] = float((model(counts)[0].argmax(dim=1) == labels).double().mean())
+        row["acc"] = float((model.forward_log(log_c)[0].argmax(dim=1) == labels).double().mean())
         row["sym_dist"] = reduced.symmetric_distance(model)
         return row
 

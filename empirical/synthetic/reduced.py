@@ -83,9 +83,31 @@ def embed(model: AttentionHead, values: dict[str, float]) -> AttentionHead:
     return model
 
 
+@functools.lru_cache(maxsize=None)
+def _orbit_table(param: str, lay: Layout) -> tuple[tuple[str, ...], tuple, torch.Tensor, torch.Tensor]:
+    """The orbits as index tensors, built once per (param, layout): (orbit names, per parameter
+    (name, rows, cols), the orbit number of every gathered entry, the orbit sizes)."""
+    table = orbits(param, lay)
+    names = tuple(table)
+    by_param: dict[str, list] = {}
+    for i, (pname, rows, cols) in enumerate(table.values()):
+        by_param.setdefault(pname, []).append((rows, cols, np.full(len(rows), i)))
+    gathers, ids = [], []
+    for pname, parts in by_param.items():
+        gathers.append((pname, torch.as_tensor(np.concatenate([r for r, _, _ in parts])),
+                        torch.as_tensor(np.concatenate([c for _, c, _ in parts]))))
+        ids.append(np.concatenate([i for _, _, i in parts]))
+    orbit_of = torch.as_tensor(np.concatenate(ids))
+    return names, tuple(gathers), orbit_of, torch.bincount(orbit_of)
+
+
 def orbit_values(param: str, lay: Layout, tensors: dict[str, torch.Tensor]) -> dict[str, float]:
-    """Mean of each orbit's entries in ``tensors`` (parameter name -> matrix, e.g. gradients)."""
-    return {name: float(tensors[p][r, c].mean()) for name, (p, r, c) in orbits(param, lay).items()}
+    """Mean of each orbit's entries in ``tensors`` (parameter name -> matrix, e.g. gradients): one
+    gather per matrix and one segment sum over the cached orbit table."""
+    names, gathers, orbit_of, sizes = _orbit_table(param, lay)
+    entries = torch.cat([tensors[pname][rows, cols] for pname, rows, cols in gathers])
+    sums = torch.zeros(len(names), dtype=entries.dtype).index_add_(0, orbit_of, entries)
+    return dict(zip(names, (sums / sizes).tolist()))
 
 
 def polar_gauge(model: AttentionHead) -> dict[str, torch.Tensor]:
@@ -138,22 +160,29 @@ def read(model: AttentionHead) -> np.ndarray:
 @torch.no_grad()
 def symmetric_distance(model: AttentionHead) -> float:
     """max over circuits of ||E - Pi E|| / ||E|| on the entries that reach the loss (docstring)."""
-    lay = model.layout
+    ctx, qk_orbit, ov_orbit = _symmetric_orbits(model.layout)
+    qk = model.query_scores()[ctx]
+    ov = model.label_values()[:, ctx]
+    return max(_orbit_residual(qk, *qk_orbit), _orbit_residual(ov, *ov_orbit))
+
+
+@functools.lru_cache(maxsize=None)
+def _symmetric_orbits(lay: Layout) -> tuple[torch.Tensor, tuple, tuple]:
+    """The context indices and, per circuit, (orbit number of each entry, flattened; orbit sizes) of the
+    collapsed variables: QK distinct / common, OV own / cross / common. Built once per layout."""
     ctx = torch.as_tensor(lay.context)
     owner = torch.as_tensor(lay.token_class())
-    qk = model.query_scores()[ctx]
     qk_orbit = (owner < 0).long()  # 0: distinct, 1: common
-    ov = model.label_values()[:, ctx]
     k = torch.arange(lay.classes)[:, None]
-    ov_orbit = torch.where(owner[None, :] < 0, 2, (owner[None, :] != k).long())  # own, cross, common
-    return max(_orbit_residual(qk, qk_orbit), _orbit_residual(ov, ov_orbit.expand_as(ov)))
+    ov_orbit = torch.where(owner[None, :] < 0, 2, (owner[None, :] != k).long()).ravel()  # own, cross, common
+    return ctx, (qk_orbit, torch.bincount(qk_orbit)), (ov_orbit, torch.bincount(ov_orbit))
 
 
-def _orbit_residual(values: torch.Tensor, orbit: torch.Tensor) -> float:
-    v, o = values.ravel(), orbit.ravel()
-    means = torch.zeros(int(o.max()) + 1, dtype=v.dtype).index_add_(0, o, v) / torch.bincount(o)
-    norm = float(v.norm())
-    return float((v - means[o]).norm()) / norm if norm > 0 else 0.0
+def _orbit_residual(values: torch.Tensor, orbit: torch.Tensor, sizes: torch.Tensor) -> float:
+    v = values.ravel()
+    means = torch.zeros(len(sizes), dtype=v.dtype).index_add_(0, orbit, v) / sizes
+    norm, residual = torch.stack([v.norm(), (v - means[orbit]).norm()]).tolist()
+    return residual / norm if norm > 0 else 0.0
 
 
 def balanced_factors(W: torch.Tensor, width: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from qkdyn.cli import main
-from qkdyn.studies import Record, RunSpec, get, judge
+from qkdyn.studies import Record, RunSpec, Study, get, judge
 from qkdyn.runs import RunRecord
 
 QKDYN = str(Path(sys.executable).with_name("qkdyn"))
@@ -35,6 +35,33 @@ def test_every_study_plans_every_budget_with_unique_names():
             specs = study.plan(budget)
             assert specs and len({s.name for s in specs}) == len(specs) == len(set(specs))
             assert all(s.study == name for s in specs)
+
+
+class _Timed(Study):
+    """A study whose runs record the order they ran in (no work)."""
+
+    name = "timed"
+    costs = {"long": 50.0, "middle": 5.0}
+
+    def __init__(self):
+        self.ran = []
+
+    def run(self, spec, runs_dir):
+        self.ran.append(spec.name)
+        return Record(spec, {}, Path(runs_dir))
+
+
+def test_the_executor_starts_the_longest_runs_first(tmp_path):
+    from qkdyn.executors import execute_all
+
+    study = _Timed()
+    specs = [RunSpec.make("timed", name) for name in ("short", "middle", "unlisted", "long")]
+    done = [record.spec.name for _, record in execute_all([(study, specs)], tmp_path, "local", workers=1)]
+    assert done == study.ran == ["long", "middle", "short", "unlisted"]  # ties keep the plan's order
+    # the verify studies declare their long runs: the sampled authors grid and the A4/A5 sweep start first
+    queue = [(get(n), spec) for n in ("theory", "a6", "sampled") for spec in get(n).plan("cpu")]
+    first = sorted(queue, key=lambda job: -job[0].cost(job[1]))[:2]
+    assert {spec.name for _, spec in first} == {"authors", "a45"}
 
 
 def _fake_records(study, budget, slope):

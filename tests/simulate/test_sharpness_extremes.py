@@ -230,6 +230,16 @@ def test_time_where_psi_differences_would_cancel():
     assert_matches(sharpness(setting, "FACO", rho, level), ref, time=True, t_rel=1e-10)
 
 
+def test_time_along_qk_where_phi_over_rho_amplifies_the_far_end():
+    """FAFO at rho = 1e-12 with ov falling from -0.725 to -7.9e-7 (a hypothesis draw): the line's Phi(qk*) / rho
+    turns a 24-digit qk* into ov* 4e-10 off, so the reference's own far-end check refused it; the far end is
+    now found at the quadrature's 40 digits, and qkdyn's state and time match."""
+    setting = Setting(classes=2, distinct=17, commons=26, m=19, n=1, scale=1.264322509352266,
+                      qk0=-2.9444389791664403, ov0=-0.7252022626756831)
+    rho, level = 1e-12, 0.6931473782062041
+    check_against_reference("FAFO", setting, rho, level, time=True)
+
+
 @pytest.mark.parametrize("param, setting, rho, level", [
     ("CACO", Setting(ov0=-2.0, qk0=0.5), 30.0, 0.1),  # qk falls to ~ -225 and turns at ov = 0
     ("CAFO", Setting(ov0=0.3, attn0=1e-12), 1e-9, 1e-30),  # qk barely moves; e^z grows at the end

@@ -197,3 +197,24 @@ def test_record_losses_on_a_stiff_stretch_are_located_and_match_the_closed_form(
     loss0 = initial_loss(setting, "CACO")
     result = reached(setting, "CACO", [loss0 * (1 - 1e-3), loss0 / 2, 1e-8, 1e-30])
     assert result["reached"] is True, result
+
+
+@pytest.mark.parametrize("param", ["CACO", "FAFO"])
+def test_a_sweep_integrated_in_one_compiled_loop_equals_its_solves_bit_for_bit(param):
+    """solve(list) runs every setting through integrate_many: the same rows, states, events and counts
+    as each setting alone, with exact output times and a level that is never reached."""
+    settings = [Setting(eta_qk=rho, ov0=ov0) for rho, ov0 in ((0.1, 0.01), (3.0, 0.2), (30.0, 0.05))]
+    options = dict(t_max=1e9, points=30, at=(2.5, 1e3), record_losses=(0.5, 1e-300))
+    for setting, tr in zip(settings, solve(settings, param, **options)):
+        alone = solve(setting, param, **options)
+        assert np.array_equal(tr.t, alone.t) and np.array_equal(tr.state, alone.state)
+        assert tr.crossings.keys() == alone.crossings.keys() == {0.5}
+        assert tr.crossings[0.5][0] == alone.crossings[0.5][0]
+        assert np.array_equal(tr.crossings[0.5][1], alone.crossings[0.5][1])
+        assert {k: tr.stats[k] for k in ("nfev", "steps", "method")} == {k: alone.stats[k] for k in ("nfev", "steps", "method")}
+    assert solve([], param, t_max=1.0) == []
+
+
+def test_a_sweep_refuses_a_member_that_is_not_a_setting():
+    with pytest.raises(InputError, match="must be a Setting"):
+        solve([Setting(), {"eta_qk": 2.0}], "CACO", t_max=10.0)

@@ -362,6 +362,32 @@ def loss_kernel(x, p):
     return state_loss(carray(x, (8,)), carray(p, (44,)))
 
 
+@jit
+def psi_gain_at(_a0, _a1):
+    ov_step = _a0[1]
+    K = _a1[0]
+    D = _a1[1]
+    return (1/2)*math.sqrt(D)*ov_step*(K - 1)
+
+
+@jit
+def m_ov_at(_a0, _a1):
+    ov = _a0[1]
+    K = _a1[0]
+    D = _a1[1]
+    return 2*abs(ov)/(math.sqrt(D)*(K - 1))
+
+
+@scalar_kernel
+def psi_gain_kernel(x, p):
+    return psi_gain_at(carray(x, (2,)), carray(p, (9,)))
+
+
+@scalar_kernel
+def m_ov_kernel(x, p):
+    return m_ov_at(carray(x, (3,)), carray(p, (9,)))
+
+
 def kernel_parameters(_a0):
     (K, D, N, m, n, s, eta_QK, eta_OV, b) = _a0
     _c0 = K - 1

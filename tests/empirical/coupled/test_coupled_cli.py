@@ -97,9 +97,9 @@ def _fake_result(data, attention, seed, final_ppl, task="lm", steps=1, max_steps
     metric = "val_loss" if task == "lm" else "mqar_acc"
     sign = 1 if task == "lm" else -0.1
     whats = ("attention", "field", "flow") if flow else ("attention",)
-    config = {"task": task, "data": data, "mqar": data, "preset": "tiny", "tokenizer": "bpe",
+    config = {"task": task, "data": data, "mqar": data, "preset": "tiny", "tokenizer": "bpe", "n_test": 16,
               "model": {"attention": att, "vocab_size": 300, "block_size": 16, "n_layer": 2, "n_head": 4, "d_model": 64},
-              "train": {"seed": seed, "max_steps": max_steps}}
+              "train": {"seed": seed, "max_steps": max_steps, "batch_size": 4}}
     details = {"tokens": 100 * max_steps, "train_time_s": time_per_step * max_steps, "tokens_per_s": 100 / time_per_step,
                "evals": evals, "ablation": {w: {metric: sign * ablation[w]} for w in whats}}
     return RunRecord(task, config, max_steps, 100, {"wall": time_per_step * max_steps, "cpu": math.nan}, final,
@@ -234,6 +234,18 @@ def test_mqar_without_recall_is_inconclusive(recall):
     assert claims["B9"].verdict == "inconclusive"
     assert any("guessing" in p["name"] and not p["met"] for p in claims["B9"].preconditions)
     assert _verdicts()["B9"].verdict == "holds"  # standard at 0.8: recall learnt, the claim is judged
+
+
+def test_mqar_says_its_scope_and_when_standard_leaves_no_room_above_it():
+    summary = _verdicts()["B9"].summary
+    assert "): T 64 with 4 pairs, vocabulary 300, `tiny` models (100 parameters, init nanogpt)" in summary
+    assert "trained on 40 sequences, each seed scored on 64 test queries" in summary and "ceiling" not in summary  # standard at 0.8: room above it
+
+    def perfect(run, result):
+        if run.task == "mqar" and run.variant == "standard":
+            result["final"].update({"acc_T64_kv4": 1.0, "mqar_acc": 1.0})
+
+    assert "at the ceiling here (worst seed 1)" in _verdicts(change=perfect)["B9"].summary
 
 
 def test_an_unresolved_difference_is_inconclusive_not_failing(tmp_path):

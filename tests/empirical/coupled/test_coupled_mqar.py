@@ -81,5 +81,7 @@ def test_a_preset_without_random_fillers_reaches_batches_and_the_test_set():
     preset = dataclasses.replace(PRESETS["small"], random_non_queries=False)
     x, _ = MQARBatches(preset, batch_size=8, grad_accum=1, seed=0).next_step()[0]
     test_x = next(iter(MQAREvaluator(preset, n_test=8, seed=0).sets.values()))[0]
+    (_, kv), = preset.settings
     for inputs in (x, test_x):
-        assert (inputs[:, 8:] == 0).float().mean() > 0.5  # the fillers are token 0
+        after = inputs[:, 2 * kv:]  # after the pairs: queries at even offsets, the answers' slots between them
+        assert (after[:, 1::2] == 0).all() and (after == 0).float().mean() >= 0.5  # the fillers are token 0

@@ -222,3 +222,17 @@ def test_an_mqar_task_redefined_under_its_name_is_another_run(monkeypatch):
     monkeypatch.setitem(configs.MQAR_PRESETS, "small", redefined)
     assert mqar and set(mqar).isdisjoint(r.name for r in study_runs(study) if r.task == "mqar")
     assert [r.name for r in study_runs(study) if r.task == "lm"] == lm  # language-model runs keep theirs
+
+
+def test_mqar_runs_are_keyed_by_their_models_init_and_language_models_are_not(monkeypatch):
+    from qkdyn.empirical.coupled import configs
+    from qkdyn.empirical.coupled.identity import run_record
+    from qkdyn.empirical.coupled.study import StudyConfig, study_runs
+
+    study = StudyConfig(mqar_tasks=("small",), variants=("standard",), seeds=1)
+    runs = study_runs(study)
+    assert {run_record(r).get("init") for r in runs} == {configs.MQAR_INIT, None}  # recorded for MQAR only
+    names = [r.name for r in runs]
+    monkeypatch.setattr(configs, "MQAR_INIT", "nanogpt")
+    for run, before in zip(runs, names):
+        assert (run.name == before) == (run.task == "lm"), before

@@ -1,0 +1,508 @@
+"""The matched-loss closed form of :mod:`qkdyn.simulate.sharpness`, compiled: one numba kernel over all points.
+
+The mathematics is that of :mod:`qkdyn.simulate.sharpness` (symbols as in docs/setting.md and
+docs/sharpness.md); this module is its compiled arithmetic, point by point:
+
+* the line Phi - Phi(qk0) = (A/n)(m (G(u) - G(u0)) + n (u - u0)), qk = u (collapsed QK; G = e^u) or
+  qk = beta sinh u (factorized QK; G = int e^{beta sinh v} dv tabulated by piecewise Chebyshev
+  quadrature, degree 14 per panel, panels over which beta sinh u changes by at most 1, extended on
+  demand), inverted by monotone Newton (from the Wright-omega solution of m e^u + n u = c, collapsed;
+  from a cubic Hermite start inside a table panel, factorized), or read off a per-panel Chebyshev
+  series of the inverse u(Phi) at the quadrature nodes;
+* the matched-loss root of z(ov) = alpha(qk(ov)) ov - z* by safeguarded Newton in ov (rtsafe);
+* the time, composite 8-node Gauss-Legendre on panels at equal steps of the progress
+  v = z + x + 4|qk| + |u| sampled along the path, summed in logs.
+
+The per-form maths comes from the sympy derivation only: Psi(a + s) - Psi(a) and the balanced M_OV
+are the generated C kernels ``psi_gain_kernel`` and ``m_ov_kernel`` of :mod:`qkdyn.theory.generated`,
+called through their addresses (so the kernel is compiled once for every form); (A, beta) are the
+generated ``line_scale``. Settings are processed in the order of the points (points of one setting
+contiguous: the table is rebuilt when the setting changes). numba caches the machine code in tree
+(:func:`qkdyn.theory.kernels.cache_in_tree`): a warm process does not recompile.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import get_cython_function_address, intrinsic
+
+from qkdyn.simulate.integrate import _call_scalar
+from qkdyn.theory.kernels import cache_in_tree, expit
+
+_CACHE = cache_in_tree(__file__)
+#: SciPy's own real Wright omega and log-expit (scipy.special.cython_special), passed to the kernel by address
+#: (an address is an argument, not a global: numba caches only code without dynamic globals)
+SPECIAL = (get_cython_function_address("scipy.special.cython_special", "__pyx_fuse_1wrightomega"),
+           get_cython_function_address("scipy.special.cython_special", "__pyx_fuse_0log_expit"))
+
+CHEB_DEG = 14  # Chebyshev degree per panel of the factorized-QK table
+TAIL = 60.0  # below qk = -TAIL, e^qk is negligible in Phi' (relative e^-60 ~ 1e-26): the table's linear tail
+LOOSE = 1e6  # a matched-loss bound beyond base + 1e6 max(z*, 1) is replaced by a grown bracket
+MAX_GROWTH = 520  # 4^520 > 1e308: the matched-loss bracket reaches any finite ov
+MAX_TABLE_PANELS = 20000  # qk changes by at most 1 per panel (|qk| <= ~720 while e^qk is finite)
+MAX_PANELS_LOG2 = 14  # at most 2^14 quadrature panels per path (more: a time beyond the largest double)
+CHEB_X = np.cos(np.pi * (np.arange(CHEB_DEG + 1) + 0.5) / (CHEB_DEG + 1))
+CHEB_FIT = np.linalg.inv(np.polynomial.chebyshev.chebvander(CHEB_X, CHEB_DEG))
+GL_X, GL_W = np.polynomial.legendre.leggauss(8)
+#: fractions of the path ov0 -> ov* sampled to place the quadrature panels (plus ov = 0 if crossed)
+#: (dense at both ends: attention can rise fastest at the start, e^z grows fastest at the end)
+PATH_FRACTIONS = np.unique(np.concatenate([[0.0], np.geomspace(1e-14, 1.0, 35), 1.0 - np.geomspace(1e-12, 0.5, 20)]))
+GEOMETRIC = np.linspace(0.0, 1.0, 16)  # and at geometric steps over the positive part of the path
+LOG_DOUBLE_MAX = math.log(np.finfo(float).max)
+_CENTER = MAX_TABLE_PANELS + 2  # the table grows both ways from u0 at this index of its buffers
+_CAPACITY = 2 * MAX_TABLE_PANELS + 6
+
+#: the constants of one setting, a row of ``constants`` (the line's A, beta, m, n, u0 and the problem's rest)
+CONSTANTS = ("a", "beta", "m", "n", "u0", "qk0", "ov0", "kappa", "log_m_n", "log_k1", "log_eta_ov", "factorized_ov",
+             "e0")
+_A, _BETA, _M, _N, _U0, _QK0, _OV0, _KAPPA, _LOG_MN, _LOG_K1, _LOG_ETA, _FOV, _E0 = range(len(CONSTANTS))
+#: rows of the table's ``tab`` (edges, offsets G(edge) - G(u0), Phi at the edges, inverse built) and the
+#: columns of its ``coef`` (integral coefficients, then the inverse's)
+_EDGES, _OFFSETS, _AT, _BUILT = range(4)
+_INV = CHEB_DEG + 2
+
+_jit = njit(cache=_CACHE, error_model="numpy")
+_inline = njit(cache=_CACHE, error_model="numpy", inline="always")  # small helpers: no call boundary
+
+
+@intrinsic
+def _call_unary(typingctx, address, x):
+    """Call the C function at ``address`` as double(double)."""
+    def codegen(context, builder, signature, args):
+        double = ir.DoubleType()
+        function = builder.inttoptr(args[0], ir.FunctionType(double, [double]).as_pointer())
+        return builder.call(function, [args[1]])
+    return types.float64(address, x), codegen
+
+
+@_inline
+def _clenshaw(x, coef, row, first, count):
+    """sum_j c[j] T_j(x), c = coef[row, first:first + count]."""
+    b1 = 0.0
+    b2 = 0.0
+    two_x = 2 * x
+    for j in range(count - 1, 0, -1):
+        b1, b2 = coef[row, first + j] + two_x * b1 - b2, b1
+    return coef[row, first] + x * b1 - b2
+
+
+@_inline
+def _clip(x, lo, hi):
+    return hi if x > hi else lo if x < lo else x
+
+
+@_inline
+def _logaddexp0(y):
+    """log(1 + e^y) (numpy's logaddexp(0, y))."""
+    if y == 0.0:
+        return math.log(2.0)
+    return y + math.log1p(math.exp(-y)) if y > 0 else math.log1p(math.exp(y))
+
+
+@_inline
+def _search(values, row, start, stop, x, right):
+    """numpy's searchsorted(values[row, start:stop], x, side) as an index into the row."""
+    lo, hi = start, stop
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if values[row, mid] < x or (right and values[row, mid] == x):
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@_inline
+def _split(lo, hi):
+    """Bisection point of [lo, hi]: the midpoint, or, for a bracket much wider than its distance from
+    0, lo + sqrt(w (hi - lo)), w = max(|lo|, 1) (a bracket spanning 1e300 shrinks in about ten steps)."""
+    width, scale = hi - lo, max(abs(lo), 1.0)
+    return lo + math.sqrt(scale * width) if width > 4 * scale else lo + 0.5 * width
+
+
+@_inline
+def _rtsafe_step(x, value, slope, lo, hi, before_last, last, convex, tol):
+    """One step of the safeguarded Newton iteration for a root of an increasing function: Newton, or
+    bisection when it leaves [lo, hi] or (unless ``convex``: Newton from above is then monotone) does
+    not halve the step before last. Returns (x, lo, hi, before_last, last, done): done once the step
+    (or the bracket) is below ``tol`` relative, or steps below 1e3 tol stop shrinking (round-off)."""
+    if value < 0:
+        lo = x
+    if value > 0:
+        hi = x
+    new = x - value / slope
+    bad = not math.isfinite(new) or new < lo or new > hi
+    if not convex and abs(new - x) > 0.5 * before_last:
+        bad = True
+    if bad:
+        new = _split(lo, hi)
+    step, scale = abs(new - x), tol * (1.0 + abs(x))
+    done = step <= scale or hi - lo <= 4 * scale or (step <= 1e3 * scale and step >= 0.5 * last)
+    if value == 0:
+        return x, lo, hi, last, step, True
+    return new, lo, hi, last, step, done
+
+
+# -- the line (c: the setting's constants; tab, coef, ext: the factorized-QK table) ---------------------
+
+@_inline
+def _q(c, u):
+    return c[_BETA] * math.sinh(u) if c[_BETA] > 0 else u
+
+
+@_inline
+def _dq(c, u):
+    return c[_BETA] * math.cosh(u) if c[_BETA] > 0 else 1.0
+
+
+@_inline
+def _dphi(c, u):
+    """dPhi/du = (A/n)(m e^{q(u)} + n)."""
+    return c[_A] / c[_N] * (c[_M] * math.exp(_q(c, u)) + c[_N])
+
+
+@_inline
+def _phi(c, tab, coef, ext, u):
+    """Phi(u) - Phi(u0) = (A/n)(m (G(u) - G(u0)) + n (u - u0))."""
+    if c[_BETA] > 0:
+        i = min(max(_search(tab, _EDGES, ext[0], ext[1], u, True) - 1, ext[0]), ext[1] - 2)
+        left, right = tab[_EDGES, i], tab[_EDGES, i + 1]
+        g = tab[_OFFSETS, i] + 0.5 * (right - left) * _clenshaw((2 * u - left - right) / (right - left), coef, i, 0,
+                                                               CHEB_DEG + 2)
+    else:
+        g = math.exp(c[_U0]) * math.expm1(u - c[_U0])
+    return c[_A] / c[_N] * (c[_M] * g + c[_N] * (u - c[_U0]))
+
+
+@_inline
+def _fit(values):
+    """CHEB_FIT @ values: Chebyshev coefficients from the values at the nodes CHEB_X (plain loops:
+    numba's matrix product would compile BLAS calls)."""
+    out = np.zeros(CHEB_DEG + 1)
+    for i in range(CHEB_DEG + 1):
+        for k in range(CHEB_DEG + 1):
+            out[i] += CHEB_FIT[i, k] * values[k]
+    return out
+
+
+@_inline
+def _insertion_sort(values):
+    """Sort in place (the path samples: a few sorted runs, for which this is the fast sort)."""
+    for i in range(1, values.size):
+        x, j = values[i], i - 1
+        while j >= 0 and values[j] > x:
+            values[j + 1] = values[j]
+            j -= 1
+        values[j + 1] = x
+
+
+@_jit
+def _panel(c, left, right, coef, row):
+    """Chebyshev coefficients (into coef[row, :16]) of int_left^u e^{beta sinh v} dv on [left, right];
+    returns its total."""
+    half, mid = 0.5 * (right - left), 0.5 * (left + right)
+    values = np.empty(CHEB_DEG + 1)
+    for k in range(CHEB_DEG + 1):
+        values[k] = math.exp(c[_BETA] * math.sinh(mid + half * CHEB_X[k]))
+    fit = _fit(values)
+    coef[row, :_INV] = 0.0  # numpy's chebint(fit, lbnd=-1)
+    coef[row, 1] = fit[0]
+    coef[row, 2] = fit[1] / 4
+    for j in range(2, CHEB_DEG + 1):
+        coef[row, j + 1] = fit[j] / (2 * (j + 1))
+        coef[row, j - 1] -= fit[j] / (2 * (j - 1))
+    coef[row, 0] -= _clenshaw(-1.0, coef, row, 0, _INV)
+    return half * _clenshaw(1.0, coef, row, 0, _INV)
+
+
+@_inline
+def _width(c, at):
+    """Panel width in u: the exponent beta sinh u changes by at most 1 across a panel."""
+    return min(0.5, 1.0 / (c[_BETA] * math.cosh(abs(at) + 0.5)))
+
+
+@_inline
+def _new_edge(c, tab, i, edge, offset):
+    tab[_EDGES, i], tab[_OFFSETS, i], tab[_BUILT, i] = edge, offset, 0.0
+    tab[_AT, i] = c[_A] / c[_N] * (c[_M] * offset + c[_N] * (edge - c[_U0]))
+
+
+@_jit
+def _cover(c, tab, coef, ext, lam_lo, lam_hi):
+    """Extend the factorized-QK table until Phi - Phi(qk0) spans [lam_lo, lam_hi]."""
+    while tab[_AT, ext[1] - 1] < lam_hi:
+        last = ext[1] - 1
+        right = tab[_EDGES, last] + _width(c, tab[_EDGES, last])
+        total = _panel(c, tab[_EDGES, last], right, coef, last)
+        _new_edge(c, tab, last + 1, right, tab[_OFFSETS, last] + total)
+        ext[1] += 1
+        if ext[1] - ext[0] > MAX_TABLE_PANELS:  # qk grows by 1 per panel: e^qk would overflow long before
+            raise RuntimeError("factorized-QK table: more than 20000 panels")
+    while tab[_AT, ext[0]] > lam_lo:
+        first = ext[0]
+        if c[_BETA] * math.sinh(tab[_EDGES, first]) < -TAIL:
+            # e^{beta sinh u} < e^-TAIL from here down: G is constant, Phi linear in u, and one panel with
+            # zero coefficients reaches lam_lo (qk may be below -1e300)
+            coef[first - 1, :_INV] = 0.0
+            _new_edge(c, tab, first - 1, c[_U0] + lam_lo / c[_A] - c[_M] / c[_N] * tab[_OFFSETS, first] - 1.0,
+                      tab[_OFFSETS, first])
+            ext[0] -= 1
+            break
+        left = tab[_EDGES, first] - _width(c, tab[_EDGES, first])
+        total = _panel(c, left, tab[_EDGES, first], coef, first - 1)
+        _new_edge(c, tab, first - 1, left, tab[_OFFSETS, first] - total)
+        ext[0] -= 1
+        if ext[1] - ext[0] > MAX_TABLE_PANELS:
+            raise RuntimeError("factorized-QK table: more than 20000 panels")
+    if ext[1] - ext[0] == 1:  # at least one panel, so that lookups always find one
+        first = ext[0]
+        right = tab[_EDGES, first] + _width(c, tab[_EDGES, first])
+        _new_edge(c, tab, first + 1, right, _panel(c, tab[_EDGES, first], right, coef, first))
+        ext[1] += 1
+
+
+@_jit
+def _newton_line(c, tab, coef, ext, lam, lo, hi, u):
+    """u in [lo, hi] with Phi(u) - Phi(u0) = lam (Phi increasing and convex: monotone Newton)."""
+    before_last, last = math.inf, math.inf
+    for _ in range(200):
+        value, slope = _phi(c, tab, coef, ext, u) - lam, _dphi(c, u)
+        u, lo, hi, before_last, last, done = _rtsafe_step(u, value, slope, lo, hi, before_last, last, True, 1e-13)
+        if done:
+            return u
+    raise RuntimeError("line inversion did not converge")
+
+
+@_inline
+def _panel_of(tab, ext, lam):
+    """The table panel i whose Phi range [at_i, at_i+1] holds lam (the first or last one beyond the table)."""
+    return min(max(_search(tab, _AT, ext[0], ext[1], lam, False) - 1, ext[0]), ext[1] - 2)
+
+
+@_jit
+def _solve_on_table(c, tab, coef, ext, lam):
+    """Newton on the table from a cubic Hermite interpolation of u(Phi) across the panel holding lam."""
+    i = _panel_of(tab, ext, lam)
+    lo, hi = tab[_EDGES, i], tab[_EDGES, i + 1]
+    width = tab[_AT, i + 1] - tab[_AT, i]
+    t = _clip((lam - tab[_AT, i]) / width, 0.0, 1.0)
+    slope_lo, slope_hi = width / _dphi(c, lo), width / _dphi(c, hi)
+    start = _clip((2 * t**3 - 3 * t**2 + 1) * lo + (t**3 - 2 * t**2 + t) * slope_lo
+                  + (3 * t**2 - 2 * t**3) * hi + (t**3 - t**2) * slope_hi, lo, hi)
+    return _newton_line(c, tab, coef, ext, lam, lo, hi, start)
+
+
+@_jit
+def _from_inverse_table(c, tab, coef, ext, lam, polish):
+    """u(lam) from the Chebyshev series of the inverse on the panel holding lam (built on first use
+    from exact inversions at its Chebyshev nodes), accurate to ~1e-13; ``polish``: then Newton from it
+    (one step, usually, where the Hermite start of _solve_on_table needs about three)."""
+    i = _panel_of(tab, ext, lam)
+    at_lo, at_hi = tab[_AT, i], tab[_AT, i + 1]
+    if tab[_BUILT, i] == 0.0:
+        nodes = np.empty(CHEB_DEG + 1)
+        for k in range(CHEB_DEG + 1):
+            nodes[k] = _solve_on_table(c, tab, coef, ext, 0.5 * (at_lo + at_hi) + 0.5 * (at_hi - at_lo) * CHEB_X[k])
+        coef[i, _INV:] = _fit(nodes)
+        tab[_BUILT, i] = 1.0
+    x = _clip((2 * lam - at_lo - at_hi) / (at_hi - at_lo), -1.0, 1.0)
+    u = _clip(_clenshaw(x, coef, i, _INV, CHEB_DEG + 1), tab[_EDGES, i], tab[_EDGES, i + 1])
+    return _newton_line(c, tab, coef, ext, lam, tab[_EDGES, i], tab[_EDGES, i + 1], u) if polish else u
+
+
+@_inline
+def _invert(c, addr, tab, coef, ext, lam, polish):
+    """u with Phi(u) - Phi(u0) = lam; ``polish=False`` (factorized only) reads the inverse table."""
+    a, m, n, u0 = c[_A], c[_M], c[_N], c[_U0]
+    if lam == 0.0:  # the start of the line (ov = ov0, or rho = 0)
+        return u0
+    if c[_BETA] > 0:
+        if lam < tab[_AT, ext[0]] or lam > tab[_AT, ext[1] - 1] or ext[1] - ext[0] == 1:
+            _cover(c, tab, coef, ext, min(lam, 0.0), max(lam, 0.0))
+        return _from_inverse_table(c, tab, coef, ext, lam, polish)
+    e0 = c[_E0]
+    upper = u0 + min(lam / a, math.log1p(max(lam, 0.0) * n / (a * m * e0)))
+    hi = upper if lam >= 0 else u0
+    lo = u0 if lam >= 0 else u0 + lam / a
+    # closed form: m e^u + n u = c solves as u = c/n - omega(log(m/n) + c/n); Newton polishes the round-off
+    c_n = lam / a + (m / n) * e0 + u0
+    return _newton_line(c, tab, coef, ext, lam, lo, hi, _clip(c_n - _call_unary(addr[2], c[_LOG_MN] + c_n), lo, hi))
+
+
+# -- one setting (p: its parameters; addr: the kernels' addresses; work: their argument) ------------------
+
+@_inline
+def _gain(c, p, addr, work, delta):
+    """Psi(ov0 + delta) - Psi(ov0) from the generated psi_gain(|ov0|, s), s = |ov| - |ov0| (+-delta while
+    ov keeps the sign of ov0): no subtraction of two values of Psi."""
+    ov0 = c[_OV0]
+    ov = ov0 + delta
+    same_side = ov >= 0 if ov0 >= 0 else ov <= 0
+    work[0] = abs(ov0)
+    work[1] = math.copysign(1.0, ov0) * delta if same_side else abs(ov) - abs(ov0)
+    return _call_scalar(addr[0], work, p)
+
+
+@_inline
+def _m_ov(c, p, addr, work, ov):
+    work[0], work[1], work[2] = 0.0, ov, c[_KAPPA]
+    return _call_scalar(addr[1], work, p)
+
+
+@_inline
+def _qk_u(c, p, addr, work, tab, coef, ext, delta, rho, polish):
+    """(qk, u) on the line at ov = ov0 + delta."""
+    u = _invert(c, addr, tab, coef, ext, rho * _gain(c, p, addr, work, delta), polish)
+    return _q(c, u), u
+
+
+@_inline
+def _level(c, p, addr, work, tab, coef, ext, ov, zstar, rho):
+    """z(ov) - z* and dz/dov = alpha + ov alpha (1 - alpha) dqk/dov along the line."""
+    qk, u = _qk_u(c, p, addr, work, tab, coef, ext, ov - c[_OV0], rho, True)
+    alpha = expit(qk + c[_LOG_MN])
+    dqk = _dq(c, u) / _dphi(c, u) * rho * ov / _m_ov(c, p, addr, work, ov)
+    return alpha * ov - zstar, alpha + ov * alpha * (1 - alpha) * dqk
+
+
+@_jit
+def _state(c, p, addr, work, tab, coef, ext, zstar, rho, start):
+    """(qk, ov) where alpha ov = z* on the line: safeguarded Newton in ov from ``start`` where it lies
+    inside the bracket (the root of a neighbouring point), else from the upper bound."""
+    ov0 = c[_OV0]
+    base = max(ov0, 0.0)  # beyond it qk >= qk(base), so z >= alpha(qk(base)) ov
+    qk_base, _ = _qk_u(c, p, addr, work, tab, coef, ext, base - ov0, rho, True)
+    lo = base if zstar > 0 else ov0
+    hi = max(max(zstar, 0.0) / expit(qk_base + c[_LOG_MN]) if zstar > 0 else 0.0, lo)
+    if not hi <= base + LOOSE * max(zstar, 1.0):  # alpha(qk(base)) tiny: grow a bracket instead
+        step, grown = max(zstar, 1.0), math.nan
+        for _ in range(MAX_GROWTH):
+            if not _level(c, p, addr, work, tab, coef, ext, base + step, zstar, rho)[0] < 0:
+                grown = base + step
+                break
+            step *= 4
+        if math.isnan(grown):
+            raise RuntimeError("matched-loss bracket: z(ov) below z* up to ov = 1e308")
+        hi = min(hi, grown)
+    ov, before_last, last = start if lo < start < hi else hi, math.inf, math.inf
+    for _ in range(200):
+        value, slope = _level(c, p, addr, work, tab, coef, ext, ov, zstar, rho)
+        ov, lo, hi, before_last, last, done = _rtsafe_step(ov, value, slope, lo, hi, before_last, last, False, 1e-13)
+        if done:
+            return _qk_u(c, p, addr, work, tab, coef, ext, ov - ov0, rho, True)[0], ov
+    raise RuntimeError("matched-loss root did not converge")
+
+
+@_inline
+def _log_dt_dx(c, p, addr, work, ov, qk):
+    """log |dt/dx|, x = ov (collapsed OV) or log |ov| (factorized OV, M_OV = c |ov|: |ov| cancels):
+    dt/dov = (1 + e^z/(K-1)) / (eta_OV M_OV alpha), z = alpha ov."""
+    log_alpha = _call_unary(addr[3], qk + c[_LOG_MN])
+    value = _logaddexp0(math.exp(log_alpha) * ov - c[_LOG_K1]) - log_alpha - c[_LOG_ETA]
+    return value - math.log(_m_ov(c, p, addr, work, 1.0 if c[_FOV] > 0 else ov))
+
+
+@_jit
+def _time(c, p, addr, work, tab, coef, ext, ov_star, rho, per_panel, polish):
+    """t = int dt/dx dx by Gauss-Legendre on max(4, needed) panels at equal steps of the progress v sampled
+    along the path (see :meth:`qkdyn.simulate.sharpness._Problem.time_to`); inf beyond the largest double."""
+    ov0, factorized_ov = c[_OV0], c[_FOV] > 0
+    nf, ng = PATH_FRACTIONS.size, GEOMETRIC.size
+    ov = np.empty(nf + ng + 1)
+    for k in range(nf):
+        ov[k] = ov0 + (ov_star - ov0) * PATH_FRACTIONS[k]
+    positive = max(max(ov0, 0.0), ov_star * 1e-300)
+    for k in range(ng):
+        ov[nf + k] = positive * (ov_star / positive) ** GEOMETRIC[k] if ov_star > 0 else ov0
+    ov[-1] = min(max(0.0, ov0), ov_star)
+    _insertion_sort(ov)
+    v = np.empty((1, ov.size))
+    travelled_qk = travelled_x = travelled_u = 0.0
+    qk_last = u_last = x_last = 0.0
+    for k in range(ov.size):
+        qk, u = _qk_u(c, p, addr, work, tab, coef, ext, ov[k] - ov0, rho, polish)
+        x = math.log(abs(ov[k])) if factorized_ov else 0.0
+        if k > 0:
+            travelled_qk += abs(qk - qk_last)
+            travelled_x += abs(x - x_last)
+            travelled_u += abs(u - u_last)
+        qk_last, u_last, x_last = qk, u, x
+        value = expit(qk + c[_LOG_MN]) * ov[k] + 4.0 * travelled_qk
+        if factorized_ov:
+            value += travelled_x
+        if c[_BETA] > 0:
+            value += travelled_u
+        v[0, k] = max(value, v[0, k - 1]) if k > 0 else value
+    first, final = v[0, 0], v[0, ov.size - 1]
+    needed = math.ceil((final - first) / per_panel)
+    if not needed <= 2**MAX_PANELS_LOG2:
+        # a path this long passes through attention below e^-{5000 per_panel / 4}: dt/dov there exceeds
+        # e^700 unless eta_OV does too, so its time is beyond the largest double
+        peak = -math.inf
+        for k in range(ov.size):
+            qk, _ = _qk_u(c, p, addr, work, tab, coef, ext, ov[k] - ov0, rho, polish)
+            peak = max(peak, _log_dt_dx(c, p, addr, work, ov[k], qk))
+        if peak < LOG_DOUBLE_MAX:
+            raise RuntimeError("time quadrature: more than 2^14 panels needed on a path whose time is not beyond "
+                               "the largest double")
+        return math.inf
+    panels = max(4, int(needed))
+    y = np.empty(panels + 1)  # the integration variable measured from the start (y = x - x(ov0))
+    for j in range(panels + 1):
+        level = first + (final - first) * (j / panels)
+        i = min(max(_search(v, 0, 0, ov.size, level, True) - 1, 0), ov.size - 2)
+        weight = (level - v[0, i]) / (v[0, i + 1] - v[0, i]) if v[0, i + 1] > v[0, i] else 0.0
+        edge = ov[i] + _clip(weight, 0.0, 1.0) * (ov[i + 1] - ov[i])
+        edge = ov0 if j == 0 else ov_star if j == panels else edge
+        y[j] = math.log1p((edge - ov0) / ov0) if factorized_ov else edge - ov0
+    log_f = np.empty((panels, GL_X.size))
+    top = -math.inf
+    for j in range(panels):
+        mid, half = 0.5 * (y[j + 1] + y[j]), 0.5 * (y[j + 1] - y[j])
+        for k in range(GL_X.size):
+            node = mid + half * GL_X[k]
+            delta = ov0 * math.expm1(node) if factorized_ov else node
+            qk, _ = _qk_u(c, p, addr, work, tab, coef, ext, delta, rho, polish)
+            log_f[j, k] = _log_dt_dx(c, p, addr, work, ov0 + delta, qk)
+            top = max(top, log_f[j, k])
+    sign = math.copysign(1.0, ov0) if factorized_ov else 1.0  # y falls as |ov| shrinks
+    scaled = 0.0
+    for j in range(panels):
+        inner = 0.0
+        for k in range(GL_X.size):
+            inner += math.exp(log_f[j, k] - top) * GL_W[k]
+        scaled += sign * 0.5 * (y[j + 1] - y[j]) * inner
+    return math.exp(top + math.log(scaled))
+
+
+def new_table():
+    """Buffers of a factorized-QK table: ``tab`` (edges, offsets, Phi at the edges, inverse built),
+    ``coef`` (integral and inverse Chebyshev coefficients per panel), ``ext`` (the [start, stop) of
+    the edges in use)."""
+    return np.empty((4, _CAPACITY)), np.empty((_CAPACITY, _INV + CHEB_DEG + 1)), np.zeros(2, dtype=np.int64)
+
+
+@_jit
+def solve_points(constants, params, addr, which, zstar, rho, ov, with_state, with_time, per_panel, polish, tab,
+                 coef, ext, qk, t):
+    """Every point i, of setting ``which[i]`` (rows of ``constants`` (CONSTANTS) and ``params``
+    (Setting.numeric()); ``addr``: the addresses of the form's generated psi_gain and m_ov kernels
+    and of SPECIAL): with_state, (qk[i], ov[i]) where the loss first reaches z*[i]; with_time, t[i],
+    the time to ov[i] (inf beyond the largest double). ``tab``, ``coef``, ``ext``: new_table()."""
+    current = -1
+    work = np.empty(3)
+    for i in range(which.size):
+        s = which[i]
+        c, p = constants[s], params[s]
+        if s != current:
+            current = s
+            ext[0], ext[1] = _CENTER, _CENTER + 1
+            _new_edge(c, tab, _CENTER, c[_U0], 0.0)
+        if with_state:  # the previous point's root starts the Newton iteration at the same level and setting
+            start = ov[i - 1] if i > 0 and which[i - 1] == s and zstar[i - 1] == zstar[i] else math.nan
+            qk[i], ov[i] = _state(c, p, addr, work, tab, coef, ext, zstar[i], rho[i], start)
+        if with_time:
+            t[i] = _time(c, p, addr, work, tab, coef, ext, ov[i], rho[i], per_panel, polish)

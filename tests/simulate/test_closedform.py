@@ -1,0 +1,38 @@
+"""The compiled closed form (qkdyn.simulate.closedform) equals the numpy closed form it replaced to
+round-off: tests/golden/sharpness_closed_form.json holds that form's answers on random settings of
+every parameterisation (attention from 1e-278 to 1 - 1e-16, rho from 1e-12 to 1e12 and 0, negative
+starts, levels down to 1e-300, times up to 1e302), recorded before the change."""
+import json
+
+import numpy as np
+import pytest
+
+from qkdyn.simulate.sharpness import sharpness
+from qkdyn.theory.setting import ALL_PARAMS, Setting
+from repo_paths import GOLDEN
+
+CASES = json.loads((GOLDEN / "sharpness_closed_form.json").read_text())["cases"]
+
+
+@pytest.mark.parametrize("param", ALL_PARAMS)
+def test_the_compiled_closed_form_equals_the_numpy_one_to_round_off(param):
+    cases = [c for c in CASES if c["param"] == param]
+    assert len(cases) >= 15
+    for case in cases:
+        r = sharpness(Setting(**case["setting"]), param, case["rho"], case["loss"])
+        where = f"{case['setting']} rho={case['rho']} loss={case['loss']}"
+        # the roots are converged to 1e-13 relative; the time is the same quadrature on the same panels
+        assert float(r.ov) == pytest.approx(case["ov"], rel=1e-12, abs=1e-300), where
+        assert float(r.qk) == pytest.approx(case["qk"], rel=1e-12, abs=1e-12), where
+        assert float(r.attn) == pytest.approx(case["attn"], rel=1e-12, abs=1e-300), where
+        assert float(r.t) == pytest.approx(case["t"], rel=1e-12), where
+
+
+def test_one_kernel_call_over_settings_equals_one_call_per_setting():
+    """Settings interleaved (points of one setting not contiguous): the same answers as one by one."""
+    m = np.array([3, 40, 7])
+    grid = sharpness({"m": m[None, :]}, "FAFO", np.array([0.1, 3.0])[:, None], 1e-3)
+    for j, one in enumerate(m):
+        alone = sharpness(Setting(m=int(one)), "FAFO", [0.1, 3.0], 1e-3)
+        np.testing.assert_array_equal(grid.attn[:, j], alone.attn)
+        np.testing.assert_array_equal(grid.t[:, j], alone.t)
