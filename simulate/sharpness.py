@@ -36,6 +36,7 @@ True
 from __future__ import annotations
 
 import dataclasses
+import decimal
 import functools
 import math
 from typing import Mapping
@@ -111,6 +112,28 @@ class _Problem:
         rho = np.ascontiguousarray(np.broadcast_to(np.asarray(rho, dtype=float), ov_star.shape))
         return _run([self], np.zeros(ov_star.size, dtype=np.int64), None, rho, ov_star, time=True, state=False,
                     per_panel=per_panel, polish=polish)[2]
+
+
+@functools.lru_cache(maxsize=None)
+def _log_split(classes: int) -> tuple[float, float]:
+    """log K as hi + lo: hi the nearest double, lo its rounding error (from 40 decimal digits, stdlib)."""
+    hi = math.log(classes)
+    with decimal.localcontext(decimal.Context(prec=40)):
+        return hi, float(decimal.Decimal(classes).ln() - decimal.Decimal(hi))
+
+
+def z_at_loss(classes: int, loss: np.ndarray) -> np.ndarray:
+    """z* = alpha ov with L(z*) = loss, where L(z) = log(1 + (K-1) e^-z): z* = log(K-1) - log(expm1(L)).
+
+    Near the start (L -> log K, z* -> 0) those two logs cancel: the double nearest log K is off by up to
+    eps/2 log K, which against the gap log K - L (2e-9 for a level just below log 8) is a relative error of
+    1e-7 in z*. There z* = -log1p(K expm1(d) / (K-1)) with d = L - log K formed from log K = hi + lo
+    (L - hi is exact by Sterbenz's lemma where L is within a factor 2 of hi); the first form is kept where
+    that log1p's argument falls below -1/2 (small L, where the second form would cancel instead)."""
+    hi, lo = _log_split(classes)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        near = classes * np.expm1((loss - hi) - lo) / (classes - 1)
+        return np.where(near > -0.5, -np.log1p(near), math.log(classes - 1) - np.log(np.expm1(loss)))
 
 
 def _run(problems: list, which, zstar, rho, ov=None, *, time: bool, state: bool = True, per_panel: float = 0.75,
@@ -253,7 +276,7 @@ def sharpness(setting: Setting | Mapping, param: str | Spec, rho: ArrayLike, los
         problem = _Problem(one, param)
         mask = slice(*np.searchsorted(which, [index, index + 1])) if ordered else which == index
         _validate(problem, param, rho_f[mask], loss_f[mask])
-        zstar[mask] = problem.log_k1 - np.log(np.expm1(loss_f[mask]))
+        zstar[mask] = z_at_loss(one.classes, loss_f[mask])
         problems.append(problem), masks.append(mask)
     order = None if ordered else np.argsort(which, kind="stable")
     qk, ov, t = _run(problems, which if ordered else which[order], zstar if ordered else zstar[order],
