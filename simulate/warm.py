@@ -8,7 +8,9 @@ numba compiles the generated kernels (:mod:`qkdyn.theory.generated`) and the int
 first solves (and, under ``qkdyn verify``'s two workers, twice at once). ``make install`` runs this
 module once, so the first solve of a session loads cached code. It solves each form briefly, with a
 loss event and the dense output, and evaluates its Jacobian (the LSODA fallback's): every compiled
-path ``solve`` takes.
+path ``solve`` takes, a sweep over two settings (``solve_many``'s one compiled loop) and the matched-loss
+closed form with its time (:mod:`qkdyn.simulate.closedform`, one kernel for every form: ~30 CPU-s to compile,
+which every process of a test run or a Ray study would otherwise pay on its first ``sharpness``).
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import time
 
 
 def main() -> int:
+    from qkdyn.simulate.sharpness import sharpness
     from qkdyn.simulate.solve import solve
     from qkdyn.theory.compiled import load
     from qkdyn.theory.setting import ALL_PARAMS, Setting
@@ -25,7 +28,9 @@ def main() -> int:
     for param in ALL_PARAMS:
         tr = solve(Setting(), param, t_max=10.0, points=3, record_losses=(0.5,))
         load(param).jac(tr.state[:, 0], tr.setting.numeric())  # the Jacobian of the LSODA fallback
-    sys.stdout.write(f"compiled the kernels of {', '.join(ALL_PARAMS)} and the integrator in "
+        solve([Setting(), Setting(eta_ov=2.0)], param, t_max=10.0, points=3)
+        sharpness(Setting(), param, 1.0, 0.5)
+    sys.stdout.write(f"compiled the kernels of {', '.join(ALL_PARAMS)}, the integrator and the closed form in "
                      f"{time.perf_counter() - start:.1f} s\n")
     return 0
 
