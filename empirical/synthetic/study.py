@@ -36,9 +36,9 @@ class A6Study(Study):
 
     @property
     def budgets(self):
-        from qkdyn.empirical.synthetic.claim_a6 import config
+        from qkdyn.empirical.synthetic import budgets
 
-        return _by_budget(config)
+        return _by_budget(budgets.a6)
 
     def plan(self, budget):
         cfg = self.budget(budget)
@@ -90,9 +90,9 @@ class SampledStudy(Study):
 
     @property
     def budgets(self):
-        from qkdyn.empirical.synthetic.claims_sampled import config
+        from qkdyn.empirical.synthetic import budgets
 
-        return _by_budget(config)
+        return _by_budget(budgets.sampled)
 
     def plan(self, budget):
         cfg = self.budget(budget)
@@ -119,12 +119,12 @@ class FixedAttentionStudy(Study):
 
     @property
     def budgets(self):
-        from qkdyn.empirical.synthetic.fixed_attention import config
+        from qkdyn.empirical.synthetic import budgets
 
-        return _by_budget(config)
+        return _by_budget(budgets.fixed_attention)
 
     def plan(self, budget):
-        from qkdyn.empirical.synthetic.fixed_attention import FORMS
+        from qkdyn.empirical.synthetic.budgets import FORMS
 
         cfg = self.budget(budget)
         return [RunSpec.make(self.name, form, form=form, alphas=list(cfg["alphas"]), seeds=cfg["seeds"],
