@@ -4,7 +4,8 @@ With tau = log(1 + t) the flow dx/dt = f(x) is dx/dtau = e^tau f(x) (:mod:`qkdyn
 This is the explicit Runge-Kutta pair of Dormand and Prince of order 8(5,3) with the step control of
 Hairer, Norsett and Wanner (Solving ODEs I, II.10) as SciPy implements it in ``solve_ivp(method="DOP853")``
 (the same coefficients, imported from SciPy; the same error norm, step-size factor bounds and initial
-step), but the whole loop compiled, the right-hand side a compiled kernel of
+step), but the whole loop compiled (the stage combinations as straight-line code with the coefficients
+as literals, :mod:`qkdyn.simulate.dop853`, the same arithmetic as a loop over SciPy's tables), the right-hand side a compiled kernel of
 :mod:`qkdyn.theory.generated` called through its C address (so a call from Python costs no more than
 its arguments' conversion, and one compiled integrator serves every form). Every accepted step stores its 7th-order
 dense interpolant (three extra stages), so output rows are read off afterwards at any tau.
@@ -24,13 +25,12 @@ from numba import njit, types
 from numba.extending import intrinsic
 from scipy.integrate._ivp import dop853_coefficients as _dop
 
+from qkdyn.simulate import dop853
 from qkdyn.theory.kernels import cache_in_tree
 
 _CACHE = cache_in_tree(__file__)
 _STAGES = _dop.N_STAGES
-_A, _B, _C = _dop.A, _dop.B, _dop.C
-_E3, _E5, _D = _dop.E3, _dop.E5, _dop.D
-_B_ROW = _B[None, :]  # the weights as a one-row table for _stage_state
+_C = _dop.C  # the stages' times; their combinations are written out in qkdyn.simulate.dop853
 _POWER = _dop.INTERPOLATOR_POWER
 _SAFETY, _MIN_FACTOR, _MAX_FACTOR = 0.9, 0.2, 10.0
 _EXPONENT = -1.0 / 8.0  # -1 / (error estimator order + 1)
@@ -85,16 +85,6 @@ def _field_row(f, tau, x, p, raw, K, row):
 def _log_loss(g, x, p):
     value = _call_scalar(g, x, p)
     return math.log(value) if value > 0 else -math.inf
-
-
-@njit(cache=_CACHE, error_model="numpy")
-def _stage_state(y, h, K, coefficients, row, stages, out):
-    """out = y + h sum_j coefficients[row, j] K[j] over the first ``stages`` stages (no temporaries)."""
-    for i in range(y.size):
-        acc = 0.0
-        for j in range(stages):
-            acc += coefficients[row, j] * K[j, i]
-        out[i] = y[i] + h * acc
 
 
 @njit(cache=_CACHE, error_model="numpy")
@@ -197,18 +187,15 @@ def integrate(f, g, p, y0, tau_end, rtol, atol, levels, terminal):
             for i in range(n):
                 K[0, i] = f_now[i]
             for s in range(1, _STAGES):
-                _stage_state(y, h, K, _A, s, s, work)
+                dop853.stage_state(y, h, K, s, work)
                 _field_row(f, tau + _C[s] * h, work, p, raw, K, s)
-            _stage_state(y, h, K, _B_ROW, 0, _STAGES, y_new)
+            dop853.solution(y, h, K, y_new)
             _field_row(f, tau + h, y_new, p, raw, K, _STAGES)
             nfev += _STAGES
             err5, err3 = 0.0, 0.0
             for i in range(n):
                 scale[i] = atol + max(abs(y[i]), abs(y_new[i])) * rtol
-                e5, e3 = 0.0, 0.0
-                for j in range(_STAGES + 1):
-                    e5 += K[j, i] * _E5[j]
-                    e3 += K[j, i] * _E3[j]
+                e5, e3 = dop853.error_sums(K, i)
                 err5 += (e5 / scale[i]) ** 2
                 err3 += (e3 / scale[i]) ** 2
             norm = 0.0 if err5 == 0 and err3 == 0 else h * err5 / math.sqrt((err5 + 0.01 * err3) * n)
@@ -219,7 +206,7 @@ def integrate(f, g, p, y0, tau_end, rtol, atol, levels, terminal):
             h_abs *= max(_MIN_FACTOR, _SAFETY * norm ** _EXPONENT)
             rejected = True
         for s in range(_STAGES + 1, 16):  # the extra stages of the dense output
-            _stage_state(y, h, K, _A, s, s, work)
+            dop853.stage_state(y, h, K, s, work)
             _field_row(f, tau + _C[s] * h, work, p, raw, K, s)
         nfev += 3
         if steps == capacity:
@@ -232,12 +219,8 @@ def integrate(f, g, p, y0, tau_end, rtol, atol, levels, terminal):
             Fs[steps, 0, i] = d0
             Fs[steps, 1, i] = h * K[0, i] - d0
             Fs[steps, 2, i] = 2 * d0 - h * (K[_STAGES, i] + K[0, i])
-            for r in range(_POWER - 3):
-                acc = 0.0
-                for j in range(16):
-                    acc += _D[r, j] * K[j, i]
-                Fs[steps, 3 + r, i] = h * acc
             ys[steps, i] = y[i]
+        dop853.dense_rows(K, h, Fs, steps)
         taus[steps], hs[steps] = tau, h
         steps += 1
         stop = False
