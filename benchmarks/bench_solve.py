@@ -184,7 +184,7 @@ def main() -> None:
     }
     jitted = diffrax_solvers(setting, taus)
     if jitted is not None:
-        single, sweep = jitted
+        single = jitted[0]
         sides["diffrax Tsit5 jit"] = lambda: single(setting.eta_qk)
         compile_s, _ = cpu(lambda: single(setting.eta_qk))
     else:

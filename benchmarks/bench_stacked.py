@@ -13,7 +13,8 @@ import time
 import torch
 
 from qkdyn.empirical.synthetic import experiment, stacked
-from qkdyn.empirical.synthetic.claim_a6 import S6, config
+from qkdyn.empirical.synthetic.budgets import a6 as config
+from qkdyn.empirical.synthetic.claim_a6 import S6
 from qkdyn.empirical.synthetic.model import PARAMS
 
 

@@ -121,10 +121,10 @@ def _labelled_by_a_sibling(ax, which: str) -> bool:
 
 def layout_problems(fig, *, drawn: bool = False) -> list[str]:
     """Every text artist that overlaps another axes or another axes' text, and every axes or colour
-    bar without a label (tight bounding boxes from a full draw; ``drawn``: the figure's canvas holds
-    its current draw already, so none is made here)."""
+    bar without a label (tight bounding boxes from a draw without rendering; ``drawn``: the figure holds
+    its current layout already, so none is made here)."""
     if not drawn:
-        fig.canvas.draw()
+        fig.draw_without_rendering()
     renderer = fig.canvas.get_renderer()
     axes = [ax for ax in fig.get_axes() if ax.get_visible() and ax.axison]
     problems, boxes = [], {}
@@ -160,13 +160,13 @@ def save_png(fig, path: str | os.PathLike) -> Path:
     """Write ``fig`` to ``path`` as a PNG and beside it a PDF (same name, ``.pdf``), atomically, then
     close it. Each problem :func:`layout_problems` finds is a :class:`FigureLayoutWarning`.
 
-    The figure is laid out once: one draw runs the layout engine and gives the layout check and the
-    tight bounding box (``savefig.bbox: tight`` with ``savefig.pad_inches``); both files are then
+    The figure is laid out once: one draw without rendering runs the layout engine and gives the layout
+    check and the tight bounding box (``savefig.bbox: tight`` with ``savefig.pad_inches``); both files are then
     rendered from that layout with the engine off and the box given, so neither save lays out the text
     again (matplotlib's own ``bbox_inches="tight"`` costs a layout draw and a box per file)."""
     path = Path(path)
     _plain_log_labels(fig)
-    fig.canvas.draw()
+    fig.draw_without_rendering()  # the layout and every artist's extent, without rasterising the figure
     problems = layout_problems(fig, drawn=True)  # the layout as saved
     box = None
     if matplotlib.rcParams["savefig.bbox"] == "tight":

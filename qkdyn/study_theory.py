@@ -74,7 +74,7 @@ class TheoryStudy(Study):
     title = "Theory claims A1-A5 and CQ1-CQ4"
     budgets = {"quick": grid(True), "cpu": grid(False), "gpu": grid(False), "paper": grid(False)}
     claim_names = ("A1", "A2", "A3", "A4", "A5", "CQ1", "CQ2", "CQ3", "CQ4")
-    costs = {"a45": 48.0, "coupled": 17.0, "a1": 10.0, "a2": 9.0, "overview": 6.0, "a3": 3.0}
+    costs = {"a45": 10.3, "coupled": 7.5, "a1": 3.7, "overview": 3.4, "a2": 3.3, "a3": 2.0}
 
     def plan(self, budget: str) -> list[RunSpec]:
         cfg = self.budget(budget)

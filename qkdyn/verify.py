@@ -66,6 +66,7 @@ def drive(names: Sequence, budget: str, figures: str | Path, runs_dir: str | Pat
     from qkdyn.report import write_claims_report
     from qkdyn.studies import find, get, judge
 
+    start = time.perf_counter()  # the wall time printed at the end counts the planning too
     studies = [get(name) if isinstance(name, str) else name for name in names]
     # every plan made and every finished record read before anything is written (bad input: nothing created)
     plans = [(study, study.plan(budget)) for study in studies]
@@ -74,7 +75,6 @@ def drive(names: Sequence, budget: str, figures: str | Path, runs_dir: str | Pat
     missing = [[s for s in specs if s not in records] if compute else [] for (_, specs), records in zip(plans, found)]
     judged: dict[int, tuple[list, list]] = {}
     context = {"budget": budget}
-    start = time.perf_counter()
     outer = tqdm(total=len(plans), desc="studies", unit="study", position=0, file=sys.stderr, disable=not progress,
                  dynamic_ncols=True)
     bar = tqdm(total=sum(len(specs) for _, specs in plans), initial=sum(map(len, found)), desc="  runs", unit="run",

@@ -122,10 +122,13 @@ def _run(task: Task, arms: list[tuple[str, str, int]], test_size: int) -> dict:
             results[arms[i]] = Result(*arms[i], int(horizons[i]), step + 1, float(running[row]), at_level[i], final)
 
     for step in range(steps_max):
-        if step % CHUNK == 0:
-            chunk = _stack([next(stream) for stream in streams])
+        if step % CHUNK == 0:  # only the streams of live arms are drawn (a stream, once unread, stays so)
+            live = torch.unique(arm_stream[alive])
+            chunk = _stack([next(streams[i]) for i in live.tolist()])
             chunk_log, chunk_slot = log_counts(chunk.counts), slot_of[chunk.query]
-        where = arm_stream[alive]
+            row_of = torch.zeros(len(streams), dtype=torch.long)
+            row_of[live] = torch.arange(len(live))
+        where = row_of[arm_stream[alive]]
         j = step % CHUNK
         logits, _ = forward(params, task.scale, queries, chunk_log[where, j], chunk_slot[where, j])
         target = chunk.target[where, j]

@@ -34,14 +34,6 @@ from qkdyn.theory.setting import Setting
 S6 = Setting(qk0=0.5, ov0=0.5)
 
 
-def config(quick: bool) -> dict:
-    if quick:
-        return dict(T=10.0, steps=[0.04, 0.02], sgd_batches=[8, 64, 512], sgd_seeds=1, overlay_batch=32,
-                    adam_rhos=[0.1, 10.0], adam_params=["CACO", "FAFO"], adam_cap=800, adam_loss=0.3)
-    return dict(T=40.0, steps=[0.04, 0.02, 0.01], sgd_batches=[8, 32, 128, 512], sgd_seeds=3, overlay_batch=32,
-                adam_rhos=[0.1, 1.0, 10.0], adam_params=list(PARAMS), adam_cap=3000, adam_loss=0.1)
-
-
 def _curve(rows, keys=("t", "qk", "ov")):
     return tuple(np.array([r[k] for r in rows]) for k in keys)
 

@@ -28,16 +28,6 @@ from qkdyn.stats import compare
 METRICS = ("attn_distinct", "attn_query_id", "separability", "p_true")
 
 
-def config(quick: bool) -> dict:
-    """Horizons (clean: SGD steps; authors: the factor compressing every notebook horizon), seeds, test
-    sizes; quick keeps >= 2 seeds."""
-    if quick:
-        return {"seeds": [0, 1], "clean_steps": 1000, "authors_compression": 500, "clean_test": 800,
-                "authors_test": 800}
-    return {"seeds": [0, 1, 2], "clean_steps": 3000, "authors_compression": 80, "clean_test": 2000,
-            "authors_test": authors.TEST_SIZE}
-
-
 def tasks(cfg: dict) -> dict:
     return {"clean": (clean.task(cfg["clean_steps"]), cfg["clean_test"]),
             "authors": (authors.task(cfg["authors_compression"]), cfg["authors_test"])}

@@ -39,8 +39,6 @@ from qkdyn.empirical.synthetic import authors
 from qkdyn.errors import InputError
 from qkdyn.stats import compare
 
-FORMS = ("collapsed", "factorized")
-ALPHAS = (0.2, 0.4, 0.6, 0.8, 1.0)
 NOTEBOOK_LR, NOTEBOOK_STEPS, BATCH, SEQ = 1e-2, 125_000, 128, "FAFO"  # FAFO: sequence length 64
 DELTA = 0.005
 
@@ -214,12 +212,6 @@ def summary_table(runs: dict, curves: dict) -> list[dict]:
                      "attn_distinct": float(np.mean([r.attn_distinct for r in sel])),
                      "theory_loss": float(th_loss[-1]), "theory_minus_dL_dalpha": float(th_fall[-1])})
     return rows
-
-
-def config(quick: bool) -> dict:
-    if quick:
-        return {"alphas": (0.2, 0.6, 1.0), "seeds": [0, 1], "steps": 250, "eval_size": 1024, "checkpoints": 6}
-    return {"alphas": ALPHAS, "seeds": [0, 1, 2], "steps": 1200, "eval_size": 4096, "checkpoints": 13}
 
 
 #: the sampled -dL/dalpha agrees with the frozen-QK theory when within this factor of it

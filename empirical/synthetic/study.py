@@ -32,13 +32,13 @@ class A6Study(Study):
     name = "a6"
     title = "Claim A6: GD, SGD and Adam on the matrix model follow the ODE"
     claim_names = ("A6", "A6-adam")
-    costs = {"gd_sgd": 26.0, "adam": 5.0, "nonsymmetric": 3.0, "long_horizon": 2.4}
+    costs = {"gd_sgd": 12.4, "adam": 2.8, "nonsymmetric": 1.5, "long_horizon": 0.8}
 
     @property
     def budgets(self):
-        from qkdyn.empirical.synthetic.claim_a6 import config
+        from qkdyn.empirical.synthetic import budgets
 
-        return _by_budget(config)
+        return _by_budget(budgets.a6)
 
     def plan(self, budget):
         cfg = self.budget(budget)
@@ -65,7 +65,7 @@ class StabilityStudy(Study):
     name = "stability"
     title = "Claim SUB: stability of the symmetric subspace"
     claim_names = ("SUB",)
-    costs = {"sub": 17.5}
+    costs = {"sub": 21.3}
     budgets = {"quick": {"quick": True}, "cpu": {"quick": False}, "gpu": {"quick": False}, "paper": {"quick": False}}
 
     def plan(self, budget):
@@ -86,13 +86,13 @@ class SampledStudy(Study):
     name = "sampled"
     title = "Claims A4/A5 on the sampled generators"
     claim_names = ("A4-sampled-clean", "A5-sampled-clean", "A4-sampled-authors", "A5-sampled-authors")
-    costs = {"authors": 53.0, "clean": 25.0}
+    costs = {"authors": 23.0, "clean": 14.1}
 
     @property
     def budgets(self):
-        from qkdyn.empirical.synthetic.claims_sampled import config
+        from qkdyn.empirical.synthetic import budgets
 
-        return _by_budget(config)
+        return _by_budget(budgets.sampled)
 
     def plan(self, budget):
         cfg = self.budget(budget)
@@ -114,17 +114,17 @@ class FixedAttentionStudy(Study):
     name = "fixed-attention"
     title = "Claim FA: with attention fixed, the loss falls faster the more attention sits on distinct tokens"
     claim_names = ("FA",)
-    costs = {"collapsed": 8.5, "factorized": 8.5}
+    costs = {"collapsed": 4.7, "factorized": 5.1}
     plot = "fixed_attention.png"
 
     @property
     def budgets(self):
-        from qkdyn.empirical.synthetic.fixed_attention import config
+        from qkdyn.empirical.synthetic import budgets
 
-        return _by_budget(config)
+        return _by_budget(budgets.fixed_attention)
 
     def plan(self, budget):
-        from qkdyn.empirical.synthetic.fixed_attention import FORMS
+        from qkdyn.empirical.synthetic.budgets import FORMS
 
         cfg = self.budget(budget)
         return [RunSpec.make(self.name, form, form=form, alphas=list(cfg["alphas"]), seeds=cfg["seeds"],

@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
 
     from qkdyn.atomic import check_writable
     from qkdyn.csvio import write_columns
-    from qkdyn.empirical.synthetic import fixed_attention as fa
+    from qkdyn.empirical.synthetic import budgets, fixed_attention as fa
     from qkdyn.empirical.synthetic import plots
     from qkdyn.errors import InputError
 
@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         figures.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise InputError(f"cannot create {figures}: {exc.strerror}", "figures")
-    forms = fa.FORMS if args.forms == "both" else (args.forms,)
+    forms = budgets.FORMS if args.forms == "both" else (args.forms,)
     seeds = list(range(args.seeds))
     runs = fa.grid(forms, args.alphas, seeds, args.steps, args.eval_size, max(args.checkpoints, 2))
     curves = fa.theory_curves(runs)

@@ -244,3 +244,14 @@ def test_circuits_baseline_at_uniform_or_off_target_is_inconclusive():
         for claim in (sharper, beyond):
             assert claim.verdict == "inconclusive" and all(v == "inconclusive" for v in claim.parts.values())
             assert [p["name"] for p in claim.preconditions if not p["met"]][0].endswith(unmet)
+
+
+def test_planning_the_verify_studies_loads_neither_torch_nor_matplotlib():
+    """``qkdyn verify`` plans in the driver before any worker starts: the plans come from data
+    (``empirical/synthetic/budgets.py``), not from the experiment modules (torch, scipy, matplotlib:
+    seconds before the first run)."""
+    code = ("import sys; from qkdyn.studies import VERIFY, get\n"
+            "for name in VERIFY:\n    [get(name).plan(b) for b in ('quick', 'cpu')]\n"
+            "print(sorted(m for m in ('torch', 'matplotlib', 'scipy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

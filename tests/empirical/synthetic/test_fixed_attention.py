@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from qkdyn.cli import main
-from qkdyn.empirical.synthetic import authors
+from qkdyn.empirical.synthetic import authors, budgets
 from qkdyn.empirical.synthetic import fixed_attention as fa
 
 
@@ -57,7 +57,7 @@ def test_batched_runs_equal_their_plain_loops():
     from qkdyn.empirical.synthetic.sampled import CHUNK, Batch, draw_chunks
 
     steps, checkpoints = 150, 4
-    runs = fa.grid(fa.FORMS, (0.4, 1.0), (0, 1), steps, eval_size=256, checkpoints=checkpoints)
+    runs = fa.grid(budgets.FORMS, (0.4, 1.0), (0, 1), steps, eval_size=256, checkpoints=checkpoints)
     for form, alpha, seed in [("collapsed", 0.4, 1), ("factorized", 1.0, 0), ("factorized", 0.4, 1)]:
         lr = fa.NOTEBOOK_LR * fa.NOTEBOOK_STEPS / steps
         stream = draw_chunks(lambda size, g: authors.sample(fa.SEQ, size, g), fa.BATCH, seed)

@@ -61,6 +61,9 @@ def short(task, steps, levels, target):
      [(p, s, seed) for p in PARAMS for s in ("qkfast", "ramp") for seed in (0, 1)] + [("FAFO", "equal", 0)], 2e-4),
     # float64 (the canonical head); the faster arms stop early (running loss <= target)
     (short(clean.task(1), 300, (1.3, 1.0, 0.5), 0.3), [(p, s, 3) for p in PARAMS for s in ("equal", "qkfast")], 1e-9),
+    # seed 0's arms all stop early: its stream is no longer drawn and seed 1's chunks move to the first row
+    (short(clean.task(1), 400, (1.3, 1.0, 0.5), 0.3),
+     [(p, "qkfast", 0) for p in ("CACO", "FACO")] + [(p, "equal", 1) for p in PARAMS], 1e-9),
 ])
 def test_batched_runs_equal_their_plain_loops(task, arms, tol):
     with batched.one_thread():  # as the batched program (tiny tensors)
@@ -79,3 +82,6 @@ def compare_runs(task, arms, tol):
     assert any(together[arm].at_level for arm in compared)  # the matched-loss measurements were compared
     if task.name == "clean":
         assert any(together[arm].steps < together[arm].horizon for arm in compared)  # and early stopping
+    if task.name == "clean" and {seed for _, _, seed in arms} == {0, 1}:  # a stream unread from some chunk on, the other read past it
+        stops = [together[arm].steps for arm in arms if arm[2] == 0]
+        assert max(stops) < sampled.CHUNK * (min(together[arm].steps for arm in arms if arm[2] == 1) // sampled.CHUNK)
