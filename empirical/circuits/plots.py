@@ -39,7 +39,8 @@ def plot_all(task: str, results: dict[str, list[dict]], summary: dict, run_dirs:
         if uniform and all(uniform in summary[m] for m in arms):
             ax.axhline(np.mean([summary[m][uniform]["mean"] for m in arms]), color=PALETTE[-1], ls="--",
                        label="uniform attention")
-            ax.legend()
+            ax.set_ylim(top=1.15 * ax.get_ylim()[1])  # headroom: the legend above the bars
+            ax.legend(loc="upper left")
         ax.tick_params(axis="x", labelsize=8)
         ax.set(xlabel="arm (learning rates)", ylabel=f"{reading}\n(mean ± sd, dots: seeds)")
     fig.suptitle(task)

@@ -245,7 +245,10 @@ class CircuitsStudy(Study):
         target = cfg["target_loss"]
         notes = task_notes(self.task) + [
             f"Scale: {first['n_train']} training examples, {first['n_parameters']} parameters, optimizer "
-            f"{cfg['optimizer']} lr {cfg['lr']:g} (the all-parameters arm: R x that), batch {cfg['batch_size']}, "
+            f"{cfg['optimizer']} lr {cfg['lr']:g} (the all-parameters arm: R x that), "
+            + (f"the QK arm's multiplier ramped linearly from 1 to R over the first {cfg['qk_ramp_steps']} steps, "
+               if cfg["qk_ramp_steps"] > 0 else "")
+            + f"batch {cfg['batch_size']}, "
             f"{sum(map(len, results.values()))} runs (1 torch thread each), {self.seconds(records)[0] / 60:.1f} CPU "
             "minutes summed over them (training and final evaluation).",
             self._criterion(cfg, [r for runs in results.values() for r in runs])]
