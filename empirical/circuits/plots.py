@@ -16,69 +16,68 @@ READINGS = {"dev_accuracy": "dev accuracy", "dev_loss": "dev loss",
             f"dev_{PRIMARY}": "dev attention mass on rationale\n(read-out position left out)"}
 
 
-def _label(mult: float) -> str:
-    return "same lr" if mult == 1.0 else f"QK x{mult:g}"
-
-
-def plot_all(task: str, results: dict[float, list[dict]], summary: dict, run_dirs: dict[float, list[Path]],
+def plot_all(task: str, results: dict[str, list[dict]], summary: dict, run_dirs: dict[str, list[Path]],
              performance_key: str, out_dir: Path) -> list[str]:
-    """Bars (performance and attention mass, the rollout mass too for several layers, mean ± std, dots:
-    seeds, dashed: uniform attention's mass), AC curves, mean DTAP heatmaps,
-    and dev curves during training. Returns the written paths."""
-    mults = sorted(results)
+    """Every arm (keys: the report's arm labels, e.g. ``same lr``, ``QK x30``, ``all x30``, drawn in the
+    given order): bars (performance and attention mass, the rollout mass too for several layers, mean ±
+    std, dots: seeds, dashed: uniform attention's mass), AC curves, mean DTAP heatmaps, and dev curves
+    during training. Returns the written paths."""
+    arms = list(results)
     paths = []
 
     panels = [(performance_key, f"test {performance_key}", None),
               (PRIMARY, "test attention mass on rationale\n(read-out position left out)", "uniform_mass_without_readout")]
-    if all(ROLLOUT in summary[m] for m in mults):  # several layers: the rollout reading beside the layer average
+    if all(ROLLOUT in summary[m] for m in arms):  # several layers: the rollout reading beside the layer average
         panels.append((ROLLOUT, "test attention mass on rationale\n(attention rollout)", "uniform_mass_by_method.rollout"))
-    fig, axes = plt.subplots(1, len(panels), figsize=(3.2 * len(panels), 2.8))
+    colours = [PALETTE[i % (len(PALETTE) - 1)] for i in range(len(arms))]  # as the curves; the last (black): uniform
+    fig, axes = plt.subplots(1, len(panels), figsize=(1.1 * len(arms) * len(panels) + 0.8, 2.8))
     for ax, (key, reading, uniform) in zip(axes, panels):
-        ax.bar([_label(m) for m in mults], [summary[m][key]["mean"] for m in mults],
-               yerr=[summary[m][key]["std"] for m in mults], capsize=4, color=PALETTE[0], alpha=0.7)
-        for i, m in enumerate(mults):
+        ax.bar(arms, [summary[m][key]["mean"] for m in arms],
+               yerr=[summary[m][key]["std"] for m in arms], capsize=4, color=colours, alpha=0.7)
+        for i, m in enumerate(arms):
             ax.scatter([i] * summary[m][key]["n"], summary[m][key]["values"], color="k", s=8, zorder=3)
-        if uniform and all(uniform in summary[m] for m in mults):
-            ax.axhline(np.mean([summary[m][uniform]["mean"] for m in mults]), color=PALETTE[1], ls="--",
+        if uniform and all(uniform in summary[m] for m in arms):
+            ax.axhline(np.mean([summary[m][uniform]["mean"] for m in arms]), color=PALETTE[-1], ls="--",
                        label="uniform attention")
             ax.legend()
-        ax.set(xlabel="learning rates", ylabel=f"{reading}\n(mean ± sd, dots: seeds)")
+        ax.tick_params(axis="x", labelsize=8)
+        ax.set(xlabel="arm (learning rates)", ylabel=f"{reading}\n(mean ± sd, dots: seeds)")
     fig.suptitle(task)
     paths.append(str(save_png(fig, out_dir / f"{task}_bars.png")))
 
     fig, ax = plt.subplots(figsize=(3.6, 2.8))
-    for m in mults:
+    for m in arms:
         curves = np.array([r["test"]["ac_curve"] for r in results[m]])
         th = results[m][0]["test"]["thresholds"]
-        ax.plot(th, curves.mean(0), label=_label(m))
+        ax.plot(th, curves.mean(0), label=m)
         ax.fill_between(th, curves.mean(0) - curves.std(0), curves.mean(0) + curves.std(0), alpha=0.2)
     ax.set(xlabel="concentration threshold tau", ylabel="AC(tau): share with mass >= tau",
            title=f"{task}: attention confidence")
     ax.legend()
     paths.append(str(save_png(fig, out_dir / f"{task}_ac.png")))
 
-    fig, axes = plt.subplots(1, len(mults), figsize=(2.6 * len(mults) + 0.8, 2.8), squeeze=False)
-    for ax, m in zip(axes[0], mults):
+    fig, axes = plt.subplots(1, len(arms), figsize=(2.6 * len(arms) + 0.8, 2.8), squeeze=False)
+    for ax, m in zip(axes[0], arms):
         heat = np.mean([r["test"]["dtap_percent"] for r in results[m]], axis=0)
         image = ax.imshow(heat.T, origin="lower", extent=[0, 1, 0, 1], vmin=0, vmax=100, cmap="viridis")
         step = 1 / heat.shape[0]
         for i, j in np.ndindex(heat.shape):
             ax.text(step * (i + 0.5), step * (j + 0.5), f"{heat[i, j]:.0f}", ha="center", va="center", fontsize=7,
                     color="white" if heat[i, j] < 50 else "black")
-        ax.set(title=_label(m), xlabel="attention on relevant tokens", ylabel="p(true label)")
+        ax.set(title=m, xlabel="attention on relevant tokens", ylabel="p(true label)")
     colorbar(fig, image, list(axes[0]), "% of test samples (mean over seeds)")
     fig.suptitle(f"{task}: DTAP heatmap")
     paths.append(str(save_png(fig, out_dir / f"{task}_dtap.png")))
 
     dev_key = "dev_accuracy" if performance_key == "accuracy" else "dev_loss"
     fig, axes = plt.subplots(1, 2, figsize=(6.4, 2.8))
-    for m in mults:
+    for m in arms:
         logs = [read_metrics(d / "metrics.jsonl") for d in run_dirs[m]]
         shortest = min(map(len, logs))  # runs stop at their target loss: the steps every seed has
         steps = [row["step"] for row in logs[0][:shortest]]
         for ax, key in ((axes[0], dev_key), (axes[1], f"dev_{PRIMARY}")):
             values = np.array([[row[key] for row in log[:shortest]] for log in logs])
-            ax.plot(steps, values.mean(0), label=_label(m))
+            ax.plot(steps, values.mean(0), label=m)
             ax.fill_between(steps, values.mean(0) - values.std(0), values.mean(0) + values.std(0), alpha=0.2)
             ax.set(xlabel="training step", ylabel=READINGS[key])
     axes[0].legend()

@@ -235,15 +235,11 @@ class CircuitsStudy(Study):
         from qkdyn.empirical.circuits import plots, report
 
         results = self._results(records)
-        qk = {float(r.spec.params["ratio"]): [] for r in records if r.spec.params["arm"] == "qk"}
-        dirs = {m: [] for m in qk}
+        dirs: dict[str, list[Path]] = {}
         for r in sorted(records, key=lambda r: r.spec.params["seed"]):
-            if r.spec.params["arm"] == "qk":
-                qk[float(r.spec.params["ratio"])].append(as_result(r))
-                dirs[float(r.spec.params["ratio"])].append(r.scratch)
+            dirs.setdefault(report.arm_key(r.spec.params["arm"], float(r.spec.params["ratio"])), []).append(r.scratch)
         summary = report.summarize(results)
-        paths = plots.plot_all(self.task, qk, report.summarize({m: v for m, v in qk.items()}), dirs,
-                               self.performance_key, Path(figures))
+        paths = plots.plot_all(self.task, results, summary, dirs, self.performance_key, Path(figures))
         first = results["same lr"][0]
         cfg = first["config"]
         target = cfg["target_loss"]

@@ -117,29 +117,30 @@ def _stat(values):
 
 
 def test_every_transformer_circuits_figure_renders_without_overlaps_and_with_labels(tmp_path):
-    """``compare-circuits``' four figures from tiny fake records (two seeds, two QK multipliers)."""
+    """``compare-circuits``' four figures from tiny fake records (two seeds; the same-lr arm, a QK arm and
+    the all-parameters control, keyed by the report's arm labels)."""
     from qkdyn import atomic
     from qkdyn.empirical.circuits import plots
 
     thresholds = list(np.linspace(0.0, 1.0, 11))
-    mults, rng = [1.0, 10.0], np.random.default_rng(0)
-    results = {m: [{"test": {"thresholds": thresholds, "ac_curve": list(np.linspace(1, 0, 11) ** (1 + seed + m / 10)),
+    arms, rng = {"same lr": 1.0, "QK x10": 10.0, "all x10": 10.0}, np.random.default_rng(0)
+    results = {a: [{"test": {"thresholds": thresholds, "ac_curve": list(np.linspace(1, 0, 11) ** (1 + seed + m / 10)),
                              "dtap_percent": (100 * rng.dirichlet(np.ones(25)).reshape(5, 5)).tolist()}}
-                   for seed in range(2)] for m in mults}
-    summary = {m: {key: _stat([0.7 + 0.01 * m, 0.72 + 0.01 * m]) for key in ("accuracy", "attention_mass",
+                   for seed in range(2)] for a, m in arms.items()}
+    summary = {a: {key: _stat([0.7 + 0.01 * m, 0.72 + 0.01 * m]) for key in ("accuracy", "attention_mass",
                                                                                  "attention_mass_without_readout")}
-               for m in mults}
+               for a, m in arms.items()}
     run_dirs = {}
-    for m in mults:
-        run_dirs[m] = []
+    for i, a in enumerate(arms):
+        run_dirs[a] = []
         for seed in range(2):
-            d = tmp_path / "runs" / f"{m:g}-{seed}"
+            d = tmp_path / "runs" / f"{i}-{seed}"
             d.mkdir(parents=True)
             atomic.write_text(d / "metrics.jsonl", "".join(
                 f'{{"step": {s}, "dev_accuracy": {0.5 + s / 400}, "dev_attention_mass": {0.2 + s / 300}, '
                 f'"dev_attention_mass_without_readout": {0.1 + s / 300}}}\n'
                 for s in (0, 50, 100)[: 3 - seed]))  # seed 1 stopped earlier (its target loss)
-            run_dirs[m].append(d)
+            run_dirs[a].append(d)
     out = tmp_path / "figures"
     out.mkdir()
     with warnings.catch_warnings():
