@@ -434,9 +434,14 @@ class Perturbed:
 
 
 def _perturbation(flow: FullFlow, theta: np.ndarray, eps: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """(delta theta, v): a random unit v in T (weighted coordinates, eq. (1)), delta = E^{1/2} T v eps |y(0)|."""
+    """(delta theta, v): a random unit v in T (weighted coordinates, eq. (1)), delta = E^{1/2} T v eps |y(0)|.
+
+    v = T^T w / |T^T w| for a seeded standard normal w in the whole space: T v is then the projection of w
+    onto T, whichever orthonormal basis T the SVD returns (the basis of a repeated singular value is not
+    unique, and OpenBLAS's kernels for different CPUs return different ones: drawing v in T's own
+    coordinates made the long-horizon run of claim A6 depend on the machine, 7.9e-7 vs 9.5e-7)."""
     T, root = flow.transverse_basis(), np.sqrt(flow.eta)
-    v = np.random.default_rng(seed).standard_normal(T.shape[1])
+    v = T.T @ np.random.default_rng(seed).standard_normal(T.shape[0])
     v /= np.linalg.norm(v)
     return eps * np.linalg.norm(theta / root) * root * (T @ v), v
 
