@@ -274,8 +274,8 @@ class CircuitsStudy(Study):
             return f"Criterion: a fixed {cfg['epochs']:g} epochs per run (no target loss)."
         reached = sum(bool(r.get("target_reached")) for r in results)
         source = (" It is the task's stated target (`TARGET_LOSS` in empirical/circuits/study.py), chosen from "
-                  "calibration runs so that every compared arm can reach it within the cap (docs/authors-experiments.md, "
-                  "'Matched training loss in the circuits study')." if target == TARGET_LOSS.get(self.task) else "")
+                  "calibration runs (docs/authors-experiments.md, 'Matched training loss in the circuits study'), and kept "
+                  "when an arm misses it (how many runs reached it: above)." if target == TARGET_LOSS.get(self.task) else "")
         cap = (f"{cfg['max_steps']} steps" if cfg["max_steps"] > 0
                else f"{cfg['epochs']:g} epochs = {results[0].get('planned_steps')} steps")
         return (f"Criterion: each run trains until its running training loss (mean over {cfg['eval_every']} steps) is "
