@@ -2,6 +2,7 @@
 axes and colour bars, constrained layout, the colour-blind-safe palette, PNG + PDF)."""
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -40,7 +41,7 @@ def plot_all(task: str, results: dict[str, list[dict]], summary: dict, run_dirs:
     for ax in axes.flat[len(panels):]:
         ax.remove()
     for ax, (key, reading, uniform) in zip(axes.flat, panels):
-        ax.bar(arms, [summary[m][key]["mean"] for m in arms],
+        ax.bar(range(len(arms)), [summary[m][key]["mean"] for m in arms],
                yerr=[summary[m][key]["std"] for m in arms], capsize=4, color=colours, alpha=0.7)
         for i, m in enumerate(arms):
             ax.scatter([i] * summary[m][key]["n"], summary[m][key]["values"], color="k", s=8, zorder=3)
@@ -49,6 +50,7 @@ def plot_all(task: str, results: dict[str, list[dict]], summary: dict, run_dirs:
                        label="uniform attention")
             ax.set_ylim(top=1.15 * ax.get_ylim()[1])  # headroom: the legend above the bars
             ax.legend(loc="upper left")
+        ax.set_xticks(range(len(arms)), [textwrap.fill(m, 12) for m in arms])  # long arm names on 2 lines
         ax.tick_params(axis="x", labelsize=8)
         ax.set(xlabel="arm (learning rates)", ylabel=f"{reading}\n(mean ± sd, dots: seeds)")
     fig.suptitle(task)
