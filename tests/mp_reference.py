@@ -86,8 +86,10 @@ class Reference:
         target = self.rho * (self.psi(ov) - self.psi(self.ov0))
         if not self.qk_factorized:
             # (m/n) e^q + q = C, C = target M_QK + qk0 + (m/n) e^qk0: q = C - W((m/n) e^C) (Lambert W)
+            # = log W - log(m/n) (W e^W = (m/n) e^C): C - W cancelled where C >> q (C = 5e17 left a 24-digit
+            # qk = 40.8 off by 4e-9; qkdyn was right)
             big_c = target * self.m_qk(0) + self.qk0 + self.m / self.n * mp.exp(self.qk0)
-            return big_c - mp.lambertw(self.m / self.n * mp.exp(big_c)).real
+            return mp.log(mp.lambertw(self.m / self.n * mp.exp(big_c)).real) - mp.log(self.m / self.n)
         return _increasing_root(lambda q: self.phi(q) - target, self.qk0)
 
     def z(self, ov):
