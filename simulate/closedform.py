@@ -360,10 +360,10 @@ def _qk_u(c, p, addr, work, tab, coef, ext, delta, rho, polish):
 
 
 @_inline
-def _level(c, p, addr, work, tab, coef, ext, s, zstar, rho):
-    """z - z* and dz/ds = alpha + ov alpha (1 - alpha) dqk/dov along the line at ov = ov0 + s."""
+def _level(c, p, addr, work, tab, coef, ext, s, ov, zstar, rho):
+    """z - z* and dz/ds = alpha + ov alpha (1 - alpha) dqk/dov along the line at ov = ov0 + s (both given:
+    each is exact where it is the root's variable)."""
     qk, u = _qk_u(c, p, addr, work, tab, coef, ext, s, rho, True)
-    ov = c[_OV0] + s
     alpha = expit(qk + c[_LOG_MN])
     dqk = _dq(c, u) / _dphi(c, u) * rho * ov / _m_ov(c, p, addr, work, ov)
     return alpha * ov - zstar, alpha + ov * alpha * (1 - alpha) * dqk
@@ -384,20 +384,34 @@ def _state(c, p, addr, work, tab, coef, ext, zstar, rho, start):
     if not hi <= base + LOOSE * max(zstar, 1.0):  # alpha(qk(base)) tiny: grow a bracket instead
         step, grown = max(zstar, 1.0), math.nan
         for _ in range(MAX_GROWTH):
-            if not _level(c, p, addr, work, tab, coef, ext, base + step, zstar, rho)[0] < 0:
+            if not _level(c, p, addr, work, tab, coef, ext, base + step, ov0 + base + step, zstar, rho)[0] < 0:
                 grown = base + step
                 break
             step *= 4
         if math.isnan(grown):
             raise RuntimeError("matched-loss bracket: z(ov) below z* up to ov = 1e308")
         hi = min(hi, grown)
-    s, before_last, last = start - ov0 if lo < start - ov0 < hi else hi, math.inf, math.inf
+    s = _root(c, p, addr, work, tab, coef, ext, zstar, rho, False, lo, hi, start - ov0 if lo < start - ov0 < hi else hi)
+    if not abs(ov0 + s) < s:
+        return _qk_u(c, p, addr, work, tab, coef, ext, s, rho, True)[0], ov0 + s
+    # ov near 0 (from a negative start): ov0 + s cancels there (FAFO ov* = -4.9e-8 from ov0 = -0.48 was 3e-10
+    # off), so polish in ov itself, in a bracket of a few roundings of s around the root in s
+    width = 4e-13 * s
+    ov = _root(c, p, addr, work, tab, coef, ext, zstar, rho, True, ov0 + (s - width), ov0 + (s + width), ov0 + s)
+    return _qk_u(c, p, addr, work, tab, coef, ext, ov - ov0, rho, True)[0], ov
+
+
+@_jit
+def _root(c, p, addr, work, tab, coef, ext, zstar, rho, in_ov, lo, hi, x):
+    """x in [lo, hi] where z = z*, x = s = ov - ov0 (or ov, ``in_ov``): safeguarded Newton to 1e-13 relative in x."""
+    ov0, before_last, last = c[_OV0], math.inf, math.inf
     for _ in range(200):
-        value, slope = _level(c, p, addr, work, tab, coef, ext, s, zstar, rho)
-        s, lo, hi, before_last, last, done = _rtsafe_step(s, value, slope, lo, hi, before_last, last, False, 1e-13,
+        s, ov = (x - ov0, x) if in_ov else (x, ov0 + x)
+        value, slope = _level(c, p, addr, work, tab, coef, ext, s, ov, zstar, rho)
+        x, lo, hi, before_last, last, done = _rtsafe_step(x, value, slope, lo, hi, before_last, last, False, 1e-13,
                                                           1e-300)
         if done:
-            return _qk_u(c, p, addr, work, tab, coef, ext, s, rho, True)[0], ov0 + s
+            return x
     raise RuntimeError("matched-loss root did not converge")
 
 
