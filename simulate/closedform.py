@@ -9,7 +9,7 @@ docs/sharpness.md); this module is its compiled arithmetic, point by point:
   demand), inverted by monotone Newton (from the Wright-omega solution of m e^u + n u = c, collapsed;
   from a cubic Hermite start inside a table panel, factorized), or read off a per-panel Chebyshev
   series of the inverse u(Phi) at the quadrature nodes;
-* the matched-loss root of z(ov) = alpha(qk(ov)) ov - z* by safeguarded Newton in ov (rtsafe);
+* the matched-loss root of z(ov) = alpha(qk(ov)) ov - z* by safeguarded Newton in s = ov - ov0 (rtsafe);
 * the time, composite 8-node Gauss-Legendre on panels at equal steps of the progress
   v = z + x + 4|qk| + |u| sampled along the path, summed in logs.
 
@@ -124,11 +124,11 @@ def _split(lo, hi):
 
 
 @_inline
-def _rtsafe_step(x, value, slope, lo, hi, before_last, last, convex, tol):
+def _rtsafe_step(x, value, slope, lo, hi, before_last, last, convex, tol, floor):
     """One step of the safeguarded Newton iteration for a root of an increasing function: Newton, or
     bisection when it leaves [lo, hi] or (unless ``convex``: Newton from above is then monotone) does
     not halve the step before last. Returns (x, lo, hi, before_last, last, done): done once the step
-    (or the bracket) is below ``tol`` relative, or steps below 1e3 tol stop shrinking (round-off)."""
+    (or the bracket) is below tol (floor + |x|), or steps below 1e3 times that stop shrinking (round-off)."""
     if value < 0:
         lo = x
     if value > 0:
@@ -139,7 +139,7 @@ def _rtsafe_step(x, value, slope, lo, hi, before_last, last, convex, tol):
         bad = True
     if bad:
         new = _split(lo, hi)
-    step, scale = abs(new - x), tol * (1.0 + abs(x))
+    step, scale = abs(new - x), tol * (floor + abs(x))
     done = step <= scale or hi - lo <= 4 * scale or (step <= 1e3 * scale and step >= 0.5 * last)
     if value == 0:
         return x, lo, hi, last, step, True
@@ -270,7 +270,7 @@ def _newton_line(c, tab, coef, ext, lam, lo, hi, u):
     before_last, last = math.inf, math.inf
     for _ in range(200):
         value, slope = _phi(c, tab, coef, ext, u) - lam, _dphi(c, u)
-        u, lo, hi, before_last, last, done = _rtsafe_step(u, value, slope, lo, hi, before_last, last, True, 1e-13)
+        u, lo, hi, before_last, last, done = _rtsafe_step(u, value, slope, lo, hi, before_last, last, True, 1e-13, 1.0)
         if done:
             return u
     raise RuntimeError("line inversion did not converge")
@@ -360,9 +360,10 @@ def _qk_u(c, p, addr, work, tab, coef, ext, delta, rho, polish):
 
 
 @_inline
-def _level(c, p, addr, work, tab, coef, ext, ov, zstar, rho):
-    """z(ov) - z* and dz/dov = alpha + ov alpha (1 - alpha) dqk/dov along the line."""
-    qk, u = _qk_u(c, p, addr, work, tab, coef, ext, ov - c[_OV0], rho, True)
+def _level(c, p, addr, work, tab, coef, ext, s, ov, zstar, rho):
+    """z - z* and dz/ds = alpha + ov alpha (1 - alpha) dqk/dov along the line at ov = ov0 + s (both given:
+    each is exact where it is the root's variable)."""
+    qk, u = _qk_u(c, p, addr, work, tab, coef, ext, s, rho, True)
     alpha = expit(qk + c[_LOG_MN])
     dqk = _dq(c, u) / _dphi(c, u) * rho * ov / _m_ov(c, p, addr, work, ov)
     return alpha * ov - zstar, alpha + ov * alpha * (1 - alpha) * dqk
@@ -370,29 +371,47 @@ def _level(c, p, addr, work, tab, coef, ext, ov, zstar, rho):
 
 @_jit
 def _state(c, p, addr, work, tab, coef, ext, zstar, rho, start):
-    """(qk, ov) where alpha ov = z* on the line: safeguarded Newton in ov from ``start`` where it lies
-    inside the bracket (the root of a neighbouring point), else from the upper bound."""
+    """(qk, ov) where alpha ov = z* on the line: safeguarded Newton in s = ov - ov0 > 0 (ov rises along the
+    flow) to 1e-13 relative in s, from ``start`` (an ov: the root of a neighbouring point) where it lies
+    inside the bracket, else from the upper bound. In s, not ov: qk moves by rho Psi'(ov) / Phi'(qk) per
+    unit of ov, so ov to eps ov0 would leave qk off by that factor times eps ov0 near the start (a level
+    just below the initial loss at large rho), while qk from the generated psi_gain(|ov0|, s) is exact."""
     ov0 = c[_OV0]
-    base = max(ov0, 0.0)  # beyond it qk >= qk(base), so z >= alpha(qk(base)) ov
-    qk_base, _ = _qk_u(c, p, addr, work, tab, coef, ext, base - ov0, rho, True)
-    lo = base if zstar > 0 else ov0
-    hi = max(max(zstar, 0.0) / expit(qk_base + c[_LOG_MN]) if zstar > 0 else 0.0, lo)
+    base = max(ov0, 0.0) - ov0  # beyond it qk >= qk(base), so z >= alpha(qk(base)) ov
+    qk_base, _ = _qk_u(c, p, addr, work, tab, coef, ext, base, rho, True)
+    lo = base if zstar > 0 else 0.0
+    hi = max(max(zstar, 0.0) / expit(qk_base + c[_LOG_MN]) - ov0 if zstar > 0 else -ov0, lo)
     if not hi <= base + LOOSE * max(zstar, 1.0):  # alpha(qk(base)) tiny: grow a bracket instead
         step, grown = max(zstar, 1.0), math.nan
         for _ in range(MAX_GROWTH):
-            if not _level(c, p, addr, work, tab, coef, ext, base + step, zstar, rho)[0] < 0:
+            if not _level(c, p, addr, work, tab, coef, ext, base + step, ov0 + base + step, zstar, rho)[0] < 0:
                 grown = base + step
                 break
             step *= 4
         if math.isnan(grown):
             raise RuntimeError("matched-loss bracket: z(ov) below z* up to ov = 1e308")
         hi = min(hi, grown)
-    ov, before_last, last = start if lo < start < hi else hi, math.inf, math.inf
+    s = _root(c, p, addr, work, tab, coef, ext, zstar, rho, False, lo, hi, start - ov0 if lo < start - ov0 < hi else hi)
+    if not abs(ov0 + s) < s:
+        return _qk_u(c, p, addr, work, tab, coef, ext, s, rho, True)[0], ov0 + s
+    # ov near 0 (from a negative start): ov0 + s cancels there (FAFO ov* = -4.9e-8 from ov0 = -0.48 was 3e-10
+    # off), so polish in ov itself, in a bracket of a few roundings of s around the root in s
+    width = 4e-13 * s
+    ov = _root(c, p, addr, work, tab, coef, ext, zstar, rho, True, ov0 + (s - width), ov0 + (s + width), ov0 + s)
+    return _qk_u(c, p, addr, work, tab, coef, ext, ov - ov0, rho, True)[0], ov
+
+
+@_jit
+def _root(c, p, addr, work, tab, coef, ext, zstar, rho, in_ov, lo, hi, x):
+    """x in [lo, hi] where z = z*, x = s = ov - ov0 (or ov, ``in_ov``): safeguarded Newton to 1e-13 relative in x."""
+    ov0, before_last, last = c[_OV0], math.inf, math.inf
     for _ in range(200):
-        value, slope = _level(c, p, addr, work, tab, coef, ext, ov, zstar, rho)
-        ov, lo, hi, before_last, last, done = _rtsafe_step(ov, value, slope, lo, hi, before_last, last, False, 1e-13)
+        s, ov = (x - ov0, x) if in_ov else (x, ov0 + x)
+        value, slope = _level(c, p, addr, work, tab, coef, ext, s, ov, zstar, rho)
+        x, lo, hi, before_last, last, done = _rtsafe_step(x, value, slope, lo, hi, before_last, last, False, 1e-13,
+                                                          1e-300)
         if done:
-            return _qk_u(c, p, addr, work, tab, coef, ext, ov - ov0, rho, True)[0], ov
+            return x
     raise RuntimeError("matched-loss root did not converge")
 
 
