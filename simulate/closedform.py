@@ -172,8 +172,10 @@ def _phi(c, tab, coef, ext, u):
         left, right = tab[_EDGES, i], tab[_EDGES, i + 1]
         g = tab[_OFFSETS, i] + 0.5 * (right - left) * _clenshaw((2 * u - left - right) / (right - left), coef, i, 0,
                                                                CHEB_DEG + 2)
-    else:
-        g = math.exp(c[_U0]) * math.expm1(u - c[_U0])
+    elif u <= c[_U0]:
+        g = c[_E0] * math.expm1(u - c[_U0])
+    else:  # e^u (1 - e^{u0 - u}): e^{u0} e^{u - u0} would overflow where u - u0 > 709 (u0 = -685, u = 35)
+        g = -math.exp(u) * math.expm1(c[_U0] - u)
     return c[_A] / c[_N] * (c[_M] * g + c[_N] * (u - c[_U0]))
 
 
@@ -324,12 +326,22 @@ def _invert(c, addr, tab, coef, ext, lam, polish):
             _cover(c, tab, coef, ext, min(lam, 0.0), max(lam, 0.0))
         return _from_inverse_table(c, tab, coef, ext, lam, polish)
     e0 = c[_E0]
-    upper = u0 + min(lam / a, math.log1p(max(lam, 0.0) * n / (a * m * e0)))
-    hi = upper if lam >= 0 else u0
-    lo = u0 if lam >= 0 else u0 + lam / a
-    # closed form: m e^u + n u = c solves as u = c/n - omega(log(m/n) + c/n); Newton polishes the round-off
+    # the bounds u0 + lam/a and u0 + log1p(lam n / (A m e^u0)), widened by a few roundings: the second is the
+    # root itself where n u is negligible, and rounded below it (CACO from qk0 = log 4 at lam = 2.3e16) it
+    # left Newton bisecting towards it, stopped 4e-9 short
+    ratio = max(lam, 0.0) * n / (a * m * e0)  # overflows where e^u0 is tiny (u0 = -685): then log(e^u0 + lam n / (A m))
+    upper = min(u0 + lam / a, u0 + math.log1p(ratio) if ratio < 1e300 else math.log(e0 + max(lam, 0.0) * n / (a * m)))
+    hi = upper + 1e-14 * (1.0 + abs(upper)) if lam >= 0 else u0
+    lower = u0 + lam / a
+    lo = u0 if lam >= 0 else lower - 1e-14 * (1.0 + abs(lower))
+    # closed form: m e^u + n u = c solves as u = c/n - omega(log(m/n) + c/n); Newton polishes the round-off.
+    # Where c/n dwarfs u that difference cancels (c/n = 1e17, u = 41: the start 32), and Newton starts from
+    # the upper bound instead (from above it converges monotonically)
     c_n = lam / a + (m / n) * e0 + u0
-    return _newton_line(c, tab, coef, ext, lam, lo, hi, _clip(c_n - _call_unary(addr[2], c[_LOG_MN] + c_n), lo, hi))
+    start = c_n - _call_unary(addr[2], c[_LOG_MN] + c_n)
+    if abs(c_n) > 1e10 * max(abs(start), 1.0):
+        start = hi
+    return _newton_line(c, tab, coef, ext, lam, lo, hi, _clip(start, lo, hi))
 
 
 # -- one setting (p: its parameters; addr: the kernels' addresses; work: their argument) ------------------

@@ -258,6 +258,16 @@ def test_the_reference_line_where_its_constant_dwarfs_qk():
     check_against_reference("CACO", setting, rho, level, time=True)
 
 
+def test_collapsed_line_where_qk_climbs_more_than_709_from_its_start():
+    """CACO from attention 4e-297 (qk0 = -685) at rho = 1.8e11 to the smallest subnormal level (a hypothesis
+    draw): qk* = 35.2, so e^{qk0} expm1(qk - qk0) overflowed in the line's Phi (qk - qk0 > 709) and the
+    inversion returned qk = 24.4 (attention 1 - 1.3e-12 against 1 - 2.5e-17); Phi now forms e^qk - e^{qk0}
+    as -e^qk expm1(qk0 - qk) above qk0."""
+    setting = Setting(classes=5, distinct=1, commons=23, m=20, n=1, scale=0.9070026771347051,
+                      qk0=-685.4069425002872, ov0=-1.356169519162858)
+    check_against_reference("CACO", setting, 178402406923.13083, 5e-324, time=True)
+
+
 def test_z_at_loss_is_exact_near_the_initial_loss_and_far_from_it():
     """z* against 40-digit arithmetic, from a level 1e-15 below log K to 1e-300."""
     from qkdyn.simulate.sharpness import z_at_loss
