@@ -97,7 +97,9 @@ def test_every_synthetic_experiment_figure_renders_without_overlaps_and_with_lab
                        for p in forms}, tmp_path / "overlay.png")
         plots.convergence({p: [1e-3, 5e-4, 2.5e-4] for p in forms}, [0.04, 0.02, 0.01], tmp_path / "convergence.png")
         plots.sgd_batch([8, 32, 128], [0.05, 0.025, 0.012], tmp_path / "sgd.png", "FAFO")
-        plots.adam([{"param": p, "rho": r, "attn_adam": 0.5, "attn_ode": 0.6} for p in forms for r in (0.1, 1, 10)],
+        plots.adam([{"param": p, "rho": r, "attn_adam": 0.5, "attn_ode": 0.6, "recorded_steps": [0, 1, 9],
+                     "adam_distance": [1e-6, 1e-3, 1e-2], "gd_distance": [1e-6] * 3, "start_distance": 1e-6}
+                    for p in forms for r in (0.1, 1, 10)],
                    tmp_path / "adam.png")
         plots.symmetric_distance({p: (t + 1, np.exp(-t)) for p in forms}, tmp_path / "sym.png")
         plots.dtap({(s, p): np.full((5, 5), 4.0) for s in schedules for p in forms}, tmp_path / "dtap.png")
