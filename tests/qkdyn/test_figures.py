@@ -118,14 +118,19 @@ def _stat(values):
     return sample_summary(values)
 
 
-def test_every_transformer_circuits_figure_renders_without_overlaps_and_with_labels(tmp_path):
-    """``compare-circuits``' four figures from tiny fake records (two seeds; the same-lr arm, a QK arm and
-    the all-parameters control, keyed by the report's arm labels)."""
+@pytest.mark.parametrize("ratios", [(10.0,), (10.0, 30.0, 100.0)])
+def test_every_transformer_circuits_figure_renders_without_overlaps_and_with_labels(tmp_path, ratios):
+    """``compare-circuits``' four figures from tiny fake records (two seeds; the same-lr arm, QK arms and
+    the all-parameters controls, keyed by the report's arm labels); with 7 arms the bar panels and the
+    heatmaps wrap onto rows, so no figure is more than 4 times as wide as it is high (unwrapped: 6.8)."""
+    import matplotlib.image
+
     from qkdyn import atomic
     from qkdyn.empirical.circuits import plots
 
     thresholds = list(np.linspace(0.0, 1.0, 11))
-    arms, rng = {"same lr": 1.0, "QK x10": 10.0, "all x10": 10.0}, np.random.default_rng(0)
+    arms = {"same lr": 1.0, **{f"{g} x{r:g}": r for g in ("QK", "all") for r in ratios}}
+    rng = np.random.default_rng(0)
     results = {a: [{"test": {"thresholds": thresholds, "ac_curve": list(np.linspace(1, 0, 11) ** (1 + seed + m / 10)),
                              "dtap_percent": (100 * rng.dirichlet(np.ones(25)).reshape(5, 5)).tolist()}}
                    for seed in range(2)] for a, m in arms.items()}
@@ -150,6 +155,9 @@ def test_every_transformer_circuits_figure_renders_without_overlaps_and_with_lab
         paths = plots.plot_all("sva", results, summary, run_dirs, "accuracy", out)
     assert len(paths) == 4
     assert sorted(p.stem for p in out.glob("*.png")) == sorted(p.stem for p in out.glob("*.pdf"))
+    for path in paths:
+        height, width = matplotlib.image.imread(path).shape[:2]
+        assert width <= 4 * height, path
 
 
 def test_every_coupled_figure_renders_without_overlaps_and_with_labels(tmp_path):
