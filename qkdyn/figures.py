@@ -173,12 +173,15 @@ def save_png(fig, path: str | os.PathLike) -> Path:
         box = fig.get_tightbbox(fig.canvas.get_renderer()).padded(matplotlib.rcParams["savefig.pad_inches"])
     # laid out above: the saves only render. No layout engine at all (``"none"`` leaves a placeholder
     # engine, and with any engine savefig runs one more layout draw per file); with the style's
-    # constrained layout switched off, None would otherwise select it again
+    # constrained layout switched off, None would otherwise select it again. The saves run inside the
+    # switch too: each savefig sets the engine to "none" and back to None on its way out, which outside
+    # it would select constrained layout again for the next file (the PDF laid out anew)
     with matplotlib.rc_context({"figure.constrained_layout.use": False, "figure.autolayout": False}):
         fig.set_layout_engine(None)
-    for target, fmt in ((path, "png"), (path.with_suffix(".pdf"), "pdf")):
-        with atomic_path(target) as tmp:  # a PDF without its creation date: equal runs, equal bytes
-            fig.savefig(tmp, format=fmt, bbox_inches=box, metadata={"CreationDate": None} if fmt == "pdf" else None)
+        for target, fmt in ((path, "png"), (path.with_suffix(".pdf"), "pdf")):
+            with atomic_path(target) as tmp:  # a PDF without its creation date: equal runs, equal bytes
+                fig.savefig(tmp, format=fmt, bbox_inches=box,
+                            metadata={"CreationDate": None} if fmt == "pdf" else None)
     for problem in problems:
         warnings.warn(f"{path.name}: {problem}", FigureLayoutWarning, stacklevel=2)
     plt.close(fig)

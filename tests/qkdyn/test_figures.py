@@ -57,6 +57,22 @@ def test_a_figure_saved_twice_is_the_same_bytes(tmp_path, monkeypatch):
         assert first.with_suffix(suffix).read_bytes() == second.with_suffix(suffix).read_bytes()
 
 
+def test_a_figure_is_laid_out_once_for_both_files(tmp_path, monkeypatch):
+    """save_png runs the style's constrained layout once, for the layout check, the PNG and the PDF: neither
+    save lays the figure out again (each layout is a tight box per axis and tick label)."""
+    from matplotlib.layout_engine import ConstrainedLayoutEngine
+
+    calls = []
+    execute = ConstrainedLayoutEngine.execute
+    monkeypatch.setattr(ConstrainedLayoutEngine, "execute", lambda self, fig: calls.append(fig) or execute(self, fig))
+    fig, axes = plt.subplots(1, 2)
+    for ax in axes:
+        ax.plot([1, 2, 3], [1, 4, 9])
+        ax.set(xlabel="x", ylabel="y")
+    path = figures.save_png(fig, tmp_path / "once.png")
+    assert len(calls) == 1 and path.exists() and path.with_suffix(".pdf").exists()
+
+
 def test_every_theory_figure_renders_without_overlaps_and_with_labels(tmp_path, monkeypatch):
     from qkdyn.simulate.solve import solve
 
