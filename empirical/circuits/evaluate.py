@@ -116,12 +116,21 @@ def _masses(rows: list[dict], rationales: list) -> dict[str, np.ndarray]:
     return {m: np.array([metrics.rationale_mass(r[m], rat) for r, rat in zip(rows, rationales)]) for m in rows[0]}
 
 
+def mean_mass(masses: np.ndarray, rationales: list) -> float:
+    """Mean of the per-example masses over the examples that have a rationale. An example's mass
+    is NaN either because it has no rationale (left out) or because the model's attention is NaN
+    (a diverged run): the latter propagates, so a diverged model never reports the mean of the
+    examples that happened to stay finite. NaN when no example has a rationale."""
+    has = np.array([any(len(r) for r in rat) for rat in rationales], dtype=bool)
+    return float(np.mean(masses[has])) if has.any() else float("nan")
+
+
 def uniform_mass(reads: list[int], rationales: list) -> float:
     """Mean over examples of the mass uniform attention would put on the rationale: the read-out
     row at position r spreads 1 / (r + 1) over positions 0..r, so each example's mass is
     |rationale| / (r + 1), averaged over annotators as :func:`metrics.rationale_mass` does."""
-    return float(np.nanmean([metrics.rationale_mass(np.full(r + 1, 1.0 / (r + 1)), rat)
-                             for r, rat in zip(reads, rationales)]))
+    return mean_mass(np.array([metrics.rationale_mass(np.full(r + 1, 1.0 / (r + 1)), rat)
+                               for r, rat in zip(reads, rationales)]), rationales)
 
 
 def uniform_rollout_mass(reads: list[int], rationales: list, n_layer: int) -> float:
@@ -134,7 +143,7 @@ def uniform_rollout_mass(reads: list[int], rationales: list, n_layer: int) -> fl
     for r in set(reads):
         u = np.tril(np.ones((r + 1, r + 1)))
         rows[r] = metrics.rollout([u / u.sum(axis=1, keepdims=True)] * n_layer)[r]
-    return float(np.nanmean([metrics.rationale_mass(rows[r], rat) for r, rat in zip(reads, rationales)]))
+    return mean_mass(np.array([metrics.rationale_mass(rows[r], rat) for r, rat in zip(reads, rationales)]), rationales)
 
 
 def evaluate_classifier(model: Decoder, examples: list, vocab: Vocab, cfg: RunConfig, full: bool) -> dict:
@@ -147,17 +156,18 @@ def evaluate_classifier(model: Decoder, examples: list, vocab: Vocab, cfg: RunCo
     probs, rows = forward_all(model, seqs)
     pred = probs.argmax(1)
     p_true = probs[np.arange(len(labels)), labels]
-    masses = _masses(rows, [e.rationales for e in examples])
+    rationales = [e.rationales for e in examples]
+    masses = _masses(rows, rationales)
     primary = primary_method(cfg.n_layer)
     reads = model.readout_index(torch.tensor([len(s) for s in seqs])).tolist()
-    elsewhere = [tuple(tuple(p for p in r if p != read) for r in e.rationales) for e, read in zip(examples, reads)]
+    elsewhere = [tuple(tuple(p for p in r if p != read) for r in rat) for rat, read in zip(rationales, reads)]
     out = {
         "n": len(examples), "loss": float(-np.mean(np.log(np.maximum(p_true, 1e-12)))),
         "accuracy": metrics.accuracy(labels, pred), "macro_f1": metrics.macro_f1(labels, pred),
-        "attention_mass": float(np.nanmean(masses[primary])), "attention_method": primary,
-        "attention_mass_by_method": {m: float(np.nanmean(v)) for m, v in masses.items()},
-        "attention_mass_without_readout": float(np.nanmean(_masses(rows, elsewhere)[primary])),
-        "uniform_mass": uniform_mass(reads, [e.rationales for e in examples]),
+        "attention_mass": mean_mass(masses[primary], rationales), "attention_method": primary,
+        "attention_mass_by_method": {m: mean_mass(v, rationales) for m, v in masses.items()},
+        "attention_mass_without_readout": mean_mass(_masses(rows, elsewhere)[primary], elsewhere),
+        "uniform_mass": uniform_mass(reads, rationales),
         "uniform_mass_without_readout": uniform_mass(reads, elsewhere),
     }
     if full:
@@ -221,15 +231,15 @@ def evaluate_qa(model: Decoder, examples: list, vocab: Vocab, cfg: RunConfig, fu
         logits, _ = model(batch["ids"], batch["lengths"], at)
         losses.append(float(lm_loss(logits, batch["targets"], at=at)) * len(batch["ids"]))
     probs, rows = forward_all(model, [s.prompt for s in seqs], [len(s.prompt) - 1 for s in seqs])
-    masses = _masses(rows, [(s.span_positions,) for s in seqs])
-    primary = primary_method(cfg.n_layer)
-    mass = float(np.nanmean(masses[primary]))
     reads, spans = [len(s.prompt) - 1 for s in seqs], [(s.span_positions,) for s in seqs]
+    masses = _masses(rows, spans)
+    primary = primary_method(cfg.n_layer)
+    mass = mean_mass(masses[primary], spans)
     uniform = uniform_mass(reads, spans)
     out = {  # the read-out position (the prompt's last token) is never in the answer span
         "n": len(seqs), "loss": sum(losses) / max(1, len(seqs)),
         "attention_mass": mass, "attention_mass_without_readout": mass, "attention_method": primary,
-        "attention_mass_by_method": {m: float(np.nanmean(v)) for m, v in masses.items()},
+        "attention_mass_by_method": {m: mean_mass(v, spans) for m, v in masses.items()},
         "uniform_mass": uniform, "uniform_mass_without_readout": uniform,
     }
     if cfg.n_layer > 1:  # uniform attention's mass by each method (the layer max-pool of equal maps is the map)

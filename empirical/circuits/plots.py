@@ -10,6 +10,10 @@ from qkdyn.empirical.circuits.report import PRIMARY, ROLLOUT
 from qkdyn.figures import PALETTE, colorbar, plt, save_png
 from qkdyn.runs import read_metrics
 
+#: widest figure, inches: the bar panels wrap onto rows beyond it
+MAX_WIDTH = 12.0
+#: heatmaps per row of the DTAP figure
+DTAP_COLUMNS = 4
 #: what a training-log key means, for the axis labels
 READINGS = {"dev_accuracy": "dev accuracy", "dev_loss": "dev loss",
             "dev_attention_mass": "dev attention mass on rationale",
@@ -30,8 +34,12 @@ def plot_all(task: str, results: dict[str, list[dict]], summary: dict, run_dirs:
     if all(ROLLOUT in summary[m] for m in arms):  # several layers: the rollout reading beside the layer average
         panels.append((ROLLOUT, "test attention mass on rationale\n(attention rollout)", "uniform_mass_by_method.rollout"))
     colours = [PALETTE[i % (len(PALETTE) - 1)] for i in range(len(arms))]  # as the curves; the last (black): uniform
-    fig, axes = plt.subplots(1, len(panels), figsize=(1.1 * len(arms) * len(panels) + 0.8, 2.8))
-    for ax, (key, reading, uniform) in zip(axes, panels):
+    cols = max(1, min(len(panels), int(MAX_WIDTH // (1.1 * len(arms) + 0.8))))  # panels wrap onto rows
+    rows = -(-len(panels) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(1.1 * len(arms) * cols + 0.8, 2.8 * rows), squeeze=False)
+    for ax in axes.flat[len(panels):]:
+        ax.remove()
+    for ax, (key, reading, uniform) in zip(axes.flat, panels):
         ax.bar(arms, [summary[m][key]["mean"] for m in arms],
                yerr=[summary[m][key]["std"] for m in arms], capsize=4, color=colours, alpha=0.7)
         for i, m in enumerate(arms):
@@ -57,8 +65,12 @@ def plot_all(task: str, results: dict[str, list[dict]], summary: dict, run_dirs:
     ax.legend()
     paths.append(str(save_png(fig, out_dir / f"{task}_ac.png")))
 
-    fig, axes = plt.subplots(1, len(arms), figsize=(2.6 * len(arms) + 0.8, 2.8), squeeze=False)
-    for ax, m in zip(axes[0], arms):
+    cols = min(len(arms), DTAP_COLUMNS)  # heatmaps wrap onto rows
+    rows = -(-len(arms) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(2.6 * cols + 0.8, 2.8 * rows), squeeze=False)
+    for ax in axes.flat[len(arms):]:
+        ax.remove()
+    for ax, m in zip(axes.flat, arms):
         heat = np.mean([r["test"]["dtap_percent"] for r in results[m]], axis=0)
         image = ax.imshow(heat.T, origin="lower", extent=[0, 1, 0, 1], vmin=0, vmax=100, cmap="viridis")
         step = 1 / heat.shape[0]
@@ -66,7 +78,7 @@ def plot_all(task: str, results: dict[str, list[dict]], summary: dict, run_dirs:
             ax.text(step * (i + 0.5), step * (j + 0.5), f"{heat[i, j]:.0f}", ha="center", va="center", fontsize=7,
                     color="white" if heat[i, j] < 50 else "black")
         ax.set(title=m, xlabel="attention on relevant tokens", ylabel="p(true label)")
-    colorbar(fig, image, list(axes[0]), "% of test samples (mean over seeds)")
+    colorbar(fig, image, list(axes.flat[:len(arms)]), "% of test samples (mean over seeds)")
     fig.suptitle(f"{task}: DTAP heatmap")
     paths.append(str(save_png(fig, out_dir / f"{task}_dtap.png")))
 

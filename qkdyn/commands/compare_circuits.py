@@ -25,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-controls", action="store_true",
                         help="leave out the control arms (all parameters x R; vader: QK without the token embedding)")
     parser.add_argument("--max-epochs", type=parser_of(positive()), default=None,
-                        help="cap on the epochs of training to the target loss (default: the budget's, 12)")
+                        help="cap on the epochs of training to the target loss (default: the task's, 4 for brown-qa, else 12)")
     parser.add_argument("--acc-tolerance", type=non_negative_float, default=0.01,
                         help="largest accuracy drop that still counts as 'no accuracy loss' (non-inferiority margin)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")

@@ -136,7 +136,9 @@ def test_every_synthetic_experiment_figure_renders_without_overlaps_and_with_lab
                        for p in forms}, tmp_path / "overlay.png")
         plots.convergence({p: [1e-3, 5e-4, 2.5e-4] for p in forms}, [0.04, 0.02, 0.01], tmp_path / "convergence.png")
         plots.sgd_batch([8, 32, 128], [0.05, 0.025, 0.012], tmp_path / "sgd.png", "FAFO")
-        plots.adam([{"param": p, "rho": r, "attn_adam": 0.5, "attn_ode": 0.6} for p in forms for r in (0.1, 1, 10)],
+        plots.adam([{"param": p, "rho": r, "attn_adam": 0.5, "attn_ode": 0.6, "recorded_steps": [0, 1, 9],
+                     "adam_distance": [1e-6, 1e-3, 1e-2], "gd_distance": [1e-6] * 3, "start_distance": 1e-6}
+                    for p in forms for r in (0.1, 1, 10)],
                    tmp_path / "adam.png")
         plots.symmetric_distance({p: (t + 1, np.exp(-t)) for p in forms}, tmp_path / "sym.png")
         plots.dtap({(s, p): np.full((5, 5), 4.0) for s in schedules for p in forms}, tmp_path / "dtap.png")
@@ -155,14 +157,19 @@ def _stat(values):
     return sample_summary(values)
 
 
-def test_every_transformer_circuits_figure_renders_without_overlaps_and_with_labels(tmp_path):
-    """``compare-circuits``' four figures from tiny fake records (two seeds; the same-lr arm, a QK arm and
-    the all-parameters control, keyed by the report's arm labels)."""
+@pytest.mark.parametrize("ratios", [(10.0,), (10.0, 30.0, 100.0)])
+def test_every_transformer_circuits_figure_renders_without_overlaps_and_with_labels(tmp_path, ratios):
+    """``compare-circuits``' four figures from tiny fake records (two seeds; the same-lr arm, QK arms and
+    the all-parameters controls, keyed by the report's arm labels); with 7 arms the bar panels and the
+    heatmaps wrap onto rows, so no figure is more than 4 times as wide as it is high (unwrapped: 6.8)."""
+    import matplotlib.image
+
     from qkdyn import atomic
     from qkdyn.empirical.circuits import plots
 
     thresholds = list(np.linspace(0.0, 1.0, 11))
-    arms, rng = {"same lr": 1.0, "QK x10": 10.0, "all x10": 10.0}, np.random.default_rng(0)
+    arms = {"same lr": 1.0, **{f"{g} x{r:g}": r for g in ("QK", "all") for r in ratios}}
+    rng = np.random.default_rng(0)
     results = {a: [{"test": {"thresholds": thresholds, "ac_curve": list(np.linspace(1, 0, 11) ** (1 + seed + m / 10)),
                              "dtap_percent": (100 * rng.dirichlet(np.ones(25)).reshape(5, 5)).tolist()}}
                    for seed in range(2)] for a, m in arms.items()}
@@ -187,6 +194,9 @@ def test_every_transformer_circuits_figure_renders_without_overlaps_and_with_lab
         paths = plots.plot_all("sva", results, summary, run_dirs, "accuracy", out)
     assert len(paths) == 4
     assert sorted(p.stem for p in out.glob("*.png")) == sorted(p.stem for p in out.glob("*.pdf"))
+    for path in paths:
+        height, width = matplotlib.image.imread(path).shape[:2]
+        assert width <= 4 * height, path
 
 
 def test_every_coupled_figure_renders_without_overlaps_and_with_labels(tmp_path):

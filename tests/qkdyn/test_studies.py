@@ -1,6 +1,7 @@
 """The study interface (qkdyn.studies): specs, pure claims on fake records, missing runs, and the
 executors: local pool, Ray and the plan path (a shell loop over `qkdyn plan`'s commands) give the
 same claims; killing the driver leaves no worker behind."""
+import dataclasses
 import json
 import os
 import signal
@@ -244,6 +245,29 @@ def test_circuits_baseline_at_uniform_or_off_target_is_inconclusive():
         for claim in (sharper, beyond):
             assert claim.verdict == "inconclusive" and all(v == "inconclusive" for v in claim.parts.values())
             assert [p["name"] for p in claim.preconditions if not p["met"]][0].endswith(unmet)
+
+
+def test_brown_qa_cpu_budget_is_the_ramped_design_and_its_report_says_so():
+    """A plain ``--budget cpu`` on brown-qa plans the committed recipe: the QK multiplier ramped over
+    2000 steps, the task's 4-epoch cap, nothing REDUCED; the report's scale line states the ramp."""
+    from qkdyn.empirical.circuits.study import CircuitsStudy, scale_note
+
+    study = CircuitsStudy(task="brown-qa")
+    configs = study.configs("cpu")
+    assert study.reductions("cpu") == []
+    assert {(arm, ratio) for _, arm, ratio in configs} == {("qk", 1.0)} | {
+        (arm, r) for arm in ("qk", "all") for r in (10.0, 30.0, 100.0)}
+    assert {(c.qk_ramp_steps, c.epochs, c.target_loss) for c in configs.values()} == {(2000, 4.0, 2.0)}
+    same = configs[0, "qk", 1.0]
+    note = scale_note({"config": dataclasses.asdict(same), "n_train": 10, "n_parameters": 20}, 35, 600.0)
+    assert "multiplier ramped linearly from 1 to R over the first 2000 steps" in note and "10.0 CPU minutes" in note
+    unramped = dataclasses.replace(study, overrides={"qk_ramp_steps": 0})
+    assert "ramp" not in scale_note({"config": dataclasses.asdict(unramped.configs("cpu")[0, "qk", 1.0]),
+                                     "n_train": 10, "n_parameters": 20}, 35, 600.0)
+    assert unramped.reductions("cpu") == ["REDUCED from the cpu budget: fields set over the preset: qk_ramp_steps=0."]
+    assert dataclasses.replace(study, max_epochs=12.0).reductions("cpu") == [
+        "REDUCED from the cpu budget: a cap of 12 epochs instead of 4."]
+    assert CircuitsStudy(task="brown-sva").configs("cpu")[0, "qk", 1.0].epochs == 12.0  # the default cap
 
 
 def test_planning_the_verify_studies_loads_neither_torch_nor_matplotlib():

@@ -429,6 +429,21 @@ def test_uniform_rollout_mass_of_one_layer_is_half_the_uniform_mass():
     assert uniform_rollout_mass([2], [((0,),)], 2) == pytest.approx(23 / 72)
 
 
+def test_mean_mass_leaves_out_examples_without_a_rationale_but_not_nan_attention():
+    """No rationale: left out of the mean; NaN attention (a diverged model) on an example that has
+    one: the mean is NaN, never the mean of the examples that stayed finite; none: NaN, no warning."""
+    import warnings
+
+    from qkdyn.empirical.circuits.evaluate import mean_mass
+
+    rationales = [((0, 1),), ((),), ((2,),)]
+    assert mean_mass(np.array([0.25, np.nan, 0.75]), rationales) == pytest.approx(0.5)
+    assert np.isnan(mean_mass(np.array([np.nan, np.nan, 0.75]), rationales))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert np.isnan(mean_mass(np.array([np.nan, np.nan]), [((),), ()]))
+
+
 def test_qa_claims_judge_layer_average_and_rollout_beside_their_uniform_masses():
     from qkdyn.empirical.circuits import report
 
