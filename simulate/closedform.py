@@ -160,11 +160,6 @@ def _q(c, u):
 
 
 @_inline
-def _dq(c, u):
-    return c[_BETA] * math.cosh(u) if c[_BETA] > 0 else 1.0
-
-
-@_inline
 def _dphi(c, u):
     """dPhi/du = (A/n)(m e^{q(u)} + n)."""
     return c[_A] / c[_N] * (c[_M] * math.exp(_q(c, u)) + c[_N])
@@ -288,8 +283,13 @@ def _newton_line(c, tab, coef, panel, lam, lo, hi, u):
 
 @_inline
 def _panel_of(tab, ext, lam):
-    """The table panel i whose Phi range [at_i, at_i+1] holds lam (the first or last one beyond the table)."""
-    return min(max(_search(tab, _AT, ext[0], ext[1], lam, False) - 1, ext[0]), ext[1] - 2)
+    """The table panel i whose Phi range (at_i, at_i+1] holds lam (the first or last one beyond the table):
+    the last panel found (ext[2]: a neighbouring point's, usually) where it does, else a binary search."""
+    last = ext[2]
+    if ext[0] <= last <= ext[1] - 2 and tab[_AT, last] < lam <= tab[_AT, last + 1]:
+        return last
+    ext[2] = min(max(_search(tab, _AT, ext[0], ext[1], lam, False) - 1, ext[0]), ext[1] - 2)
+    return ext[2]
 
 
 @_jit
@@ -385,7 +385,8 @@ def _level(c, p, addr, work, tab, coef, ext, s, ov, zstar, rho):
     (s and ov both given: each is exact where it is the root's variable)."""
     qk, u = _qk_u(c, p, addr, work, tab, coef, ext, s, rho, True)
     alpha = expit(qk + c[_LOG_MN])
-    dqk = _dq(c, u) / _dphi(c, u) * rho * ov / _m_ov(c, p, addr, work, ov)
+    dq_du = math.hypot(c[_BETA], qk) if c[_BETA] > 0 else 1.0  # beta cosh u, qk = beta sinh u
+    dqk = dq_du / (c[_A] / c[_N] * (c[_M] * math.exp(qk) + c[_N])) * rho * ov / _m_ov(c, p, addr, work, ov)
     return alpha * ov - zstar, alpha + ov * alpha * (1 - alpha) * dqk, qk, dqk
 
 
@@ -548,8 +549,8 @@ def _warm_start(which, zstar, rho, ov, i):
 def new_table():
     """Buffers of a factorized-QK table: ``tab`` (edges, offsets, Phi at the edges, inverse built),
     ``coef`` (integral and inverse Chebyshev coefficients per panel), ``ext`` (the [start, stop) of
-    the edges in use)."""
-    return np.empty((4, _CAPACITY)), np.empty((_CAPACITY, _INV + CHEB_DEG + 1)), np.zeros(2, dtype=np.int64)
+    the edges in use, and the panel last found)."""
+    return np.empty((4, _CAPACITY)), np.empty((_CAPACITY, _INV + CHEB_DEG + 1)), np.zeros(3, dtype=np.int64)
 
 
 @_jit
@@ -566,7 +567,7 @@ def solve_points(constants, params, addr, which, zstar, rho, ov, with_state, wit
         c, p = constants[s], params[s]
         if s != current:
             current = s
-            ext[0], ext[1] = _CENTER, _CENTER + 1
+            ext[0], ext[1], ext[2] = _CENTER, _CENTER + 1, -1
             _new_edge(c, tab, _CENTER, c[_U0], 0.0)
         if with_state:
             qk[i], ov[i] = _state(c, p, addr, work, tab, coef, ext, zstar[i], rho[i], _warm_start(which, zstar, rho, ov, i))
