@@ -35,7 +35,10 @@ from qkdyn.simulate.solve import output_times, solve
 from qkdyn.theory.setting import Setting
 
 T_MAX, POINTS, RTOL, ATOL, ROUNDS = 1e15, 200, 1e-11, 1e-14, 7
-TIGHTER = (1e-12, 1e-13)  # qkdyn at tighter tolerances, to compare at equal accuracy
+# qkdyn at tighter tolerances, to compare at equal accuracy: steps of 2-2.5x in rtol, so that the loosest one
+# as accurate as a peer is within that factor of the peer's error (a decade would ask up to 10x more accuracy)
+TIGHTER = (5e-12, 2e-12, 1e-12, 1e-13)
+SWEEP_ROUNDS = 5
 SWEEP = np.geomspace(0.1, 10.0, 64)
 
 
@@ -121,11 +124,11 @@ def sweep(setting: Setting, taus: np.ndarray, y0: list, jitted) -> None:
         sides["diffrax Tsit5 vmap"] = lambda: list(jitted[1](SWEEP).transpose(0, 2, 1))
     errors = {name: max(rel_error(out, ref) for out, ref in zip(fn(), references)) for name, fn in sides.items()}
     times = {name: [] for name in sides}
-    for _ in range(3):
+    for _ in range(SWEEP_ROUNDS):
         for name, fn in sides.items():
             seconds, _ = cpu(fn)
             times[name].append(seconds)
-    print(f"sweep over {len(SWEEP)} values of eta_QK, per trajectory, CPU (median of 3 interleaved rounds; "
+    print(f"sweep over {len(SWEEP)} values of eta_QK, per trajectory, CPU (median of {SWEEP_ROUNDS} interleaved rounds; "
           f"error: the largest over the {len(SWEEP)} trajectories):")
     for name in sides:
         ratio = statistics.median(a / b for a, b in zip(times[name], times[names[0]]))

@@ -67,13 +67,20 @@ def _pool(queue: list[tuple[Study, RunSpec]], runs_dir, workers: int) -> Iterato
             yield study, Record(spec, future.result(), study.record_path(spec, Path(runs_dir)).with_suffix(""))
     except BaseException:
         # interrupted (Ctrl-C, SIGTERM, a failed run, the consumer gone): the running workers are
-        # killed rather than awaited (records are written atomically, so nothing half-written stays);
-        # the pool has no public terminate before Python 3.14
-        for process in list((pool._processes or {}).values()):
-            process.kill()
+        # killed rather than awaited (records are written atomically, so nothing half-written stays)
+        _kill_workers(pool)
         pool.shutdown(wait=False, cancel_futures=True)
         raise
+    # every run is in and every worker idle: killed too, not asked to exit, for a worker's own exit (the
+    # interpreter's teardown of torch, numba, sympy and matplotlib) took seconds after the last run
+    _kill_workers(pool)
     pool.shutdown(wait=True)
+
+
+def _kill_workers(pool: concurrent.futures.ProcessPoolExecutor) -> None:
+    """SIGKILL every worker process of ``pool`` (the pool has no public terminate before Python 3.14)."""
+    for process in list((pool._processes or {}).values()):
+        process.kill()
 
 
 def _ray(queue: list[tuple[Study, RunSpec]], runs_dir, address: str | None) -> Iterator[tuple[Study, Record]]:

@@ -13,6 +13,7 @@
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
 from pathlib import Path
@@ -156,6 +157,43 @@ def layout_problems(fig, *, drawn: bool = False) -> list[str]:
     return problems
 
 
+def _tick_key(axis) -> tuple:
+    """What an axis's ticks (locations, labels, which are drawn) are computed from: its view interval, its
+    locators and formatters, the axes' box in pixels (tick spacing) and the figure's resolution."""
+    return (tuple(axis.get_view_interval()), tuple(axis.axes.bbox.bounds), axis.get_figure(root=True).dpi,
+            id(axis.major.locator), id(axis.major.formatter), id(axis.minor.locator), id(axis.minor.formatter))
+
+
+class _TicksOnce:
+    """An axis's ``_update_ticks`` computed again only when :func:`_tick_key` changes (see :func:`_ticks_once`)."""
+
+    def __init__(self, axis):
+        self.axis, self.update, self.key, self.ticks = axis, axis._update_ticks, None, None
+
+    def __call__(self):
+        key = _tick_key(self.axis)
+        if key != self.key:
+            self.key, self.ticks = key, self.update()
+        return self.ticks
+
+
+@contextlib.contextmanager
+def _ticks_once(fig):
+    """While saving ``fig``: each axis computes its ticks (locator, formatter, tick labels) once per distinct
+    :func:`_tick_key`, not at every one of the dozens of places a draw asks for them (the layout's tight
+    boxes of every axes, the spines, label and title positions, the siblings of shared axes, the draw itself).
+    The ticks returned are the very ones a fresh computation would set (the same locations and labels on the
+    same tick objects), so the files are the same bytes; afterwards each axis computes them as before."""
+    axes = [axis for ax in fig.get_axes() for axis in ax._axis_map.values()]
+    for axis in axes:
+        axis._update_ticks = _TicksOnce(axis)  # an instance attribute over the method, removed again below
+    try:
+        yield
+    finally:
+        for axis in axes:
+            del axis._update_ticks
+
+
 def save_png(fig, path: str | os.PathLike) -> Path:
     """Write ``fig`` to ``path`` as a PNG and beside it a PDF (same name, ``.pdf``), atomically, then
     close it. Each problem :func:`layout_problems` finds is a :class:`FigureLayoutWarning`.
@@ -166,19 +204,23 @@ def save_png(fig, path: str | os.PathLike) -> Path:
     again (matplotlib's own ``bbox_inches="tight"`` costs a layout draw and a box per file)."""
     path = Path(path)
     _plain_log_labels(fig)
-    fig.draw_without_rendering()  # the layout and every artist's extent, without rasterising the figure
-    problems = layout_problems(fig, drawn=True)  # the layout as saved
-    box = None
-    if matplotlib.rcParams["savefig.bbox"] == "tight":
-        box = fig.get_tightbbox(fig.canvas.get_renderer()).padded(matplotlib.rcParams["savefig.pad_inches"])
-    # laid out above: the saves only render. No layout engine at all (``"none"`` leaves a placeholder
-    # engine, and with any engine savefig runs one more layout draw per file); with the style's
-    # constrained layout switched off, None would otherwise select it again
-    with matplotlib.rc_context({"figure.constrained_layout.use": False, "figure.autolayout": False}):
-        fig.set_layout_engine(None)
-    for target, fmt in ((path, "png"), (path.with_suffix(".pdf"), "pdf")):
-        with atomic_path(target) as tmp:  # a PDF without its creation date: equal runs, equal bytes
-            fig.savefig(tmp, format=fmt, bbox_inches=box, metadata={"CreationDate": None} if fmt == "pdf" else None)
+    with _ticks_once(fig):
+        fig.draw_without_rendering()  # the layout and every artist's extent, without rasterising the figure
+        problems = layout_problems(fig, drawn=True)  # the layout as saved
+        box = None
+        if matplotlib.rcParams["savefig.bbox"] == "tight":
+            box = fig.get_tightbbox(fig.canvas.get_renderer()).padded(matplotlib.rcParams["savefig.pad_inches"])
+        # laid out above: the saves only render. No layout engine at all (``"none"`` leaves a placeholder
+        # engine, and with any engine savefig runs one more layout draw per file); with the style's
+        # constrained layout switched off, None would otherwise select it again. The saves run inside the
+        # switch too: each savefig sets the engine to "none" and back to None on its way out, which outside
+        # it would select constrained layout again for the next file (the PDF laid out anew)
+        with matplotlib.rc_context({"figure.constrained_layout.use": False, "figure.autolayout": False}):
+            fig.set_layout_engine(None)
+            for target, fmt in ((path, "png"), (path.with_suffix(".pdf"), "pdf")):
+                with atomic_path(target) as tmp:  # a PDF without its creation date: equal runs, equal bytes
+                    fig.savefig(tmp, format=fmt, bbox_inches=box,
+                                metadata={"CreationDate": None} if fmt == "pdf" else None)
     for problem in problems:
         warnings.warn(f"{path.name}: {problem}", FigureLayoutWarning, stacklevel=2)
     plt.close(fig)

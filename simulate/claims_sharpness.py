@@ -96,20 +96,13 @@ def agreement(closed: Sweep, ode: Sweep) -> dict:
 
 def frozen_law_check(setting: Setting, levels) -> dict:
     """The time quadrature against the elementary frozen-attention law of CACO (rho = 0):
-    e^z + (K-1) z = e^z0 + (K-1) z0 + eta_OV alpha0^2 t / D (:func:`qkdyn.theory.sharpness.frozen_time_law`)."""
-    import sympy as sp
-
-    from qkdyn.theory.sharpness import frozen_time_law
-
-    law = frozen_time_law("CACO")
+    e^z + (K-1) z = e^z0 + (K-1) z0 + eta_OV alpha0^2 t / D (:func:`qkdyn.theory.sharpness.frozen_time_law`,
+    generated as ``frozen_time``)."""
     result = sharpness(setting, "CACO", 0.0, np.asarray(levels, dtype=float))
     alpha0 = float(result.attn.ravel()[0])
-    values = {"K": setting.classes, "D": setting.distinct, "eta_OV": setting.eta_ov, "alpha0": alpha0,
-              "z0": alpha0 * setting.ov0}
-    law_t = sp.lambdify([sp.Symbol("z", positive=True)], law.subs({sym: values[sym.name] for sym in law.free_symbols
-                                                                 if sym.name in values}), "numpy")
     z_star = np.log(setting.classes - 1) - np.log(np.expm1(np.asarray(levels, dtype=float)))
-    error = np.abs(result.t / law_t(z_star) - 1)
+    law_t = load("CACO").frozen_time(z_star, alpha0, alpha0 * setting.ov0, setting.numeric())
+    error = np.abs(result.t / law_t - 1)
     return {"levels": [float(v) for v in levels], "max_rel_time_difference": float(error.max())}
 
 

@@ -9,7 +9,8 @@ docs/sharpness.md); this module is its compiled arithmetic, point by point:
   demand), inverted by monotone Newton (from the Wright-omega solution of m e^u + n u = c, collapsed;
   from a cubic Hermite start inside a table panel, factorized), or read off a per-panel Chebyshev
   series of the inverse u(Phi) at the quadrature nodes;
-* the matched-loss root of z(ov) = alpha(qk(ov)) ov - z* by safeguarded Newton in ov (rtsafe);
+* the matched-loss root of z(ov) = alpha(qk(ov)) ov - z* by safeguarded Newton in s = ov - ov0 (rtsafe),
+  started from the quadratic in rho through the previous points' roots (same setting and level);
 * the time, composite 8-node Gauss-Legendre on panels at equal steps of the progress
   v = z + x + 4|qk| + |u| sampled along the path, summed in logs.
 
@@ -124,11 +125,15 @@ def _split(lo, hi):
 
 
 @_inline
-def _rtsafe_step(x, value, slope, lo, hi, before_last, last, convex, tol):
+def _rtsafe_step(x, value, slope, lo, hi, before_last, last, was_newton, convex, tol, floor):
     """One step of the safeguarded Newton iteration for a root of an increasing function: Newton, or
     bisection when it leaves [lo, hi] or (unless ``convex``: Newton from above is then monotone) does
-    not halve the step before last. Returns (x, lo, hi, before_last, last, done): done once the step
-    (or the bracket) is below ``tol`` relative, or steps below 1e3 tol stop shrinking (round-off)."""
+    not halve the step before last. Returns (x, lo, hi, before_last, last, newton, done): done once the
+    step (or the bracket) is below tol (floor + |x|), or steps below 1e3 times that stop shrinking
+    (round-off), or two Newton steps d_{k-1}, d_k (d_k < d_{k-1} / 100) show quadratic convergence
+    e_{k+1} ~ K d_k^2, K ~ d_k / d_{k-1}^2, with d_k^3 / d_{k-1}^2 below 1e-3 of the tolerance, i.e. a
+    rounding (the step that would confirm it is not taken: one evaluation fewer; at the tolerance itself
+    a CAFO qk was 7e-12 off, where the confirmed step leaves it at round-off)."""
     if value < 0:
         lo = x
     if value > 0:
@@ -139,11 +144,12 @@ def _rtsafe_step(x, value, slope, lo, hi, before_last, last, convex, tol):
         bad = True
     if bad:
         new = _split(lo, hi)
-    step, scale = abs(new - x), tol * (1.0 + abs(x))
-    done = step <= scale or hi - lo <= 4 * scale or (step <= 1e3 * scale and step >= 0.5 * last)
+    step, scale = abs(new - x), tol * (floor + abs(x))
+    quadratic = not bad and was_newton and step <= 1e-2 * last and step**3 <= 1e-3 * scale * last * last
+    done = step <= scale or hi - lo <= 4 * scale or (step <= 1e3 * scale and step >= 0.5 * last) or quadratic
     if value == 0:
-        return x, lo, hi, last, step, True
-    return new, lo, hi, last, step, done
+        return x, lo, hi, last, step, True, True
+    return new, lo, hi, last, step, not bad, done
 
 
 # -- the line (c: the setting's constants; tab, coef, ext: the factorized-QK table) ---------------------
@@ -154,26 +160,23 @@ def _q(c, u):
 
 
 @_inline
-def _dq(c, u):
-    return c[_BETA] * math.cosh(u) if c[_BETA] > 0 else 1.0
-
-
-@_inline
 def _dphi(c, u):
     """dPhi/du = (A/n)(m e^{q(u)} + n)."""
     return c[_A] / c[_N] * (c[_M] * math.exp(_q(c, u)) + c[_N])
 
 
 @_inline
-def _phi(c, tab, coef, ext, u):
-    """Phi(u) - Phi(u0) = (A/n)(m (G(u) - G(u0)) + n (u - u0))."""
+def _phi(c, tab, coef, i, u):
+    """Phi(u) - Phi(u0) = (A/n)(m (G(u) - G(u0)) + n (u - u0)); a factorized QK circuit's G from table panel i
+    (the one holding u)."""
     if c[_BETA] > 0:
-        i = min(max(_search(tab, _EDGES, ext[0], ext[1], u, True) - 1, ext[0]), ext[1] - 2)
         left, right = tab[_EDGES, i], tab[_EDGES, i + 1]
         g = tab[_OFFSETS, i] + 0.5 * (right - left) * _clenshaw((2 * u - left - right) / (right - left), coef, i, 0,
                                                                CHEB_DEG + 2)
-    else:
-        g = math.exp(c[_U0]) * math.expm1(u - c[_U0])
+    elif u <= c[_U0]:
+        g = c[_E0] * math.expm1(u - c[_U0])
+    else:  # e^u (1 - e^{u0 - u}): e^{u0} e^{u - u0} would overflow where u - u0 > 709 (u0 = -685, u = 35)
+        g = -math.exp(u) * math.expm1(c[_U0] - u)
     return c[_A] / c[_N] * (c[_M] * g + c[_N] * (u - c[_U0]))
 
 
@@ -265,12 +268,14 @@ def _cover(c, tab, coef, ext, lam_lo, lam_hi):
 
 
 @_jit
-def _newton_line(c, tab, coef, ext, lam, lo, hi, u):
-    """u in [lo, hi] with Phi(u) - Phi(u0) = lam (Phi increasing and convex: monotone Newton)."""
-    before_last, last = math.inf, math.inf
+def _newton_line(c, tab, coef, panel, lam, lo, hi, u):
+    """u in [lo, hi] with Phi(u) - Phi(u0) = lam (Phi increasing and convex: monotone Newton); [lo, hi] is
+    table panel ``panel`` for a factorized QK circuit (unused for a collapsed one)."""
+    before_last, last, newton = math.inf, math.inf, False
     for _ in range(200):
-        value, slope = _phi(c, tab, coef, ext, u) - lam, _dphi(c, u)
-        u, lo, hi, before_last, last, done = _rtsafe_step(u, value, slope, lo, hi, before_last, last, True, 1e-13)
+        value, slope = _phi(c, tab, coef, panel, u) - lam, _dphi(c, u)
+        u, lo, hi, before_last, last, newton, done = _rtsafe_step(u, value, slope, lo, hi, before_last, last, newton,
+                                                                  True, 1e-13, 1.0)
         if done:
             return u
     raise RuntimeError("line inversion did not converge")
@@ -278,8 +283,13 @@ def _newton_line(c, tab, coef, ext, lam, lo, hi, u):
 
 @_inline
 def _panel_of(tab, ext, lam):
-    """The table panel i whose Phi range [at_i, at_i+1] holds lam (the first or last one beyond the table)."""
-    return min(max(_search(tab, _AT, ext[0], ext[1], lam, False) - 1, ext[0]), ext[1] - 2)
+    """The table panel i whose Phi range (at_i, at_i+1] holds lam (the first or last one beyond the table):
+    the last panel found (ext[2]: a neighbouring point's, usually) where it does, else a binary search."""
+    last = ext[2]
+    if ext[0] <= last <= ext[1] - 2 and tab[_AT, last] < lam <= tab[_AT, last + 1]:
+        return last
+    ext[2] = min(max(_search(tab, _AT, ext[0], ext[1], lam, False) - 1, ext[0]), ext[1] - 2)
+    return ext[2]
 
 
 @_jit
@@ -292,7 +302,7 @@ def _solve_on_table(c, tab, coef, ext, lam):
     slope_lo, slope_hi = width / _dphi(c, lo), width / _dphi(c, hi)
     start = _clip((2 * t**3 - 3 * t**2 + 1) * lo + (t**3 - 2 * t**2 + t) * slope_lo
                   + (3 * t**2 - 2 * t**3) * hi + (t**3 - t**2) * slope_hi, lo, hi)
-    return _newton_line(c, tab, coef, ext, lam, lo, hi, start)
+    return _newton_line(c, tab, coef, i, lam, lo, hi, start)
 
 
 @_jit
@@ -310,7 +320,7 @@ def _from_inverse_table(c, tab, coef, ext, lam, polish):
         tab[_BUILT, i] = 1.0
     x = _clip((2 * lam - at_lo - at_hi) / (at_hi - at_lo), -1.0, 1.0)
     u = _clip(_clenshaw(x, coef, i, _INV, CHEB_DEG + 1), tab[_EDGES, i], tab[_EDGES, i + 1])
-    return _newton_line(c, tab, coef, ext, lam, tab[_EDGES, i], tab[_EDGES, i + 1], u) if polish else u
+    return _newton_line(c, tab, coef, i, lam, tab[_EDGES, i], tab[_EDGES, i + 1], u) if polish else u
 
 
 @_inline
@@ -324,12 +334,22 @@ def _invert(c, addr, tab, coef, ext, lam, polish):
             _cover(c, tab, coef, ext, min(lam, 0.0), max(lam, 0.0))
         return _from_inverse_table(c, tab, coef, ext, lam, polish)
     e0 = c[_E0]
-    upper = u0 + min(lam / a, math.log1p(max(lam, 0.0) * n / (a * m * e0)))
-    hi = upper if lam >= 0 else u0
-    lo = u0 if lam >= 0 else u0 + lam / a
-    # closed form: m e^u + n u = c solves as u = c/n - omega(log(m/n) + c/n); Newton polishes the round-off
+    # the bounds u0 + lam/a and u0 + log1p(lam n / (A m e^u0)), widened by a few roundings: the second is the
+    # root itself where n u is negligible, and rounded below it (CACO from qk0 = log 4 at lam = 2.3e16) it
+    # left Newton bisecting towards it, stopped 4e-9 short
+    ratio = max(lam, 0.0) * n / (a * m * e0)  # overflows where e^u0 is tiny (u0 = -685): then log(e^u0 + lam n / (A m))
+    upper = min(u0 + lam / a, u0 + math.log1p(ratio) if ratio < 1e300 else math.log(e0 + max(lam, 0.0) * n / (a * m)))
+    hi = upper + 1e-14 * (1.0 + abs(upper)) if lam >= 0 else u0
+    lower = u0 + lam / a
+    lo = u0 if lam >= 0 else lower - 1e-14 * (1.0 + abs(lower))
+    # closed form: m e^u + n u = c solves as u = c/n - omega(log(m/n) + c/n); Newton polishes the round-off.
+    # Where c/n dwarfs u that difference cancels (c/n = 1e17, u = 41: the start 32), and Newton starts from
+    # the upper bound instead (from above it converges monotonically)
     c_n = lam / a + (m / n) * e0 + u0
-    return _newton_line(c, tab, coef, ext, lam, lo, hi, _clip(c_n - _call_unary(addr[2], c[_LOG_MN] + c_n), lo, hi))
+    start = c_n - _call_unary(addr[2], c[_LOG_MN] + c_n)
+    if abs(c_n) > 1e10 * max(abs(start), 1.0):
+        start = hi
+    return _newton_line(c, tab, coef, -1, lam, lo, hi, _clip(start, lo, hi))
 
 
 # -- one setting (p: its parameters; addr: the kernels' addresses; work: their argument) ------------------
@@ -360,39 +380,66 @@ def _qk_u(c, p, addr, work, tab, coef, ext, delta, rho, polish):
 
 
 @_inline
-def _level(c, p, addr, work, tab, coef, ext, ov, zstar, rho):
-    """z(ov) - z* and dz/dov = alpha + ov alpha (1 - alpha) dqk/dov along the line."""
-    qk, u = _qk_u(c, p, addr, work, tab, coef, ext, ov - c[_OV0], rho, True)
+def _level(c, p, addr, work, tab, coef, ext, s, ov, zstar, rho):
+    """z - z*, dz/ds = alpha + ov alpha (1 - alpha) dqk/dov, qk and dqk/dov along the line at ov = ov0 + s
+    (s and ov both given: each is exact where it is the root's variable)."""
+    qk, u = _qk_u(c, p, addr, work, tab, coef, ext, s, rho, True)
     alpha = expit(qk + c[_LOG_MN])
-    dqk = _dq(c, u) / _dphi(c, u) * rho * ov / _m_ov(c, p, addr, work, ov)
-    return alpha * ov - zstar, alpha + ov * alpha * (1 - alpha) * dqk
+    dq_du = math.hypot(c[_BETA], qk) if c[_BETA] > 0 else 1.0  # beta cosh u, qk = beta sinh u
+    dqk = dq_du / (c[_A] / c[_N] * (c[_M] * math.exp(qk) + c[_N])) * rho * ov / _m_ov(c, p, addr, work, ov)
+    return alpha * ov - zstar, alpha + ov * alpha * (1 - alpha) * dqk, qk, dqk
 
 
 @_jit
 def _state(c, p, addr, work, tab, coef, ext, zstar, rho, start):
-    """(qk, ov) where alpha ov = z* on the line: safeguarded Newton in ov from ``start`` where it lies
-    inside the bracket (the root of a neighbouring point), else from the upper bound."""
+    """(qk, ov) where alpha ov = z* on the line: safeguarded Newton in s = ov - ov0 > 0 (ov rises along the
+    flow) to 1e-13 relative in s, from ``start`` (an ov: from the roots of neighbouring points) where it lies
+    inside the bracket, else from the upper bound. In s, not ov: qk moves by rho Psi'(ov) / Phi'(qk) per
+    unit of ov, so ov to eps ov0 would leave qk off by that factor times eps ov0 near the start (a level
+    just below the initial loss at large rho), while qk from the generated psi_gain(|ov0|, s) is exact."""
     ov0 = c[_OV0]
-    base = max(ov0, 0.0)  # beyond it qk >= qk(base), so z >= alpha(qk(base)) ov
-    qk_base, _ = _qk_u(c, p, addr, work, tab, coef, ext, base - ov0, rho, True)
-    lo = base if zstar > 0 else ov0
-    hi = max(max(zstar, 0.0) / expit(qk_base + c[_LOG_MN]) if zstar > 0 else 0.0, lo)
+    base = max(ov0, 0.0) - ov0  # beyond it qk >= qk(base), so z >= alpha(qk(base)) ov
+    qk_base, _ = _qk_u(c, p, addr, work, tab, coef, ext, base, rho, True)
+    lo = base if zstar > 0 else 0.0
+    hi = max(max(zstar, 0.0) / expit(qk_base + c[_LOG_MN]) - ov0 if zstar > 0 else -ov0, lo)
     if not hi <= base + LOOSE * max(zstar, 1.0):  # alpha(qk(base)) tiny: grow a bracket instead
         step, grown = max(zstar, 1.0), math.nan
         for _ in range(MAX_GROWTH):
-            if not _level(c, p, addr, work, tab, coef, ext, base + step, zstar, rho)[0] < 0:
+            if not _level(c, p, addr, work, tab, coef, ext, base + step, ov0 + base + step, zstar, rho)[0] < 0:
                 grown = base + step
                 break
             step *= 4
         if math.isnan(grown):
             raise RuntimeError("matched-loss bracket: z(ov) below z* up to ov = 1e308")
         hi = min(hi, grown)
-    ov, before_last, last = start if lo < start < hi else hi, math.inf, math.inf
+    s, qk = _root(c, p, addr, work, tab, coef, ext, zstar, rho, False, lo, hi,
+                  start - ov0 if lo < start - ov0 < hi else hi)
+    if not abs(ov0 + s) < s:
+        return qk, ov0 + s
+    # ov near 0 (from a negative start): ov0 + s cancels there (FAFO ov* = -4.9e-8 from ov0 = -0.48 was 3e-10
+    # off), so polish in ov itself, in a bracket of a few roundings of s around the root in s
+    width = 4e-13 * s
+    ov, qk = _root(c, p, addr, work, tab, coef, ext, zstar, rho, True, ov0 + (s - width), ov0 + (s + width), ov0 + s)
+    return qk, ov
+
+
+@_jit
+def _root(c, p, addr, work, tab, coef, ext, zstar, rho, in_ov, lo, hi, x):
+    """(x, qk) at x in [lo, hi] where z = z*, x = s = ov - ov0 (or ov, ``in_ov``): safeguarded Newton to 1e-13
+    relative in x; qk from the last evaluation at x_k advanced by dqk/dov (x - x_k) where the final step is
+    below 1e-10 |x| (the neglected (x - x_k)^2 qk''/2 is far below a rounding of qk), else from the line at x."""
+    ov0, before_last, last, newton = c[_OV0], math.inf, math.inf, False
     for _ in range(200):
-        value, slope = _level(c, p, addr, work, tab, coef, ext, ov, zstar, rho)
-        ov, lo, hi, before_last, last, done = _rtsafe_step(ov, value, slope, lo, hi, before_last, last, False, 1e-13)
+        s, ov = (x - ov0, x) if in_ov else (x, ov0 + x)
+        value, slope, qk, dqk = _level(c, p, addr, work, tab, coef, ext, s, ov, zstar, rho)
+        new, lo, hi, before_last, last, newton, done = _rtsafe_step(x, value, slope, lo, hi, before_last, last, newton,
+                                                                    False, 1e-13, 1e-300)
         if done:
-            return _qk_u(c, p, addr, work, tab, coef, ext, ov - ov0, rho, True)[0], ov
+            if abs(new - x) <= 1e-10 * abs(x):
+                return new, qk + dqk * (new - x)
+            s = new - ov0 if in_ov else new
+            return new, _qk_u(c, p, addr, work, tab, coef, ext, s, rho, True)[0]
+        x = new
     raise RuntimeError("matched-loss root did not converge")
 
 
@@ -478,11 +525,32 @@ def _time(c, p, addr, work, tab, coef, ext, ov_star, rho, per_panel, polish):
     return math.exp(top + math.log(scaled))
 
 
+@_inline
+def _warm_start(which, zstar, rho, ov, i):
+    """A start for the root of point i from the roots of the (up to) three points before it at the same
+    setting and level: their Lagrange polynomial in rho at rho_i (the previous root alone where two rho
+    coincide; nan where there is none). On a phase diagram's geometric rho grid (steps of h = 0.3%) the
+    previous root is O(h) off, the quadratic through three O(h^3): two Newton steps instead of about four."""
+    count = 0
+    while count < 3 and i - count > 0 and which[i - count - 1] == which[i] and zstar[i - count - 1] == zstar[i]:
+        count += 1
+    if count == 0:
+        return math.nan
+    start = 0.0
+    for j in range(1, count + 1):
+        weight = 1.0
+        for k in range(1, count + 1):
+            if k != j:
+                weight *= (rho[i] - rho[i - k]) / (rho[i - j] - rho[i - k])
+        start += weight * ov[i - j]
+    return start if math.isfinite(start) else ov[i - 1]
+
+
 def new_table():
     """Buffers of a factorized-QK table: ``tab`` (edges, offsets, Phi at the edges, inverse built),
     ``coef`` (integral and inverse Chebyshev coefficients per panel), ``ext`` (the [start, stop) of
-    the edges in use)."""
-    return np.empty((4, _CAPACITY)), np.empty((_CAPACITY, _INV + CHEB_DEG + 1)), np.zeros(2, dtype=np.int64)
+    the edges in use, and the panel last found)."""
+    return np.empty((4, _CAPACITY)), np.empty((_CAPACITY, _INV + CHEB_DEG + 1)), np.zeros(3, dtype=np.int64)
 
 
 @_jit
@@ -499,10 +567,9 @@ def solve_points(constants, params, addr, which, zstar, rho, ov, with_state, wit
         c, p = constants[s], params[s]
         if s != current:
             current = s
-            ext[0], ext[1] = _CENTER, _CENTER + 1
+            ext[0], ext[1], ext[2] = _CENTER, _CENTER + 1, -1
             _new_edge(c, tab, _CENTER, c[_U0], 0.0)
-        if with_state:  # the previous point's root starts the Newton iteration at the same level and setting
-            start = ov[i - 1] if i > 0 and which[i - 1] == s and zstar[i - 1] == zstar[i] else math.nan
-            qk[i], ov[i] = _state(c, p, addr, work, tab, coef, ext, zstar[i], rho[i], start)
+        if with_state:
+            qk[i], ov[i] = _state(c, p, addr, work, tab, coef, ext, zstar[i], rho[i], _warm_start(which, zstar, rho, ov, i))
         if with_time:
             t[i] = _time(c, p, addr, work, tab, coef, ext, ov[i], rho[i], per_panel, polish)

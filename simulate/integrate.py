@@ -243,18 +243,42 @@ def integrate(f, g, p, y0, tau_end, rtol, atol, levels, terminal):
 
 
 @njit(cache=_CACHE, error_model="numpy")
-def evaluate(taus, hs, ys, Fs, query):
-    """States at the ascending times ``query`` (columns) from the dense table of :func:`integrate`."""
-    out = np.empty((ys.shape[1], query.size))
-    work = np.empty(ys.shape[1])
-    step = 0
-    for q in range(query.size):
-        while step < taus.size - 1 and query[q] > taus[step] + hs[step]:
-            step += 1
-        _dense(taus, hs, ys, Fs, step, query[q], work)
-        for k in range(work.size):
-            out[k, q] = work[k]
+def _step_of(taus, hs, lo, hi, step, tau):
+    """The first step k in [lo, hi) whose end taus[k] + hs[k] is at least tau (the last one past the end):
+    the step whose interpolant holds tau. The walk goes on from ``step`` (the previous query's) for
+    ascending queries, and starts again at ``lo`` for a query before that step."""
+    if tau < taus[step]:
+        step = lo
+    while step < hi - 1 and tau > taus[step] + hs[step]:
+        step += 1
+    return step
+
+
+@njit(cache=_CACHE, error_model="numpy")
+def evaluate_many(taus, hs, ys, Fs, lo, hi, query, qfirst):
+    """:func:`evaluate` for many segments of queries on :func:`integrate_many`'s concatenated tables, in
+    one call: segment j reads the times query[qfirst[j]:qfirst[j + 1]] off the steps lo[j]:hi[j] (its
+    trajectory's). Returns one flat buffer holding segment j's (dim, T_j) states, row-major, from
+    dim * qfirst[j] on."""
+    n = ys.shape[1]
+    out = np.empty(n * query.size)
+    work = np.empty(n)
+    for j in range(lo.size):
+        base, size, step = n * qfirst[j], qfirst[j + 1] - qfirst[j], lo[j]
+        for q in range(size):
+            tau = query[qfirst[j] + q]
+            step = _step_of(taus, hs, lo[j], hi[j], step, tau)
+            _dense(taus, hs, ys, Fs, step, tau, work)
+            for k in range(n):
+                out[base + k * size + q] = work[k]
     return out
+
+
+@njit(cache=_CACHE, error_model="numpy")
+def evaluate(taus, hs, ys, Fs, query):
+    """States at the times ``query`` (columns, in any order) from the dense table of :func:`integrate`."""
+    bounds = np.array([0, query.size])
+    return evaluate_many(taus, hs, ys, Fs, bounds[:1], np.array([taus.size]), query, bounds).reshape(ys.shape[1], query.size)
 
 
 @njit(cache=_CACHE, error_model="numpy")

@@ -15,7 +15,8 @@ with the level set alpha(qk) ov = z* (L2). No time integration is involved:
   piecewise Chebyshev quadrature, exact to round-off). Phi is increasing and convex in u, so the
   inversion is a monotone Newton iteration.
 * the loss decreases along the flow, so z(ov) = alpha(qk(ov)) ov - z* has exactly one root on the
-  trajectory: the *first* (and only) time the loss reaches L. Safeguarded Newton in ov.
+  trajectory: the *first* (and only) time the loss reaches L. Safeguarded Newton in s = ov - ov0 (qk from
+  the factored gain Psi(ov0 + s) - Psi(ov0): ov itself to eps ov0 would leave qk off by rho Psi'/Phi' times that).
 * the time is the quadrature t = int_{ov0}^{ov*} dov / (eta_OV M_OV(ov) alpha(qk(ov)) g(z(ov))),
   composite Gauss-Legendre (8 nodes per panel; in log ov for a factorized OV circuit, whose M_OV
   vanishes like ov) on panels that split the path into steps of 3/4 unit of progress (z, attention's

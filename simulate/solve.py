@@ -270,6 +270,14 @@ def _start(compiled, setting: Setting, t_max, until_loss, at, record_losses) -> 
 def _sample(name: str, compiled, setting: Setting, run: "_Run", p, x0, horizon, until_loss, points, at, record_losses,
             seconds: float, method: str) -> tuple:
     """The rows of a finished integration: (times, state, variables, event_t, stats, crossings)."""
+    times, query, crossed, event_t = _rows(name, compiled, setting, run, p, horizon, until_loss, points, at)
+    at_crossings = run.dense(crossed) if crossed.size else np.empty((len(x0), 0))
+    return _labelled(compiled, run, x0, times, event_t, run.dense(query), at_crossings, record_losses, seconds, method)
+
+
+def _rows(name: str, compiled, setting: Setting, run: "_Run", p, horizon, until_loss, points, at) -> tuple:
+    """(times, their log-times, the log-times of the crossed levels, event_t) of a finished integration's
+    rows: the queries of its dense output. A failed run, or an ``until_loss`` not reached, raises here."""
     if run.status < 0:
         raise RuntimeError(f"{name}: integration failed: {run.message}")
     event_t = None
@@ -283,19 +291,24 @@ def _sample(name: str, compiled, setting: Setting, run: "_Run", p, x0, horizon, 
                    "a factorized circuit started at 0 sits on a saddle and never moves" if 0.0 in (setting.qk0, setting.ov0)
                    else "the flow stalls on a plateau above the target within the horizon"))
         event_t = math.expm1(run.event_tau[-1])
-    t_end = event_t if event_t is not None else horizon
-    times = output_times(t_end, points, at)
+    times = output_times(event_t if event_t is not None else horizon, points, at)
     query = np.log1p(times)
     if event_t is not None:  # the event row is the solver's own event time
         query[-1] = run.event_tau[-1]
-    state = run.dense(query)
-    state[:, 0] = x0  # t = 0 is always the first row: the exact initial state
-    if event_t is not None:
         times[-1] = event_t
+    recorded = run.event_tau[:len(run.event_tau) - (until_loss is not None)]
+    return times, query, recorded[np.isfinite(recorded)], event_t
+
+
+def _labelled(compiled, run: "_Run", x0, times, event_t, state, at_crossings, record_losses, seconds: float,
+              method: str) -> tuple:
+    """(times, state, variables, event_t, stats, crossings) from the dense states at the queries of
+    :func:`_rows` (record_losses[i] crossed where event_tau[i] is finite, in that order)."""
+    state[:, 0] = x0  # t = 0 is always the first row: the exact initial state
     stats = {"seconds": seconds, "nfev": run.nfev, "njev": run.njev, "steps": run.steps, "method": method}
     crossed = [i for i in range(len(record_losses)) if math.isfinite(run.event_tau[i])]
-    at_crossings = run.dense(run.event_tau[crossed]) if crossed else np.empty((len(x0), 0))
-    crossings = {record_losses[i]: (math.expm1(run.event_tau[i]), at_crossings[:, j]) for j, i in enumerate(crossed)}
+    crossings = {record_losses[i]: (math.expm1(run.event_tau[i]), at_crossings[:, j])
+                 for j, i in enumerate(crossed)}
     return times, state, compiled.variables, event_t, stats, crossings
 
 
@@ -304,7 +317,9 @@ def solve_many(settings: Sequence[Setting], param: str, *, t_max, until_loss, po
     """The trajectories of ``settings`` (one form), each equal to its one-at-a-time :func:`solve`: with
     the compiled DOP853 all of them are integrated in one compiled loop
     (:func:`qkdyn.simulate.integrate.integrate_many`, the same integrator on the same inputs), then
-    sampled; a setting whose explicit step collapses is solved again alone (LSODA takes over there).
+    all of their rows and crossings read off the dense tables in one compiled call
+    (:func:`~qkdyn.simulate.integrate.evaluate_many`, the same interpolant at the same times); a setting
+    whose explicit step collapses is solved again alone (LSODA takes over there).
     ``stats["seconds"]`` is the sweep's integration time divided by its size."""
     for one in settings:
         if not isinstance(one, Setting):
@@ -325,17 +340,31 @@ def solve_many(settings: Sequence[Setting], param: str, *, t_max, until_loss, po
         np.array([x0 for _, x0, *_ in starts], dtype=float), math.log1p(horizon), rtol, atol,
         np.log(np.asarray(levels, dtype=float)), until_loss is not None)
     seconds = (time.perf_counter() - start) / len(settings)
-    out = []
+    alone, runs, plans, queries = {}, {}, {}, []
     for i, (one, (p, x0, _, _)) in enumerate(zip(settings, starts)):
         if status[i] < 0:
-            out.append(Trajectory(param, one, *integrate_flow(param, compiled, one, **options)))
+            alone[i] = Trajectory(param, one, *integrate_flow(param, compiled, one, **options))
             continue
-        rows = slice(first[i], first[i + 1])
-        own = [column[rows] for column in table]
-        run = _Run(int(status[i]), "", int(steps[i]), int(nfev[i]), 0, event_tau[i],
-                   lambda taus, own=own: integrate.evaluate(*own, np.asarray(taus, dtype=float)))
-        out.append(Trajectory(param, one, *_sample(param, compiled, one, run, p, x0, horizon, until_loss, points, at,
-                                                   record_losses, seconds, method)))
+        runs[i] = _Run(int(status[i]), "", int(steps[i]), int(nfev[i]), 0, event_tau[i],
+                       lambda taus, i=i: integrate.evaluate(*(column[first[i]:first[i + 1]] for column in table),
+                                                            np.asarray(taus, dtype=float)))
+        plans[i] = _rows(param, compiled, one, runs[i], p, horizon, until_loss, points, at)
+        queries += plans[i][1:3]  # its rows, then its crossings: two segments on its steps
+    # every trajectory's rows and crossings read off the tables in one compiled call
+    own = np.repeat(np.fromiter(plans, dtype=np.int64, count=len(plans)), 2)
+    qfirst = np.cumsum([0] + [query.size for query in queries])
+    flat = integrate.evaluate_many(*table, first[own], first[own + 1], np.concatenate(queries or [np.empty(0)]), qfirst)
+    dim = len(compiled.variables)
+    blocks = iter([flat[dim * qfirst[j]:dim * qfirst[j + 1]].reshape(dim, -1).copy() for j in range(len(queries))])
+    out = []
+    for i, (one, (p, x0, _, _)) in enumerate(zip(settings, starts)):
+        if i in alone:
+            out.append(alone[i])
+            continue
+        times, _, _, event_t = plans[i]
+        state, at_crossings = next(blocks), next(blocks)
+        out.append(Trajectory(param, one, *_labelled(compiled, runs[i], x0, times, event_t, state, at_crossings,
+                                                     record_losses, seconds, method)))
     return out
 
 

@@ -62,6 +62,9 @@ class _VectorPrinter(NumPyPrinter):
     def _print_LambertW(self, expr):
         return f"lambertw_lower({self._print(expr.args[0])})"
 
+    def _print_Ei(self, expr):
+        return f"_special.expi({self._print(expr.args[0])})"
+
 
 def _names(args: list) -> list[str]:
     """Every symbol name the arguments bind (tuples unpacked)."""

@@ -25,7 +25,7 @@ import numpy as np
 from qkdyn.theory.setting import ALL_PARAMS
 
 _VECTOR = ("features", "attention", "loss", "invariants", "metrics", "balanced_metrics", "kappa", "dphi", "psi",
-           "psi_gain", "line_scale", "ov_law", "qk_law", "qk_law_constant")
+           "psi_gain", "line_scale", "ov_law", "qk_law", "qk_law_constant", "frozen_time")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +59,7 @@ class Compiled:
     ov_law: Callable
     qk_law: Callable
     qk_law_constant: Callable
+    frozen_time: Callable  # t(z, alpha0, z0, p) at frozen attention (rho = 0), z = alpha0 ov
 
     @property
     def dim(self) -> int:

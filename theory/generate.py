@@ -29,6 +29,8 @@ Generated functions (x: the reduced state, p: Setting.numeric(); vector function
     LAW_POWERS = (i, j, d)                    their powers: e^qk / qk^i = C ov^d, e^ov / ov^j = T
     A4_PROOF = ((step, holds), ...)           claim A4's proof steps (sympy, at generation)
     qk_law_constant(p)                        C in e^qk / qk^i = C ov^j (A3)       [vector]
+    frozen_time(z, alpha0, z0, p)             t(z) at frozen attention, z = alpha0 ov (rho = 0,
+                                              qkdyn.theory.sharpness.frozen_time_law)  [vector]
 """
 from __future__ import annotations
 
@@ -102,6 +104,8 @@ def generate_source(name: str) -> str:
         ("ov_law", [model.t, p], [laws["ov"].solution], [model.t], True),
         ("qk_law", [ov, p], [laws["qk"].solution], [ov], True),
         ("qk_law_constant", [p], [sp.simplify(qk_law.argument / ov**power)], [], True),
+        ("frozen_time", [sharpness.z, *sharpness.FROZEN_START, p], [sharpness.frozen_time_law(name)], [sharpness.z],
+         True),
     ]
     for fname, args, outputs, like, single in vector:
         src += codegen.function_source(fname, args, outputs, "vector", like=like, single=single)

@@ -257,11 +257,15 @@ def a4_proof(name: str) -> dict[str, bool]:
     }
 
 
+#: the frozen attention alpha0 and the start z0 = alpha0 ov0 of :func:`frozen_time_law`
+FROZEN_START = (sp.Symbol("alpha0", positive=True), sp.Symbol("z0", positive=True))
+
+
 def frozen_time_law(name: str) -> sp.Expr:
     """t(z) at frozen attention (rho = 0, alpha = alpha0 > 0): the time for z = alpha0 ov to go
     from z0 to z, by integrating dt = dz / (dz/dt) with dz/dt = eta_OV alpha0^2 M_OV (K-1) / (e^z + K - 1)."""
     m_ov = _ingredients(name)[4]
-    alpha0, z0 = sp.Symbol("alpha0", positive=True), sp.Symbol("z0", positive=True)
+    alpha0, z0 = FROZEN_START
     speed = eta_ov * alpha0**2 * m_ov.subs(ov, z / alpha0) * (K - 1) / (sp.exp(z) + K - 1)
     y = sp.Symbol("y", positive=True)
     antiderivative = sp.integrate(sp.expand((1 / speed).subs(z, y)), y)

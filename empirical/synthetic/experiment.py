@@ -24,19 +24,21 @@ from typing import Iterable, Sequence
 import numpy as np
 import torch
 
-from qkdyn.empirical.synthetic import observe, reduced, train
+from qkdyn.empirical.synthetic import observe, reduced, stability, train
 from qkdyn.simulate.solve import solve
 
 
 def run(param: str, setting, step: float, steps: int, *, optimizer: str = "gd", batch: int | None = None,
         seed: int = 0, points: int = 50, extra_steps: Iterable[int] = (), stop_below: float | None = None,
-        progress: bool = False) -> list[dict]:
+        progress: bool = False, perturb: float = 0.0, perturb_seed: int = 0) -> list[dict]:
     """Train from the canonical init; ``batch=None`` is the population. Rows carry ``step`` and ``t``.
-    Runs on one thread (tiny matrices: more threads only contend)."""
+    ``perturb`` > 0 starts off the symmetric subspace by a seeded transverse perturbation of that relative
+    size (:func:`.stability.perturbed_model`). Runs on one thread (tiny matrices: more threads only contend)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        model = reduced.new_model(param, setting)
+        model = (stability.perturbed_model(setting, param, perturb, perturb_seed) if perturb
+                 else reduced.new_model(param, setting))
         opt = train.make_optimizer(model, optimizer, step, setting.eta_qk, setting.eta_ov)
         rows = train.train(model, opt, train.batch_source(setting, batch, seed), steps,
                            train.record_steps(steps, points, extra_steps), observe.observer(param, setting),

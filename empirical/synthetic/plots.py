@@ -55,8 +55,9 @@ def sgd_batch(batches: list, deviations: list, path: Path, param: str) -> None:
 
 
 def adam(rows: list, path: Path) -> None:
-    """rows: dicts with param, rho, attn_adam, attn_ode."""
-    fig, ax = plt.subplots(figsize=(4.5, 3.5))
+    """rows: dicts with param, rho, attn_adam, attn_ode; recorded_steps, adam_distance, gd_distance, start_distance.
+    Left: attn at matched loss against rho; right: distance from the symmetric subspace / the start's, per step."""
+    fig, (ax, right) = plt.subplots(1, 2, figsize=(9, 3.5))
     for i, param in enumerate(sorted({r["param"] for r in rows})):
         sel = [r for r in rows if r["param"] == param]
         ax.semilogx([r["rho"] for r in sel], [r["attn_ode"] for r in sel], f"C{i}-", label=f"{param} ODE / GD")
@@ -64,6 +65,16 @@ def adam(rows: list, path: Path) -> None:
     ax.set_xlabel("rho = eta_QK / eta_OV")
     ax.set_ylabel("attn at matched loss")
     ax.legend()
+    params, rhos = sorted({r["param"] for r in rows}), sorted({r["rho"] for r in rows})
+    for k, r in enumerate(rows):
+        steps = np.array(r["recorded_steps"]) + 1
+        right.loglog(steps, np.array(r["adam_distance"]) / r["start_distance"], f"C{params.index(r['param'])}",
+                     ls=("-", "--", "-.", ":")[rhos.index(r["rho"]) % 4], label=f"{r['param']} rho={r['rho']:g} Adam")
+        right.loglog(steps, np.array(r["gd_distance"]) / r["start_distance"], color="0.5", lw=0.8,
+                     label="GD, same start" if k == 0 else None)
+    right.set_xlabel("step + 1")
+    right.set_ylabel("distance from the subspace / at the start")
+    right.legend(fontsize=7)
     save_png(fig, path)
 
 

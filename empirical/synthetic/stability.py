@@ -91,6 +91,45 @@ def generators(lay: Layout) -> list[np.ndarray]:
     return out + [swap([(c[i], c[i + 1])]) for i in range(len(c) - 1)]
 
 
+def _blocks(param: str, lay: Layout, width: int) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """The active blocks of :class:`FullFlow` (matrix name, rows, columns), in the order of theta."""
+    ctx, q, lab, inner = lay.context, np.array([lay.query]), lay.labels, np.arange(width)
+    qk_f, ov_f = factorized(param)
+    return ([("W_Q", q, inner), ("W_K", ctx, inner)] if qk_f else [("W_QK", q, ctx)]) + (
+        [("W_O", lab, inner), ("W_V", inner, ctx)] if ov_f else [("W_OV", lab, ctx)])
+
+
+@functools.lru_cache(maxsize=16)
+def _orbits(param: str, lay: Layout, width: int) -> np.ndarray:
+    """The orbit number under G of each entry of theta (union-find over the generators; a Python loop
+    over every entry and generator, so built once per (param, layout, width): callers must not modify it)."""
+    where = {}
+    start = 0
+    for name, rows, cols in _blocks(param, lay, width):
+        for i, r in enumerate(rows):
+            for j, c in enumerate(cols):
+                where[(name, int(r), int(c))] = start + i * len(cols) + j
+        start += len(rows) * len(cols)
+    parent = np.arange(start)
+
+    def find(i):
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    labels = lay.labels
+    for g in generators(lay):
+        inner = np.arange(width)
+        inner[: lay.classes] = np.searchsorted(labels, g[labels])
+        for (name, r, c), index in where.items():
+            row_perm, col_perm = _ACTION[name](g, inner, width)
+            a, b = find(index), find(where[(name, int(row_perm[r]), int(col_perm[c]))])
+            parent[a] = b
+    roots = np.array([find(i) for i in range(start)])
+    return np.unique(roots, return_inverse=True)[1]
+
+
 class FullFlow:
     """The full gradient flow of one setting and parameterisation, on the entries that reach the loss.
 
@@ -109,10 +148,8 @@ class FullFlow:
         self.setting, self.param = setting, param
         self.lay = lay = Layout.of(setting)
         self.width = width or lay.vocab
-        ctx, q, lab, inner = lay.context, np.array([lay.query]), lay.labels, np.arange(self.width)
-        qk_f, ov_f = factorized(param)
-        self.blocks = ([("W_Q", q, inner), ("W_K", ctx, inner)] if qk_f else [("W_QK", q, ctx)]) + (
-            [("W_O", lab, inner), ("W_V", inner, ctx)] if ov_f else [("W_OV", lab, ctx)])
+        ctx = lay.context
+        self.blocks = _blocks(param, lay, self.width)
         self.sizes = [len(r) * len(c) for _, r, c in self.blocks]
         self.eta = np.concatenate([np.full(size, setting.eta_qk if name in ("W_QK", "W_Q", "W_K") else setting.eta_ov)
                                    for (name, _, _), size in zip(self.blocks, self.sizes)])
@@ -261,40 +298,11 @@ class FullFlow:
 
     @functools.cached_property
     def fix_basis(self) -> np.ndarray:
-        """Orthonormal basis (columns) of Fix(G): normalised orbit indicators."""
-        return self._orbits()[1]
-
-    def _orbits(self) -> tuple[np.ndarray, np.ndarray]:
-        """Each entry's orbit under G (union-find over the generators) and the orthonormal basis of
-        Fix(G) (normalised orbit indicators, one column per orbit)."""
-        where = {}
-        start = 0
-        for name, rows, cols in self.blocks:
-            for i, r in enumerate(rows):
-                for j, c in enumerate(cols):
-                    where[(name, int(r), int(c))] = start + i * len(cols) + j
-            start += len(rows) * len(cols)
-        parent = np.arange(start)
-
-        def find(i):
-            while parent[i] != i:
-                parent[i] = parent[parent[i]]
-                i = parent[i]
-            return i
-
-        labels = self.lay.labels
-        for g in generators(self.lay):
-            inner = np.arange(self.width)
-            inner[: self.lay.classes] = np.searchsorted(labels, g[labels])
-            for (name, r, c), index in where.items():
-                row_perm, col_perm = _ACTION[name](g, inner, self.width)
-                a, b = find(index), find(where[(name, int(row_perm[r]), int(col_perm[c]))])
-                parent[a] = b
-        roots = np.array([find(i) for i in range(start)])
-        orbit = np.unique(roots, return_inverse=True)[1]
-        basis = np.zeros((start, orbit.max() + 1))
-        basis[np.arange(start), orbit] = 1.0
-        return orbit, basis / np.linalg.norm(basis, axis=0)
+        """Orthonormal basis (columns) of Fix(G): normalised orbit indicators (:func:`_orbits`)."""
+        orbit = _orbits(self.param, self.lay, self.width)
+        basis = np.zeros((len(orbit), orbit.max() + 1))
+        basis[np.arange(len(orbit)), orbit] = 1.0
+        return basis / np.linalg.norm(basis, axis=0)
 
     @functools.cache
     def transverse_basis(self) -> np.ndarray:
@@ -433,17 +441,40 @@ class Perturbed:
         return self.sym_dist <= TOLERANCE and self.time_error <= TOLERANCE
 
 
-def _perturbation(flow: FullFlow, theta: np.ndarray, eps: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """(delta theta, v): a random unit v in T (weighted coordinates, eq. (1)), delta = E^{1/2} T v eps |y(0)|.
+def transverse_direction(flow: FullFlow, seed: int) -> np.ndarray:
+    """A random unit vector u of T (weighted coordinates y, eq. (1)): u = P w / |P w|, P = I - F F^T the
+    projection onto T (F = :attr:`FullFlow.fix_basis`), w a seeded standard normal in the whole space.
 
-    v = T^T w / |T^T w| for a seeded standard normal w in the whole space: T v is then the projection of w
-    onto T, whichever orthonormal basis T the SVD returns (the basis of a repeated singular value is not
-    unique, and OpenBLAS's kernels for different CPUs return different ones: drawing v in T's own
-    coordinates made the long-horizon run of claim A6 depend on the machine, 7.9e-7 vs 9.5e-7)."""
-    T, root = flow.transverse_basis(), np.sqrt(flow.eta)
-    v = T.T @ np.random.default_rng(seed).standard_normal(T.shape[0])
-    v /= np.linalg.norm(v)
-    return eps * np.linalg.norm(theta / root) * root * (T @ v), v
+    P w does not depend on which orthonormal basis of T one uses (the basis of a repeated singular value
+    is not unique, and OpenBLAS's kernels for different CPUs return different ones: drawing u in T's own
+    coordinates made the long-horizon run of claim A6 depend on the machine, 7.9e-7 vs 9.5e-7), and it
+    needs no basis of T at all (an SVD of the whole space, cubic in its size: 5775 entries for FAFO at width V)."""
+    F = flow.fix_basis
+    w = np.random.default_rng(seed).standard_normal(F.shape[0])
+    u = w - F @ (F.T @ w)
+    return u / np.linalg.norm(u)
+
+
+def _perturbation(flow: FullFlow, theta: np.ndarray, eps: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(delta theta, v): :func:`perturbation` along u = :func:`transverse_direction`, and v = T^T u its
+    coordinates in :meth:`FullFlow.transverse_basis` (what :meth:`Transverse.predicted` propagates)."""
+    u = transverse_direction(flow, seed)
+    return perturbation(flow, theta, eps, u), flow.transverse_basis().T @ u
+
+
+def perturbation(flow: FullFlow, theta: np.ndarray, eps: float, u: np.ndarray) -> np.ndarray:
+    """delta theta = E^{1/2} u eps |y(0)| for a unit u of T: relative size eps in the weighted norm y = E^{-1/2} theta."""
+    root = np.sqrt(flow.eta)
+    return eps * np.linalg.norm(theta / root) * root * u
+
+
+def perturbed_model(setting, param: str, eps: float, seed: int = 0) -> AttentionHead:
+    """The full model (inner width V, as :func:`.reduced.new_model`) at the canonical init plus
+    :func:`perturbation` of relative size ``eps``: a start off the symmetric subspace by a stated, seeded
+    amount rather than by round-off, so training from it measures the growth of that perturbation."""
+    flow = FullFlow(setting, param, batch=data.mean_counts(setting))  # the batch is never used: only G and E
+    theta = flow.design_init()
+    return flow.to_model(theta + perturbation(flow, theta, eps, transverse_direction(flow, seed)))
 
 
 def transverse_size(flow: FullFlow, theta: np.ndarray) -> float:

@@ -57,6 +57,45 @@ def test_a_figure_saved_twice_is_the_same_bytes(tmp_path, monkeypatch):
         assert first.with_suffix(suffix).read_bytes() == second.with_suffix(suffix).read_bytes()
 
 
+def test_a_figure_is_laid_out_once_for_both_files(tmp_path, monkeypatch):
+    """save_png runs the style's constrained layout once, for the layout check, the PNG and the PDF: neither
+    save lays the figure out again (each layout is a tight box per axis and tick label)."""
+    from matplotlib.layout_engine import ConstrainedLayoutEngine
+
+    calls = []
+    execute = ConstrainedLayoutEngine.execute
+    monkeypatch.setattr(ConstrainedLayoutEngine, "execute", lambda self, fig: calls.append(fig) or execute(self, fig))
+    fig, axes = plt.subplots(1, 2)
+    for ax in axes:
+        ax.plot([1, 2, 3], [1, 4, 9])
+        ax.set(xlabel="x", ylabel="y")
+    path = figures.save_png(fig, tmp_path / "once.png")
+    assert len(calls) == 1 and path.exists() and path.with_suffix(".pdf").exists()
+
+
+def test_ticks_computed_once_per_save_give_the_same_bytes(tmp_path, monkeypatch):
+    """save_png computes each axis's ticks once per view, box and resolution (figures._ticks_once): the PNG
+    and PDF equal those saved with matplotlib computing them at every request (log, linear and shared axes,
+    a colour bar)."""
+    import contextlib
+
+    def draw(name):
+        fig, axes = plt.subplots(2, 3, sharey="row")
+        x = np.geomspace(0.01, 100, 50)
+        for i, ax in enumerate(axes.ravel()):
+            ax.set(xscale="log", yscale="log" if i < 3 else "linear", xlabel="rho", ylabel="y", title=f"panel {i}")
+            ax.plot(x, x**0.5 + 1e4 * (i > 2))
+            ax.text(0.5, 0.5, f"{i}", transform=ax.transAxes)
+        figures.colorbar(fig, axes[0, 0].pcolormesh(np.eye(3)), axes[:, -1], "c")
+        return figures.save_png(fig, tmp_path / name)
+
+    once = draw("once.png")
+    monkeypatch.setattr(figures, "_ticks_once", lambda fig: contextlib.nullcontext())
+    every = draw("every.png")
+    for suffix in (".png", ".pdf"):
+        assert once.with_suffix(suffix).read_bytes() == every.with_suffix(suffix).read_bytes()
+
+
 def test_every_theory_figure_renders_without_overlaps_and_with_labels(tmp_path, monkeypatch):
     from qkdyn.simulate.solve import solve
 
@@ -97,7 +136,9 @@ def test_every_synthetic_experiment_figure_renders_without_overlaps_and_with_lab
                        for p in forms}, tmp_path / "overlay.png")
         plots.convergence({p: [1e-3, 5e-4, 2.5e-4] for p in forms}, [0.04, 0.02, 0.01], tmp_path / "convergence.png")
         plots.sgd_batch([8, 32, 128], [0.05, 0.025, 0.012], tmp_path / "sgd.png", "FAFO")
-        plots.adam([{"param": p, "rho": r, "attn_adam": 0.5, "attn_ode": 0.6} for p in forms for r in (0.1, 1, 10)],
+        plots.adam([{"param": p, "rho": r, "attn_adam": 0.5, "attn_ode": 0.6, "recorded_steps": [0, 1, 9],
+                     "adam_distance": [1e-6, 1e-3, 1e-2], "gd_distance": [1e-6] * 3, "start_distance": 1e-6}
+                    for p in forms for r in (0.1, 1, 10)],
                    tmp_path / "adam.png")
         plots.symmetric_distance({p: (t + 1, np.exp(-t)) for p in forms}, tmp_path / "sym.png")
         plots.dtap({(s, p): np.full((5, 5), 4.0) for s in schedules for p in forms}, tmp_path / "dtap.png")

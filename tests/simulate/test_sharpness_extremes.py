@@ -233,16 +233,14 @@ def test_time_where_psi_differences_would_cancel():
 def test_a_level_just_below_the_initial_loss():
     """CACO at level log 8 - 2.1e-9 from attention 3e-280 at rho = 3.9e5 (a hypothesis draw): z* formed as
     log(K-1) - log(expm1(L)) cancelled to 1e-7 relative (attention 3.4e-8 off); with d = L - log K in
-    double-double (simulate.sharpness.z_at_loss) it is 4e-10 off. The rest is the root's variable: ov is
-    located to eps ov0 while qk moves by rho Psi'(ov) / Phi'(qk) per unit of ov (not yet solved in s = ov - ov0),
-    so this asserts 1e-9, not the 1e-11 of the range-wide test, which this draw still fails."""
+    double-double (simulate.sharpness.z_at_loss) it was 4e-10 off, the rest the root's variable: ov located
+    to eps ov0 while qk moves by rho Psi'(ov) / Phi'(qk) per unit of ov. With the root solved in s = ov - ov0
+    (simulate.closedform._state) it is 4e-14 off: the range-wide tolerances hold, t to 1e-12."""
     setting = Setting(classes=8, distinct=8, commons=24, m=15, n=8, scale=1.4100944867111678,
                       qk0=-644.2582610761007, ov0=1.715377742020741)
     rho, level = 390881.09472598846, 2.0794415396003783
     ref = reference(setting, "CACO", rho, level, time=True)
-    result = sharpness(setting, "CACO", rho, level)
-    assert float(result.attn) == pytest.approx(float(ref["attn"]), rel=1e-9)
-    assert float(result.t) == pytest.approx(float(ref["t"]), rel=1e-12)
+    assert_matches(sharpness(setting, "CACO", rho, level), ref, time=True, t_rel=1e-12)
 
 
 def test_the_reference_line_where_its_constant_dwarfs_qk():
@@ -258,6 +256,16 @@ def test_the_reference_line_where_its_constant_dwarfs_qk():
     ref = reference(setting, "CACO", rho, level, time=False)
     assert float(ref["qk"]) == pytest.approx(float(exact), rel=1e-15)
     check_against_reference("CACO", setting, rho, level, time=True)
+
+
+def test_collapsed_line_where_qk_climbs_more_than_709_from_its_start():
+    """CACO from attention 4e-297 (qk0 = -685) at rho = 1.8e11 to the smallest subnormal level (a hypothesis
+    draw): qk* = 35.2, so e^{qk0} expm1(qk - qk0) overflowed in the line's Phi (qk - qk0 > 709) and the
+    inversion returned qk = 24.4 (attention 1 - 1.3e-12 against 1 - 2.5e-17); Phi now forms e^qk - e^{qk0}
+    as -e^qk expm1(qk0 - qk) above qk0."""
+    setting = Setting(classes=5, distinct=1, commons=23, m=20, n=1, scale=0.9070026771347051,
+                      qk0=-685.4069425002872, ov0=-1.356169519162858)
+    check_against_reference("CACO", setting, 178402406923.13083, 5e-324, time=True)
 
 
 def test_z_at_loss_is_exact_near_the_initial_loss_and_far_from_it():

@@ -215,6 +215,20 @@ def test_a_sweep_integrated_in_one_compiled_loop_equals_its_solves_bit_for_bit(p
     assert solve([], param, t_max=1.0) == []
 
 
+@pytest.mark.parametrize("sweep", [False, True])
+def test_crossing_states_do_not_depend_on_the_order_of_the_levels(sweep):
+    """A level given after one that is crossed later (record_losses not in crossing order) is read off the
+    step that holds its crossing: the same time and state as when it is recorded alone."""
+    def crossings(levels):
+        options = dict(t_max=1e9, record_losses=levels)
+        return (solve([Setting()], "CACO", **options)[0] if sweep else solve(Setting(), "CACO", **options)).crossings
+
+    both = crossings((1e-3, 0.5))
+    for level in (1e-3, 0.5):
+        alone = crossings((level,))[level]
+        assert both[level][0] == alone[0] and np.array_equal(both[level][1], alone[1]), level
+
+
 def test_a_sweep_refuses_a_member_that_is_not_a_setting():
     with pytest.raises(InputError, match="must be a Setting"):
         solve([Setting(), {"eta_qk": 2.0}], "CACO", t_max=10.0)

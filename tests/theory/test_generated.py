@@ -88,3 +88,16 @@ def test_a_sweep_equals_its_one_at_a_time_solves():
         assert np.array_equal(tr.state, alone.state) and np.array_equal(tr.t, alone.t)
         assert tr.event_t == alone.event_t and tr.crossings[0.3][0] == alone.crossings[0.3][0]
         assert math.isclose(tr.loss[-1], 1e-3, rel_tol=1e-9)
+
+
+@pytest.mark.parametrize("param", ALL_PARAMS)
+def test_generated_frozen_time_equals_the_sympy_law(param):
+    """``frozen_time`` (generated) is :func:`qkdyn.theory.sharpness.frozen_time_law` to round-off."""
+    from qkdyn.theory import sharpness
+
+    law, setting = sharpness.frozen_time_law(param), Setting(classes=5, distinct=7, eta_ov=2.0)
+    alpha0, z0 = sharpness.FROZEN_START
+    values = dict(zip(model.PARAMS, setting.numeric()))
+    for z, a0, start in ((0.7, 0.3, 0.05), (4.0, 0.9, 1.2), (25.0, 0.5, 0.01)):
+        exact = float(sp.N(law.subs({**values, sharpness.z: z, alpha0: a0, z0: start}), 40))
+        assert float(load(param).frozen_time(z, a0, start, setting.numeric())) == pytest.approx(exact, rel=1e-12)

@@ -339,3 +339,9 @@ def qk_law(ov, _a1):
 def qk_law_constant(_a0):
     (K, D, N, m, n, s, eta_QK, eta_OV, b) = _a0
     return shaped((), (1/2)*eta_QK*n*s**2*(K - 1)*(D*K + N)/(K*N*eta_OV*m))[0]
+
+
+def frozen_time(z, alpha0, z0, _a3):
+    (K, D, N, m, n, s, eta_QK, eta_OV, b) = _a3
+    _c0 = K - 1
+    return shaped((z, ), D*(_c0*z - _c0*z0 + numpy.exp(z) - numpy.exp(z0))/(alpha0**2*eta_OV))[0]
