@@ -71,9 +71,9 @@ def _pool(queue: list[tuple[Study, RunSpec]], runs_dir, workers: int) -> Iterato
         _kill_workers(pool)
         pool.shutdown(wait=False, cancel_futures=True)
         raise
-    # every run is in and every worker idle: killed too, not asked to exit, for a worker's own exit (the
-    # interpreter's teardown of torch, numba, sympy and matplotlib) took seconds after the last run
-    _kill_workers(pool)
+    # every run is in: the workers are asked to exit and awaited (killing them here saved the seconds of
+    # their interpreters' teardown, but a killed worker leaves its semaphores to the resource tracker,
+    # which then warns the user of a leak at exit)
     pool.shutdown(wait=True)
 
 

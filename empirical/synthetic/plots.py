@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from matplotlib.lines import Line2D
 
 from qkdyn.figures import colorbar, plt, save_png
 
@@ -57,7 +58,7 @@ def sgd_batch(batches: list, deviations: list, path: Path, param: str) -> None:
 def adam(rows: list, path: Path) -> None:
     """rows: dicts with param, rho, attn_adam, attn_ode; recorded_steps, adam_distance, gd_distance, start_distance.
     Left: attn at matched loss against rho; right: distance from the symmetric subspace / the start's, per step."""
-    fig, (ax, right) = plt.subplots(1, 2, figsize=(9, 3.5))
+    fig, (ax, right) = plt.subplots(1, 2, figsize=(10, 3.5))
     for i, param in enumerate(sorted({r["param"] for r in rows})):
         sel = [r for r in rows if r["param"] == param]
         ax.semilogx([r["rho"] for r in sel], [r["attn_ode"] for r in sel], f"C{i}-", label=f"{param} ODE / GD")
@@ -66,15 +67,19 @@ def adam(rows: list, path: Path) -> None:
     ax.set_ylabel("attn at matched loss")
     ax.legend()
     params, rhos = sorted({r["param"] for r in rows}), sorted({r["rho"] for r in rows})
-    for k, r in enumerate(rows):
+    styles = ("-", "--", "-.", ":")
+    for r in rows:
         steps = np.array(r["recorded_steps"]) + 1
         right.loglog(steps, np.array(r["adam_distance"]) / r["start_distance"], f"C{params.index(r['param'])}",
-                     ls=("-", "--", "-.", ":")[rhos.index(r["rho"]) % 4], label=f"{r['param']} rho={r['rho']:g} Adam")
-        right.loglog(steps, np.array(r["gd_distance"]) / r["start_distance"], color="0.5", lw=0.8,
-                     label="GD, same start" if k == 0 else None)
+                     ls=styles[rhos.index(r["rho"]) % 4])
+        right.loglog(steps, np.array(r["gd_distance"]) / r["start_distance"], color="0.5", lw=0.8)
     right.set_xlabel("step + 1")
     right.set_ylabel("distance from the subspace / at the start")
-    right.legend(fontsize=7)
+    # one entry per form (colour, Adam) and per rho (line style), outside the data
+    handles = ([Line2D([], [], color=f"C{i}", label=f"{p} Adam") for i, p in enumerate(params)]
+               + [Line2D([], [], color="k", ls=styles[j % 4], label=f"rho = {rho:g}") for j, rho in enumerate(rhos)]
+               + [Line2D([], [], color="0.5", lw=0.8, label="GD, same start")])
+    right.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     save_png(fig, path)
 
 
