@@ -160,7 +160,7 @@ def layout_problems(fig, *, drawn: bool = False) -> list[str]:
 def _tick_key(axis) -> tuple:
     """What an axis's ticks (locations, labels, which are drawn) are computed from: its view interval, its
     locators and formatters, the axes' box in pixels (tick spacing) and the figure's resolution."""
-    return (tuple(axis.get_view_interval()), tuple(axis.axes.bbox.bounds), axis.get_figure(root=True).dpi,
+    return (tuple(axis.get_view_interval()), tuple(axis.axes.bbox.bounds), axis.axes.figure.dpi,
             id(axis.major.locator), id(axis.major.formatter), id(axis.minor.locator), id(axis.minor.formatter))
 
 
