@@ -102,7 +102,7 @@ def _blocks(param: str, lay: Layout, width: int) -> list[tuple[str, np.ndarray, 
 @functools.lru_cache(maxsize=16)
 def _orbits(param: str, lay: Layout, width: int) -> np.ndarray:
     """The orbit number under G of each entry of theta (union-find over the generators; a Python loop
-    over every entry and generator, so built once per (param, layout, width): callers must not modify it)."""
+    over every entry and generator, so built once per (param, layout, width) and shared: read-only)."""
     where = {}
     start = 0
     for name, rows, cols in _blocks(param, lay, width):
@@ -127,7 +127,9 @@ def _orbits(param: str, lay: Layout, width: int) -> np.ndarray:
             a, b = find(index), find(where[(name, int(row_perm[r]), int(col_perm[c]))])
             parent[a] = b
     roots = np.array([find(i) for i in range(start)])
-    return np.unique(roots, return_inverse=True)[1]
+    orbit = np.unique(roots, return_inverse=True)[1]
+    orbit.setflags(write=False)  # the cache hands this one array to every caller
+    return orbit
 
 
 class FullFlow:
