@@ -121,13 +121,19 @@ class CircuitsStudy(Study):
             return float(self.overrides["target_loss"])
         if self.target_loss is not None:
             return self.target_loss
+        return self.budget_target(budget)
+
+    def budget_target(self, budget: str) -> float:
+        """The budget's own training-loss target (``"task"``: :data:`TARGET_LOSS` of the task)."""
         target = self.budget(budget)["target"]
         return TARGET_LOSS.get(self.task, 0.0) if target == "task" else float(target)
 
     def cap(self, budget: str) -> float | None:
         """The plan's cap on training to the target, in epochs (None: the preset's own length)."""
-        if self.max_epochs is not None:
-            return self.max_epochs
+        return self.max_epochs if self.max_epochs is not None else self.budget_cap(budget)
+
+    def budget_cap(self, budget: str) -> float | None:
+        """The budget's own cap in epochs (``"task"``: :data:`MAX_EPOCHS` of the task, else the default)."""
         cap = self.budget(budget)["max_epochs"]
         return MAX_EPOCHS.get(self.task, DEFAULT_MAX_EPOCHS) if cap == "task" else cap
 
@@ -178,10 +184,10 @@ class CircuitsStudy(Study):
         if self.controls is not None and self.controls != b["controls"]:
             out.append("no control arms (all parameters x R, QK without the embedding)" if not self.controls
                        else "control arms added")
-        budget_target = TARGET_LOSS.get(self.task, 0.0) if b["target"] == "task" else float(b["target"])
+        budget_target = self.budget_target(budget)
         if self.target(budget) != budget_target:
             out.append(f"target training loss {self.target(budget):g} instead of {budget_target:g}")
-        budget_cap = dataclasses.replace(self, max_epochs=None).cap(budget)
+        budget_cap = self.budget_cap(budget)
         if self.cap(budget) != budget_cap:
             out.append(f"a cap of {self.cap(budget):g} epochs instead of "
                        + ("none" if budget_cap is None else f"{budget_cap:g}"))
