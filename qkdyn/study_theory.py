@@ -116,8 +116,7 @@ class TheoryStudy(Study):
         elif spec.name == "coupled":
             from qkdyn.simulate import claims_coupled
 
-            keys = ("dt", "integrator", "coupling", "coupling_init")
-            cfg = {"variants": [dict(zip(keys, v)) for v in p["cq_variants"]], "rhos": p["cq_rhos"],
+            cfg = {"variants": [dict(zip(claims_coupled.VARIANT_FIELDS, v)) for v in p["cq_variants"]], "rhos": p["cq_rhos"],
                    "t_path": p["cq_t_path"], "points": p["cq_points"], "window": p["cq_window"],
                    "sweep_rhos": p["cq_sweep_rhos"], "levels": p["cq_levels"]}
             claims = claims_coupled.check_all(setting, cfg, scratch)
