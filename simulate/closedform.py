@@ -12,7 +12,7 @@ docs/sharpness.md); this module is its compiled arithmetic, point by point:
 * the matched-loss root of z(ov) = alpha(qk(ov)) ov - z* by safeguarded Newton in s = ov - ov0 (rtsafe),
   started from the quadratic in rho through the previous points' roots (same setting and level);
 * the time, composite 8-node Gauss-Legendre on panels at equal steps of the progress
-  v = z + x + 4|qk| + |u| sampled along the path, summed in logs; the points of one setting and rho (a
+  v = z + 2x + 4|qk| + 2|u| sampled along the path, summed in logs; the points of one setting and rho (a
   grid's levels) share one path: the panels of the path to the farthest level, the panel holding each
   nearer level split there, each time the sum of the panels before it.
 
@@ -269,7 +269,7 @@ def _cover(c, tab, coef, ext, lam_lo, lam_hi):
         ext[1] += 1
 
 
-@_jit
+@_inline
 def _newton_line(c, tab, coef, panel, lam, lo, hi, u):
     """u in [lo, hi] with Phi(u) - Phi(u0) = lam (Phi increasing and convex: monotone Newton); [lo, hi] is
     table panel ``panel`` for a factorized QK circuit (unused for a collapsed one)."""
@@ -488,9 +488,9 @@ def _edges(c, p, addr, work, tab, coef, ext, ov_star, rho, per_panel, polish):
         qk_last, u_last, x_last = qk, u, x
         value = expit(qk + c[_LOG_MN]) * ov[k] + 4.0 * travelled_qk
         if factorized_ov:
-            value += travelled_x
+            value += 2.0 * travelled_x
         if c[_BETA] > 0:
-            value += travelled_u
+            value += 2.0 * travelled_u
         v[0, k] = max(value, v[0, k - 1]) if k > 0 else value
     first, final = v[0, 0], v[0, ov.size - 1]
     needed = math.ceil((final - first) / per_panel)
