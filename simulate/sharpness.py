@@ -112,9 +112,11 @@ class _Problem:
         near both ends, geometric steps over its positive part, and ov = 0 where crossed); a path gets
         max(4, needed) panels; points of one rho, contiguous, share the path to the farthest
         of them, on whose panels (the one holding each nearer point split there) the nearer times are
-        partial sums (the same to the quadrature's accuracy as their own paths'). The integrand is summed in logs
-        (t = e^M sum w e^{log f - M}), so a time near the largest double is finite even where the
-        integrand alone would overflow; a time beyond it is inf (:func:`sharpness` reports it). Unless
+        partial sums (the same to the quadrature's accuracy as their own paths'). Each panel's sum is formed in
+        doubles, dt/dx = (1 + e^{z - log(K-1)}) (1 + e^{-(qk + log(m/n))}) / (eta_OV M_OV), where it lies
+        in (1e-290, 1e290) (no value overflowed or came near it), else in logs (sum w e^{log f - M}), and
+        the panels are summed in logs (t = e^M sum e^{log P_j - M}), so a time near the largest double is
+        finite even where the integrand alone would overflow; a time beyond it is inf (:func:`sharpness` reports it). Unless
         ``polish``, a factorized-QK line is inverted at the nodes from its inverse table (no Newton)."""
         ov_star = np.ascontiguousarray(ov_star, dtype=float).ravel()
         rho = np.ascontiguousarray(np.broadcast_to(np.asarray(rho, dtype=float), ov_star.shape))
