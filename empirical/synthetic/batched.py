@@ -41,9 +41,25 @@ def forward(factors, scale: float, queries: torch.Tensor, log_counts: torch.Tens
     return torch.bmm(attn, torch.bmm(O, V).transpose(1, 2)), attn
 
 
-def grid(task: Task, params: Iterable[str], seeds: Iterable[int], test_size: int) -> dict:
-    """(param, schedule, seed) -> Result for every form x schedule of the task x seed, in one program."""
-    return run(task, [(p, s, seed) for p in params for s in task.qk_factor for seed in seeds], test_size)
+#: float32's unit round-off: the relative size of the seeded perturbation of every gradient (:func:`roundoff`)
+UNIT_ROUNDOFF = 2.0**-24
+
+
+def roundoff(seed: int | None):
+    """None, or ``g -> g (1 + u xi)`` with xi standard normal from a generator seeded ``seed`` and u
+    :data:`UNIT_ROUNDOFF`: each gradient as if its sums were rounded in another order. Rerun under it, a
+    number moves as it does when torch's kernels sum in another order (AVX2, AVX-512, scalar): the size
+    of that movement is the number's round-off sensitivity (tests/qkdyn/test_verify.py)."""
+    if seed is None:
+        return None
+    generator = torch.Generator().manual_seed(seed)
+    return lambda g: g * (1 + UNIT_ROUNDOFF * torch.randn(g.shape, generator=generator, dtype=g.dtype))
+
+
+def grid(task: Task, params: Iterable[str], seeds: Iterable[int], test_size: int, perturb: int | None = None) -> dict:
+    """(param, schedule, seed) -> Result for every form x schedule of the task x seed, in one program
+    (``perturb``: :func:`roundoff`'s seed)."""
+    return run(task, [(p, s, seed) for p in params for s in task.qk_factor for seed in seeds], test_size, perturb)
 
 
 def train(task: Task, param: str, schedule: str, seed: int, test_size: int) -> Result:
@@ -67,13 +83,14 @@ def _stack(batches: list[Batch]) -> Batch:
     return Batch(*(torch.stack(fields) for fields in zip(*batches)))
 
 
-def run(task: Task, arms: list[tuple[str, str, int]], test_size: int) -> dict:
-    """(param, schedule, seed) -> Result for every arm in ``arms``, trained together (module docstring)."""
+def run(task: Task, arms: list[tuple[str, str, int]], test_size: int, perturb: int | None = None) -> dict:
+    """(param, schedule, seed) -> Result for every arm in ``arms``, trained together (module docstring;
+    ``perturb``: :func:`roundoff`'s seed)."""
     with one_thread():
-        return _run(task, arms, test_size)
+        return _run(task, arms, test_size, roundoff(perturb))
 
 
-def _run(task: Task, arms: list[tuple[str, str, int]], test_size: int) -> dict:
+def _run(task: Task, arms: list[tuple[str, str, int]], test_size: int, perturbed) -> dict:
     stream_of, streams, tests = {}, [], []
     for param, _, seed in arms:
         key = (task.stream_key(param), seed)
@@ -157,7 +174,7 @@ def _run(task: Task, arms: list[tuple[str, str, int]], test_size: int) -> dict:
             qk = qk_lr[alive, step]
             ov = torch.full_like(qk, task.base_lr)
             for p, rate in zip(params, (qk * train_A[alive], qk, ov, ov * train_V[alive])):
-                p.sub_(rate[:, None, None] * p.grad)
+                p.sub_(rate[:, None, None] * (p.grad if perturbed is None else perturbed(p.grad)))
                 p.grad = None
             done = ~stop & (horizons[alive] == step + 1)
             if bool(done.any()):
