@@ -178,8 +178,8 @@ def _lockstep(f, g, P, X0, tau_end, rtol, atol, levels, terminal):
     f, g: the addresses of a form's ``rhs_lanes_kernel`` and ``loss_kernel`` (plain integers: the
     integrator is compiled, and cached, once for every form), levels: log loss levels of the events
     (the last one terminal when ``terminal``). Returns per lane (status, steps, nfev, event_tau (NaN
-    where not crossed), final state) and the per-lane dense tables (tau_old, h, y_old, F), lane l's
-    first steps[l] rows its accepted steps, for :func:`evaluate_many`.
+    where not crossed), final state) and the lanes' dense tables (tau_old, h, y_old, F) one after the
+    other (lane l's steps[l] accepted steps after those of the lanes before it), for :func:`evaluate_many`.
     """
     lanes, n = X0.shape
     size = lanes * n
@@ -295,7 +295,14 @@ def _lockstep(f, g, P, X0, tau_end, rtol, atol, levels, terminal):
                 status[l] = TERMINAL_EVENT if stop else REACHED
                 active[l] = False
                 running -= 1
-    return status, steps, nfev, event_tau, np.ascontiguousarray(y.reshape(n, lanes).T), taus, hs, ys, Fs
+    first = np.zeros(lanes + 1, np.int64)
+    first[1:] = np.cumsum(steps)
+    flat_taus, flat_hs = np.empty(first[lanes]), np.empty(first[lanes])
+    flat_ys, flat_Fs = np.empty((first[lanes], n)), np.empty((first[lanes], _POWER, n))
+    for l in range(lanes):  # the lanes' tables one after the other
+        a, b = first[l], first[l + 1]
+        flat_taus[a:b], flat_hs[a:b], flat_ys[a:b], flat_Fs[a:b] = taus[l, :b - a], hs[l, :b - a], ys[l, :b - a], Fs[l, :b - a]
+    return status, steps, nfev, event_tau, np.ascontiguousarray(y.reshape(n, lanes).T), flat_taus, flat_hs, flat_ys, flat_Fs
 
 
 @njit(cache=_CACHE, error_model="numpy")
@@ -337,33 +344,15 @@ def evaluate(taus, hs, ys, Fs, query):
     return evaluate_many(taus, hs, ys, Fs, bounds[:1], np.array([taus.size]), query, bounds).reshape(ys.shape[1], query.size)
 
 
-@njit(cache=_CACHE, error_model="numpy")
 def integrate_many(f, g, P, X0, tau_end, rtol, atol, levels, terminal):
     """Every row of the parameter vectors ``P`` and initial states ``X0`` (one form, the same horizon
-    and levels) integrated in blocks of :data:`LANES` lanes (:func:`_lockstep`). Returns (status,
-    steps, nfev, event_tau, final state) per trajectory (arrays, event_tau (S, levels), final (S, dim))
-    and the dense tables of all of them concatenated: (taus, hs, ys, Fs, first) with trajectory i's steps at first[i]:first[i + 1].
+    and levels) integrated in blocks of :data:`LANES` lanes (:func:`_lockstep`; a block a compiled call,
+    joined here: compiled, the join would have the compiler inline and optimise the whole integrator
+    once more, tripling a fresh install's first compile). Returns (status, steps, nfev, event_tau,
+    final state) per trajectory (arrays, event_tau (S, levels), final (S, dim)) and the dense tables of
+    all of them concatenated: (taus, hs, ys, Fs, first) with trajectory i's steps at first[i]:first[i + 1].
     Each trajectory's numbers are those it has integrated alone (no lane's arithmetic depends on another's)."""
-    S, n = X0.shape
-    status, steps, nfev = np.empty(S, np.int64), np.empty(S, np.int64), np.empty(S, np.int64)
-    event_tau, final = np.empty((S, levels.size)), np.empty((S, n))
-    first = np.zeros(S + 1, np.int64)
-    capacity = 128 * min(S, LANES)
-    taus, hs = np.empty(capacity), np.empty(capacity)
-    ys, Fs = np.empty((capacity, n)), np.empty((capacity, _POWER, n))
-    for lo in range(0, S, LANES):
-        hi = min(lo + LANES, S)
-        status[lo:hi], steps[lo:hi], nfev[lo:hi], event_tau[lo:hi], final[lo:hi], t_b, h_b, y_b, F_b = _lockstep(
-            f, g, P[lo:hi], X0[lo:hi], tau_end, rtol, atol, levels, terminal)
-        end = first[lo] + steps[lo:hi].sum()
-        if end > capacity:
-            capacity = max(2 * capacity, end)
-            taus, hs = np.concatenate((taus, np.empty(capacity - taus.size))), np.concatenate((hs, np.empty(capacity - hs.size)))
-            ys = np.concatenate((ys, np.empty((capacity - ys.shape[0], n))))
-            Fs = np.concatenate((Fs, np.empty((capacity - Fs.shape[0], _POWER, n))))
-        for i in range(lo, hi):
-            a, b = first[i], first[i] + steps[i]
-            taus[a:b], hs[a:b], ys[a:b], Fs[a:b] = t_b[i - lo, :b - a], h_b[i - lo, :b - a], y_b[i - lo, :b - a], F_b[i - lo, :b - a]
-            first[i + 1] = b
-    end = first[S]
-    return status, steps, nfev, event_tau, final, taus[:end], hs[:end], ys[:end], Fs[:end], first
+    blocks = [_lockstep(f, g, P[lo:lo + LANES], X0[lo:lo + LANES], tau_end, rtol, atol, levels, terminal)
+              for lo in range(0, len(X0), LANES)]
+    joined = [parts[0] if len(parts) == 1 else np.concatenate(parts) for parts in zip(*blocks)]
+    return (*joined, np.concatenate([[0], np.cumsum(joined[1])]))
