@@ -74,7 +74,7 @@ class TheoryStudy(Study):
     title = "Theory claims A1-A5 and CQ1-CQ4"
     budgets = {"quick": grid(True), "cpu": grid(False), "gpu": grid(False), "paper": grid(False)}
     claim_names = ("A1", "A2", "A3", "A4", "A5", "CQ1", "CQ2", "CQ3", "CQ4")
-    costs = {"a45": 10.3, "coupled": 7.5, "a1": 3.7, "overview": 3.4, "a2": 3.3, "a3": 2.0}
+    costs = {"a45": 9.4, "coupled": 4.8, "a1": 1.9, "overview": 2.3, "a2": 3.4, "a3": 1.7}
 
     def plan(self, budget: str) -> list[RunSpec]:
         cfg = self.budget(budget)
@@ -116,8 +116,7 @@ class TheoryStudy(Study):
         elif spec.name == "coupled":
             from qkdyn.simulate import claims_coupled
 
-            keys = ("dt", "integrator", "coupling", "coupling_init")
-            cfg = {"variants": [dict(zip(keys, v)) for v in p["cq_variants"]], "rhos": p["cq_rhos"],
+            cfg = {"variants": [dict(zip(claims_coupled.VARIANT_FIELDS, v)) for v in p["cq_variants"]], "rhos": p["cq_rhos"],
                    "t_path": p["cq_t_path"], "points": p["cq_points"], "window": p["cq_window"],
                    "sweep_rhos": p["cq_sweep_rhos"], "levels": p["cq_levels"]}
             claims = claims_coupled.check_all(setting, cfg, scratch)

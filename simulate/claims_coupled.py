@@ -35,12 +35,10 @@ coupled circuit too. Every number printed is computed in the run.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
 from pathlib import Path
 
 import numpy as np
-import sympy as sp
 from scipy.interpolate import CubicSpline
 
 from qkdyn.claims import Claim, Precondition, combine
@@ -61,6 +59,10 @@ def logit(attn):
     return np.log(attn) - np.log1p(-attn)
 
 
+#: the fields of one coupled variant of the theory study's plan (``cq_variants``: lists of these, in order)
+VARIANT_FIELDS = ("dt", "integrator", "coupling", "coupling_init")
+
+
 def coupled(dt: float = 0.2, integrator: str = "euler", coupling: str = "linear", coupling_init: float = 0.5,
             uncoupled: bool = False, **spec_fields) -> Spec:
     """The coupled-QK, collapsed-OV spec of these claims (rank 1, one step, fixed dt, 2 hidden units for
@@ -75,18 +77,6 @@ def control_of(spec: Spec) -> Spec:
     """The MLP-only control of a coupled spec of :func:`coupled` (same dt, f and initial strength)."""
     qk = spec.qk
     return coupled(qk.dt, coupling=qk.coupling, coupling_init=qk.coupling_init, uncoupled=True)
-
-
-@functools.lru_cache(maxsize=None)
-def _metric(spec: Spec):
-    """M_QK(x) as a numeric function of (state, p) (module docstring)."""
-    from qkdyn.theory.model import PARAMS
-    from qkdyn.theory.specflow import derive_spec
-    from qkdyn.theory.specnumeric import lambdify
-
-    d = derive_spec(spec)
-    expr = sum(sp.diff(d.qk, v.symbol) ** 2 / v.orbit for v in d.variables if v.circuit == "QK")
-    return lambdify([list(d.symbols), list(PARAMS)], expr)
 
 
 def collapsed_metric(setting: Setting) -> tuple[float, float]:
@@ -118,7 +108,9 @@ def path(setting: Setting, spec: Spec | str, rho: float, t_max: float, points: i
         tr = solve(changed, spec, t_max=t_max, points=points, at=at)
         return FlowPath(rho, tr.t, tr.qk, tr.ov, tr.attn, closed_rate_factors(tr)["QK"]["closed"])
     tr = solve_spec(changed, spec, t_max=t_max, points=points, at=at)
-    factor = np.broadcast_to(_metric(spec)(tr.state, np.array(setting.numeric())), tr.t.shape)
+    from qkdyn.theory.specnumeric import numeric
+
+    factor = np.broadcast_to(numeric(spec).qk_metric(tr.state, np.array(setting.numeric())), tr.t.shape)
     return FlowPath(rho, tr.t, tr.qk, tr.ov, tr.attn, factor / collapsed_metric(setting)[0])
 
 

@@ -1,9 +1,14 @@
 """Numeric functions of a spec's derivation (:mod:`qkdyn.theory.specflow`), for solving and checking.
 
-The four exact forms carry committed generated modules (:mod:`qkdyn.theory.compiled`); a spec
-written as data gets its functions at run time by ``sympy.lambdify`` of the derived expressions,
-with the stable primitives printed as SciPy's expit and NumPy's logaddexp (no code is read from any
-file: the source is printed from the derivation in this process). ``p`` is Setting.numeric().
+The four exact forms carry committed generated modules (:mod:`qkdyn.theory.compiled`); so do the specs
+of the coupled claims CQ1-CQ4 (:mod:`qkdyn.theory.generated.specs`, written by
+:mod:`qkdyn.theory.generate_specs`: the source ``sympy.lambdify`` prints for them, so their numbers are
+the same). Any other spec written as data gets its functions at run time by ``sympy.lambdify`` of the
+derived expressions (:func:`expressions`), with the stable primitives printed as SciPy's expit and
+NumPy's logaddexp (:data:`PRIMITIVES`; no code is read from any file: the source is printed from the
+derivation in this process). ``p`` is Setting.numeric().
+
+sympy is imported only where a spec is derived (a spec of the generated module needs none of it).
 """
 from __future__ import annotations
 
@@ -12,49 +17,85 @@ import functools
 from typing import Callable
 
 import numpy as np
-import sympy as sp
 from scipy import special
 
-from qkdyn.theory.model import PARAMS, ov0, qk0
-from qkdyn.theory.spec import Spec
-from qkdyn.theory.specflow import derive_spec
-
-_MODULES = [{"expit": special.expit, "softplus": lambda x: np.logaddexp(0, x)}, "numpy"]
+#: the stable primitives of :mod:`qkdyn.theory.functions` as NumPy functions (lambdify's first namespace)
+PRIMITIVES = {"expit": special.expit, "softplus": lambda x: np.logaddexp(0, x)}
+#: the functions of :class:`SpecNumeric` a spec's derivation gives (:func:`expressions`), in order
+FUNCTIONS = ("rhs", "loss", "features", "init", "qk_metric")
 
 
 @dataclasses.dataclass(frozen=True)
 class SpecNumeric:
-    """rhs(x, p), loss(x, p), features(x, p) -> (qk, ov, attn), init(p, qk0, ov0); jac(x, p) is built on
-    first use (the symbolic Jacobian costs seconds and only the implicit integrators need it)."""
+    """rhs(x, p), loss(x, p), features(x, p) -> (qk, ov, attn), init(p, qk0, ov0), qk_metric(x, p) = M_QK(x)
+    (the rate factor's numerator, :func:`expressions`); jac(x, p) is built on first use (the symbolic
+    Jacobian costs seconds and only the implicit integrators need it)."""
 
-    spec: Spec
+    spec: object
     variables: tuple[str, ...]
     rhs: Callable
     loss: Callable
     features: Callable
     init: Callable
+    qk_metric: Callable
 
     def jac(self, x, p) -> np.ndarray:
         return _jacobian(self.spec)(x, p)
 
 
-def lambdify(args, outputs) -> Callable:
-    """``sympy.lambdify`` with the stable primitives; the result returns a float array."""
-    raw = sp.lambdify(args, outputs, modules=_MODULES, cse=True)
+def floats(raw: Callable) -> Callable:
+    """``raw`` returning a float array."""
     return lambda *values: np.asarray(raw(*values), dtype=float)
 
 
-@functools.lru_cache(maxsize=None)
-def numeric(spec: Spec) -> SpecNumeric:
-    """The numeric functions of ``spec`` (cached per spec)."""
+def sympy_lambdify(args, outputs) -> Callable:
+    """``sympy.lambdify`` with the stable primitives (its printed source is what
+    :mod:`qkdyn.theory.generate_specs` commits)."""
+    import sympy as sp
+
+    return sp.lambdify(args, outputs, modules=[PRIMITIVES, "numpy"], cse=True)
+
+
+def lambdify(args, outputs) -> Callable:
+    """:func:`sympy_lambdify` returning a float array."""
+    return floats(sympy_lambdify(args, outputs))
+
+
+def expressions(spec) -> tuple[tuple[str, ...], dict[str, tuple[list, object]]]:
+    """(variable names, {name: (arguments, outputs)} for each of :data:`FUNCTIONS`) from the spec's derivation
+    (x the reduced state, p the parameters, w_i the orbit sizes): the flow dx/dt, the loss, (qk, ov, attn), the
+    initial state, and M_QK(x) = sum_i (d qk / d x_i)^2 / w_i over the QK variables (docs/setting.md)."""
+    import sympy as sp
+
+    from qkdyn.theory.model import PARAMS, ov0, qk0
+    from qkdyn.theory.specflow import derive_spec
+
     d = derive_spec(spec)
     x, p = list(d.symbols), list(PARAMS)
-    return SpecNumeric(
-        spec, tuple(v.name for v in d.variables), lambdify([x, p], list(d.rhs)), lambdify([x, p], d.loss),
-        lambdify([x, p], [d.qk, d.ov, d.attn]), lambdify([p, qk0, ov0], [d.init[v] for v in x]))
+    metric = sum(sp.diff(d.qk, v.symbol) ** 2 / v.orbit for v in d.variables if v.circuit == "QK")
+    outputs = {"rhs": ([x, p], list(d.rhs)), "loss": ([x, p], d.loss), "features": ([x, p], [d.qk, d.ov, d.attn]),
+               "init": ([p, qk0, ov0], [d.init[v] for v in x]), "qk_metric": ([x, p], metric)}
+    return tuple(v.name for v in d.variables), outputs
 
 
 @functools.lru_cache(maxsize=None)
-def _jacobian(spec: Spec) -> Callable:
+def numeric(spec) -> SpecNumeric:
+    """The numeric functions of ``spec`` (cached per spec): the generated ones where
+    :mod:`qkdyn.theory.generated.specs` lists the spec, else lambdified from its derivation."""
+    from qkdyn.theory.generated.specs import SPECS
+
+    found = SPECS.get(repr(spec))
+    if found is not None:
+        variables, raw = found
+        return SpecNumeric(spec, variables, **{name: floats(raw[name]) for name in FUNCTIONS})
+    variables, outputs = expressions(spec)
+    return SpecNumeric(spec, variables, **{name: lambdify(*outputs[name]) for name in FUNCTIONS})
+
+
+@functools.lru_cache(maxsize=None)
+def _jacobian(spec) -> Callable:
+    from qkdyn.theory.model import PARAMS
+    from qkdyn.theory.specflow import derive_spec
+
     d = derive_spec(spec)
     return lambdify([list(d.symbols), list(PARAMS)], d.jacobian)

@@ -132,6 +132,26 @@ def _orbits(param: str, lay: Layout, width: int) -> np.ndarray:
     return orbit
 
 
+def _fix_basis(param: str, lay: Layout, width: int) -> np.ndarray:
+    """Orthonormal basis (columns) of Fix(G): the indicator of each orbit (:func:`_orbits`) over its norm."""
+    orbit = _orbits(param, lay, width)
+    basis = np.zeros((len(orbit), orbit.max() + 1))
+    basis[np.arange(len(orbit)), orbit] = 1.0
+    return basis / np.linalg.norm(basis, axis=0)
+
+
+@functools.lru_cache(maxsize=32)
+def _transverse_basis(param: str, lay: Layout, width: int) -> np.ndarray:
+    """Orthonormal basis (columns) of T = Fix(G)^perp: the left singular vectors of the projection I - F F^T
+    (F = :func:`_fix_basis`) with singular value 1. The SVD is cubic in len(theta) and T depends on (param,
+    layout, width) only, not on the rates: built once for every rho of a diagram and shared, read-only."""
+    F = _fix_basis(param, lay, width)
+    u, sv, _ = np.linalg.svd(np.eye(len(F)) - F @ F.T)
+    basis = u[:, sv > 0.5]
+    basis.setflags(write=False)
+    return basis
+
+
 class FullFlow:
     """The full gradient flow of one setting and parameterisation, on the entries that reach the loss.
 
@@ -189,36 +209,40 @@ class FullFlow:
         return self._function(self._matrices(theta))
 
     def _function(self, M: dict):
-        """(a, B) from the matrices (numpy arrays or torch tensors alike)."""
-        a = (M["W_Q"] @ M["W_K"].T)[0] if "W_Q" in M else M["W_QK"][0]
+        """(a, B) from the matrices (numpy arrays or torch tensors alike; leading dimensions: a batch of states)."""
+        a = (M["W_Q"] @ M["W_K"].swapaxes(-1, -2))[..., 0, :] if "W_Q" in M else M["W_QK"][..., 0, :]
         B = M["W_O"] @ M["W_V"] if "W_O" in M else M["W_OV"]
         return self.setting.scale * a, B
 
     def _matrices(self, theta: np.ndarray) -> dict[str, np.ndarray]:
-        parts = np.split(np.asarray(theta, dtype=float), np.cumsum(self.sizes)[:-1])
-        return {name: v.reshape(len(r), len(c)) for (name, r, c), v in zip(self.blocks, parts)}
+        """The blocks of ``theta`` (..., len(theta)) as matrices (..., rows, columns)."""
+        theta = np.asarray(theta, dtype=float)
+        parts = np.split(theta, np.cumsum(self.sizes)[:-1], axis=-1)
+        return {name: v.reshape(*theta.shape[:-1], len(r), len(c)) for (name, r, c), v in zip(self.blocks, parts)}
 
     def _forward(self, a: np.ndarray, B: np.ndarray):
-        """Per count vector: attention p, label probabilities q, residual r = q - onehot(label)."""
-        u = a + self._log_counts
-        p = np.exp(u - u.max(axis=1, keepdims=True))
-        p /= p.sum(axis=1, keepdims=True)
-        z = p @ B.T
-        q = np.exp(z - z.max(axis=1, keepdims=True))
-        total = q.sum(axis=1, keepdims=True)
+        """Per count vector: attention p, label probabilities q, residual r = q - onehot(label); a (..., n_ctx),
+        B (..., K, n_ctx), the leading dimensions a batch of states (one state: the plain 2-D products)."""
+        u = a[..., None, :] + self._log_counts
+        p = np.exp(u - u.max(axis=-1, keepdims=True))
+        p /= p.sum(axis=-1, keepdims=True)
+        z = p @ B.swapaxes(-1, -2)
+        q = np.exp(z - z.max(axis=-1, keepdims=True))
+        total = q.sum(axis=-1, keepdims=True)
         q /= total
         r = q - self._onehot
         # CE = logsumexp(z) - z_label = -log q_label
-        loss = -float(self._weights @ np.log(q[self._rows, self._labels]))
+        loss = -(np.log(q[..., self._rows, self._labels]) @ self._weights)
         return loss, p, q, r
 
     def function_gradient(self, a: np.ndarray, B: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
-        """(L, dL/da, dL/dB): g = B^T r per count vector, dL/da = sum w p (g - p.g), dL/dB = sum w r p^T."""
+        """(L, dL/da, dL/dB): g = B^T r per count vector, dL/da = sum w p (g - p.g), dL/dB = sum w r p^T
+        (leading dimensions of a, B: a batch of states)."""
         loss, p, _, r = self._forward(a, B)
         wr = self._weights[:, None] * r
         g = wr @ B
-        d_a = (p * (g - (p * g).sum(axis=1, keepdims=True))).sum(axis=0)
-        return loss, d_a, wr.T @ p
+        d_a = (p * (g - (p * g).sum(axis=-1, keepdims=True))).sum(axis=-2)
+        return loss, d_a, wr.swapaxes(-1, -2) @ p
 
     def gradient(self, theta: np.ndarray, with_loss: bool = False):
         """grad L(theta), by the chain rule through the factors (a = s W_Q[q] W_K^T, B = W_O W_V);
@@ -248,22 +272,31 @@ class FullFlow:
 
             L_BB[(l,x),(l',x')] = sum w Q_ll' p_x p_x'
             L_Ba[(l,x), y]      = sum w ((Q B P)_ly p_x + r_l P_xy)
-            L_aa[x, y]          = sum w (P B^T Q B P + diag(p g~) - p (p g~)^T - (p g~) p^T)_xy"""
+            L_aa[x, y]          = sum w (P B^T Q B P + diag(p g~) - p (p g~)^T - (p g~) p^T)_xy
+
+        a (..., n_ctx) and B (..., K, n_ctx): the leading dimensions are a batch of states, each its own Hessian."""
         _, p, q, r = self._forward(a, B)
         w = self._weights
-        P = np.einsum("ix,xy->ixy", p, np.eye(len(a))) - p[:, :, None] * p[:, None, :]
-        Q = np.einsum("il,lk->ilk", q, np.eye(len(B))) - q[:, :, None] * q[:, None, :]
-        BP = np.einsum("kx,ixy->iky", B, P)
-        QBP = np.einsum("ilk,iky->ily", Q, BP)
+        lead, n_ctx, K = a.shape[:-1], a.shape[-1], B.shape[-2]
+        n_cv = len(w)  # count vectors, summed over by the products below (matrix products: BLAS)
+        mT = lambda x: x.swapaxes(-1, -2)  # noqa: E731
+        P = p[..., :, None] * np.eye(n_ctx) - p[..., :, None] * p[..., None, :]
+        Q = q[..., :, None] * np.eye(K) - q[..., :, None] * q[..., None, :]
+        BP = B[..., None, :, :] @ P  # (..., i, l, y)
+        QBP = Q @ BP
         g = r @ B
-        pg = p * (g - (p * g).sum(axis=1, keepdims=True))
+        pg = p * (g - (p * g).sum(axis=-1, keepdims=True))
         wp = w[:, None] * p
-        h_bb = np.einsum("ilk,ixy->lxky", Q, wp[:, :, None] * p[:, None, :]).reshape(B.size, B.size)
-        h_ba = (np.einsum("ily,ix->lxy", QBP, wp)
-                + np.einsum("il,ixy->lxy", w[:, None] * r, P)).reshape(B.size, len(a))
-        h_aa = (np.einsum("ilx,ily->xy", BP * w[:, None, None], QBP)
-                + np.diag(w @ pg) - wp.T @ pg - (w[:, None] * pg).T @ p)
-        return np.block([[h_aa, h_ba.T], [h_ba, h_bb]])
+        outer = (wp[..., :, None] * p[..., None, :]).reshape(*lead, n_cv, n_ctx * n_ctx)  # w p_x p_y
+        h_bb = (mT(Q.reshape(*lead, n_cv, K * K)) @ outer).reshape(*lead, K, K, n_ctx, n_ctx)
+        h_bb = h_bb.swapaxes(-3, -2).reshape(*lead, K * n_ctx, K * n_ctx)
+        h_ba = ((mT(wp) @ QBP.reshape(*lead, n_cv, K * n_ctx)).reshape(*lead, n_ctx, K, n_ctx).swapaxes(-3, -2)
+                + (mT(w[:, None] * r) @ P.reshape(*lead, n_cv, n_ctx * n_ctx)).reshape(*lead, K, n_ctx, n_ctx))
+        h_ba = h_ba.reshape(*lead, K * n_ctx, n_ctx)
+        h_aa = (mT((BP * w[:, None, None]).reshape(*lead, n_cv * K, n_ctx)) @ QBP.reshape(*lead, n_cv * K, n_ctx)
+                + (w @ pg)[..., :, None] * np.eye(n_ctx) - mT(wp) @ pg - mT(w[:, None] * pg) @ p)
+        return np.concatenate([np.concatenate([h_aa, mT(h_ba)], axis=-1), np.concatenate([h_ba, h_bb], axis=-1)],
+                              axis=-2)
 
     def hessian(self, theta: np.ndarray) -> np.ndarray:
         """hess L(theta) for every parameterisation, exactly, by the chain rule through the function
@@ -273,45 +306,47 @@ class FullFlow:
             C[W_Q[q,i], W_K[y,j]] = s dL/da_y delta_ij,   C[W_O[l,i], W_V[j,x]] = dL/dB_lx delta_ij
 
         (the second derivatives of the bilinear maps, weighted by the function gradient; C = 0 for
-        collapsed circuits), with L_ff from :meth:`function_hessian`."""
+        collapsed circuits), with L_ff from :meth:`function_hessian`. ``theta`` (..., len(theta)): the
+        leading dimensions are a batch of states (the Hessians of a whole trajectory at once)."""
         M = self._matrices(theta)
         a, B = self._function(M)
         _, d_a, d_B = self.function_gradient(a, B)
         h_ff = self.function_hessian(a, B)
-        s, n_ctx, K = self.setting.scale, len(a), len(B)
+        s, n_ctx, K, r = self.setting.scale, a.shape[-1], B.shape[-2], self.width
+        lead, size = a.shape[:-1], sum(self.sizes)
         offsets = dict(zip((b[0] for b in self.blocks), np.cumsum([0, *self.sizes[:-1]])))
-        J = np.zeros((n_ctx + B.size, len(theta)))
-        C = np.zeros((len(theta), len(theta)))
+        J = np.zeros((*lead, n_ctx + K * n_ctx, size))
+        C = np.zeros((*lead, size, size))
         rows_a, rows_b = slice(0, n_ctx), slice(n_ctx, None)
-        for name, size in zip(offsets, self.sizes):
-            cols = slice(offsets[name], offsets[name] + size)
-            J[{"W_QK": rows_a, "W_Q": rows_a, "W_K": rows_a}.get(name, rows_b), cols] = {
-                "W_QK": lambda: s * np.eye(n_ctx), "W_OV": lambda: np.eye(B.size),
-                "W_Q": lambda: s * M["W_K"], "W_K": lambda: s * np.kron(np.eye(n_ctx), M["W_Q"]),
-                "W_O": lambda: np.kron(np.eye(K), M["W_V"].T), "W_V": lambda: np.kron(M["W_O"], np.eye(n_ctx))}[name]()
-        r = self.width
+        eye = lambda k: np.broadcast_to(np.eye(k), (*lead, k, k))  # noqa: E731
+        for name, width in zip(offsets, self.sizes):  # the blocks of J: df / d(the block's entries), row-major
+            cols = slice(offsets[name], offsets[name] + width)
+            J[..., {"W_QK": rows_a, "W_Q": rows_a, "W_K": rows_a}.get(name, rows_b), cols] = {
+                "W_QK": lambda: s * eye(n_ctx), "W_OV": lambda: eye(K * n_ctx),
+                "W_Q": lambda: s * M["W_K"],  # da_y / dW_Q[q, i] = s W_K[y, i]
+                "W_K": lambda: s * np.einsum("xy,...i->...xyi", np.eye(n_ctx), M["W_Q"][..., 0, :]).reshape(
+                    *lead, n_ctx, n_ctx * r),  # da_x / dW_K[y, i] = s delta_xy W_Q[q, i]
+                "W_O": lambda: np.einsum("lm,...ix->...lxmi", np.eye(K), M["W_V"]).reshape(
+                    *lead, K * n_ctx, K * r),  # dB_lx / dW_O[m, i] = delta_lm W_V[i, x]
+                "W_V": lambda: np.einsum("...li,xy->...lxiy", M["W_O"], np.eye(n_ctx)).reshape(
+                    *lead, K * n_ctx, r * n_ctx)}[name]()  # dB_lx / dW_V[i, y] = W_O[l, i] delta_xy
         if "W_Q" in offsets:
-            C[offsets["W_Q"]:offsets["W_Q"] + r, offsets["W_K"]:offsets["W_K"] + n_ctx * r] = s * np.kron(d_a[None, :], np.eye(r))
+            C[..., offsets["W_Q"]:offsets["W_Q"] + r, offsets["W_K"]:offsets["W_K"] + n_ctx * r] = s * np.einsum(
+                "...y,ij->...iyj", d_a, np.eye(r)).reshape(*lead, r, n_ctx * r)
         if "W_O" in offsets:
-            C[offsets["W_O"]:offsets["W_O"] + K * r, offsets["W_V"]:offsets["W_V"] + r * n_ctx] = np.einsum(
-                "ij,lx->lijx", np.eye(r), d_B).reshape(K * r, r * n_ctx)
+            C[..., offsets["W_O"]:offsets["W_O"] + K * r, offsets["W_V"]:offsets["W_V"] + r * n_ctx] = np.einsum(
+                "ij,...lx->...lijx", np.eye(r), d_B).reshape(*lead, K * r, r * n_ctx)
         J_t = torch.as_tensor(J)  # the product in torch (one thread under one_thread(); see linearisation)
-        return (J_t.T @ torch.as_tensor(h_ff) @ J_t).numpy() + C + C.T
+        return (J_t.mT @ torch.as_tensor(h_ff) @ J_t).numpy() + C + C.swapaxes(-1, -2)
 
     @functools.cached_property
     def fix_basis(self) -> np.ndarray:
         """Orthonormal basis (columns) of Fix(G): normalised orbit indicators (:func:`_orbits`)."""
-        orbit = _orbits(self.param, self.lay, self.width)
-        basis = np.zeros((len(orbit), orbit.max() + 1))
-        basis[np.arange(len(orbit)), orbit] = 1.0
-        return basis / np.linalg.norm(basis, axis=0)
+        return _fix_basis(self.param, self.lay, self.width)
 
-    @functools.cache
     def transverse_basis(self) -> np.ndarray:
-        """Orthonormal basis (columns) of T = Fix(G)^perp."""
-        B = self.fix_basis
-        u, sv, _ = np.linalg.svd(np.eye(len(B)) - B @ B.T)
-        return u[:, sv > 0.5]
+        """Orthonormal basis (columns) of T = Fix(G)^perp (:func:`_transverse_basis`)."""
+        return _transverse_basis(self.param, self.lay, self.width)
 
     def embed(self, x: np.ndarray) -> np.ndarray:
         """theta of the reduced state ``x`` (variables of qkdyn.theory.model): the embedding
@@ -404,13 +439,14 @@ def linearisation(setting, until_loss: float, points: int = POINTS, param: str =
     # S_k = A^T H_k A, A = E^{1/2} T, batched; the products and the symmetric eigenproblems in torch: it
     # honours torch.set_num_threads(1) (numpy's BLAS threads only contend; 16x slower on 2 busy cores)
     A = torch.as_tensor(root[:, None] * T)
-    S_t = A.T @ torch.as_tensor(np.array([flow.hessian(th) for th in thetas])) @ A
+    S_t = A.T @ torch.as_tensor(flow.hessian(np.array(thetas))) @ A
     rate = torch.linalg.eigvalsh(-S_t).max(dim=1).values.numpy()
     dt = np.diff(tr.t)
     bound = np.concatenate([[0.0], np.cumsum(0.5 * dt * (rate[1:] + rate[:-1]))])
     propagator, log_gain = torch.eye(T.shape[1], dtype=DTYPE), [0.0]
-    for k, h in enumerate(dt):  # the product, renormalised at every step (it may exceed 1e300)
-        w, U = torch.linalg.eigh(-0.5 * h * (S_t[k] + S_t[k + 1]))  # exp of a symmetric matrix
+    # exp(-S_k dt_k) of each step from the eigenpairs of the symmetric -(S_k + S_k+1) dt_k / 2, all in one call
+    steps_w, steps_U = torch.linalg.eigh(-0.5 * torch.as_tensor(dt)[:, None, None] * (S_t[:-1] + S_t[1:]))
+    for w, U in zip(steps_w, steps_U):  # the product, renormalised at every step (it may exceed 1e300)
         propagator = (U * torch.exp(w)) @ (U.T @ propagator)
         norm = float(torch.linalg.matrix_norm(propagator, ord=2))
         log_gain.append(log_gain[-1] + math.log(norm))

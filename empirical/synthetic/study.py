@@ -32,7 +32,7 @@ class A6Study(Study):
     name = "a6"
     title = "Claim A6: GD, SGD and Adam on the matrix model follow the ODE"
     claim_names = ("A6", "A6-adam")
-    costs = {"gd_sgd": 12.4, "adam": 2.8, "nonsymmetric": 1.5, "long_horizon": 0.8}
+    costs = {"gd_sgd": 14.8, "adam": 3.8, "nonsymmetric": 1.9, "long_horizon": 0.9}
 
     @property
     def budgets(self):
@@ -65,7 +65,7 @@ class StabilityStudy(Study):
     name = "stability"
     title = "Claim SUB: stability of the symmetric subspace"
     claim_names = ("SUB",)
-    costs = {"sub": 21.3}
+    costs = {"sub": 12.5}
     budgets = {"quick": {"quick": True}, "cpu": {"quick": False}, "gpu": {"quick": False}, "paper": {"quick": False}}
 
     def plan(self, budget):
@@ -86,7 +86,7 @@ class SampledStudy(Study):
     name = "sampled"
     title = "Claims A4/A5 on the sampled generators"
     claim_names = ("A4-sampled-clean", "A5-sampled-clean", "A4-sampled-authors", "A5-sampled-authors")
-    costs = {"authors": 23.0, "clean": 14.1}
+    costs = {"authors": 26.8, "clean": 16.1}
 
     @property
     def budgets(self):
@@ -114,7 +114,7 @@ class FixedAttentionStudy(Study):
     name = "fixed-attention"
     title = "Claim FA: with attention fixed, the loss falls faster the more attention sits on distinct tokens"
     claim_names = ("FA",)
-    costs = {"collapsed": 4.7, "factorized": 5.1}
+    costs = {"collapsed": 5.1, "factorized": 3.8}
     plot = "fixed_attention.png"
 
     @property

@@ -41,6 +41,41 @@ class PlainSGD:
                     p.add_(p.grad, alpha=-group["lr"])
 
 
+class PlainAdam(PlainSGD):
+    """``torch.optim.Adam`` (betas (0.9, 0.999), eps 1e-8, no weight decay, its single-tensor path, the
+    one it takes on the CPU) written out with the same tensor operations in the same order, so every step is
+    the same to the last bit (a test). Per parameter theta with gradient g, at step k = 1, 2, ...:
+
+        m <- m + (1 - beta1) (g - m),   v <- beta2 v + (1 - beta2) g^2,
+        theta <- theta - (lr_g / (1 - beta1^k)) m / (sqrt(v) / sqrt(1 - beta2^k) + eps)
+
+    Constructing ``torch.optim.Adam`` imports ``torch._dynamo`` (~1.5 CPU-s in every process that does), and
+    its ``step`` costs more dispatch than these small updates. Same ``param_groups`` / ``zero_grad`` / ``step``."""
+
+    betas, eps = (0.9, 0.999), 1e-8
+
+    def __init__(self, groups: list[dict]):
+        super().__init__(groups)
+        self.state: dict = {}  # parameter -> [k, m, v]
+
+    @torch.no_grad()
+    def step(self) -> None:
+        beta1, beta2 = self.betas
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if p not in self.state:
+                    self.state[p] = [0, torch.zeros_like(p), torch.zeros_like(p)]
+                state = self.state[p]
+                state[0] += 1
+                k, m, v = float(state[0]), state[1], state[2]
+                m.lerp_(p.grad, 1 - beta1)
+                v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
+                denom = (v.sqrt() / (1 - beta2**k) ** 0.5).add_(self.eps)
+                p.addcdiv_(m, denom, value=-(group["lr"] / (1 - beta1**k)))
+
+
 def make_optimizer(model: AttentionHead, kind: str, step: float, eta_qk: float, eta_ov: float):
     """One group per circuit, learning rate step * eta_c."""
     groups = [{"params": model.circuit_parameters("QK"), "lr": step * eta_qk},
@@ -48,7 +83,7 @@ def make_optimizer(model: AttentionHead, kind: str, step: float, eta_qk: float, 
     if kind in ("gd", "sgd"):
         return PlainSGD(groups)
     if kind == "adam":
-        return torch.optim.Adam(groups, lr=step)
+        return PlainAdam(groups)
     raise ValueError(f"unknown optimizer {kind!r}")
 
 

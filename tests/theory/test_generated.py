@@ -135,3 +135,44 @@ def test_generated_frozen_time_equals_the_sympy_law(param):
     for z, a0, start in ((0.7, 0.3, 0.05), (4.0, 0.9, 1.2), (25.0, 0.5, 0.01)):
         exact = float(sp.N(law.subs({**values, sharpness.z: z, alpha0: a0, z0: start}), 40))
         assert float(load(param).frozen_time(z, a0, start, setting.numeric())) == pytest.approx(exact, rel=1e-12)
+
+
+def test_committed_spec_module_equals_what_the_derivations_generate_now():
+    from qkdyn.theory import generate_specs
+
+    assert generate_specs.PATH.read_text() == generate_specs.generate_source(), \
+        "run `python -m qkdyn.theory.generate_specs`"
+
+
+def test_generated_spec_functions_equal_the_sympy_expressions_on_random_states():
+    """Every spec of the coupled claims: its committed functions (what numeric(spec) returns; no derivation is
+    done for it) against its derived expressions in 40-digit arithmetic, at random states and settings."""
+    from qkdyn.theory import generate_specs, specflow, specnumeric
+    from qkdyn.theory.generated.specs import SPECS
+
+    def derive(spec):
+        raise AssertionError(f"{spec.name} was derived: numeric() should have found its generated functions")
+
+    specs = generate_specs.specs()
+    assert set(SPECS) == {repr(spec) for spec in specs}
+    specnumeric.numeric.cache_clear()
+    rng = np.random.default_rng(11)
+    for spec in specs:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(specflow, "derive_spec", derive)
+            functions = specnumeric.numeric(spec)
+        variables, outputs = specnumeric.expressions(spec)
+        assert functions.variables == variables
+        setting = Setting(eta_qk=float(rng.uniform(0.1, 5)), scale=float(rng.uniform(0.5, 2)))
+        p, x = setting.numeric(), 0.5 * rng.normal(size=len(variables))
+        (x_symbols, p_symbols), _ = outputs["rhs"]
+        values = {**dict(zip(p_symbols, p)), **dict(zip(x_symbols, x))}
+        for name in ("rhs", "loss", "features", "qk_metric"):
+            exprs = outputs[name][1]
+            exact = np.array([_exact(e, values) for e in (exprs if isinstance(exprs, list) else [exprs])])
+            got = np.atleast_1d(getattr(functions, name)(x, p))
+            np.testing.assert_allclose(got, exact, rtol=1e-12, atol=1e-15 * max(np.abs(exact).max(), 1e-300),
+                                       err_msg=f"{spec.name}: {name}")
+        (_, qk0, ov0), init = outputs["init"]
+        exact = np.array([_exact(e, {**dict(zip(p_symbols, p)), qk0: 0.3, ov0: 0.7}) for e in init])
+        np.testing.assert_allclose(functions.init(p, 0.3, 0.7), exact, rtol=1e-12, atol=1e-15)

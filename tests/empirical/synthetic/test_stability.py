@@ -34,6 +34,25 @@ def test_closed_form_hessian_is_autograd_hessian(param):
     assert np.allclose(flow.hessian(theta), reference, rtol=1e-10, atol=1e-14)
 
 
+@pytest.mark.parametrize("param", ["CACO", "FACO", "CAFO", "FAFO"])
+def test_hessians_of_a_batch_of_states_are_each_states_hessian(param):
+    """hessian on a (points, len(theta)) batch (what linearisation evaluates along a trajectory) equals the
+    Hessian of each state alone, to round-off; so do the batched loss, gradient and function Hessian."""
+    flow = st.FullFlow(Setting(classes=3, distinct=2, commons=2, m=2, n=3, scale=1.3), param, width=4)
+    thetas = np.random.default_rng(5).standard_normal((6, sum(flow.sizes)))
+    batch = flow.hessian(thetas)
+    assert batch.shape == (6, len(flow.eta), len(flow.eta))
+    for theta, hessian in zip(thetas, batch):
+        assert np.allclose(hessian, flow.hessian(theta), rtol=1e-13, atol=1e-15)
+    a, B = flow.function(thetas)
+    loss, d_a, d_B = flow.function_gradient(a, B)
+    for i in range(len(thetas)):
+        one = flow.function_gradient(a[i], B[i])
+        assert loss[i] == pytest.approx(float(one[0]), rel=1e-14)
+        assert np.allclose(d_a[i], one[1], rtol=1e-13, atol=1e-15) and np.allclose(d_B[i], one[2], rtol=1e-13,
+                                                                                      atol=1e-15)
+
+
 def test_symmetric_subspace_is_the_reduced_state_and_is_invariant():
     """For CACO, Fix(G) has one dimension per reduced variable, holds every embedded state, and the
     full model's gradient there has no transverse part (the subspace is invariant)."""
