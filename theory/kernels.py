@@ -139,7 +139,7 @@ def lane_exp(x):
 @njit(cache=_CACHE, error_model="numpy", inline="always")
 def lane_expit(x):
     e = lane_exp(-abs(x))
-    return 1.0 / (1.0 + e) if x >= 0 else e / (1.0 + e)
+    return (1.0 if x >= 0 else e) / (1.0 + e)  # expit's two branches, the numerator chosen: one division
 
 
 def lambertw_lower(x):
