@@ -12,7 +12,9 @@ docs/sharpness.md); this module is its compiled arithmetic, point by point:
 * the matched-loss root of z(ov) = alpha(qk(ov)) ov - z* by safeguarded Newton in s = ov - ov0 (rtsafe),
   started from the quadratic in rho through the previous points' roots (same setting and level);
 * the time, composite 8-node Gauss-Legendre on panels at equal steps of the progress
-  v = z + x + 4|qk| + |u| sampled along the path, summed in logs.
+  v = z + x + 4|qk| + |u| sampled along the path, summed in logs; the points of one setting and rho (a
+  grid's levels) share one path: the panels of the path to the farthest level, the panel holding each
+  nearer level split there, each time the sum of the panels before it.
 
 The per-form maths comes from the sympy derivation only: Psi(a + s) - Psi(a) and the balanced M_OV
 are the generated C kernels ``psi_gain_kernel`` and ``m_ov_kernel`` of :mod:`qkdyn.theory.generated`,
@@ -452,10 +454,17 @@ def _log_dt_dx(c, p, addr, work, ov, qk):
     return value - math.log(_m_ov(c, p, addr, work, 1.0 if c[_FOV] > 0 else ov))
 
 
+@_inline
+def _y(c, ov):
+    """The integration variable measured from the start: x - x(ov0), x = log |ov| (factorized OV) or ov."""
+    return math.log1p((ov - c[_OV0]) / c[_OV0]) if c[_FOV] > 0 else ov - c[_OV0]
+
+
 @_jit
-def _time(c, p, addr, work, tab, coef, ext, ov_star, rho, per_panel, polish):
-    """t = int dt/dx dx by Gauss-Legendre on max(4, needed) panels at equal steps of the progress v sampled
-    along the path (see :meth:`qkdyn.simulate.sharpness._Problem.time_to`); inf beyond the largest double."""
+def _edges(c, p, addr, work, tab, coef, ext, ov_star, rho, per_panel, polish):
+    """y at the edges of max(4, needed) panels at equal steps of the progress v sampled along the path
+    ov0 -> ov_star (see :meth:`qkdyn.simulate.sharpness._Problem.time_to`); empty where the time is
+    beyond the largest double."""
     ov0, factorized_ov = c[_OV0], c[_FOV] > 0
     nf, ng = PATH_FRACTIONS.size, GEOMETRIC.size
     ov = np.empty(nf + ng + 1)
@@ -495,34 +504,66 @@ def _time(c, p, addr, work, tab, coef, ext, ov_star, rho, per_panel, polish):
         if peak < LOG_DOUBLE_MAX:
             raise RuntimeError("time quadrature: more than 2^14 panels needed on a path whose time is not beyond "
                                "the largest double")
-        return math.inf
+        return np.empty(0)
     panels = max(4, int(needed))
-    y = np.empty(panels + 1)  # the integration variable measured from the start (y = x - x(ov0))
+    y = np.empty(panels + 1)
     for j in range(panels + 1):
         level = first + (final - first) * (j / panels)
         i = min(max(_search(v, 0, 0, ov.size, level, True) - 1, 0), ov.size - 2)
         weight = (level - v[0, i]) / (v[0, i + 1] - v[0, i]) if v[0, i + 1] > v[0, i] else 0.0
         edge = ov[i] + _clip(weight, 0.0, 1.0) * (ov[i + 1] - ov[i])
-        edge = ov0 if j == 0 else ov_star if j == panels else edge
-        y[j] = math.log1p((edge - ov0) / ov0) if factorized_ov else edge - ov0
-    log_f = np.empty((panels, GL_X.size))
-    top = -math.inf
-    for j in range(panels):
-        mid, half = 0.5 * (y[j + 1] + y[j]), 0.5 * (y[j + 1] - y[j])
-        for k in range(GL_X.size):
-            node = mid + half * GL_X[k]
+        y[j] = _y(c, ov0 if j == 0 else ov_star if j == panels else edge)
+    return y
+
+
+@_jit
+def _times(c, p, addr, work, tab, coef, ext, targets, rho, per_panel, polish, t):
+    """t[k] = int dt/dx dx from ov0 to targets[k] (ascending: the order along the path) on one path: the
+    8-node Gauss-Legendre panels of the path to the last target (_edges), each panel holding another
+    target split there, t[k] the sum of the panels before it (in logs: t = e^M sum e^{log P_j - M}).
+    Returns False, t untouched, where the last target's time is beyond the largest double (the nearer
+    ones may not be: their own paths decide)."""
+    y = _edges(c, p, addr, work, tab, coef, ext, targets[-1], rho, per_panel, polish)
+    if y.size == 0:
+        return False
+    ov0, factorized_ov = c[_OV0], c[_FOV] > 0
+    sign = math.copysign(1.0, ov0) if factorized_ov else 1.0  # y falls as |ov| shrinks
+    edges, at = np.empty(y.size + targets.size), np.empty(targets.size, dtype=np.int64)
+    count, a = 0, 0
+    for k in range(targets.size):  # the edges and the targets merged in path order (sign y increasing)
+        target = y[-1] if k == targets.size - 1 else _y(c, targets[k])
+        while a < y.size and sign * y[a] < sign * target:
+            edges[count] = y[a]
+            count, a = count + 1, a + 1
+        if count == 0 or edges[count - 1] != target:
+            edges[count] = target
+            count += 1
+        while a < y.size and sign * y[a] <= sign * target:
+            a += 1
+        at[k] = count - 1
+    top, scaled, k = -math.inf, 0.0, 0
+    log_f = np.empty(GL_X.size)
+    for j in range(count - 1):
+        mid, half = 0.5 * (edges[j + 1] + edges[j]), 0.5 * (edges[j + 1] - edges[j])
+        peak = -math.inf
+        for n in range(GL_X.size):
+            node = mid + half * GL_X[n]
             delta = ov0 * math.expm1(node) if factorized_ov else node
             qk, _ = _qk_u(c, p, addr, work, tab, coef, ext, delta, rho, polish)
-            log_f[j, k] = _log_dt_dx(c, p, addr, work, ov0 + delta, qk)
-            top = max(top, log_f[j, k])
-    sign = math.copysign(1.0, ov0) if factorized_ov else 1.0  # y falls as |ov| shrinks
-    scaled = 0.0
-    for j in range(panels):
+            log_f[n] = _log_dt_dx(c, p, addr, work, ov0 + delta, qk)
+            peak = max(peak, log_f[n])
         inner = 0.0
-        for k in range(GL_X.size):
-            inner += math.exp(log_f[j, k] - top) * GL_W[k]
-        scaled += sign * 0.5 * (y[j + 1] - y[j]) * inner
-    return math.exp(top + math.log(scaled))
+        for n in range(GL_X.size):
+            inner += math.exp(log_f[n] - peak) * GL_W[n]
+        log_panel = peak + math.log(sign * half * inner)
+        if log_panel > top:
+            scaled, top = scaled * math.exp(top - log_panel) + 1.0, log_panel
+        else:
+            scaled += math.exp(log_panel - top)
+        while k < targets.size and at[k] == j + 1:
+            t[k] = math.exp(top + math.log(scaled))
+            k += 1
+    return True
 
 
 @_inline
@@ -560,7 +601,7 @@ def solve_points(constants, params, addr, which, zstar, rho, ov, with_state, wit
     (Setting.numeric()); ``addr``: the addresses of the form's generated psi_gain and m_ov kernels
     and of SPECIAL): with_state, (qk[i], ov[i]) where the loss first reaches z*[i]; with_time, t[i],
     the time to ov[i] (inf beyond the largest double). ``tab``, ``coef``, ``ext``: new_table()."""
-    current = -1
+    current, start = -1, 0
     work = np.empty(3)
     for i in range(which.size):
         s = which[i]
@@ -571,5 +612,15 @@ def solve_points(constants, params, addr, which, zstar, rho, ov, with_state, wit
             _new_edge(c, tab, _CENTER, c[_U0], 0.0)
         if with_state:
             qk[i], ov[i] = _state(c, p, addr, work, tab, coef, ext, zstar[i], rho[i], _warm_start(which, zstar, rho, ov, i))
-        if with_time:
-            t[i] = _time(c, p, addr, work, tab, coef, ext, ov[i], rho[i], per_panel, polish)
+        if with_time and (i == which.size - 1 or which[i + 1] != s or rho[i + 1] != rho[i]):
+            # the points start..i share a setting and rho, hence a path: one quadrature, in the order along it
+            order = start + np.argsort(ov[start:i + 1])
+            times = np.empty(order.size)
+            if not _times(c, p, addr, work, tab, coef, ext, ov[order], rho[i], per_panel, polish, times):
+                times[-1] = math.inf
+                for k in range(order.size - 1):
+                    if not _times(c, p, addr, work, tab, coef, ext, ov[order[k:k + 1]], rho[i], per_panel, polish,
+                                  times[k:k + 1]):
+                        times[k] = math.inf
+            t[order] = times
+            start = i + 1

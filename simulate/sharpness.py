@@ -105,7 +105,9 @@ class _Problem:
 
         The panel edges are placed by monotone interpolation of v sampled on the path (fractions dense
         near both ends, geometric steps over its positive part, and ov = 0 where crossed); a path gets
-        max(4, needed) panels (one kernel call per point: no grouping). The integrand is summed in logs
+        max(4, needed) panels; points of one rho, contiguous, share the path to the farthest
+        of them, on whose panels (the one holding each nearer point split there) the nearer times are
+        partial sums (the same to the quadrature's accuracy as their own paths'). The integrand is summed in logs
         (t = e^M sum w e^{log f - M}), so a time near the largest double is finite even where the
         integrand alone would overflow; a time beyond it is inf (:func:`sharpness` reports it). Unless
         ``polish``, a factorized-QK line is inverted at the nodes from its inverse table (no Newton)."""

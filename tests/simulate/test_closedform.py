@@ -36,3 +36,25 @@ def test_one_kernel_call_over_settings_equals_one_call_per_setting():
         alone = sharpness(Setting(m=int(one)), "FAFO", [0.1, 3.0], 1e-3)
         np.testing.assert_array_equal(grid.attn[:, j], alone.attn)
         np.testing.assert_array_equal(grid.t[:, j], alone.t)
+
+
+
+@pytest.mark.parametrize("param", ALL_PARAMS)
+@pytest.mark.parametrize("setting", [Setting(), Setting(ov0=-0.5, qk0=0.2), Setting(attn0=1e-30, m=3, n=40)])
+def test_the_levels_of_one_path_take_its_partial_sums(param, setting):
+    """Points of one setting and rho share a path: one quadrature to the farthest level, the panel holding
+    each nearer level split there. Their times equal each point's own quadrature (its own panels) to the
+    quadrature's accuracy, for levels in any order and repeated, starts below 0 and tiny attention, and
+    where the farthest level's time is beyond the largest double (inf) but nearer ones are not (FACO from
+    ov0 < 0 at rho = 40)."""
+    from qkdyn.simulate.sharpness import _Problem, reachable_losses
+
+    floor, loss0 = reachable_losses(setting, param)
+    levels = floor + (loss0 - floor) * np.array([0.3, 0.9, 1e-3, 0.3, 0.999, 1e-6])
+    rhos = np.repeat([0.0, 0.05, 1.0, 40.0], levels.size)
+    ov = sharpness(setting, param, rhos, np.tile(levels, 4), time=False).ov
+    problem = _Problem(setting, param)
+    shared = problem.time_to(ov, rhos)
+    alone = [problem.time_to(ov[i:i + 1], rhos[i])[0] for i in range(ov.size)]
+    np.testing.assert_allclose(shared, alone, rtol=1e-12)
+    assert np.any(np.isfinite(shared))
