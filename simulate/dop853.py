@@ -195,10 +195,9 @@ def error_sums(K, i):
 
 
 @njit(cache=_CACHE, error_model="numpy")
-def dense_rows(K, lane, lanes, h, Fs, step):
-    """Fs[lane, step, 3 + r, c] = h sum_j D[r, j] K[j, c lanes + lane] (r = 0..3): a row of the lane's table."""
-    for c in range(Fs.shape[3]):
-        i = c * lanes + lane
+def dense_rows(K, h, out):
+    """out[r] = h sum_j D[r, j] K[j] elementwise (r = 0..3): rows 3..6 of the dense tables."""
+    for i in range(h.size):
         acc = 0.0
         acc += -8.428938276109013 * K[0, i]
         acc += 0.5667149535193777 * K[5, i]
@@ -212,7 +211,7 @@ def dense_rows(K, lane, lanes, h, Fs, step):
         acc += 18.148505520854727 * K[13, i]
         acc += -9.194632392478356 * K[14, i]
         acc += -4.436036387594894 * K[15, i]
-        Fs[lane, step, 3, c] = h * acc
+        out[0, i] = h[i] * acc
         acc = 0.0
         acc += 10.427508642579134 * K[0, i]
         acc += 242.28349177525817 * K[5, i]
@@ -226,7 +225,7 @@ def dense_rows(K, lane, lanes, h, Fs, step):
         acc += -31.139403219565178 * K[13, i]
         acc += -9.35292435884448 * K[14, i]
         acc += 35.81684148639408 * K[15, i]
-        Fs[lane, step, 4, c] = h * acc
+        out[1, i] = h[i] * acc
         acc = 0.0
         acc += 19.985053242002433 * K[0, i]
         acc += -387.0373087493518 * K[5, i]
@@ -240,7 +239,7 @@ def dense_rows(K, lane, lanes, h, Fs, step):
         acc += -60.19669523126412 * K[13, i]
         acc += 84.32040550667716 * K[14, i]
         acc += 11.99229113618279 * K[15, i]
-        Fs[lane, step, 5, c] = h * acc
+        out[2, i] = h[i] * acc
         acc = 0.0
         acc += -25.69393346270375 * K[0, i]
         acc += -154.18974869023643 * K[5, i]
@@ -254,4 +253,4 @@ def dense_rows(K, lane, lanes, h, Fs, step):
         acc += 96.32455395918828 * K[13, i]
         acc += -39.17726167561544 * K[14, i]
         acc += -149.72683625798564 * K[15, i]
-        Fs[lane, step, 6, c] = h * acc
+        out[3, i] = h[i] * acc

@@ -186,6 +186,7 @@ def _lockstep(f, g, P, X0, tau_end, rtol, atol, levels, terminal):
     Pt = np.ascontiguousarray(P.T)
     K = np.empty((16, size))
     y, y_new, work, h_of = np.ascontiguousarray(X0.T).reshape(size), np.empty(size), np.empty(size), np.empty(size)
+    rows = np.empty((_POWER - 3, size))
     scale, one = np.empty(lanes), np.empty(n)
     capacity = 128
     taus, hs = np.empty((lanes, capacity)), np.empty((lanes, capacity))
@@ -255,6 +256,7 @@ def _lockstep(f, g, P, X0, tau_end, rtol, atol, levels, terminal):
         for s in range(_STAGES + 1, 16):  # the extra stages of the dense output
             dop853.stage_state(y, h_of, K, s, work)
             _field(f, tau, _C[s], h, work, Pt, scale, K, s)
+        dop853.dense_rows(K, h_of, rows)  # their rows of the dense tables, every lane at once
         if steps.max() == capacity:
             capacity *= 2
             taus, hs = _grown(taus, capacity // 2, capacity), _grown(hs, capacity // 2, capacity)
@@ -271,7 +273,8 @@ def _lockstep(f, g, P, X0, tau_end, rtol, atol, levels, terminal):
                 Fs[l, step, 1, i] = h[l] * K[0, m] - d0
                 Fs[l, step, 2, i] = 2 * d0 - h[l] * (K[_STAGES, m] + K[0, m])
                 ys[l, step, i] = y[m]
-            dop853.dense_rows(K, l, lanes, h[l], Fs, step)
+                for r in range(_POWER - 3):
+                    Fs[l, step, 3 + r, i] = rows[r, m]
             taus[l, step], hs[l, step] = tau[l], h[l]
             steps[l] += 1
             stop = False

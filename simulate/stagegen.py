@@ -9,7 +9,7 @@ component i of lane l of L, every lane a trajectory with its own step, h[m] = h 
     stage s:      y + h sum_j A[s, j] K[j, m]         (s = 1..15; all elements in one loop)
     solution:     y + h sum_j B[j] K[j, m]            (all elements in one loop)
     error sums:   sum_j K[j, m] E5[j],  sum_j K[j, m] E3[j]
-    dense rows:   h sum_j D[r, j] K[j, i L + l]       (r = 0..3: rows 3..6 of lane l's dense table)
+    dense rows:   h sum_j D[r, j] K[j, m]             (r = 0..3: rows 3..6 of the dense tables; all at once)
 
 written with the coefficients as literals (their exact ``repr``) and the zero ones left out, each sum
 in the table loop's order from an accumulator at +0.0. For finite stages that is the table loop's
@@ -57,11 +57,11 @@ def source() -> str:
     out += ["", "", '@njit(cache=_CACHE, error_model="numpy")', "def error_sums(K, i):",
             '    """(sum_j K[j, i] E5[j], sum_j K[j, i] E3[j]) of element i."""']
     out += _sum(_dop.E5, "e5", "    ", k_first=True) + _sum(_dop.E3, "e3", "    ", k_first=True)
-    out += ["    return e5, e3", "", "", '@njit(cache=_CACHE, error_model="numpy")', "def dense_rows(K, lane, lanes, h, Fs, step):",
-            '    """Fs[lane, step, 3 + r, c] = h sum_j D[r, j] K[j, c lanes + lane] (r = 0..3): a row of the lane\'s table."""',
-            "    for c in range(Fs.shape[3]):", "        i = c * lanes + lane"]
+    out += ["    return e5, e3", "", "", '@njit(cache=_CACHE, error_model="numpy")', "def dense_rows(K, h, out):",
+            '    """out[r] = h sum_j D[r, j] K[j] elementwise (r = 0..3): rows 3..6 of the dense tables."""',
+            "    for i in range(h.size):"]
     for r in range(_dop.D.shape[0]):
-        out += _sum(_dop.D[r], "acc", "        ") + [f"        Fs[lane, step, {3 + r}, c] = h * acc"]
+        out += _sum(_dop.D[r], "acc", "        ") + [f"        out[{r}, i] = h[i] * acc"]
     return "\n".join(out) + "\n"
 
 
