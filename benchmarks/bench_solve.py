@@ -15,8 +15,8 @@ over the rows against a SciPy DOP853 reference at rtol 1e-14. Times are CPU seco
 rounds interleaved, the ratio reported is the median over rounds of (peer's time / qkdyn's time):
 above 1 means qkdyn is faster.
 
-Then a sweep over 64 values of eta_QK (``qkdyn.solve`` given the list of settings: one compiled loop over
-all of them) against a diffrax ``vmap`` of the same solve and a loop of SciPy LSODA solves, per
+Then a sweep over 64 values of eta_QK (``qkdyn.solve`` given the list of settings: one compiled call over
+all of them, in lockstep SIMD lanes) against a diffrax ``vmap`` of the same solve and a loop of SciPy LSODA solves, per
 trajectory, each side's accuracy measured against per-setting references, and the ratio at equal
 accuracy; and the cost of a first call in a fresh process with numba's cache empty (cold) and filled (warm).
 """

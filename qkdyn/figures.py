@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -107,9 +108,12 @@ def _texts(ax, renderer) -> list[tuple[str, Any]]:
     return out
 
 
-def _overlap(a, b, pad: float = 1.0) -> bool:
-    """Bounding boxes intersect by more than ``pad`` pixels in both directions."""
-    return min(a.x1, b.x1) - max(a.x0, b.x0) > pad and min(a.y1, b.y1) - max(a.y0, b.y0) > pad
+def _overlap(a: list, b: list, pad: float = 1.0) -> np.ndarray:
+    """Which bounding boxes intersect by more than ``pad`` pixels in both directions: every box of the list ``a``
+    against every box of ``b`` (a len(a) x len(b) array of booleans)."""
+    a, b = (np.reshape([box.extents for box in boxes], (-1, 4)) for boxes in (a, b))  # rows (x0, y0, x1, y1)
+    span = lambda lo, hi: np.minimum(a[:, None, hi], b[None, :, hi]) - np.maximum(a[:, None, lo], b[None, :, lo])
+    return (span(0, 2) > pad) & (span(1, 3) > pad)
 
 
 def _labelled_by_a_sibling(ax, which: str) -> bool:
@@ -140,20 +144,19 @@ def layout_problems(fig, *, drawn: bool = False) -> list[str]:
                 if not label and not _labelled_by_a_sibling(ax, which):
                     problems.append(f"{where} has no {which} label")
         boxes[index] = _texts(ax, renderer)
-    frames = {index: ax.get_window_extent(renderer) for index, ax in enumerate(axes)}
-    for index, texts in boxes.items():
-        for name, box in texts:
-            for other, frame in frames.items():
-                if other != index and _overlap(box, frame):
-                    problems.append(f"{name} of axes {index} overlaps axes {other}")
-            for other, other_texts in boxes.items():
-                if other > index:
-                    problems += [f"{name} of axes {index} overlaps {other_name} of axes {other}"
-                                 for other_name, other_box in other_texts if _overlap(box, other_box)]
+    frames = [ax.get_window_extent(renderer) for ax in axes]
+    texts = [(index, name, box) for index, found in boxes.items() for name, box in found]  # in axes order
+    owner = np.array([index for index, _, _ in texts], dtype=int)
+    frame_hit = _overlap([b for _, _, b in texts], frames) & (owner[:, None] != np.arange(len(axes)))
+    text_hit = _overlap([b for _, _, b in texts], [b for _, _, b in texts]) & (owner[:, None] < owner[None, :])
+    for i, (index, name, _) in enumerate(texts):  # each text: the other axes it overlaps, then later axes' texts
+        problems += [f"{name} of axes {index} overlaps axes {other}" for other in np.flatnonzero(frame_hit[i])]
+        problems += [f"{name} of axes {index} overlaps {texts[j][1]} of axes {texts[j][0]}"
+                     for j in np.flatnonzero(text_hit[i])]
     title = fig._suptitle
     if title is not None and title.get_text():
-        box = title.get_window_extent(renderer)
-        problems += [f"the figure title overlaps axes {i}" for i, frame in frames.items() if _overlap(box, frame)]
+        hit = _overlap([title.get_window_extent(renderer)], frames)[0]
+        problems += [f"the figure title overlaps axes {i}" for i in np.flatnonzero(hit)]
     return problems
 
 

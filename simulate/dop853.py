@@ -9,38 +9,38 @@ _CACHE = cache_in_tree(__file__)
 
 @njit(cache=_CACHE, error_model="numpy")
 def stage_state(y, h, K, s, out):
-    """out = y + h sum_j A[s, j] K[j] (stage s = 1..15)."""
+    """out = y + h sum_j A[s, j] K[j] elementwise (stage s = 1..15)."""
     if s == 1:
         for i in range(y.size):
             acc = 0.0
             acc += 0.05260015195876773 * K[0, i]
-            out[i] = y[i] + h * acc
+            out[i] = y[i] + h[i] * acc
     elif s == 2:
         for i in range(y.size):
             acc = 0.0
             acc += 0.0197250569845379 * K[0, i]
             acc += 0.0591751709536137 * K[1, i]
-            out[i] = y[i] + h * acc
+            out[i] = y[i] + h[i] * acc
     elif s == 3:
         for i in range(y.size):
             acc = 0.0
             acc += 0.02958758547680685 * K[0, i]
             acc += 0.08876275643042054 * K[2, i]
-            out[i] = y[i] + h * acc
+            out[i] = y[i] + h[i] * acc
     elif s == 4:
         for i in range(y.size):
             acc = 0.0
             acc += 0.2413651341592667 * K[0, i]
             acc += -0.8845494793282861 * K[2, i]
             acc += 0.924834003261792 * K[3, i]
-            out[i] = y[i] + h * acc
+            out[i] = y[i] + h[i] * acc
     elif s == 5:
         for i in range(y.size):
             acc = 0.0
             acc += 0.037037037037037035 * K[0, i]
             acc += 0.17082860872947386 * K[3, i]
             acc += 0.12546768756682242 * K[4, i]
-            out[i] = y[i] + h * acc
+            out[i] = y[i] + h[i] * acc
     elif s == 6:
         for i in range(y.size):
             acc = 0.0
@@ -48,7 +48,7 @@ def stage_state(y, h, K, s, out):
             acc += 0.17025221101954405 * K[3, i]
             acc += 0.06021653898045596 * K[4, i]
             acc += -0.017578125 * K[5, i]
-            out[i] = y[i] + h * acc
+            out[i] = y[i] + h[i] * acc
     elif s == 7:
         for i in range(y.size):
             acc = 0.0
@@ -57,7 +57,7 @@ def stage_state(y, h, K, s, out):
             acc += 0.10726203044637328 * K[4, i]
             acc += -0.015319437748624402 * K[5, i]
             acc += 0.008273789163814023 * K[6, i]
-            out[i] = y[i] + h * acc
+            out[i] = y[i] + h[i] * acc
     elif s == 8:
         for i in range(y.size):
             acc = 0.0
@@ -67,7 +67,7 @@ def stage_state(y, h, K, s, out):
             acc += 27.59209969944671 * K[5, i]
             acc += 20.154067550477894 * K[6, i]
             acc += -43.48988418106996 * K[7, i]
-            out[i] = y[i] + h * acc
+            out[i] = y[i] + h[i] * acc
     elif s == 9:
         for i in range(y.size):
             acc = 0.0
@@ -78,7 +78,7 @@ def stage_state(y, h, K, s, out):
             acc += 15.279233632882423 * K[6, i]
             acc += -33.28821096898486 * K[7, i]
             acc += -0.020331201708508627 * K[8, i]
-            out[i] = y[i] + h * acc
+            out[i] = y[i] + h[i] * acc
     elif s == 10:
         for i in range(y.size):
             acc = 0.0
@@ -90,7 +90,7 @@ def stage_state(y, h, K, s, out):
             acc += 22.739487099350505 * K[7, i]
             acc += 2.4936055526796523 * K[8, i]
             acc += -3.0467644718982196 * K[9, i]
-            out[i] = y[i] + h * acc
+            out[i] = y[i] + h[i] * acc
     elif s == 11:
         for i in range(y.size):
             acc = 0.0
@@ -103,7 +103,7 @@ def stage_state(y, h, K, s, out):
             acc += -8.87285693353063 * K[8, i]
             acc += 12.360567175794303 * K[9, i]
             acc += 0.6433927460157636 * K[10, i]
-            out[i] = y[i] + h * acc
+            out[i] = y[i] + h[i] * acc
     elif s == 12:
         for i in range(y.size):
             acc = 0.0
@@ -115,7 +115,7 @@ def stage_state(y, h, K, s, out):
             acc += -0.1521609496625161 * K[9, i]
             acc += 0.20136540080403034 * K[10, i]
             acc += 0.04471061572777259 * K[11, i]
-            out[i] = y[i] + h * acc
+            out[i] = y[i] + h[i] * acc
     elif s == 13:
         for i in range(y.size):
             acc = 0.0
@@ -127,7 +127,7 @@ def stage_state(y, h, K, s, out):
             acc += 0.00820105229563469 * K[10, i]
             acc += 0.007567897660545699 * K[11, i]
             acc += -0.008298 * K[12, i]
-            out[i] = y[i] + h * acc
+            out[i] = y[i] + h[i] * acc
     elif s == 14:
         for i in range(y.size):
             acc = 0.0
@@ -139,7 +139,7 @@ def stage_state(y, h, K, s, out):
             acc += 0.0003825710908356584 * K[11, i]
             acc += -0.00034046500868740456 * K[12, i]
             acc += 0.1413124436746325 * K[13, i]
-            out[i] = y[i] + h * acc
+            out[i] = y[i] + h[i] * acc
     elif s == 15:
         for i in range(y.size):
             acc = 0.0
@@ -151,12 +151,12 @@ def stage_state(y, h, K, s, out):
             acc += -0.0013990241651590145 * K[12, i]
             acc += 2.9475147891527724 * K[13, i]
             acc += -9.15095847217987 * K[14, i]
-            out[i] = y[i] + h * acc
+            out[i] = y[i] + h[i] * acc
 
 
 @njit(cache=_CACHE, error_model="numpy")
 def solution(y, h, K, out):
-    """out = y + h sum_j B[j] K[j]."""
+    """out = y + h sum_j B[j] K[j] elementwise."""
     for i in range(y.size):
         acc = 0.0
         acc += 0.054293734116568765 * K[0, i]
@@ -167,12 +167,12 @@ def solution(y, h, K, out):
         acc += -0.1521609496625161 * K[9, i]
         acc += 0.20136540080403034 * K[10, i]
         acc += 0.04471061572777259 * K[11, i]
-        out[i] = y[i] + h * acc
+        out[i] = y[i] + h[i] * acc
 
 
 @njit(cache=_CACHE, error_model="numpy")
 def error_sums(K, i):
-    """(sum_j K[j, i] E5[j], sum_j K[j, i] E3[j]) of component i."""
+    """(sum_j K[j, i] E5[j], sum_j K[j, i] E3[j]) of element i."""
     e5 = 0.0
     e5 += K[0, i] * 0.01312004499419488
     e5 += K[5, i] * -1.2251564463762044
@@ -195,9 +195,9 @@ def error_sums(K, i):
 
 
 @njit(cache=_CACHE, error_model="numpy")
-def dense_rows(K, h, Fs, step):
-    """Fs[step, 3 + r] = h sum_j D[r, j] K[j] (r = 0..3)."""
-    for i in range(K.shape[1]):
+def dense_rows(K, h, out):
+    """out[r] = h sum_j D[r, j] K[j] elementwise (r = 0..3): rows 3..6 of the dense tables."""
+    for i in range(h.size):
         acc = 0.0
         acc += -8.428938276109013 * K[0, i]
         acc += 0.5667149535193777 * K[5, i]
@@ -211,7 +211,7 @@ def dense_rows(K, h, Fs, step):
         acc += 18.148505520854727 * K[13, i]
         acc += -9.194632392478356 * K[14, i]
         acc += -4.436036387594894 * K[15, i]
-        Fs[step, 3, i] = h * acc
+        out[0, i] = h[i] * acc
         acc = 0.0
         acc += 10.427508642579134 * K[0, i]
         acc += 242.28349177525817 * K[5, i]
@@ -225,7 +225,7 @@ def dense_rows(K, h, Fs, step):
         acc += -31.139403219565178 * K[13, i]
         acc += -9.35292435884448 * K[14, i]
         acc += 35.81684148639408 * K[15, i]
-        Fs[step, 4, i] = h * acc
+        out[1, i] = h[i] * acc
         acc = 0.0
         acc += 19.985053242002433 * K[0, i]
         acc += -387.0373087493518 * K[5, i]
@@ -239,7 +239,7 @@ def dense_rows(K, h, Fs, step):
         acc += -60.19669523126412 * K[13, i]
         acc += 84.32040550667716 * K[14, i]
         acc += 11.99229113618279 * K[15, i]
-        Fs[step, 5, i] = h * acc
+        out[2, i] = h[i] * acc
         acc = 0.0
         acc += -25.69393346270375 * K[0, i]
         acc += -154.18974869023643 * K[5, i]
@@ -253,4 +253,4 @@ def dense_rows(K, h, Fs, step):
         acc += 96.32455395918828 * K[13, i]
         acc += -39.17726167561544 * K[14, i]
         acc += -149.72683625798564 * K[15, i]
-        Fs[step, 6, i] = h * acc
+        out[3, i] = h[i] * acc

@@ -10,6 +10,13 @@ as literals, :mod:`qkdyn.simulate.dop853`, the same arithmetic as a loop over Sc
 its arguments' conversion, and one compiled integrator serves every form). Every accepted step stores its 7th-order
 dense interpolant (three extra stages), so output rows are read off afterwards at any tau.
 
+Lanes: a sweep's trajectories are integrated in lockstep, up to :data:`LANES` at a time, each lane
+with its own step size, acceptance and events, but every stage evaluated for all lanes in one call of
+the form's ``rhs_lanes_kernel`` and every stage combination in one loop over lanes, both of which the
+compiler runs in SIMD registers (e^tau too, as ``lane_exp``). A lane that has finished (or whose step
+was rejected, for the three dense stages) is carried along and its results ignored. No lane's
+arithmetic depends on another's: a trajectory has the same bits alone (one lane) or in any sweep.
+
 Events: for each loss level L_k, the first step across which g_k = log L(x) - log L_k changes sign
 from positive to non-positive (the loss falls through the level) is located to round-off on the
 dense interpolant by the Illinois variant of regula falsi; the last level may be terminal (the
@@ -26,7 +33,7 @@ from numba.extending import intrinsic
 from scipy.integrate._ivp import dop853_coefficients as _dop
 
 from qkdyn.simulate import dop853
-from qkdyn.theory.kernels import cache_in_tree
+from qkdyn.theory.kernels import cache_in_tree, lane_exp
 
 _CACHE = cache_in_tree(__file__)
 _STAGES = _dop.N_STAGES
@@ -35,20 +42,25 @@ _POWER = _dop.INTERPOLATOR_POWER
 _SAFETY, _MIN_FACTOR, _MAX_FACTOR = 0.9, 0.2, 10.0
 _EXPONENT = -1.0 / 8.0  # -1 / (error estimator order + 1)
 
-#: status codes of :func:`integrate`
+#: status codes of :func:`integrate_many`
 REACHED, TERMINAL_EVENT, STEP_TOO_SMALL = 0, 1, -1
+#: trajectories integrated in lockstep (a block of lanes): wide enough for the SIMD loops, narrow enough
+#: that lanes finishing early idle little and the block's dense tables stay small
+LANES = 32
 
 
 @intrinsic
-def _call_field(typingctx, address, x, p, out):
-    """Call the C kernel at ``address`` as void(double *x, double *p, double *out)."""
+def _call_lanes(typingctx, address, x, p, scale, out, offset, lanes):
+    """Call the C kernel at ``address`` as void(double *x, double *p, double *scale, double *out,
+    int64 lanes) on contiguous arrays, ``out`` from its element ``offset`` on."""
     def codegen(context, builder, signature, args):
-        pointers = [context.make_array(t)(context, builder, v).data for t, v in zip(signature.args[1:], args[1:])]
+        pointers = [context.make_array(t)(context, builder, v).data for t, v in zip(signature.args[1:5], args[1:5])]
+        pointers[3] = builder.gep(pointers[3], [args[5]])
         double = ir.DoubleType().as_pointer()
-        kernel = builder.inttoptr(args[0], ir.FunctionType(ir.VoidType(), [double] * 3).as_pointer())
-        builder.call(kernel, pointers)
+        kernel = builder.inttoptr(args[0], ir.FunctionType(ir.VoidType(), [double] * 4 + [ir.IntType(64)]).as_pointer())
+        builder.call(kernel, pointers + [args[6]])
         return context.get_dummy_value()
-    return types.void(address, x, p, out), codegen
+    return types.void(address, x, p, scale, out, offset, lanes), codegen
 
 
 @intrinsic
@@ -63,22 +75,14 @@ def _call_scalar(typingctx, address, x, p):
 
 
 @njit(cache=_CACHE, error_model="numpy")
-def _field(f, tau, x, p, out):
-    """out = e^tau f(x): the log-time field (f: the address of a form's ``rhs_kernel``)."""
-    _call_field(f, x, p, out)
-    scale = math.exp(tau)
-    for i in range(out.size):
-        out[i] *= scale
-
-
-@njit(cache=_CACHE, error_model="numpy")
-def _field_row(f, tau, x, p, raw, K, row):
-    """K[row] = e^tau f(x), through the scratch vector ``raw`` (indexing K, not taking a view of its
-    row: in the step loop a view per stage cost more than the arithmetic)."""
-    _call_field(f, x, p, raw)
-    scale = math.exp(tau)
-    for i in range(raw.size):
-        K[row, i] = raw[i] * scale
+def _field(f, tau, c, h, x, P, scale, K, row):
+    """K[row, i L + l] = e^(tau[l] + c h[l]) f(x)_i at the state x[i L + l] of every lane l of L: the
+    log-time field at the stage's time (f: the address of a form's ``rhs_lanes_kernel``, P: the lanes'
+    parameter vectors as columns; written straight into K's row, through no view of it)."""
+    lanes = h.size
+    for l in range(lanes):
+        scale[l] = lane_exp(tau[l] + c * h[l])
+    _call_lanes(f, x, P, scale, K, row * x.size, lanes)
 
 
 @njit(cache=_CACHE, error_model="numpy")
@@ -88,11 +92,12 @@ def _log_loss(g, x, p):
 
 
 @njit(cache=_CACHE, error_model="numpy")
-def _rms(v, scale):
-    total = 0.0
-    for i in range(v.size):
-        total += (v[i] / scale[i]) ** 2
-    return math.sqrt(total / v.size)
+def _rms(v, scale, lane, lanes):
+    """The root mean square of v / scale over lane ``lane``'s elements i lanes + lane."""
+    total, n = 0.0, v.size // lanes
+    for i in range(n):
+        total += (v[i * lanes + lane] / scale[i * lanes + lane]) ** 2
+    return math.sqrt(total / n)
 
 
 @njit(cache=_CACHE, error_model="numpy")
@@ -107,17 +112,25 @@ def _dense(taus, hs, ys, Fs, step, tau, out):
 
 
 @njit(cache=_CACHE, error_model="numpy")
-def _first_step(f, p, y0, f0, tau_end, rtol, atol):
-    """SciPy's ``select_initial_step`` for order 8 (Hairer, Norsett and Wanner, II.4)."""
-    scale = atol + np.abs(y0) * rtol
-    d0, d1 = _rms(y0, scale), _rms(f0, scale)
-    h0 = 1e-6 if d0 < 1e-5 or d1 < 1e-5 else 0.01 * d0 / d1
-    h0 = min(h0, tau_end)
-    f1 = np.empty_like(y0)
-    _field(f, h0, y0 + h0 * f0, p, f1)
-    d2 = _rms(f1 - f0, scale) / h0
-    h1 = max(1e-6, h0 * 1e-3) if d1 <= 1e-15 and d2 <= 1e-15 else (0.01 / max(d1, d2)) ** (1.0 / 9.0)
-    return min(100 * h0, h1, tau_end)
+def _first_steps(f, P, y0, K, tau_end, rtol, atol, work, scale):
+    """SciPy's ``select_initial_step`` for order 8 (Hairer, Norsett and Wanner, II.4) in every lane, from
+    the field f0 = K[0] at y0 (elements i L + l); its second field evaluation goes into K[1]."""
+    lanes = scale.size
+    weights = atol + np.abs(y0) * rtol
+    h0, d1 = np.empty(lanes), np.empty(lanes)
+    for l in range(lanes):
+        d0, d1[l] = _rms(y0, weights, l, lanes), _rms(K[0], weights, l, lanes)
+        h0[l] = min(1e-6 if d0 < 1e-5 or d1[l] < 1e-5 else 0.01 * d0 / d1[l], tau_end)
+    for m in range(y0.size):
+        work[m] = y0[m] + h0[m % lanes] * K[0, m]
+    _field(f, np.zeros(lanes), 1.0, h0, work, P, scale, K, 1)
+    for m in range(y0.size):
+        work[m] = K[1, m] - K[0, m]
+    for l in range(lanes):
+        d2 = _rms(work, weights, l, lanes) / h0[l]
+        h1 = max(1e-6, h0[l] * 1e-3) if d1[l] <= 1e-15 and d2 <= 1e-15 else (0.01 / max(d1[l], d2)) ** (1.0 / 9.0)
+        h0[l] = min(100 * h0[l], h1, tau_end)
+    return h0
 
 
 @njit(cache=_CACHE, error_model="numpy")
@@ -149,97 +162,150 @@ def _locate(g, p, level, taus, hs, ys, Fs, step, g_lo, g_hi, work):
 
 
 @njit(cache=_CACHE, error_model="numpy")
-def integrate(f, g, p, y0, tau_end, rtol, atol, levels, terminal):
-    """Integrate dx/dtau = e^tau f(x) from tau = 0 to ``tau_end`` (or to the terminal event).
+def _grown(table, steps, capacity):
+    """A copy of the per-lane table (lanes, old capacity, ...) with room for ``capacity`` steps per lane."""
+    out = np.empty((table.shape[0], capacity) + table.shape[2:])
+    out[:, :steps] = table[:, :steps]
+    return out
 
-    f, g: the addresses of a form's ``rhs_kernel`` and ``loss_kernel`` (plain integers: the
-    integrator is compiled, and cached, once for every form), p: the parameter vector,
-    levels: log loss levels of the events (the last one terminal when ``terminal``).
-    Returns (status, steps, nfev, event_tau (NaN where not crossed), dense table): the table is
-    (tau_old, h, y_old, F) per accepted step, for :func:`evaluate`.
+
+@njit(cache=_CACHE, error_model="numpy")
+def _lockstep(f, g, P, X0, tau_end, rtol, atol, levels, terminal):
+    """Integrate dx/dtau = e^tau f(x) from tau = 0 to ``tau_end`` (or to the terminal event) for every
+    row of the parameter vectors ``P`` and initial states ``X0`` at once, one lane each (lane l's state
+    at the elements i L + l of the flat state vectors, the layout of the lanes kernel).
+
+    f, g: the addresses of a form's ``rhs_lanes_kernel`` and ``loss_kernel`` (plain integers: the
+    integrator is compiled, and cached, once for every form), levels: log loss levels of the events
+    (the last one terminal when ``terminal``). Returns per lane (status, steps, nfev, event_tau (NaN
+    where not crossed), final state) and the lanes' dense tables (tau_old, h, y_old, F) one after the
+    other (lane l's steps[l] accepted steps after those of the lanes before it), for :func:`evaluate_many`.
     """
-    n = y0.size
-    K = np.empty((16, n))
-    capacity = 256
-    taus, hs = np.empty(capacity), np.empty(capacity)
-    ys, Fs = np.empty((capacity, n)), np.empty((capacity, _POWER, n))
-    event_tau = np.full(levels.size, np.nan)
-    y, y_new, scale, work, raw = y0.copy(), np.empty(n), np.empty(n), np.empty(n), np.empty(n)
-    f_now = np.empty(n)
-    _field(f, 0.0, y, p, f_now)
-    nfev = 1
-    h_abs = _first_step(f, p, y, f_now, tau_end, rtol, atol)
-    nfev += 1
-    g_now = np.empty(levels.size)
-    log_loss = _log_loss(g, y, p) if levels.size else 0.0
-    for k in range(levels.size):
-        g_now[k] = log_loss - levels[k]
-    tau, steps, status = 0.0, 0, REACHED
-    while tau < tau_end:
-        min_step = 10 * abs(np.nextafter(tau, np.inf) - tau)
-        h_abs = max(h_abs, min_step)
-        rejected = False
-        while True:
-            if h_abs < min_step:
-                return STEP_TOO_SMALL, steps, nfev, event_tau, taus[:steps], hs[:steps], ys[:steps], Fs[:steps]
-            tau_new = min(tau + h_abs, tau_end)
-            h = tau_new - tau
+    lanes, n = X0.shape
+    size = lanes * n
+    Pt = np.ascontiguousarray(P.T)
+    K = np.empty((16, size))
+    y, y_new, work, h_of = np.ascontiguousarray(X0.T).reshape(size), np.empty(size), np.empty(size), np.empty(size)
+    rows = np.empty((_POWER - 3, size))
+    scale, one = np.empty(lanes), np.empty(n)
+    capacity = 128
+    taus, hs = np.empty((lanes, capacity)), np.empty((lanes, capacity))
+    ys, Fs = np.empty((lanes, capacity, n)), np.empty((lanes, capacity, _POWER, n))
+    status, steps, nfev = np.full(lanes, REACHED), np.zeros(lanes, np.int64), np.full(lanes, 2)
+    event_tau, g_now = np.full((lanes, levels.size), np.nan), np.empty((lanes, levels.size))
+    tau, h, tau_new, min_step = np.zeros(lanes), np.zeros(lanes), np.zeros(lanes), np.zeros(lanes)
+    active, fresh, rejected, accepted = (np.ones(lanes, np.bool_), np.ones(lanes, np.bool_),
+                                         np.zeros(lanes, np.bool_), np.zeros(lanes, np.bool_))
+    _field(f, tau, 0.0, h, y, Pt, scale, K, 0)
+    h_abs = _first_steps(f, Pt, y, K, tau_end, rtol, atol, work, scale)
+    for l in range(lanes):
+        if levels.size:
             for i in range(n):
-                K[0, i] = f_now[i]
-            for s in range(1, _STAGES):
-                dop853.stage_state(y, h, K, s, work)
-                _field_row(f, tau + _C[s] * h, work, p, raw, K, s)
-            dop853.solution(y, h, K, y_new)
-            _field_row(f, tau + h, y_new, p, raw, K, _STAGES)
-            nfev += _STAGES
+                one[i] = y[i * lanes + l]
+            log_loss = _log_loss(g, one, P[l])
+            for k in range(levels.size):
+                g_now[l, k] = log_loss - levels[k]
+    running = lanes
+    while running:
+        for l in range(lanes):  # each running lane's next attempt (a new step, or a rejected one again)
+            if active[l]:
+                if fresh[l]:
+                    min_step[l] = 10 * abs(np.nextafter(tau[l], np.inf) - tau[l])
+                    h_abs[l] = max(h_abs[l], min_step[l])
+                    fresh[l], rejected[l] = False, False
+                if h_abs[l] < min_step[l]:
+                    status[l], active[l] = STEP_TOO_SMALL, False
+                    running -= 1
+                else:
+                    tau_new[l] = min(tau[l] + h_abs[l], tau_end)
+                    h[l] = tau_new[l] - tau[l]
+            if not active[l]:
+                h[l] = 0.0
+            for i in range(n):
+                h_of[i * lanes + l] = h[l]
+        if not running:
+            break
+        for s in range(1, _STAGES):
+            dop853.stage_state(y, h_of, K, s, work)
+            _field(f, tau, _C[s], h, work, Pt, scale, K, s)
+        dop853.solution(y, h_of, K, y_new)
+        _field(f, tau, 1.0, h, y_new, Pt, scale, K, _STAGES)
+        any_accepted = False
+        for l in range(lanes):
+            accepted[l] = False
+            if not active[l]:
+                continue
+            nfev[l] += _STAGES
             err5, err3 = 0.0, 0.0
             for i in range(n):
-                scale[i] = atol + max(abs(y[i]), abs(y_new[i])) * rtol
-                e5, e3 = dop853.error_sums(K, i)
-                err5 += (e5 / scale[i]) ** 2
-                err3 += (e3 / scale[i]) ** 2
-            norm = 0.0 if err5 == 0 and err3 == 0 else h * err5 / math.sqrt((err5 + 0.01 * err3) * n)
+                m = i * lanes + l
+                weight = atol + max(abs(y[m]), abs(y_new[m])) * rtol
+                e5, e3 = dop853.error_sums(K, m)
+                err5 += (e5 / weight) ** 2
+                err3 += (e3 / weight) ** 2
+            norm = 0.0 if err5 == 0 and err3 == 0 else h[l] * err5 / math.sqrt((err5 + 0.01 * err3) * n)
             if norm < 1:
                 factor = _MAX_FACTOR if norm == 0 else min(_MAX_FACTOR, _SAFETY * norm ** _EXPONENT)
-                h_abs *= min(1.0, factor) if rejected else factor
-                break
-            h_abs *= max(_MIN_FACTOR, _SAFETY * norm ** _EXPONENT)
-            rejected = True
+                h_abs[l] *= min(1.0, factor) if rejected[l] else factor
+                accepted[l], any_accepted = True, True
+            else:
+                h_abs[l] *= max(_MIN_FACTOR, _SAFETY * norm ** _EXPONENT)
+                rejected[l] = True
+        if not any_accepted:
+            continue
         for s in range(_STAGES + 1, 16):  # the extra stages of the dense output
-            dop853.stage_state(y, h, K, s, work)
-            _field_row(f, tau + _C[s] * h, work, p, raw, K, s)
-        nfev += 3
-        if steps == capacity:
+            dop853.stage_state(y, h_of, K, s, work)
+            _field(f, tau, _C[s], h, work, Pt, scale, K, s)
+        dop853.dense_rows(K, h_of, rows)  # their rows of the dense tables, every lane at once
+        if steps.max() == capacity:
             capacity *= 2
-            taus, hs = np.concatenate((taus, np.empty(capacity - steps))), np.concatenate((hs, np.empty(capacity - steps)))
-            ys = np.concatenate((ys, np.empty((capacity - steps, n))))
-            Fs = np.concatenate((Fs, np.empty((capacity - steps, _POWER, n))))
-        for i in range(n):  # the dense table's row: indexed, not through a view of Fs[steps]
-            d0 = y_new[i] - y[i]
-            Fs[steps, 0, i] = d0
-            Fs[steps, 1, i] = h * K[0, i] - d0
-            Fs[steps, 2, i] = 2 * d0 - h * (K[_STAGES, i] + K[0, i])
-            ys[steps, i] = y[i]
-        dop853.dense_rows(K, h, Fs, steps)
-        taus[steps], hs[steps] = tau, h
-        steps += 1
-        stop = False
-        if levels.size:
-            log_loss = _log_loss(g, y_new, p)
-            for k in range(levels.size):
-                g_new = log_loss - levels[k]
-                if np.isnan(event_tau[k]) and g_now[k] > 0 and g_new <= 0:
-                    event_tau[k] = _locate(g, p, levels[k], taus, hs, ys, Fs, steps - 1, g_now[k], g_new, work)
-                    stop = stop or (terminal and k == levels.size - 1)
-                g_now[k] = g_new
-        for i in range(n):
-            y[i] = y_new[i]
-            f_now[i] = K[_STAGES, i]  # FSAL: the last stage is f at the new state
-        tau = tau_new
-        if stop:
-            status = TERMINAL_EVENT
-            break
-    return status, steps, nfev, event_tau, taus[:steps], hs[:steps], ys[:steps], Fs[:steps]
+            taus, hs = _grown(taus, capacity // 2, capacity), _grown(hs, capacity // 2, capacity)
+            ys, Fs = _grown(ys, capacity // 2, capacity), _grown(Fs, capacity // 2, capacity)
+        for l in range(lanes):
+            if not accepted[l]:
+                continue
+            nfev[l] += 3
+            step = steps[l]
+            for i in range(n):  # the dense table's row
+                m = i * lanes + l
+                d0 = y_new[m] - y[m]
+                Fs[l, step, 0, i] = d0
+                Fs[l, step, 1, i] = h[l] * K[0, m] - d0
+                Fs[l, step, 2, i] = 2 * d0 - h[l] * (K[_STAGES, m] + K[0, m])
+                ys[l, step, i] = y[m]
+                for r in range(_POWER - 3):
+                    Fs[l, step, 3 + r, i] = rows[r, m]
+            taus[l, step], hs[l, step] = tau[l], h[l]
+            steps[l] += 1
+            stop = False
+            if levels.size:
+                for i in range(n):
+                    one[i] = y_new[i * lanes + l]
+                log_loss = _log_loss(g, one, P[l])
+                for k in range(levels.size):
+                    g_new = log_loss - levels[k]
+                    if np.isnan(event_tau[l, k]) and g_now[l, k] > 0 and g_new <= 0:
+                        event_tau[l, k] = _locate(g, P[l], levels[k], taus[l], hs[l], ys[l], Fs[l], step, g_now[l, k],
+                                                  g_new, one)
+                        stop = stop or (terminal and k == levels.size - 1)
+                    g_now[l, k] = g_new
+            for i in range(n):
+                m = i * lanes + l
+                y[m] = y_new[m]
+                K[0, m] = K[_STAGES, m]  # FSAL: the last stage is f at the new state
+            tau[l], fresh[l] = tau_new[l], True
+            if stop or tau[l] >= tau_end:
+                status[l] = TERMINAL_EVENT if stop else REACHED
+                active[l] = False
+                running -= 1
+    first = np.zeros(lanes + 1, np.int64)
+    first[1:] = np.cumsum(steps)
+    flat_taus, flat_hs = np.empty(first[lanes]), np.empty(first[lanes])
+    flat_ys, flat_Fs = np.empty((first[lanes], n)), np.empty((first[lanes], _POWER, n))
+    for l in range(lanes):  # the lanes' tables one after the other
+        a, b = first[l], first[l + 1]
+        flat_taus[a:b], flat_hs[a:b], flat_ys[a:b], flat_Fs[a:b] = taus[l, :b - a], hs[l, :b - a], ys[l, :b - a], Fs[l, :b - a]
+    return status, steps, nfev, event_tau, np.ascontiguousarray(y.reshape(n, lanes).T), flat_taus, flat_hs, flat_ys, flat_Fs
 
 
 @njit(cache=_CACHE, error_model="numpy")
@@ -276,36 +342,20 @@ def evaluate_many(taus, hs, ys, Fs, lo, hi, query, qfirst):
 
 @njit(cache=_CACHE, error_model="numpy")
 def evaluate(taus, hs, ys, Fs, query):
-    """States at the times ``query`` (columns, in any order) from the dense table of :func:`integrate`."""
+    """States at the times ``query`` (columns, in any order) from one trajectory's dense table (of :func:`integrate_many`)."""
     bounds = np.array([0, query.size])
     return evaluate_many(taus, hs, ys, Fs, bounds[:1], np.array([taus.size]), query, bounds).reshape(ys.shape[1], query.size)
 
 
-@njit(cache=_CACHE, error_model="numpy")
 def integrate_many(f, g, P, X0, tau_end, rtol, atol, levels, terminal):
-    """:func:`integrate` for every row of the parameter vectors ``P`` and initial states ``X0`` (one
-    form, the same horizon and levels), in one compiled loop. Returns (status, steps, nfev, event_tau)
-    per trajectory (arrays, event_tau (S, levels)) and the dense tables of all of them concatenated:
-    (taus, hs, ys, Fs, first) with trajectory i's steps at first[i]:first[i + 1]. Each trajectory's
-    numbers are those of its own :func:`integrate` call (the same function, the same inputs)."""
-    S, n = X0.shape
-    status, steps, nfev = np.empty(S, np.int64), np.empty(S, np.int64), np.empty(S, np.int64)
-    event_tau = np.empty((S, levels.size))
-    first = np.zeros(S + 1, np.int64)
-    capacity = 128 * S
-    taus, hs = np.empty(capacity), np.empty(capacity)
-    ys, Fs = np.empty((capacity, n)), np.empty((capacity, _POWER, n))
-    for i in range(S):
-        status[i], steps[i], nfev[i], crossed, t_i, h_i, y_i, F_i = integrate(
-            f, g, P[i], X0[i], tau_end, rtol, atol, levels, terminal)
-        event_tau[i] = crossed
-        end = first[i] + t_i.size
-        if end > capacity:
-            capacity = max(2 * capacity, end)
-            taus, hs = np.concatenate((taus, np.empty(capacity - taus.size))), np.concatenate((hs, np.empty(capacity - hs.size)))
-            ys = np.concatenate((ys, np.empty((capacity - ys.shape[0], n))))
-            Fs = np.concatenate((Fs, np.empty((capacity - Fs.shape[0], _POWER, n))))
-        taus[first[i]:end], hs[first[i]:end], ys[first[i]:end], Fs[first[i]:end] = t_i, h_i, y_i, F_i
-        first[i + 1] = end
-    return status, steps, nfev, event_tau, taus, hs, ys, Fs, first
-
+    """Every row of the parameter vectors ``P`` and initial states ``X0`` (one form, the same horizon
+    and levels) integrated in blocks of :data:`LANES` lanes (:func:`_lockstep`; a block a compiled call,
+    joined here: compiled, the join would have the compiler inline and optimise the whole integrator
+    once more, tripling a fresh install's first compile). Returns (status, steps, nfev, event_tau,
+    final state) per trajectory (arrays, event_tau (S, levels), final (S, dim)) and the dense tables of
+    all of them concatenated: (taus, hs, ys, Fs, first) with trajectory i's steps at first[i]:first[i + 1].
+    Each trajectory's numbers are those it has integrated alone (no lane's arithmetic depends on another's)."""
+    blocks = [_lockstep(f, g, P[lo:lo + LANES], X0[lo:lo + LANES], tau_end, rtol, atol, levels, terminal)
+              for lo in range(0, len(X0), LANES)]
+    joined = [parts[0] if len(parts) == 1 else np.concatenate(parts) for parts in zip(*blocks)]
+    return (*joined, np.concatenate([[0], np.cumsum(joined[1])]))

@@ -193,8 +193,8 @@ def solve(
     event finder) is stored in ``Trajectory.crossings``: the basis of matched-loss comparisons.
 
     Given a sequence of settings (a sweep), returns the list of their trajectories, each equal to its
-    one-at-a-time solve: all of them are integrated in one call of the compiled integrator
-    (:func:`solve_many`; ``make bench`` compares it with a vmapped diffrax sweep).
+    one-at-a-time solve: all of them are integrated in one call of the compiled integrator, in lockstep
+    SIMD lanes (:func:`solve_many`; ``make bench`` compares it with a vmapped diffrax sweep).
     ``param`` may also be a :class:`~qkdyn.theory.spec.Spec` (then a :class:`SpecTrajectory`, by
     :func:`qkdyn.simulate.specsolve.solve_spec`; a sweep of a spec solves one setting at a time).
     """
@@ -271,13 +271,15 @@ def _sample(name: str, compiled, setting: Setting, run: "_Run", p, x0, horizon, 
             seconds: float, method: str) -> tuple:
     """The rows of a finished integration: (times, state, variables, event_t, stats, crossings)."""
     times, query, crossed, event_t = _rows(name, compiled, setting, run, p, horizon, until_loss, points, at)
-    at_crossings = run.dense(crossed) if crossed.size else np.empty((len(x0), 0))
-    return _labelled(compiled, run, x0, times, event_t, run.dense(query), at_crossings, record_losses, seconds, method)
+    at_crossings = run.dense(run.event_tau[crossed]) if crossed else np.empty((len(x0), 0))
+    return _labelled(compiled, run, x0, times, event_t, run.dense(query), crossed, at_crossings, record_losses, seconds,
+                     method)
 
 
 def _rows(name: str, compiled, setting: Setting, run: "_Run", p, horizon, until_loss, points, at) -> tuple:
-    """(times, their log-times, the log-times of the crossed levels, event_t) of a finished integration's
-    rows: the queries of its dense output. A failed run, or an ``until_loss`` not reached, raises here."""
+    """(times, their log-times, the indices of the crossed recorded levels, event_t) of a finished
+    integration's rows: the queries of its dense output (the rows, and the crossings at
+    run.event_tau[crossed]). A failed run, or an ``until_loss`` not reached, raises here."""
     if run.status < 0:
         raise RuntimeError(f"{name}: integration failed: {run.message}")
     event_t = None
@@ -285,7 +287,7 @@ def _rows(name: str, compiled, setting: Setting, run: "_Run", p, horizon, until_
         if run.status != 1:
             raise InputError(
                 f"{name}: the loss did not reach {until_loss:g} by t = {horizon:g} (final loss "
-                f"{float(compiled.loss(*compiled.features(run.dense(np.array([math.log1p(horizon)]))[:, 0], p), p)):.3g}); "
+                f"{float(compiled.loss(*compiled.features(run.final, p), p)):.3g}); "
                 + (f"the {setting.frozen} circuit is frozen (its rate is 0), so the loss has a floor above the "
                    "target" if setting.frozen else
                    "a factorized circuit started at 0 sits on a saddle and never moves" if 0.0 in (setting.qk0, setting.ov0)
@@ -297,29 +299,28 @@ def _rows(name: str, compiled, setting: Setting, run: "_Run", p, horizon, until_
         query[-1] = run.event_tau[-1]
         times[-1] = event_t
     recorded = run.event_tau[:len(run.event_tau) - (until_loss is not None)]
-    return times, query, recorded[np.isfinite(recorded)], event_t
+    return times, query, [i for i, tau in enumerate(recorded.tolist()) if math.isfinite(tau)], event_t
 
 
-def _labelled(compiled, run: "_Run", x0, times, event_t, state, at_crossings, record_losses, seconds: float,
+def _labelled(compiled, run: "_Run", x0, times, event_t, state, crossed, at_crossings, record_losses, seconds: float,
               method: str) -> tuple:
     """(times, state, variables, event_t, stats, crossings) from the dense states at the queries of
-    :func:`_rows` (record_losses[i] crossed where event_tau[i] is finite, in that order)."""
+    :func:`_rows` (record_losses[crossed[j]] crossed at event_tau[crossed[j]], its state at_crossings[:, j])."""
     state[:, 0] = x0  # t = 0 is always the first row: the exact initial state
     stats = {"seconds": seconds, "nfev": run.nfev, "njev": run.njev, "steps": run.steps, "method": method}
-    crossed = [i for i in range(len(record_losses)) if math.isfinite(run.event_tau[i])]
-    crossings = {record_losses[i]: (math.expm1(run.event_tau[i]), at_crossings[:, j])
-                 for j, i in enumerate(crossed)}
+    crossings = {record_losses[i]: (math.expm1(run.event_tau[i]), at_crossings[:, j]) for j, i in enumerate(crossed)}
     return times, state, compiled.variables, event_t, stats, crossings
 
 
 def solve_many(settings: Sequence[Setting], param: str, *, t_max, until_loss, points, at, rtol, atol, method,
                record_losses) -> list[Trajectory]:
     """The trajectories of ``settings`` (one form), each equal to its one-at-a-time :func:`solve`: with
-    the compiled DOP853 all of them are integrated in one compiled loop
-    (:func:`qkdyn.simulate.integrate.integrate_many`, the same integrator on the same inputs), then
-    all of their rows and crossings read off the dense tables in one compiled call
-    (:func:`~qkdyn.simulate.integrate.evaluate_many`, the same interpolant at the same times); a setting
-    whose explicit step collapses is solved again alone (LSODA takes over there).
+    the compiled DOP853 all of them are integrated in one compiled call, in lockstep lanes
+    (:func:`qkdyn.simulate.integrate.integrate_many`: every stage over the lanes in SIMD, each lane's
+    arithmetic that of its solve alone), then all of their rows and crossings read off the dense tables
+    in one compiled call (:func:`~qkdyn.simulate.integrate.evaluate_many`, the same interpolant at the
+    same times) and their (qk, ov) in one vector call (:func:`_features_at_once`); a setting whose
+    explicit step collapses is solved again alone (LSODA takes over there).
     ``stats["seconds"]`` is the sweep's integration time divided by its size."""
     for one in settings:
         if not isinstance(one, Setting):
@@ -334,45 +335,56 @@ def solve_many(settings: Sequence[Setting], param: str, *, t_max, until_loss, po
     starts = [_start(compiled, one, t_max, until_loss, at, record_losses) for one in settings]
     levels, horizon = starts[0][2], starts[0][3]
     start = time.perf_counter()
-    status, steps, nfev, event_tau, *table, first = integrate.integrate_many(
-        compiled.rhs_kernel.address, compiled.loss_kernel.address,
+    status, steps, nfev, event_tau, final, *table, first = integrate.integrate_many(
+        compiled.rhs_lanes_kernel.address, compiled.loss_kernel.address,
         np.array([compiled.kernel_parameters(p) for p, *_ in starts]),
         np.array([x0 for _, x0, *_ in starts], dtype=float), math.log1p(horizon), rtol, atol,
         np.log(np.asarray(levels, dtype=float)), until_loss is not None)
     seconds = (time.perf_counter() - start) / len(settings)
-    alone, runs, plans, queries = {}, {}, {}, []
+    alone, runs, plans = {}, {}, {}
     for i, (one, (p, x0, _, _)) in enumerate(zip(settings, starts)):
         if status[i] < 0:
             alone[i] = Trajectory(param, one, *integrate_flow(param, compiled, one, **options))
             continue
-        runs[i] = _Run(int(status[i]), "", int(steps[i]), int(nfev[i]), 0, event_tau[i],
-                       lambda taus, i=i: integrate.evaluate(*(column[first[i]:first[i + 1]] for column in table),
-                                                            np.asarray(taus, dtype=float)))
+        runs[i] = _Run(int(status[i]), "", int(steps[i]), int(nfev[i]), 0, event_tau[i], final[i])
         plans[i] = _rows(param, compiled, one, runs[i], p, horizon, until_loss, points, at)
-        queries += plans[i][1:3]  # its rows, then its crossings: two segments on its steps
-    # every trajectory's rows and crossings read off the tables in one compiled call
-    own = np.repeat(np.fromiter(plans, dtype=np.int64, count=len(plans)), 2)
+    # every trajectory's rows, then every one's crossings, read off its steps' tables in one compiled call
+    read = np.fromiter(plans, dtype=np.int64, count=len(plans))
+    queries = [plans[i][1] for i in read] + [event_tau[i][plans[i][2]] for i in read]
+    own = np.concatenate([read, read])
     qfirst = np.cumsum([0] + [query.size for query in queries])
     flat = integrate.evaluate_many(*table, first[own], first[own + 1], np.concatenate(queries or [np.empty(0)]), qfirst)
     dim = len(compiled.variables)
-    blocks = iter([flat[dim * qfirst[j]:dim * qfirst[j + 1]].reshape(dim, -1).copy() for j in range(len(queries))])
-    out = []
-    for i, (one, (p, x0, _, _)) in enumerate(zip(settings, starts)):
-        if i in alone:
-            out.append(alone[i])
-            continue
-        times, _, _, event_t = plans[i]
-        state, at_crossings = next(blocks), next(blocks)
-        out.append(Trajectory(param, one, *_labelled(compiled, runs[i], x0, times, event_t, state, at_crossings,
-                                                     record_losses, seconds, method)))
+    blocks = [flat[dim * qfirst[j]:dim * qfirst[j + 1]].reshape(dim, -1) for j in range(len(queries))]
+    out = [alone.get(i) for i in range(len(settings))]
+    for j, i in enumerate(read):
+        times, _, crossed, event_t = plans[i]
+        out[i] = Trajectory(param, settings[i], *_labelled(compiled, runs[i], starts[i][1], times, event_t, blocks[j],
+                                                           crossed, blocks[len(read) + j], record_losses, seconds, method))
+    _features_at_once(compiled, [out[i] for i in read], flat[:dim * qfirst[len(read)]])
     return out
+
+
+def _features_at_once(compiled, trajectories: list[Trajectory], states: np.ndarray) -> None:
+    """Give the sweep's trajectories their (qk, ov) in one call of the vector ``features`` over all of
+    their rows (``states``: their states one after the other), where they all have the same rows: the
+    same elementwise arithmetic as each trajectory's own call, on a (dim, S, T) stack with each
+    setting's parameters broadcast along its rows."""
+    if not trajectories or len({tr.t.size for tr in trajectories}) > 1:
+        return  # then each one computes its own, when asked
+    stack = states.reshape(len(trajectories), -1, trajectories[0].t.size).transpose(1, 0, 2)
+    params = np.array([tr.setting.numeric() for tr in trajectories]).T[:, :, None]
+    qk, ov = compiled.features(stack, params)
+    for k, tr in enumerate(trajectories):
+        vars(tr)["_features"] = (qk[k], ov[k])  # the cached property's value
 
 
 @dataclasses.dataclass
 class _Run:
     """What an integrator hands back: status (0 reached, 1 terminal event, < 0 failed), its counts,
-    the log-time of each event level's first crossing (NaN where none) and the dense solution
-    ``dense(taus) -> states (dim, len(taus))``."""
+    the log-time of each event level's first crossing (NaN where none), the state where it stopped and,
+    for a solve of its own, the dense solution ``dense(taus) -> states (dim, len(taus))`` (a sweep reads
+    all of its rows off the tables at once instead: :func:`solve_many`)."""
 
     status: int
     message: str
@@ -380,16 +392,17 @@ class _Run:
     nfev: int
     njev: int
     event_tau: np.ndarray
-    dense: Callable
+    final: np.ndarray
+    dense: Callable | None = None
 
 
 def _compiled(compiled: Compiled, p, x0, tau_end, rtol, atol, levels, terminal, method) -> _Run:
-    """The compiled DOP853 of :mod:`qkdyn.simulate.integrate`."""
-    status, steps, nfev, event_tau, *table = integrate.integrate(
-        compiled.rhs_kernel.address, compiled.loss_kernel.address, compiled.kernel_parameters(p), np.asarray(x0, dtype=float),
-        tau_end, rtol, atol, np.asarray(levels, dtype=float), terminal)
-    return _Run(status, "step size below the resolution of tau", steps, nfev, 0, event_tau,
-                lambda taus: integrate.evaluate(*table, np.asarray(taus, dtype=float)))
+    """The compiled DOP853 of :mod:`qkdyn.simulate.integrate` (one lane)."""
+    status, steps, nfev, event_tau, final, *table, _ = integrate.integrate_many(
+        compiled.rhs_lanes_kernel.address, compiled.loss_kernel.address, compiled.kernel_parameters(p)[None],
+        np.asarray(x0, dtype=float)[None], tau_end, rtol, atol, np.asarray(levels, dtype=float), terminal)
+    return _Run(int(status[0]), "step size below the resolution of tau", int(steps[0]), int(nfev[0]), 0, event_tau[0],
+                final[0], lambda taus: integrate.evaluate(*table, np.asarray(taus, dtype=float)))
 
 
 def _scipy(compiled: Compiled, p, x0, tau_end, rtol, atol, levels, terminal, method) -> _Run:
@@ -417,7 +430,7 @@ def _scipy(compiled: Compiled, p, x0, tau_end, rtol, atol, levels, terminal, met
         sol = run(False)
         return _crossings_on_dense(sol, events, terminal)
     event_tau = np.array([te[0] if len(te) else np.nan for te in (sol.t_events or [])])
-    return _Run(sol.status, sol.message, len(sol.t) - 1, sol.nfev, sol.njev, event_tau, sol.sol)
+    return _Run(sol.status, sol.message, len(sol.t) - 1, sol.nfev, sol.njev, event_tau, sol.y[:, -1], sol.sol)
 
 
 def _crossings_on_dense(sol, events, terminal) -> _Run:
@@ -437,4 +450,4 @@ def _crossings_on_dense(sol, events, terminal) -> _Run:
                 event_tau[i] = b if gb == 0 else brentq(lambda tau: g(event, tau), a, b, xtol=1e-14 * max(1.0, b))
                 break
     status = 1 if terminal and len(events) and np.isfinite(event_tau[-1]) else sol.status
-    return _Run(status, sol.message, len(sol.t) - 1, sol.nfev, sol.njev, event_tau, sol.sol)
+    return _Run(status, sol.message, len(sol.t) - 1, sol.nfev, sol.njev, event_tau, sol.y[:, -1], sol.sol)

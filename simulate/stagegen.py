@@ -3,18 +3,21 @@
     python -m qkdyn.simulate.stagegen     (rewrites simulate/dop853.py; a test checks it is current)
 
 Every combination the step of :mod:`qkdyn.simulate.integrate` forms is a sum over stages j of a
-coefficient times the stage derivative K[j], per component i:
+coefficient times the stage derivative K[j], per element m of the states of all lanes (m = i L + l:
+component i of lane l of L, every lane a trajectory with its own step, h[m] = h of lane l):
 
-    stage s:      y + h sum_j A[s, j] K[j, i]         (s = 1..15)
-    solution:     y + h sum_j B[j] K[j, i]
-    error sums:   sum_j K[j, i] E5[j],  sum_j K[j, i] E3[j]
-    dense rows:   h sum_j D[r, j] K[j, i]             (r = 0..3: rows 3..6 of the dense table)
+    stage s:      y + h sum_j A[s, j] K[j, m]         (s = 1..15; all elements in one loop)
+    solution:     y + h sum_j B[j] K[j, m]            (all elements in one loop)
+    error sums:   sum_j K[j, m] E5[j],  sum_j K[j, m] E3[j]
+    dense rows:   h sum_j D[r, j] K[j, m]             (r = 0..3: rows 3..6 of the dense tables; all at once)
 
 written with the coefficients as literals (their exact ``repr``) and the zero ones left out, each sum
 in the table loop's order from an accumulator at +0.0. For finite stages that is the table loop's
 arithmetic to the bit: a skipped term is a signed zero, and adding one to a sum that starts at +0.0
 never changes it (no such sum is ever -0.0). Unrolled, the compiler keeps the sums in registers and
-the coefficients in the instruction stream (a tenth off a step, measured by ``make bench``'s solve).
+the coefficients in the instruction stream (a tenth off a step, measured by ``make bench``'s solve);
+the one loop over the elements of all lanes runs in SIMD registers, each element's arithmetic that
+of one lane alone (and one lane's loop that of a single trajectory: no per-lane loop overhead).
 """
 from __future__ import annotations
 
@@ -42,22 +45,23 @@ def source() -> str:
            "from numba import njit", "", "from qkdyn.theory.kernels import cache_in_tree", "",
            "_CACHE = cache_in_tree(__file__)", "", ""]
     out += ['@njit(cache=_CACHE, error_model="numpy")', "def stage_state(y, h, K, s, out):",
-            '    """out = y + h sum_j A[s, j] K[j] (stage s = 1..15)."""']
+            '    """out = y + h sum_j A[s, j] K[j] elementwise (stage s = 1..15)."""']
     for s in range(1, _dop.A.shape[0]):
         out.append(f"    {'if' if s == 1 else 'elif'} s == {s}:")
         out.append("        for i in range(y.size):")
         out += _sum(_dop.A[s, :s], "acc", "            ")
-        out.append("            out[i] = y[i] + h * acc")
+        out.append("            out[i] = y[i] + h[i] * acc")
     out += ["", "", '@njit(cache=_CACHE, error_model="numpy")', "def solution(y, h, K, out):",
-            '    """out = y + h sum_j B[j] K[j]."""', "    for i in range(y.size):"]
-    out += _sum(_dop.B, "acc", "        ") + ["        out[i] = y[i] + h * acc"]
+            '    """out = y + h sum_j B[j] K[j] elementwise."""', "    for i in range(y.size):"]
+    out += _sum(_dop.B, "acc", "        ") + ["        out[i] = y[i] + h[i] * acc"]
     out += ["", "", '@njit(cache=_CACHE, error_model="numpy")', "def error_sums(K, i):",
-            '    """(sum_j K[j, i] E5[j], sum_j K[j, i] E3[j]) of component i."""']
+            '    """(sum_j K[j, i] E5[j], sum_j K[j, i] E3[j]) of element i."""']
     out += _sum(_dop.E5, "e5", "    ", k_first=True) + _sum(_dop.E3, "e3", "    ", k_first=True)
-    out += ["    return e5, e3", "", "", '@njit(cache=_CACHE, error_model="numpy")', "def dense_rows(K, h, Fs, step):",
-            '    """Fs[step, 3 + r] = h sum_j D[r, j] K[j] (r = 0..3)."""', "    for i in range(K.shape[1]):"]
+    out += ["    return e5, e3", "", "", '@njit(cache=_CACHE, error_model="numpy")', "def dense_rows(K, h, out):",
+            '    """out[r] = h sum_j D[r, j] K[j] elementwise (r = 0..3): rows 3..6 of the dense tables."""',
+            "    for i in range(h.size):"]
     for r in range(_dop.D.shape[0]):
-        out += _sum(_dop.D[r], "acc", "        ") + [f"        Fs[step, {3 + r}, i] = h * acc"]
+        out += _sum(_dop.D[r], "acc", "        ") + [f"        out[{r}, i] = h[i] * acc"]
     return "\n".join(out) + "\n"
 
 

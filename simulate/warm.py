@@ -8,7 +8,7 @@ numba compiles the generated kernels (:mod:`qkdyn.theory.generated`) and the int
 first solves (and, under ``qkdyn verify``'s two workers, twice at once). ``make install`` runs this
 module once, so the first solve of a session loads cached code. It solves each form briefly, with a
 loss event and the dense output, and evaluates its Jacobian (the LSODA fallback's): every compiled
-path ``solve`` takes, a sweep over two settings (``solve_many``'s one compiled loop) and the matched-loss
+path ``solve`` takes, a sweep over two settings (``solve_many``'s lockstep lanes) and the matched-loss
 closed form with its time (:mod:`qkdyn.simulate.closedform`, one kernel for every form: ~30 CPU-s to compile,
 which every process of a test run or a Ray study would otherwise pay on its first ``sharpness``).
 """

@@ -19,7 +19,9 @@ g = (K-1) e^{-z} / (1 + (K-1) e^{-z}), by mpmath.quad.
 """
 from __future__ import annotations
 
+import bisect
 import functools
+import sys
 
 import mpmath as mp
 
@@ -41,6 +43,7 @@ class Reference:
         qk_kind, ov_kind = ("paper", "paper") if param == "paper" else (param[:2], param[2:])
         self.qk_factorized = qk_kind == "FA"
         self._known = {self.qk0: mp.mpf(0)}  # q -> Phi(q) - Phi(qk0), for the factorized QK quadrature
+        self._points = [self.qk0]  # the keys of _known, sorted
         self.m_qk = {"CA": lambda q: s**2 * c, "FA": lambda q: s**2 * c * mp.sqrt(kappa**2 + 4 * q**2 / (s**2 * c)),
                      "paper": lambda q: 1 / (K * b**2)}[qk_kind]
         self.m_ov = {"CO": lambda o: 1 / ((K - 1) * D), "FO": lambda o: 2 * abs(o) / ((K - 1) * mp.sqrt(D)),
@@ -58,21 +61,34 @@ class Reference:
         """int_{qk0}^{q} (1 + (m/n) e^y) / M_QK(y) dy (factorized QK: from the nearest point already
         computed between qk0 and q, so that the root finders' nearby evaluations cost short integrals;
         never from beyond q, where Phi(q) = Phi(a) - int_q^a cancels: a bracket end at qk = 384 left
-        Phi(63) as the difference of two numbers near e^384, and the state's qk 34 too large)."""
+        Phi(63) as the difference of two numbers near e^384, and the state's qk 34 too large). The nearest point
+        is q's neighbour on qk0's side in the sorted points (a scan of all of them made the 5600 bracketing steps
+        down to a turn at qk -1e1679 quadratic: 170 s)."""
         if not self.qk_factorized:
             return ((q - self.qk0) + self.m / self.n * (mp.exp(q) - mp.exp(self.qk0))) / self.m_qk(q)
-        lo, hi = min(self.qk0, q), max(self.qk0, q)
-        near = min((a for a in self._known if lo <= a <= hi), key=lambda a: abs(a - q))
+        if q in self._known:
+            return self._known[q]
+        if q > self.qk0:
+            near = self._points[bisect.bisect_right(self._points, q) - 1]
+        else:
+            near = self._points[bisect.bisect_left(self._points, q)]
         value = self._known[near] + self._phi_between(near, q)
         self._known[q] = value
+        bisect.insort(self._points, q)
         return value
+
+    def inverse_m_qk_integral(self, a, b):
+        """int_a^b dy / M_QK(y): (b - a) / M_QK for a collapsed QK circuit (M_QK constant), asinh(y / w) /
+        (2 s sqrt(c)) between a and b for a factorized one (M_QK = 2 s sqrt(c) sqrt(y^2 + w^2))."""
+        if not self.qk_factorized:
+            return (b - a) / self.m_qk(a)
+        return (mp.asinh(b / self.w) - mp.asinh(a / self.w)) / (2 * self.s * mp.sqrt(self.c))
 
     def _phi_between(self, a, b):
         """int_a^b: dy / M_QK = asinh(y / w) / (2 s sqrt(c)) in closed form (M_QK = 2 s sqrt(c) sqrt(y^2 + w^2));
         the e^y part by quadrature, cut where e^y falls by e^(2^k) from the top and around the
         near-singularity of 1/M_QK at y = +-i w."""
-        w = self.w
-        linear = (mp.asinh(b / w) - mp.asinh(a / w)) / (2 * self.s * mp.sqrt(self.c))
+        w, linear = self.w, self.inverse_m_qk_integral(a, b)
         top = max(a, b)
         low = max(min(a, b), top - 90)  # below top - 90, e^y is 1e-39 of the integral: dropped
         if low == top:
@@ -163,13 +179,35 @@ class TimeAlongQK:
         """ov with Psi(ov) = potential (Psi = A |ov|^p) on the branch of the given sign."""
         return sign * (max(potential, mp.mpf(0)) / self.ref.psi_a) ** (mp.mpf(1) / self.ref.psi_p)
 
-    def time(self, qk_star, ov_star):
+    def turn(self):
+        """qk_min, where qk turns at ov = 0: Phi(qk_min) - Phi(qk0) = -rho Psi(ov0)."""
+        ref = self.ref
+        return _increasing_root(lambda q: ref.phi(q) + ref.rho * ref.psi(ref.ov0), ref.qk0)
+
+    def time(self, qk_star, ov_star, bound=True):
+        """t to (qk*, ov*); across a turn, ``bound``: :meth:`turn_bound` where it exceeds the largest double."""
         ref = self.ref
         if ref.ov0 < 0 < ov_star and ref.psi_p == 2:  # the turn of qk at ov = 0
-            qk_min = _increasing_root(lambda q: ref.phi(q) + ref.rho * ref.psi(ref.ov0), ref.qk0)
+            qk_min = self.turn()
+            if bound and (lower := self.turn_bound(qk_min, qk_star)) > sys.float_info.max:  # no digits needed
+                return lower
             legs = ((-mp.sqrt(ref.qk0 - qk_min), ref.ov0), (mp.sqrt(qk_star - qk_min), ov_star))
             return sum(abs(self._leg(qk_min, -1 if far < 0 else 1, far, ov_far, turning=True)) for far, ov_far in legs)
         return abs(self._leg(ref.qk0, 1 if ref.ov0 > 0 else -1, qk_star, ov_star, turning=False))
+
+    def turn_bound(self, qk_min, qk_star):
+        """A lower bound of t on a path that turns at (qk_min, ov = 0) (a collapsed OV circuit, M_OV constant):
+        the time from ov = 0 to ov_1 = Psi^-1(int_{qk_min}^{q_1} dy / M_QK / rho), q_1 = (qk_min + qk*) / 2.
+
+        Along the rising leg Psi(ov) = (Phi(qk) - Phi(qk_min)) / rho and dPhi/dqk >= 1 / M_QK, so ov_1 is at
+        most the ov where qk = q_1; up to there qk <= q_1, so dov/dt = eta_OV M_OV alpha g <= eta_OV M_OV
+        alpha(q_1) (g < 1), and t >= ov_1 / (eta_OV M_OV alpha(q_1)). Where qk_min is -1e1679 (FACO from
+        qk0 = -674, ov0 = -1.88 at rho = 103: Phi grows like asinh(qk / w)) the bound is e^(3e1679), and
+        the quadrature in v (qk = qk_min + v^2) could not resolve qk* at any affordable precision."""
+        ref = self.ref
+        q_1 = (qk_min + qk_star) / 2
+        ov_1 = self.ov(ref.inverse_m_qk_integral(qk_min, q_1) / ref.rho, 1)
+        return ov_1 / (ref.eta_ov * ref.m_ov(ov_1) * ref.alpha(q_1))
 
     def _leg(self, qk_s, sign, x_far, ov_far, turning):
         """int from x = 0 (v, at the turn) or x = qk0 (qk) to x_far of dt/dx; checks ov at x_far against ov_far."""
@@ -305,7 +343,8 @@ def _bisect_secant(f, lo, hi):
 def reference(setting, param: str, rho: float, level: float, time: bool = True, along_qk: bool | None = None) -> dict:
     """{'qk', 'ov', 'attn', 't'} (mpf): the state at DPS digits (QK_DPS with a time along qk); t by quadrature in ov (:meth:`Reference.time`)
     or, ``along_qk`` (the default for a factorized QK circuit, whose qk(ov) costs a quadrature per root-finder
-    step), in qk at QK_DPS digits (:class:`TimeAlongQK`)."""
+    step), in qk at QK_DPS digits (:class:`TimeAlongQK`); across a turn where a lower bound of t already exceeds the
+    largest double (:meth:`TimeAlongQK.turn_bound`), 't' is that bound."""
     along_qk = param in ("FACO", "FAFO") if along_qk is None else along_qk
     # the far end of the quadrature in qk at its own QK_DPS digits: its Phi(qk*) enters the line as Phi / rho,
     # so at small rho a 24-digit qk* misses ov* where ov* is near 0 (FAFO at rho 1e-12, ov* -7.9e-7: 4e-10)

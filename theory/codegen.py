@@ -4,7 +4,9 @@ Common subexpressions are shared (``sympy.cse``). Three flavours:
 
 * ``kernel`` — numba-compiled scalar code (``math`` on floats, indexed arguments) that writes its
   outputs into an array argument (or returns one float): the right-hand side, its Jacobian and the
-  loss of a state, called thousands of times by the compiled integrator of :mod:`qkdyn.simulate.integrate`;
+  loss of a state; the right-hand side also as a C-callable loop over lanes (:func:`lanes_kernel_source`,
+  expit through the SIMD-friendly ``lane_expit``), called thousands of times by the compiled
+  integrator of :mod:`qkdyn.simulate.integrate`;
 * ``scalar`` — plain ``math`` on Python floats returning a 1-D array (the initial state);
 * ``vector`` — NumPy ufuncs, for evaluating quantities on whole trajectories at once. Every vector
   function returns float arrays broadcast to the common shape of its non-parameter arguments (one
@@ -31,7 +33,7 @@ import numpy
 from numba import carray
 from scipy import special as _special
 
-from qkdyn.theory.kernels import expit, field_kernel, jit, lambertw_lower, scalar_kernel, shaped, softplus
+from qkdyn.theory.kernels import expit, jit, lambertw_lower, lane_expit, lanes_kernel, scalar_kernel, shaped, softplus
 
 
 '''
@@ -50,6 +52,11 @@ class _ScalarPrinter(PythonCodePrinter):
 
     def _print_softplus(self, expr):
         return f"softplus({self._print(expr.args[0])})"
+
+
+class _LanePrinter(_ScalarPrinter):
+    def _print_expit(self, expr):
+        return f"lane_expit({self._print(expr.args[0])})"
 
 
 class _VectorPrinter(NumPyPrinter):
@@ -136,11 +143,10 @@ def function_source(name: str, args: list, outputs, flavour: str, *, like: list 
     flavour): bind only the symbols the outputs contain.
     """
     printer = _VectorPrinter() if flavour == "vector" else _ScalarPrinter()
-    replacements, reduced = sp.cse(list(outputs), symbols=sp.numbered_symbols("_c"), optimizations="basic")
     used = set().union(*(sp.sympify(e).free_symbols for e in outputs)) if only_used else None
     params, lines = _unpack(args, indexed=flavour == "kernel", used=used)
-    lines += [f"    {symbol} = {printer.doprint(expr)}" for symbol, expr in replacements]
-    items = [printer.doprint(expr) for expr in reduced]
+    shared, items = _shared(outputs, printer, "    ")
+    lines += shared
     decorator = ""
     if flavour == "kernel" and single:
         decorator, body = "@jit\n", items[0]
@@ -158,12 +164,28 @@ def function_source(name: str, args: list, outputs, flavour: str, *, like: list 
     return f"{decorator}def {name}({', '.join(params)}):\n" + "\n".join(lines) + f"\n    return {body}\n\n\n"
 
 
-def kernel_wrappers(dim: int, nparams: int) -> str:
-    """C-callable wrappers of the kernels ``rhs_into`` and ``state_loss`` for the compiled integrator
-    (numba first-class functions on raw pointers, so the integrator is compiled once for all forms)."""
-    return (f"@field_kernel\ndef rhs_kernel(x, p, out):\n"
-            f"    rhs_into(carray(x, ({dim},)), carray(p, ({nparams},)), carray(out, ({dim},)))\n\n\n"
-            + scalar_wrapper("loss_kernel", "state_loss", dim, nparams))
+def _shared(outputs, printer, indent: str) -> tuple[list[str], list[str]]:
+    """The lines binding the common subexpressions of ``outputs`` (``sympy.cse``) and the outputs' source."""
+    replacements, reduced = sp.cse(list(outputs), symbols=sp.numbered_symbols("_c"), optimizations="basic")
+    return ([f"{indent}{symbol} = {printer.doprint(expr)}" for symbol, expr in replacements],
+            [printer.doprint(expr) for expr in reduced])
+
+
+def lanes_kernel_source(name: str, state, params, outputs) -> str:
+    """Source of the C-callable ``void name(double *x, double *p, double *scale, double *out, int64 lanes)``:
+    out[:, l] = ``outputs`` (one per state component) at state x[:, l] and parameters p[:, l], times
+    scale[l], for ``lanes`` states at once (x (len(state), lanes), p (len(params), lanes) and out
+    (len(outputs), lanes) row-major). The loop body is straight-line arithmetic (expit as
+    ``lane_expit``), so the compiler runs it over lanes in SIMD registers."""
+    shared, items = _shared(outputs, _LanePrinter(), "        ")
+    used = set().union(*(sp.sympify(e).free_symbols for e in outputs))
+    lines = [f"@lanes_kernel\ndef {name}(x, p, scale, out, lanes):",
+             f"    _x, _p = carray(x, ({len(state)}, lanes)), carray(p, ({len(params)}, lanes))",
+             f"    _s, _out = carray(scale, (lanes,)), carray(out, ({len(outputs)}, lanes))", "    for _l in range(lanes):"]
+    lines += [f"        {a} = {array}[{i}, _l]" for array, symbols in (("_x", state), ("_p", params))
+              for i, a in enumerate(symbols) if a in used]
+    lines += shared + [f"        _out[{i}, _l] = ({item})*_s[_l]" for i, item in enumerate(items)]
+    return "\n".join(lines) + "\n\n\n"
 
 
 def scalar_wrapper(name: str, inner: str, dim: int, nparams: int) -> str:

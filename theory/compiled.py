@@ -9,7 +9,7 @@ Vector functions return float arrays broadcast to the shape of their arguments (
 tuple of arrays for several outputs: ``features``, ``invariants``, ``metrics``, ``balanced_metrics``,
 ``line_scale``). ``rhs(x, p)``, ``jac(x, p)`` and ``state_loss(x, p)`` are the compiled kernels called
 from Python (a new 1-D / 2-D array, or a float, each call); the kernels themselves take ``kernel_parameters(p)``, the
-parameters followed by their parameter-only subexpressions (computed once per setting); ``rhs_kernel`` and ``loss_kernel`` are the C-callable kernels the compiled
+parameters followed by their parameter-only subexpressions (computed once per setting); ``rhs_lanes_kernel`` and ``loss_kernel`` are the C-callable kernels the compiled
 integrator (:mod:`qkdyn.simulate.integrate`) takes, ``psi_gain_kernel`` and ``m_ov_kernel`` those of the
 compiled matched-loss solver (:mod:`qkdyn.simulate.closedform`).
 """
@@ -39,7 +39,7 @@ class Compiled:
     rhs_into: Callable
     jac_into: Callable
     state_loss_into: Callable
-    rhs_kernel: object
+    rhs_lanes_kernel: object
     loss_kernel: object
     psi_gain_kernel: object  # C-callable psi_gain(x = (a, s), p) and balanced M_OV(x = (qk, ov, kappa), p)
     m_ov_kernel: object
@@ -89,7 +89,7 @@ def load(name: str) -> Compiled:
         raise ValueError(f"no generated module for {name!r}: one of {', '.join(ALL_PARAMS)}")
     module = importlib.import_module(f"qkdyn.theory.generated.{name}")
     functions = {key: getattr(module, key) for key in
-                 ("rhs_into", "jac_into", "rhs_kernel", "loss_kernel", "psi_gain_kernel", "m_ov_kernel",
+                 ("rhs_into", "jac_into", "rhs_lanes_kernel", "loss_kernel", "psi_gain_kernel", "m_ov_kernel",
                   "kernel_parameters", "init") + _VECTOR}
     functions["state_loss_into"] = module.state_loss
     return Compiled(name, module.VARIABLES, module.INVARIANT_NAMES, module.INVARIANT_DEGREES, module.LAW_POWERS,

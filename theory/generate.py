@@ -12,7 +12,8 @@ Generated functions (x: the reduced state, p: Setting.numeric(); vector function
     kernel_parameters(p) -> k                 p and its constants for the kernels  [scalar]
     rhs_into(x, k, out), jac_into(x, k, out)  eq. (1) and its Jacobian            [kernel]
     state_loss(x, k)                          L(qk(x), ov(x)), eq. (2)              [kernel]
-    rhs_kernel, loss_kernel                   their C-callable wrappers             [kernel]
+    rhs_lanes_kernel(x, k, scale, out, lanes) C-callable scale * eq. (1) at many states (lanes) [kernel]
+    loss_kernel(x, k)                         C-callable state_loss                [kernel]
     psi_gain_kernel(x, p), m_ov_kernel(x, p)  C-callable psi_gain (x = (a, s)) and the balanced M_OV
                                               (x = (qk, ov, kappa)) on the plain p   [kernel]
     init(p, qk0, ov0)                         balanced initial state               [scalar]
@@ -78,7 +79,8 @@ def generate_source(name: str) -> str:
     src += codegen.function_source("rhs_into", [x, extended], rhs, "kernel")
     src += codegen.function_source("jac_into", [x, extended], jac, "kernel")
     src += codegen.function_source("state_loss", [x, extended], loss, "kernel", single=True)
-    src += codegen.kernel_wrappers(len(x), len(extended)) + "\n\n"
+    src += codegen.lanes_kernel_source("rhs_lanes_kernel", x, extended, rhs)
+    src += codegen.scalar_wrapper("loss_kernel", "state_loss", len(x), len(extended)) + "\n\n"
     # the matched-loss kernels of qkdyn.simulate.closedform (on the plain parameters p), through their C addresses
     src += codegen.function_source("psi_gain_at", [(start, step), p], [psi_gain], "kernel", single=True, only_used=True)
     src += codegen.function_source("m_ov_at", [(qk, ov, kappa), p], [invariants.balanced_metric(d.ov_circuit)],

@@ -41,9 +41,25 @@ def forward(factors, scale: float, queries: torch.Tensor, log_counts: torch.Tens
     return torch.bmm(attn, torch.bmm(O, V).transpose(1, 2)), attn
 
 
-def grid(task: Task, params: Iterable[str], seeds: Iterable[int], test_size: int) -> dict:
-    """(param, schedule, seed) -> Result for every form x schedule of the task x seed, in one program."""
-    return run(task, [(p, s, seed) for p in params for s in task.qk_factor for seed in seeds], test_size)
+#: float32's unit round-off: the relative size of the seeded perturbation of every gradient (:func:`roundoff`)
+UNIT_ROUNDOFF = 2.0**-24
+
+
+def roundoff(seed: int | None):
+    """None, or ``g -> g (1 + u xi)`` with xi standard normal from a generator seeded ``seed`` and u
+    :data:`UNIT_ROUNDOFF`: each gradient as if its sums were rounded in another order. Rerun under it, a
+    number moves as it does when torch's kernels sum in another order (AVX2, AVX-512, scalar): the size
+    of that movement is the number's round-off sensitivity (tests/qkdyn/test_verify.py)."""
+    if seed is None:
+        return None
+    generator = torch.Generator().manual_seed(seed)
+    return lambda g: g * (1 + UNIT_ROUNDOFF * torch.randn(g.shape, generator=generator, dtype=g.dtype))
+
+
+def grid(task: Task, params: Iterable[str], seeds: Iterable[int], test_size: int, perturb: int | None = None) -> dict:
+    """(param, schedule, seed) -> Result for every form x schedule of the task x seed, in one program
+    (``perturb``: :func:`roundoff`'s seed)."""
+    return run(task, [(p, s, seed) for p in params for s in task.qk_factor for seed in seeds], test_size, perturb)
 
 
 def train(task: Task, param: str, schedule: str, seed: int, test_size: int) -> Result:
@@ -67,13 +83,14 @@ def _stack(batches: list[Batch]) -> Batch:
     return Batch(*(torch.stack(fields) for fields in zip(*batches)))
 
 
-def run(task: Task, arms: list[tuple[str, str, int]], test_size: int) -> dict:
-    """(param, schedule, seed) -> Result for every arm in ``arms``, trained together (module docstring)."""
+def run(task: Task, arms: list[tuple[str, str, int]], test_size: int, perturb: int | None = None) -> dict:
+    """(param, schedule, seed) -> Result for every arm in ``arms``, trained together (module docstring;
+    ``perturb``: :func:`roundoff`'s seed)."""
     with one_thread():
-        return _run(task, arms, test_size)
+        return _run(task, arms, test_size, roundoff(perturb))
 
 
-def _run(task: Task, arms: list[tuple[str, str, int]], test_size: int) -> dict:
+def _run(task: Task, arms: list[tuple[str, str, int]], test_size: int, perturbed) -> dict:
     stream_of, streams, tests = {}, [], []
     for param, _, seed in arms:
         key = (task.stream_key(param), seed)
@@ -103,6 +120,7 @@ def _run(task: Task, arms: list[tuple[str, str, int]], test_size: int) -> dict:
     levels = torch.as_tensor(task.levels, dtype=torch.float64)
 
     alive = torch.arange(len(arms))  # arm index of each stacked row
+    # the last window batch losses and the levels reached, one row per live arm (rows as in ``alive``)
     recent = torch.zeros(len(arms), task.window, dtype=torch.float64)
     reached = torch.zeros(len(arms), len(levels), dtype=torch.bool)
     at_level: list[dict] = [{} for _ in arms]
@@ -121,6 +139,13 @@ def _run(task: Task, arms: list[tuple[str, str, int]], test_size: int) -> dict:
             i = int(alive[row])
             results[arms[i]] = Result(*arms[i], int(horizons[i]), step + 1, float(running[row]), at_level[i], final)
 
+    def live_rows() -> tuple:
+        """What every step reads of the live arms, gathered again only when an arm leaves the stack: whether it
+        ramps, its horizon, its QK factor's training mask and QK rates, its OV rate with and without the mask."""
+        ov = torch.full((len(alive),), task.base_lr, dtype=dtype)
+        return ramp[alive], horizons[alive], train_A[alive], qk_lr[alive], ov, ov * train_V[alive]
+
+    ramp_a, horizon_a, train_a, qk_lr_a, ov, ov_v = live_rows()
     for step in range(steps_max):
         if step % CHUNK == 0:  # only the streams of live arms are drawn (a stream, once unread, stays so)
             live = torch.unique(arm_stream[alive])
@@ -128,7 +153,7 @@ def _run(task: Task, arms: list[tuple[str, str, int]], test_size: int) -> dict:
             chunk_log, chunk_slot = log_counts(chunk.counts), slot_of[chunk.query]
             row_of = torch.zeros(len(streams), dtype=torch.long)
             row_of[live] = torch.arange(len(live))
-        where = row_of[arm_stream[alive]]
+            where = row_of[arm_stream[alive]]
         j = step % CHUNK
         logits, _ = forward(params, task.scale, queries, chunk_log[where, j], chunk_slot[where, j])
         target = chunk.target[where, j]
@@ -140,32 +165,33 @@ def _run(task: Task, arms: list[tuple[str, str, int]], test_size: int) -> dict:
             if not bool(torch.isfinite(value).all()):
                 p, s, seed = arms[int(alive[~torch.isfinite(value)][0])]
                 raise RuntimeError(f"{task.name} {p} {s} seed {seed}: SGD diverged at step {step}")
-            recent[alive, step % task.window] = value
+            recent[:, step % task.window] = value
             full = step >= task.window - 1
-            running = recent[alive].sum(dim=1) / task.window if full else torch.full_like(value, math.inf)
-            new = (running[:, None] <= levels) & ~reached[alive]
+            running = recent.sum(dim=1) / task.window if full else torch.full_like(value, math.inf)
+            new = (running[:, None] <= levels) & ~reached
             if bool(new.any()):
                 rows = torch.nonzero(new.any(dim=1))[:, 0]
                 for row, values in zip(rows.tolist(), measure(rows)):
                     i = int(alive[row])
                     for level in levels[new[row]].tolist():
                         at_level[i][level] = {k: float(np.nanmean(v)) for k, v in values.items()}
-                reached[alive] |= new
-            stop = ~ramp[alive] & (running <= task.target)
+                reached |= new
+            stop = ~ramp_a & (running <= task.target)
             if bool(stop.any()):
                 finish(torch.nonzero(stop)[:, 0], step, running)
-            qk = qk_lr[alive, step]
-            ov = torch.full_like(qk, task.base_lr)
-            for p, rate in zip(params, (qk * train_A[alive], qk, ov, ov * train_V[alive])):
-                p.sub_(rate[:, None, None] * p.grad)
+            qk = qk_lr_a[:, step]
+            for p, rate in zip(params, (qk * train_a, qk, ov, ov_v)):
+                p.sub_(rate[:, None, None] * (p.grad if perturbed is None else perturbed(p.grad)))
                 p.grad = None
-            done = ~stop & (horizons[alive] == step + 1)
+            done = ~stop & (horizon_a == step + 1)
             if bool(done.any()):
                 finish(torch.nonzero(done)[:, 0], step, running)
             keep = ~(stop | done)
             if not bool(keep.all()):
-                alive = alive[keep]
+                alive, recent, reached = alive[keep], recent[keep], reached[keep]
                 params = [p[keep].detach().requires_grad_() for p in params]
+                ramp_a, horizon_a, train_a, qk_lr_a, ov, ov_v = live_rows()
+                where = row_of[arm_stream[alive]]
         if len(alive) == 0:
             break
     return {arm: results[arm] for arm in arms}

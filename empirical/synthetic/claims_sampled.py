@@ -125,9 +125,11 @@ def shortcut_sentence(rows: list[dict]) -> str:
             "id in " + ", ".join(grown) + ".")
 
 
-def generator_claims(name: str, task, test_size: int, seeds, figures_dir: Path) -> tuple[list[Claim], list[dict]]:
-    """A4-/A5-sampled on one generator (its grid trained here, plots into ``figures_dir``); the claims and the table."""
-    results = batched.grid(task, PARAMS, seeds, test_size)
+def generator_claims(name: str, task, test_size: int, seeds, figures_dir: Path,
+                     perturb: int | None = None) -> tuple[list[Claim], list[dict]]:
+    """A4-/A5-sampled on one generator (its grid trained here, plots into ``figures_dir``; ``perturb``: the seed
+    of :func:`.batched.roundoff`); the claims and the table."""
+    results = batched.grid(task, PARAMS, seeds, test_size, perturb)
     rows = table(results, seeds)
     dtap_file, bars_file = f"sampled_{name}_dtap.png", f"sampled_{name}_attention.png"
     pooled = {(s, p): np.mean([sampled.dtap(results[(p, s, seed)].final) for seed in seeds], axis=0)

@@ -101,15 +101,16 @@ def _losses(factors, data, alpha: torch.Tensor) -> torch.Tensor:
         data.target.shape).mean(dim=1)
 
 
-def grid(forms, alphas, seeds, steps: int, eval_size: int, checkpoints: int) -> dict:
-    """(form, alpha, seed) -> Run for every combination (:func:`_grid`), on one torch thread."""
-    from qkdyn.empirical.synthetic.batched import one_thread
+def grid(forms, alphas, seeds, steps: int, eval_size: int, checkpoints: int, perturb: int | None = None) -> dict:
+    """(form, alpha, seed) -> Run for every combination (:func:`_grid`), on one torch thread (``perturb``:
+    the seed of :func:`.batched.roundoff`)."""
+    from qkdyn.empirical.synthetic.batched import one_thread, roundoff
 
     with one_thread():
-        return _grid(forms, alphas, seeds, steps, eval_size, checkpoints)
+        return _grid(forms, alphas, seeds, steps, eval_size, checkpoints, roundoff(perturb))
 
 
-def _grid(forms, alphas, seeds, steps: int, eval_size: int, checkpoints: int) -> dict:
+def _grid(forms, alphas, seeds, steps: int, eval_size: int, checkpoints: int, perturbed=None) -> dict:
     """(form, alpha, seed) -> Run for every combination, trained as one tensor program.
 
     Every run's OV circuit is stacked as (V_v, O, bias) along a leading run dimension (collapsed: V_v = I
@@ -141,13 +142,19 @@ def _grid(forms, alphas, seeds, steps: int, eval_size: int, checkpoints: int) ->
     alpha = torch.as_tensor([a for _, a, _ in keys], dtype=torch.float64)
     other = torch.where(alpha + DELTA > 1, alpha - DELTA, alpha + DELTA)
     step_alpha = other - alpha
+    # the checkpoints scored in float64: at a loss of 5e-4 float32's cross-entropy carries ~1e-6 absolute error
+    # per sample, which the difference along alpha (delta = 0.005) turned into a -dL/dalpha that moved by 2 %
+    # of its sd over seeds with the order torch's kernels sum in (AVX2 vs AVX-512)
+    scored = Batch(*(f.double() if f.is_floating_point() else f for f in evaluation))
+    alpha_64, other_64 = alpha, other
     alpha, other = alpha.float(), other.float()
     marks = set(np.unique(np.linspace(0, steps, checkpoints).round().astype(int)).tolist())
     t, loss, fall = [], [], []
     for step in range(steps + 1):
         if step in marks:
             with torch.no_grad():
-                here, there = _losses(factors, evaluation, alpha).double(), _losses(factors, evaluation, other).double()
+                exact = [p.double() for p in factors]
+                here, there = _losses(exact, scored, alpha_64), _losses(exact, scored, other_64)
             t.append(step * lr)
             loss.append(here.numpy())
             fall.append(((here - there) / step_alpha).numpy())  # -dL/dalpha
@@ -162,7 +169,7 @@ def _grid(forms, alphas, seeds, steps: int, eval_size: int, checkpoints: int) ->
         value.sum().backward()
         with torch.no_grad():
             for p, rate in zip(factors, rates):
-                p.sub_(rate * p.grad)
+                p.sub_(rate * (p.grad if perturbed is None else perturbed(p.grad)))
                 p.grad = None
     mass = (fixed_attention(evaluation, alpha[:, None, None]) * evaluation.distinct).sum(dim=-1).mean(dim=-1)
     loss, fall = np.array(loss).T, np.array(fall).T

@@ -103,7 +103,8 @@ class SampledStudy(Study):
 
         p = spec.params
         task, test_size = claims_sampled.tasks(p)[p["generator"]]
-        claims, _ = claims_sampled.generator_claims(p["generator"], task, test_size, p["seeds"], scratch)
+        claims, _ = claims_sampled.generator_claims(p["generator"], task, test_size, p["seeds"], scratch,
+                                                    p.get("perturb"))
         return {"claims": [claim_to_dict(c) for c in claims]}
 
     def claims(self, records, budget):
@@ -135,7 +136,8 @@ class FixedAttentionStudy(Study):
         from qkdyn.empirical.synthetic.fixed_attention import grid
 
         p = spec.params
-        runs = grid((p["form"],), p["alphas"], p["seeds"], p["steps"], p["eval_size"], p["checkpoints"])
+        runs = grid((p["form"],), p["alphas"], p["seeds"], p["steps"], p["eval_size"], p["checkpoints"],
+                    p.get("perturb"))
         return {"runs": [{"alpha": run.alpha, "seed": run.seed, "t": run.t.tolist(), "loss": run.loss.tolist(),
                           "fall": run.fall.tolist(), "attn_distinct": run.attn_distinct} for run in runs.values()]}
 

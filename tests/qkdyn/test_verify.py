@@ -15,7 +15,18 @@ Numbers are compared at their printed precision: in a summary, each number as pr
 to one unit of its last printed digit (or 1e-3 relative); in the evidence, stats and tables (which
 the report prints to 4 significant digits) to 1e-3 relative or 1e-9 absolute. Run timings are not
 part of a claim and are not compared.
+
+The float32 SGD studies (ROUNDOFF_STUDIES: the sampled generators, FA) print numbers finer than they
+reproduce: the order torch's kernels sum in (AVX2, AVX-512, scalar) moves them beyond the printed
+precision (A5-sampled-authors' p-value 0.00722 vs 0.00725; A4-sampled-authors' CAFO ramp sd 4.8e-7, a
+float32 round-off itself, by 17 %). Their claims are measured again in this module under
+ROUNDOFF_SEEDS seeded round-off-sized perturbations of every SGD gradient
+(:func:`qkdyn.empirical.synthetic.batched.roundoff`), and each of their numbers may also differ from
+the golden one by ROUNDOFF_FACTOR times its rms movement over those reruns: a tolerance measured in
+the same run, zero for a number no rerun moves; the words (verdicts, parts) must still match exactly,
+and a rerun whose words differ fails the test (a verdict that depends on round-off).
 """
+import dataclasses
 import json
 import math
 import os
@@ -31,6 +42,12 @@ from repo_paths import GOLDEN
 GOLDEN = GOLDEN / "verify_quick_claims.json"
 KEYS = ("id", "verdict", "parts", "summary", "evidence", "stats", "table")
 NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?|nan|inf")
+ROUNDOFF_STUDIES = ("sampled", "fixed-attention")
+ROUNDOFF_SEEDS = (1, 2, 3, 4)
+#: measured on this project's AVX-512 machine (AMD EPYC, quick budget): A4/A5-sampled-authors' numbers under
+#: torch's AVX2 kernels (the golden file's) and its scalar kernels differ from its own by at most 2.3 times
+#: their rms movement over the four reruns (FA's agree to the printed precision: it scores in float64)
+ROUNDOFF_FACTOR = 5.0
 
 
 def _unit(text: str) -> float:
@@ -40,39 +57,74 @@ def _unit(text: str) -> float:
     return 10.0 ** (int(exponent or 0) - decimals)
 
 
-def _close(a: float, b: float, unit: float = 0.0) -> bool:
+def _close(a: float, b: float, unit: float = 0.0, slack: float = 0.0) -> bool:
     if math.isnan(a) or math.isnan(b):
         return math.isnan(a) and math.isnan(b)
-    return a == b or abs(a - b) <= 1.01 * unit or math.isclose(a, b, rel_tol=1e-3, abs_tol=1e-9)
+    return (a == b or abs(a - b) <= 1.01 * unit or abs(a - b) <= slack
+            or math.isclose(a, b, rel_tol=1e-3, abs_tol=1e-9))
 
 
-def text_differences(a: str, b: str, where: str) -> list[str]:
-    """Differences between two printed texts: the words must match exactly, numbers to their precision."""
+def text_differences(a: str, b: str, where: str, slack: list[float] | None = None) -> list[str]:
+    """Differences between two printed texts: the words must match exactly, numbers to their precision
+    (or to ``slack``, one allowance per number)."""
     if NUMBER.split(a) != NUMBER.split(b):
         return [f"{where}: text differs:\n  golden: {a}\n  now:    {b}"]
     out = []
-    for x, y in zip(NUMBER.findall(a), NUMBER.findall(b)):
-        if not _close(float(x), float(y), max(_unit(x), _unit(y))):
+    slack = slack or [0.0] * len(NUMBER.findall(a))
+    for x, y, allowed in zip(NUMBER.findall(a), NUMBER.findall(b), slack):
+        if not _close(float(x), float(y), max(_unit(x), _unit(y)), allowed):
             out.append(f"{where}: {x} became {y}")
     return out
 
 
-def differences(golden, now, where: str) -> list[str]:
+def differences(golden, now, where: str, slack=None) -> list[str]:
+    """Differences between two claims' data; ``slack`` (:func:`roundoff_slack`, shaped like ``now``) the
+    absolute difference each number may have beyond its printed precision."""
     if isinstance(golden, dict) and isinstance(now, dict):
         if set(golden) != set(now):
             return [f"{where}: keys {sorted(set(golden) ^ set(now))} differ"]
-        return [d for k in golden for d in differences(golden[k], now[k], f"{where}.{k}")]
+        return [d for k in golden for d in differences(golden[k], now[k], f"{where}.{k}", slack and slack[k])]
     if isinstance(golden, list) and isinstance(now, list):
         if len(golden) != len(now):
             return [f"{where}: length {len(golden)} became {len(now)}"]
-        return [d for i, (g, n) in enumerate(zip(golden, now)) for d in differences(g, n, f"{where}[{i}]")]
+        return [d for i, (g, n) in enumerate(zip(golden, now))
+                for d in differences(g, n, f"{where}[{i}]", slack and slack[i])]
     if isinstance(golden, bool) or isinstance(now, bool) or golden is None or now is None:
         return [] if golden == now else [f"{where}: {golden!r} became {now!r}"]
     if isinstance(golden, (int, float)) and isinstance(now, (int, float)):
-        return [] if _close(float(golden), float(now)) else [f"{where}: {golden!r} became {now!r}"]
+        ok = _close(float(golden), float(now), slack=slack or 0.0)
+        return [] if ok else [f"{where}: {golden!r} became {now!r}"]
     if isinstance(golden, str) and isinstance(now, str):
-        return text_differences(golden, now, where)
+        return text_differences(golden, now, where, slack)
     return [f"{where}: {golden!r} became {now!r}"]
+
+
+def roundoff_slack(now, reruns: list, where: str = ""):
+    """``now`` with each number replaced by ROUNDOFF_FACTOR times its rms movement over ``reruns`` (the same
+    claim's data under seeded round-off), each text by the list of its numbers' allowances; the words of
+    every rerun must equal ``now``'s (else the verdict depends on round-off: AssertionError)."""
+    if isinstance(now, dict):
+        return {k: roundoff_slack(v, [r[k] for r in reruns], f"{where}.{k}") for k, v in now.items()}
+    if isinstance(now, list):
+        return [roundoff_slack(v, [r[i] for r in reruns], f"{where}[{i}]") for i, v in enumerate(now)]
+    if isinstance(now, bool) or now is None:
+        assert all(r == now for r in reruns), f"{where}: {now!r} under round-off: {reruns}"
+        return None
+    if isinstance(now, (int, float)):
+        return _movement([float(now)], [[float(r)] for r in reruns])[0]
+    if isinstance(now, str):
+        for r in reruns:
+            assert NUMBER.split(r) == NUMBER.split(now), f"{where} depends on round-off:\n  {now}\n  {r}"
+        return _movement([float(x) for x in NUMBER.findall(now)], [[float(x) for x in NUMBER.findall(r)] for r in reruns])
+    return None
+
+
+def _movement(now: list[float], reruns: list[list[float]]) -> list[float]:
+    out = []
+    for i, x in enumerate(now):
+        moves = [r[i] - x for r in reruns if not (math.isnan(r[i]) and math.isnan(x))]
+        out.append(ROUNDOFF_FACTOR * math.sqrt(sum(m * m for m in moves) / len(moves)) if moves else 0.0)
+    return out
 
 
 def claims_of(report: dict) -> list[dict]:
@@ -92,21 +144,53 @@ def test_the_comparison_can_fail():
     assert not differences({"x": [1.0, math.nan]}, {"x": [1.0000001, math.nan]}, "c")
 
 
+def test_the_roundoff_tolerance_is_its_measured_movement_and_no_more():
+    """A number moved by 0.002 under the reruns may differ by 5 x 0.002 from the golden one, not by more;
+    a number no rerun moves keeps its printed precision; a verdict that changes under round-off fails."""
+    now = {"p": 0.5, "v": "holds", "s": "sd 9.13e-05, p 0.0021"}
+    reruns = [{"p": 0.502, "v": "holds", "s": "sd 9.14e-05, p 0.0021"}, {"p": 0.498, "v": "holds", "s": "sd 9.12e-05, p 0.0021"}]
+    slack = roundoff_slack(now, reruns)
+    assert slack["p"] == pytest.approx(ROUNDOFF_FACTOR * 0.002) and slack["s"][1] == 0.0
+    assert not differences({"p": 0.509, "v": "holds", "s": "sd 9.17e-05, p 0.0021"}, now, "c", slack)
+    assert differences({"p": 0.511, "v": "holds", "s": "sd 9.13e-05, p 0.0021"}, now, "c", slack)
+    assert differences({"p": 0.5, "v": "holds", "s": "sd 9.30e-05, p 0.0021"}, now, "c", slack)
+    assert differences({"p": 0.5, "v": "holds", "s": "sd 9.13e-05, p 0.0023"}, now, "c", slack)
+    with pytest.raises(AssertionError, match="round-off"):
+        roundoff_slack(now, [{**now, "v": "fails"}])
+
+
 @pytest.fixture(scope="module")
 def quick_report(tmp_path_factory) -> tuple[Path, dict]:
-    """The figures folder and report.json of one `qkdyn verify --quick` run (every study, theory and torch).
-
-    The runs are in spawned workers that use torch's AVX2 kernels (ATEN_CPU_CAPABILITY), the arithmetic the
-    golden file was made with: under torch's AVX-512 kernels claims FA, A4-sampled-authors and
-    A5-sampled-authors keep their verdicts and parts but move beyond the printed precision (FA 9.13e-05 ->
-    9.08e-05, A4-sampled-authors 4.06e-06 -> 4.92e-06, A5-sampled-authors' p-value 0.00722 -> 0.00725), so
-    the comparison would otherwise test which CPU ran it. Claim A6-adam no longer needs it (its Adam runs
-    start from a seeded perturbation, not from round-off: tests/empirical/synthetic/test_adam.py)."""
+    """The figures folder and report.json of one `qkdyn verify --quick` run (every study, theory and torch),
+    on whatever kernels torch picks for this CPU (the float32 SGD studies' tolerance: :func:`roundoff_claims`)."""
     figures = tmp_path_factory.mktemp("verify-quick")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("ATEN_CPU_CAPABILITY", "avx2")
-        assert main(["verify", "--quick", "--no-progress", "--workers", "2", "--figures", str(figures)]) == 0
+    assert main(["verify", "--quick", "--no-progress", "--workers", "2", "--figures", str(figures)]) == 0
     return figures, json.loads((figures / "report.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def roundoff_claims(tmp_path_factory) -> dict:
+    """claim id -> its data (:func:`claims_of`) from each rerun of ROUNDOFF_STUDIES' quick runs with one of
+    ROUNDOFF_SEEDS as the seed of :func:`qkdyn.empirical.synthetic.batched.roundoff`."""
+    from qkdyn.executors import execute_all
+    from qkdyn.studies import claim_to_dict, get
+
+    jobs = []
+    for name in ROUNDOFF_STUDIES:
+        study = get(name)
+        specs = [dataclasses.replace(spec, name=f"{spec.name}-roundoff{seed}",
+                                     config=tuple(sorted(spec.config + (("perturb", seed),))))
+                 for seed in ROUNDOFF_SEEDS for spec in study.plan("quick")]
+        jobs.append((study, specs))
+    records: dict = {}
+    for study, record in execute_all(jobs, tmp_path_factory.mktemp("roundoff"), workers=2):
+        records.setdefault((study.name, record.spec.params["perturb"]), (study, []))[1].append(record)
+    out: dict = {}
+    for study, recs in records.values():
+        recs.sort(key=lambda r: r.spec.name)  # a fixed order (claims are matched by id)
+        for claim in claims_of({"claims": [claim_to_dict(c) for c in study.claims(recs, "quick")]}):
+            out.setdefault(claim["id"], []).append(claim)
+    return out
 
 
 @pytest.mark.slow
@@ -135,11 +219,13 @@ def test_verify_quick_writes_report_and_figures(quick_report):
 
 
 @pytest.mark.slow
-def test_verify_quick_claims_match_the_golden_file(quick_report):
+def test_verify_quick_claims_match_the_golden_file(quick_report, roundoff_claims):
     now = claims_of(quick_report[1])
     if os.environ.get("QKDYN_REGENERATE_GOLDEN") == "1":
         GOLDEN.write_text(json.dumps({"generated_by": "qkdyn verify --quick", "claims": now}, indent=1) + "\n")
     golden = json.loads(GOLDEN.read_text())["claims"]
     assert [c["id"] for c in now] == [c["id"] for c in golden]
-    problems = [d for g, n in zip(golden, now) for d in differences(g, n, g["id"])]
+    assert {"FA", "A4-sampled-authors", "A5-sampled-authors"} <= set(roundoff_claims)
+    slack = {c["id"]: roundoff_slack(c, roundoff_claims[c["id"]]) for c in now if c["id"] in roundoff_claims}
+    problems = [d for g, n in zip(golden, now) for d in differences(g, n, g["id"], slack.get(g["id"]))]
     assert not problems, "\n".join(problems[:30])

@@ -208,6 +208,7 @@ def test_a_sweep_integrated_in_one_compiled_loop_equals_its_solves_bit_for_bit(p
     for setting, tr in zip(settings, solve(settings, param, **options)):
         alone = solve(setting, param, **options)
         assert np.array_equal(tr.t, alone.t) and np.array_equal(tr.state, alone.state)
+        assert np.array_equal(tr.qk, alone.qk) and np.array_equal(tr.ov, alone.ov)  # the sweep's at once
         assert tr.crossings.keys() == alone.crossings.keys() == {0.5}
         assert tr.crossings[0.5][0] == alone.crossings[0.5][0]
         assert np.array_equal(tr.crossings[0.5][1], alone.crossings[0.5][1])
@@ -232,3 +233,23 @@ def test_crossing_states_do_not_depend_on_the_order_of_the_levels(sweep):
 def test_a_sweep_refuses_a_member_that_is_not_a_setting():
     with pytest.raises(InputError, match="must be a Setting"):
         solve([Setting(), {"eta_qk": 2.0}], "CACO", t_max=10.0)
+
+
+def test_a_sweep_wider_than_a_block_of_lanes_equals_its_solves_bit_for_bit():
+    """More settings than one lockstep block (integrate.LANES), the lanes' step counts, rejections and
+    events all different, a frozen circuit among them: every trajectory equals its own solve bit for bit."""
+    from qkdyn.simulate.integrate import LANES
+
+    rng = np.random.default_rng(5)
+    settings = [Setting(eta_qk=float(rho), ov0=float(ov0)) for rho, ov0 in
+                zip(np.geomspace(0.01, 100, LANES + 5), rng.uniform(0.01, 0.5, LANES + 5))]
+    settings[3] = settings[3].replace(eta_qk=0.0)
+    options = dict(t_max=1e12, points=17, record_losses=(0.3,))
+    sweep = solve(settings, "CAFO", **options)
+    assert len({tr.stats["steps"] for tr in sweep}) > 5
+    for setting, tr in zip(settings, sweep):
+        alone = solve(setting, "CAFO", **options)
+        assert np.array_equal(tr.state, alone.state) and tr.crossings.keys() == alone.crossings.keys()
+        assert np.array_equal(tr.qk, alone.qk) and np.array_equal(tr.ov, alone.ov) and np.array_equal(tr.t, alone.t)
+        assert all(np.array_equal(tr.crossings[k][1], alone.crossings[k][1]) for k in tr.crossings)
+        assert {k: tr.stats[k] for k in ("nfev", "steps")} == {k: alone.stats[k] for k in ("nfev", "steps")}

@@ -4,6 +4,7 @@ import math
 import numpy as np
 import pytest
 import sympy as sp
+from numba import njit
 
 from qkdyn.simulate.solve import solve
 from qkdyn.theory import generate, model
@@ -37,9 +38,42 @@ def test_compiled_kernels_equal_the_sympy_expressions_on_random_states(param):
         exact_jac = np.array([[_exact(e, values) for e in row] for row in d.jacobian.tolist()])
         np.testing.assert_allclose(rhs, exact_rhs, rtol=1e-12, atol=1e-15 * np.abs(exact_rhs).max())
         np.testing.assert_allclose(jac, exact_jac, rtol=1e-11, atol=1e-14 * np.abs(exact_jac).max())
+        lanes = _lanes_field(compiled, [setting.replace(eta_ov=2.0), setting], [rng.normal(size=len(x)), x], [0.5, 3.0])
+        np.testing.assert_allclose(lanes[:, 1] / 3.0, exact_rhs, rtol=1e-12, atol=1e-15 * np.abs(exact_rhs).max())
         loss = load(param).loss(*compiled.features(x, p), p)
         assert float(loss) == pytest.approx(_exact(d.loss, values), rel=1e-13)
         assert compiled.state_loss(x, p) == pytest.approx(_exact(d.loss, values), rel=1e-13)
+
+
+def _lanes_field(compiled, settings, states, scales) -> np.ndarray:
+    """``rhs_lanes_kernel`` at states[l] with settings[l], times scales[l]: (dim, lanes)."""
+    from qkdyn.simulate.integrate import _call_lanes
+
+    @njit
+    def call(f, x, p, scale, out):
+        _call_lanes(f, x, p, scale, out, 0, scale.size)
+
+    x = np.ascontiguousarray(np.array(states, dtype=float).T)
+    p = np.ascontiguousarray(np.array([compiled.kernel_parameters(one.numeric()) for one in settings]).T)
+    out = np.empty_like(x)
+    call(compiled.rhs_lanes_kernel.address, x, p, np.array(scales, dtype=float), out)
+    return out
+
+
+@pytest.mark.parametrize("param", ALL_PARAMS)
+def test_the_lanes_kernel_is_the_field_lane_by_lane(param):
+    """``rhs_lanes_kernel`` over 37 lanes (SIMD loops and their remainder) is scale[l] times the field of
+    lane l's own setting and state, to round-off of ``rhs_into`` (its exp is ``lane_exp``), and the same
+    bits as each lane alone."""
+    compiled, rng = load(param), np.random.default_rng(3)
+    settings = [Setting(eta_qk=float(rng.uniform(0.1, 5)), scale=float(rng.uniform(0.5, 2))) for _ in range(37)]
+    states = rng.normal(size=(37, compiled.dim)) * 3
+    scales = np.exp(rng.uniform(-5, 30, 37))
+    together = _lanes_field(compiled, settings, states, scales)
+    for l, (setting, x, scale) in enumerate(zip(settings, states, scales)):
+        expected = compiled.rhs(x, setting.numeric()) * scale
+        np.testing.assert_allclose(together[:, l], expected, rtol=1e-14, atol=1e-15 * np.abs(expected).max())
+        assert np.array_equal(together[:, l], _lanes_field(compiled, [setting], [x], [scale])[:, 0])
 
 
 @pytest.mark.parametrize("param", ALL_PARAMS)
