@@ -12,7 +12,8 @@ docs/sharpness.md); this module is its compiled arithmetic, point by point:
 * the matched-loss root of z(ov) = alpha(qk(ov)) ov - z* by safeguarded Newton in s = ov - ov0 (rtsafe),
   started from the quadratic in rho through the previous points' roots (same setting and level);
 * the time, composite 8-node Gauss-Legendre on panels at equal steps of the progress
-  v = z + x + 4|qk| + |u| sampled along the path, summed in logs; the points of one setting and rho (a
+  v = z + 2x + 4|qk| + 2|u| sampled along the path, each panel in doubles (in logs where its values come
+  near overflow), the panels summed in logs; the points of one setting and rho (a
   grid's levels) share one path: the panels of the path to the farthest level, the panel holding each
   nearer level split there, each time the sum of the panels before it.
 
@@ -269,7 +270,7 @@ def _cover(c, tab, coef, ext, lam_lo, lam_hi):
         ext[1] += 1
 
 
-@_jit
+@_inline
 def _newton_line(c, tab, coef, panel, lam, lo, hi, u):
     """u in [lo, hi] with Phi(u) - Phi(u0) = lam (Phi increasing and convex: monotone Newton); [lo, hi] is
     table panel ``panel`` for a factorized QK circuit (unused for a collapsed one)."""
@@ -488,9 +489,9 @@ def _edges(c, p, addr, work, tab, coef, ext, ov_star, rho, per_panel, polish):
         qk_last, u_last, x_last = qk, u, x
         value = expit(qk + c[_LOG_MN]) * ov[k] + 4.0 * travelled_qk
         if factorized_ov:
-            value += travelled_x
+            value += 2.0 * travelled_x
         if c[_BETA] > 0:
-            value += travelled_u
+            value += 2.0 * travelled_u
         v[0, k] = max(value, v[0, k - 1]) if k > 0 else value
     first, final = v[0, 0], v[0, ov.size - 1]
     span = (final - first) / per_panel  # inf where qk leaves the doubles (FACO turning at qk -6.6e1679)
@@ -542,20 +543,31 @@ def _times(c, p, addr, work, tab, coef, ext, targets, rho, per_panel, polish, t)
             a += 1
         at[k] = count - 1
     top, scaled, k = -math.inf, 0.0, 0
-    log_f = np.empty(GL_X.size)
+    qk_at, ov_at, log_f = np.empty(GL_X.size), np.empty(GL_X.size), np.empty(GL_X.size)
+    unit = 1.0 / _m_ov(c, p, addr, work, 1.0) if factorized_ov else 1.0
     for j in range(count - 1):
         mid, half = 0.5 * (edges[j + 1] + edges[j]), 0.5 * (edges[j + 1] - edges[j])
-        peak = -math.inf
+        inner = 0.0
         for n in range(GL_X.size):
             node = mid + half * GL_X[n]
             delta = ov0 * math.expm1(node) if factorized_ov else node
-            qk, _ = _qk_u(c, p, addr, work, tab, coef, ext, delta, rho, polish)
-            log_f[n] = _log_dt_dx(c, p, addr, work, ov0 + delta, qk)
-            peak = max(peak, log_f[n])
-        inner = 0.0
-        for n in range(GL_X.size):
-            inner += math.exp(log_f[n] - peak) * GL_W[n]
-        log_panel = peak + math.log(sign * half * inner)
+            qk_at[n], _ = _qk_u(c, p, addr, work, tab, coef, ext, delta, rho, polish)
+            ov_at[n] = ov0 + delta
+            # dt/dx = (1 + e^{z - log(K-1)}) (1 + e^{-(qk + log(m/n))}) / (eta_OV M_OV), z = alpha ov, in doubles
+            inv_alpha = 1.0 + math.exp(-(qk_at[n] + c[_LOG_MN]))
+            inner += GL_W[n] * (1.0 + math.exp(ov_at[n] / inv_alpha - c[_LOG_K1])) * inv_alpha * (
+                unit if factorized_ov else 1.0 / _m_ov(c, p, addr, work, ov_at[n]))
+        if 1e-290 < inner < 1e290:  # no value overflowed or came near it (1/eta_OV is applied in logs)
+            log_panel = math.log(sign * half * inner) - c[_LOG_ETA]
+        else:  # in logs (t = e^M sum w e^{log f - M}): attention near 0, z beyond 700, or a time near 1e308
+            peak = -math.inf
+            for n in range(GL_X.size):
+                log_f[n] = _log_dt_dx(c, p, addr, work, ov_at[n], qk_at[n])
+                peak = max(peak, log_f[n])
+            inner = 0.0
+            for n in range(GL_X.size):
+                inner += math.exp(log_f[n] - peak) * GL_W[n]
+            log_panel = peak + math.log(sign * half * inner)
         if log_panel > top:
             scaled, top = scaled * math.exp(top - log_panel) + 1.0, log_panel
         else:

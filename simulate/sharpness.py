@@ -19,7 +19,7 @@ with the level set alpha(qk) ov = z* (L2). No time integration is involved:
   the factored gain Psi(ov0 + s) - Psi(ov0): ov itself to eps ov0 would leave qk off by rho Psi'/Phi' times that).
 * the time is the quadrature t = int_{ov0}^{ov*} dov / (eta_OV M_OV(ov) alpha(qk(ov)) g(z(ov))),
   composite Gauss-Legendre (8 nodes per panel; in log ov for a factorized OV circuit, whose M_OV
-  vanishes like ov) on panels that split the path into steps of 3/4 unit of progress (z, attention's
+  vanishes like ov) on panels that split the path into steps of 2 units of progress (z, attention's
   logit and the integration variable: see :meth:`_Problem.time_to`).
 
 The arithmetic is one numba kernel over all points (:mod:`qkdyn.simulate.closedform`); this module
@@ -90,26 +90,33 @@ class _Problem:
     def alpha(self, qk):
         return self.compiled.attention(qk, self.p)
 
-    def time_to(self, ov_star, rho, per_panel: float = 0.75, polish: bool = False):
+    def time_to(self, ov_star, rho, per_panel: float = 2.0, polish: bool = False):
         """t = int dov / (eta_OV M_OV alpha g) by Gauss-Legendre (in ov, or log |ov| for a factorized OV
         circuit) on panels along which the progress v changes by about ``per_panel``:
-        v = z + x + 4 |qk| + |u| (x = log |ov| for a factorized OV circuit, else 0; u the line
+        v = z + 2x + 4 |qk| + 2 |u| (x = log |ov| for a factorized OV circuit, else 0; u the line
         coordinate of a factorized QK circuit; |.| the distance travelled since the start: qk first
-        falls when ov0 < 0). Every term increases along the path, so each panel resolves unit changes
-        of the loss exponent and of either circuit, and changes of 3/4 in qk: 1/alpha =
+        falls when ov0 < 0). Every term increases along the path, so each panel of 2 units resolves
+        changes of 2 in the loss exponent, of 1 in either circuit and of 1/2 in qk: 1/alpha =
         1 + (n/m) e^{-qk} has a pole where e^{qk(ov)} -> 0; across a panel on which e^qk grows by
-        e^w it lies at Bernstein-ellipse parameter coth(w/4) (e^qk about linear in ov), and w = 3/4
-        keeps 8 Gauss nodes at ~1e-12 (w = 3 gave errors of 1e-8: issue 21). ``per_panel`` = 3/4 (not 3): a
-        fast QK from a tiny attention (paper form, rho = 3e11, attn0 = 1e-36, level 2e-12) was 3.9e-8 off the
-        mpmath reference at 3 (1.7e-8 at 1.5), 3.1e-9 at 3/4.
+        e^w it lies at Bernstein-ellipse parameter coth(w/4) (e^qk about linear in ov), and w = 1/2
+        keeps 8 Gauss nodes at ~1e-14 (w = 3 gave errors of 1e-8: issue 21). Against the quadrature the
+        panels of 1/5 unit of z + x + 4|qk| + |u| give (polished), on 2 x 2600 points
+        of random settings of every form (starts below 0, attention down to 1e-30, rho from 1e-3 to 1e4,
+        levels down to 1e-8 of the way): 3.2e-13 at worst, as with the 3/4 unit of that v used before
+        (3.6e-13); 3 units of this v gave 3.2e-12 (and z + x + 4|qk| + |u| at 3 units 1.1e-11 on the
+        A4/A5 grid: FACO, limited by u, and CAFO/FAFO by x, hence their weight 2). A fast QK from a tiny
+        attention (paper form, rho = 3e11, attn0 = 1e-36, level 2e-12, once 3.9e-8 off mpmath at 3 units)
+        is 1.6e-15 off at every panel size from 1/20 to 3 units (v for a collapsed circuit is z + 4|qk| in either).
 
         The panel edges are placed by monotone interpolation of v sampled on the path (fractions dense
         near both ends, geometric steps over its positive part, and ov = 0 where crossed); a path gets
         max(4, needed) panels; points of one rho, contiguous, share the path to the farthest
         of them, on whose panels (the one holding each nearer point split there) the nearer times are
-        partial sums (the same to the quadrature's accuracy as their own paths'). The integrand is summed in logs
-        (t = e^M sum w e^{log f - M}), so a time near the largest double is finite even where the
-        integrand alone would overflow; a time beyond it is inf (:func:`sharpness` reports it). Unless
+        partial sums (the same to the quadrature's accuracy as their own paths'). Each panel's sum is formed in
+        doubles, dt/dx = (1 + e^{z - log(K-1)}) (1 + e^{-(qk + log(m/n))}) / (eta_OV M_OV), where it lies
+        in (1e-290, 1e290) (no value overflowed or came near it), else in logs (sum w e^{log f - M}), and
+        the panels are summed in logs (t = e^M sum e^{log P_j - M}), so a time near the largest double is
+        finite even where the integrand alone would overflow; a time beyond it is inf (:func:`sharpness` reports it). Unless
         ``polish``, a factorized-QK line is inverted at the nodes from its inverse table (no Newton)."""
         ov_star = np.ascontiguousarray(ov_star, dtype=float).ravel()
         rho = np.ascontiguousarray(np.broadcast_to(np.asarray(rho, dtype=float), ov_star.shape))
@@ -139,7 +146,7 @@ def z_at_loss(classes: int, loss: np.ndarray) -> np.ndarray:
         return np.where(near > -0.5, -np.log1p(near), math.log(classes - 1) - np.log(np.expm1(loss)))
 
 
-def _run(problems: list, which, zstar, rho, ov=None, *, time: bool, state: bool = True, per_panel: float = 0.75,
+def _run(problems: list, which, zstar, rho, ov=None, *, time: bool, state: bool = True, per_panel: float = 2.0,
          polish: bool = False):
     """(qk, ov, t) of every point from the compiled kernel (the points of one setting contiguous in
     ``which``); ``state=False``: only the time to the given ``ov``."""
@@ -243,7 +250,7 @@ def sharpness(setting: Setting | Mapping, param: str | Spec, rho: ArrayLike, los
     broadcast against each other (numpy rules; a clear error says how to shape them when they do
     not), or with ``grid=True`` form their outer product, one named axis per input (rho, loss, then
     the fields): see :mod:`qkdyn.simulate.grid`. See the module docstring for the mathematics; exact
-    to round-off for (qk, ov, attn), t to about 1e-10 relative (a test checks 1e-8 against a 12x
+    to round-off for (qk, ov, attn), t to about 1e-10 relative (a test checks 1e-8 against an 8x
     finer quadrature). ``param`` may be a :class:`~qkdyn.theory.spec.Spec`: the closed form where the spec
     is an exact form's model, else the crossings of the spec's ODE (one ``setting``, a Setting;
     :func:`qkdyn.simulate.specsolve.events_sharpness`).

@@ -289,7 +289,7 @@ def test_attn0_broadcasts_as_a_setting_field():
 @given(setting=testing.setting_strategy(eta_qk=1.0, qk0=(0.01, 1.0), ov0=(0.01, 1.0)), rho=testing.rhos(1e-2, 1e2),
        fraction=st.floats(0.05, 0.999))
 def test_time_quadrature_is_accurate_to_1e_8(param, setting, rho, fraction):
-    """The default panels (about 3 units of progress each, 8 Gauss nodes) against 12x finer ones."""
+    """The default panels (2 units of progress each, 8 Gauss nodes) against 8x finer ones."""
     from qkdyn.simulate.sharpness import _Problem
 
     problem = _Problem(setting, param)
