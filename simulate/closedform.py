@@ -494,8 +494,8 @@ def _edges(c, p, addr, work, tab, coef, ext, ov_star, rho, per_panel, polish):
             value += 2.0 * travelled_u
         v[0, k] = max(value, v[0, k - 1]) if k > 0 else value
     first, final = v[0, 0], v[0, ov.size - 1]
-    needed = math.ceil((final - first) / per_panel)
-    if not needed <= 2**MAX_PANELS_LOG2:
+    span = (final - first) / per_panel  # inf where qk leaves the doubles (FACO turning at qk -6.6e1679)
+    if not span <= 2**MAX_PANELS_LOG2:
         # a path this long passes through attention below e^-{5000 per_panel / 4}: dt/dov there exceeds
         # e^700 unless eta_OV does too, so its time is beyond the largest double
         peak = -math.inf
@@ -506,7 +506,7 @@ def _edges(c, p, addr, work, tab, coef, ext, ov_star, rho, per_panel, polish):
             raise RuntimeError("time quadrature: more than 2^14 panels needed on a path whose time is not beyond "
                                "the largest double")
         return np.empty(0)
-    panels = max(4, int(needed))
+    panels = max(4, math.ceil(span))
     y = np.empty(panels + 1)
     for j in range(panels + 1):
         level = first + (final - first) * (j / panels)
@@ -627,7 +627,7 @@ def solve_points(constants, params, addr, which, zstar, rho, ov, with_state, wit
         if with_time and (i == which.size - 1 or which[i + 1] != s or rho[i + 1] != rho[i]):
             # the points start..i share a setting and rho, hence a path: one quadrature, in the order along it
             order = start + np.argsort(ov[start:i + 1])
-            times = np.empty(order.size)
+            times = np.full(order.size, np.nan)  # a time left unwritten reads as not finite, never as garbage
             if not _times(c, p, addr, work, tab, coef, ext, ov[order], rho[i], per_panel, polish, times):
                 times[-1] = math.inf
                 for k in range(order.size - 1):
