@@ -111,8 +111,8 @@ def _texts(ax, renderer) -> list[tuple[str, Any]]:
 def _overlap(a: list, b: list, pad: float = 1.0) -> np.ndarray:
     """Which bounding boxes intersect by more than ``pad`` pixels in both directions: every box of the list ``a``
     against every box of ``b`` (a len(a) x len(b) array of booleans)."""
-    a, b = (np.reshape([box.extents for box in boxes], (-1, 4)) for boxes in (a, b))  # rows (x0, y0, x1, y1)
-    span = lambda lo, hi: np.minimum(a[:, None, hi], b[None, :, hi]) - np.maximum(a[:, None, lo], b[None, :, lo])
+    ea, eb = (np.reshape([box.extents for box in boxes], (-1, 4)) for boxes in (a, b))  # rows (x0, y0, x1, y1)
+    span = lambda lo, hi: np.minimum(ea[:, None, hi], eb[None, :, hi]) - np.maximum(ea[:, None, lo], eb[None, :, lo])
     return (span(0, 2) > pad) & (span(1, 3) > pad)
 
 

@@ -2,7 +2,7 @@
 
 The four exact forms carry committed generated modules (:mod:`qkdyn.theory.compiled`); so do the specs
 of the coupled claims CQ1-CQ4 (:mod:`qkdyn.theory.generated.specs`, written by
-:mod:`qkdyn.theory.generate_specs`: the source ``sympy.lambdify`` prints for them, so their numbers are
+:mod:`qkdyn.generate_specs`: the source ``sympy.lambdify`` prints for them, so their numbers are
 the same). Any other spec written as data gets its functions at run time by ``sympy.lambdify`` of the
 derived expressions (:func:`expressions`), with the stable primitives printed as SciPy's expit and
 NumPy's logaddexp (:data:`PRIMITIVES`; no code is read from any file: the source is printed from the
@@ -50,7 +50,7 @@ def floats(raw: Callable) -> Callable:
 
 def sympy_lambdify(args, outputs) -> Callable:
     """``sympy.lambdify`` with the stable primitives (its printed source is what
-    :mod:`qkdyn.theory.generate_specs` commits)."""
+    :mod:`qkdyn.generate_specs` commits)."""
     import sympy as sp
 
     return sp.lambdify(args, outputs, modules=[PRIMITIVES, "numpy"], cse=True)

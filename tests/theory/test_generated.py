@@ -138,16 +138,17 @@ def test_generated_frozen_time_equals_the_sympy_law(param):
 
 
 def test_committed_spec_module_equals_what_the_derivations_generate_now():
-    from qkdyn.theory import generate_specs
+    from qkdyn import generate_specs
 
     assert generate_specs.PATH.read_text() == generate_specs.generate_source(), \
-        "run `python -m qkdyn.theory.generate_specs`"
+        "run `python -m qkdyn.generate_specs`"
 
 
 def test_generated_spec_functions_equal_the_sympy_expressions_on_random_states():
     """Every spec of the coupled claims: its committed functions (what numeric(spec) returns; no derivation is
     done for it) against its derived expressions in 40-digit arithmetic, at random states and settings."""
-    from qkdyn.theory import generate_specs, specflow, specnumeric
+    from qkdyn import generate_specs
+    from qkdyn.theory import specflow, specnumeric
     from qkdyn.theory.generated.specs import SPECS
 
     def derive(spec):
