@@ -19,6 +19,8 @@ from typing import Callable
 import numpy as np
 from scipy import special
 
+from qkdyn.theory.spec import Spec
+
 #: the stable primitives of :mod:`qkdyn.theory.functions` as NumPy functions (lambdify's first namespace)
 PRIMITIVES = {"expit": special.expit, "softplus": lambda x: np.logaddexp(0, x)}
 #: the functions of :class:`SpecNumeric` a spec's derivation gives (:func:`expressions`), in order
@@ -31,7 +33,7 @@ class SpecNumeric:
     (the rate factor's numerator, :func:`expressions`); jac(x, p) is built on first use (the symbolic
     Jacobian costs seconds and only the implicit integrators need it)."""
 
-    spec: object
+    spec: Spec
     variables: tuple[str, ...]
     rhs: Callable
     loss: Callable
@@ -61,7 +63,7 @@ def lambdify(args, outputs) -> Callable:
     return floats(sympy_lambdify(args, outputs))
 
 
-def expressions(spec) -> tuple[tuple[str, ...], dict[str, tuple[list, object]]]:
+def expressions(spec: Spec) -> tuple[tuple[str, ...], dict[str, tuple[list, object]]]:
     """(variable names, {name: (arguments, outputs)} for each of :data:`FUNCTIONS`) from the spec's derivation
     (x the reduced state, p the parameters, w_i the orbit sizes): the flow dx/dt, the loss, (qk, ov, attn), the
     initial state, and M_QK(x) = sum_i (d qk / d x_i)^2 / w_i over the QK variables (docs/setting.md)."""
@@ -79,7 +81,7 @@ def expressions(spec) -> tuple[tuple[str, ...], dict[str, tuple[list, object]]]:
 
 
 @functools.lru_cache(maxsize=None)
-def numeric(spec) -> SpecNumeric:
+def numeric(spec: Spec) -> SpecNumeric:
     """The numeric functions of ``spec`` (cached per spec): the generated ones where
     :mod:`qkdyn.theory.generated.specs` lists the spec, else lambdified from its derivation."""
     from qkdyn.theory.generated.specs import SPECS
@@ -93,7 +95,7 @@ def numeric(spec) -> SpecNumeric:
 
 
 @functools.lru_cache(maxsize=None)
-def _jacobian(spec) -> Callable:
+def _jacobian(spec: Spec) -> Callable:
     from qkdyn.theory.model import PARAMS
     from qkdyn.theory.specflow import derive_spec
 
