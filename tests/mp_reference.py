@@ -42,8 +42,8 @@ class Reference:
         self.kappa = kappa = K * D * (abs(self.qk0) * mp.sqrt(K * D) / s) / (K * D + N)
         qk_kind, ov_kind = ("paper", "paper") if param == "paper" else (param[:2], param[2:])
         self.qk_factorized = qk_kind == "FA"
-        self._known = {self.qk0: mp.mpf(0)}  # q -> Phi(q) - Phi(qk0), for the factorized QK quadrature
-        self._points = [self.qk0]  # the keys of _known, sorted
+        # per working precision (mp.prec): q -> the e^y part of Phi(q), and its keys sorted (factorized QK)
+        self._known: dict[int, tuple[dict, list]] = {}
         self.m_qk = {"CA": lambda q: s**2 * c, "FA": lambda q: s**2 * c * mp.sqrt(kappa**2 + 4 * q**2 / (s**2 * c)),
                      "paper": lambda q: 1 / (K * b**2)}[qk_kind]
         self.m_ov = {"CO": lambda o: 1 / ((K - 1) * D), "FO": lambda o: 2 * abs(o) / ((K - 1) * mp.sqrt(D)),
@@ -58,24 +58,26 @@ class Reference:
         return 1 / (1 + self.n / self.m * mp.exp(-q))
 
     def phi(self, q):
-        """int_{qk0}^{q} (1 + (m/n) e^y) / M_QK(y) dy (factorized QK: from the nearest point already
-        computed between qk0 and q, so that the root finders' nearby evaluations cost short integrals;
-        never from beyond q, where Phi(q) = Phi(a) - int_q^a cancels: a bracket end at qk = 384 left
-        Phi(63) as the difference of two numbers near e^384, and the state's qk 34 too large). The nearest point
-        is q's neighbour on qk0's side in the sorted points (a scan of all of them made the 5600 bracketing steps
-        down to a turn at qk -1e1679 quadratic: 170 s)."""
+        """int_{qk0}^{q} (1 + (m/n) e^y) / M_QK(y) dy. Factorized QK: the 1 / M_QK part in closed form from qk0
+        (:meth:`inverse_m_qk_integral`), the (m/n) e^y / M_QK part by quadrature from the nearest point already
+        computed between qk0 and q, so that the root finders' nearby evaluations cost short integrals; never
+        from beyond q, where Phi(q) = Phi(a) - int_q^a cancels: a bracket end at qk = 384 left Phi(63) as the
+        difference of two numbers near e^384, and the state's qk 34 too large. The nearest point is q's
+        neighbour on qk0's side in the sorted points (a scan of all of them made the 5600 bracketing steps
+        down to a turn at qk -1e1679 quadratic: 170 s). The points are kept per working precision: a value
+        computed at 24 digits is not reused at 40 (FAFO at rho 7e-7, where qk moves by 3e-4 while ov grows
+        to 769, needs Phi to 1e-33 relative for its root's sign check)."""
         if not self.qk_factorized:
             return ((q - self.qk0) + self.m / self.n * (mp.exp(q) - mp.exp(self.qk0))) / self.m_qk(q)
-        if q in self._known:
-            return self._known[q]
-        if q > self.qk0:
-            near = self._points[bisect.bisect_right(self._points, q) - 1]
-        else:
-            near = self._points[bisect.bisect_left(self._points, q)]
-        value = self._known[near] + self._phi_between(near, q)
-        self._known[q] = value
-        bisect.insort(self._points, q)
-        return value
+        known, points = self._known.setdefault(mp.mp.prec, ({self.qk0: mp.mpf(0)}, [self.qk0]))
+        if q not in known:
+            if q > self.qk0:
+                near = points[bisect.bisect_right(points, q) - 1]
+            else:
+                near = points[bisect.bisect_left(points, q)]
+            known[q] = known[near] + self._exp_part_between(near, q)
+            bisect.insort(points, q)
+        return self.inverse_m_qk_integral(self.qk0, q) + known[q]
 
     def inverse_m_qk_integral(self, a, b):
         """int_a^b dy / M_QK(y): (b - a) / M_QK for a collapsed QK circuit (M_QK constant), asinh(y / w) /
@@ -84,19 +86,18 @@ class Reference:
             return (b - a) / self.m_qk(a)
         return (mp.asinh(b / self.w) - mp.asinh(a / self.w)) / (2 * self.s * mp.sqrt(self.c))
 
-    def _phi_between(self, a, b):
-        """int_a^b: dy / M_QK = asinh(y / w) / (2 s sqrt(c)) in closed form (M_QK = 2 s sqrt(c) sqrt(y^2 + w^2));
-        the e^y part by quadrature, cut where e^y falls by e^(2^k) from the top and around the
-        near-singularity of 1/M_QK at y = +-i w."""
-        w, linear = self.w, self.inverse_m_qk_integral(a, b)
-        top = max(a, b)
-        low = max(min(a, b), top - 90)  # below top - 90, e^y is 1e-39 of the integral: dropped
+    def _exp_part_between(self, a, b):
+        """int_a^b (m/n) e^y / M_QK(y) dy by quadrature, cut where e^y falls by e^(2^k) from the top and around
+        the near-singularity of 1/M_QK at y = +-i w; below the top by more than the working precision's digits
+        (e^-(ln 10 dps + 2)), e^y is beyond them and dropped."""
+        w, top = self.w, max(a, b)
+        low = max(min(a, b), top - (mp.log(10) * mp.mp.dps + 2))
         if low == top:
-            return linear
+            return mp.mpf(0)
         cuts = {low, top} | {top - 2**k for k in range(7)} | {sign * w * 10**k for sign in (-1, 1) for k in range(-1, 8)}
         cuts = sorted(x for x in cuts | {mp.mpf(0)} if low <= x <= top)
         part = mp.quad(lambda y: self.m / self.n * mp.exp(y) / self.m_qk(y), cuts)
-        return linear + (part if b > a else -part)
+        return part if b > a else -part
 
     def qk(self, ov):
         target = self.rho * (self.psi(ov) - self.psi(self.ov0))

@@ -203,6 +203,11 @@ def test_collapsed_qk_state_and_time_match_mpmath_everywhere(param, data):
 # resolve qk = qk_min + v^2 ("Phi misses the far end"); its lower bound of t, e^(3.3e1679), is beyond a double,
 # and qkdyn says so (InputError) and gives the state without the time
 @example(case=("FACO", Setting(qk0=-674.0, ov0=-1.88), 103.0, 1.2e-273))
+# a draw (rounded) where qk moves by 3e-4 while ov grows to 769 (rho 7e-7): Phi summed from cached points, 1/M_QK
+# included, was not monotone to the 1e-33 relative that the reference's root check needs at 40 digits ("did not
+# converge"); with the 1/M_QK part in closed form from qk0 it gives qkdyn's qk 1.70501761, ov 769.238, t 4.96e164
+@example(case=("FAFO", Setting(classes=2, distinct=3, commons=22, m=6, n=33, scale=0.848, eta_ov=1.046, qk0=1.7047,
+                               ov0=1.2017), 7.12e-7, 8.7e-168))
 def test_factorized_qk_state_and_time_match_mpmath_everywhere(case):
     """The reference's time for a factorized QK circuit is a quadrature in qk (tests/mp_reference.py:
     TimeAlongQK), where qk(ov) would cost a quadrature per root-finder step."""
