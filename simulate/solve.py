@@ -79,22 +79,26 @@ class Trajectory(TrajectoryExports):
     event_t: float | None  # time at which the loss target was reached, if one was set
     stats: dict
     crossings: dict = dataclasses.field(default_factory=dict)  # loss level -> (t, state) at crossing
+    # (qk, ov) at the rows: given by a sweep (one vector call for all of its trajectories), else computed
+    # from ``state`` when first read
+    features: tuple[np.ndarray, np.ndarray] | None = dataclasses.field(default=None, repr=False, compare=False)
 
     @property
     def compiled(self) -> Compiled:
         return load(self.param)
 
-    @functools.cached_property
-    def _features(self) -> tuple[np.ndarray, np.ndarray]:
-        return self.compiled.features(self.state, self.setting.numeric())
+    def _qk_ov(self) -> tuple[np.ndarray, np.ndarray]:
+        if self.features is None:
+            self.features = self.compiled.features(self.state, self.setting.numeric())
+        return self.features
 
     @property
     def qk(self) -> np.ndarray:
-        return self._features[0]
+        return self._qk_ov()[0]
 
     @property
     def ov(self) -> np.ndarray:
-        return self._features[1]
+        return self._qk_ov()[1]
 
     @property
     def attn(self) -> np.ndarray:
@@ -376,7 +380,7 @@ def _features_at_once(compiled, trajectories: list[Trajectory], states: np.ndarr
     params = np.array([tr.setting.numeric() for tr in trajectories]).T[:, :, None]
     qk, ov = compiled.features(stack, params)
     for k, tr in enumerate(trajectories):
-        vars(tr)["_features"] = (qk[k], ov[k])  # the cached property's value
+        tr.features = (qk[k], ov[k])
 
 
 @dataclasses.dataclass

@@ -206,6 +206,7 @@ def test_a_sweep_integrated_in_one_compiled_loop_equals_its_solves_bit_for_bit(p
     settings = [Setting(eta_qk=rho, ov0=ov0) for rho, ov0 in ((0.1, 0.01), (3.0, 0.2), (30.0, 0.05))]
     options = dict(t_max=1e9, points=30, at=(2.5, 1e3), record_losses=(0.5, 1e-300))
     for setting, tr in zip(settings, solve(settings, param, **options)):
+        assert tr.features is not None  # the sweep's (qk, ov), computed for all of them at once
         alone = solve(setting, param, **options)
         assert np.array_equal(tr.t, alone.t) and np.array_equal(tr.state, alone.state)
         assert np.array_equal(tr.qk, alone.qk) and np.array_equal(tr.ov, alone.ov)  # the sweep's at once
