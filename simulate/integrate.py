@@ -75,14 +75,15 @@ def _call_scalar(typingctx, address, x, p):
 
 
 @njit(cache=_CACHE, error_model="numpy")
-def _field(f, tau, c, h, x, P, scale, K, row):
-    """K[row, i L + l] = e^(tau[l] + c h[l]) f(x)_i at the state x[i L + l] of every lane l of L: the
+def _field(f, tau, c, h, x, P, scale, out):
+    """out[i L + l] = e^(tau[l] + c h[l]) f(x)_i at the state x[i L + l] of every lane l of L: the
     log-time field at the stage's time (f: the address of a form's ``rhs_lanes_kernel``, P: the lanes'
-    parameter vectors as columns; written straight into K's row, through no view of it)."""
+    parameter vectors as columns; ``out`` a row of the stages K, never a literal row number: numba would
+    compile the function once for each)."""
     lanes = h.size
     for l in range(lanes):
         scale[l] = lane_exp(tau[l] + c * h[l])
-    _call_lanes(f, x, P, scale, K, row * x.size, lanes)
+    _call_lanes(f, x, P, scale, out, 0, lanes)
 
 
 @njit(cache=_CACHE, error_model="numpy")
@@ -102,13 +103,15 @@ def _rms(v, scale, lane, lanes):
 
 @njit(cache=_CACHE, error_model="numpy")
 def _dense(taus, hs, ys, Fs, step, tau, out):
-    """Step ``step``'s dense interpolant at tau (SciPy's Dop853DenseOutput), read from the tables."""
+    """Step ``step``'s dense interpolant at tau (SciPy's Dop853DenseOutput), read from the flat tables
+    (ys[step n + k], Fs[(step P + r) n + k]: n = out.size components, P = _POWER rows)."""
+    n = out.size
     s = (tau - taus[step]) / hs[step]
-    for k in range(ys.shape[1]):
+    for k in range(n):
         acc = 0.0
         for i in range(_POWER):
-            acc = (acc + Fs[step, _POWER - 1 - i, k]) * (s if i % 2 == 0 else 1.0 - s)
-        out[k] = acc + ys[step, k]
+            acc = (acc + Fs[(step * _POWER + _POWER - 1 - i) * n + k]) * (s if i % 2 == 0 else 1.0 - s)
+        out[k] = acc + ys[step * n + k]
 
 
 @njit(cache=_CACHE, error_model="numpy")
@@ -116,14 +119,17 @@ def _first_steps(f, P, y0, K, tau_end, rtol, atol, work, scale):
     """SciPy's ``select_initial_step`` for order 8 (Hairer, Norsett and Wanner, II.4) in every lane, from
     the field f0 = K[0] at y0 (elements i L + l); its second field evaluation goes into K[1]."""
     lanes = scale.size
-    weights = atol + np.abs(y0) * rtol
+    weights, zeros = np.empty(y0.size), np.empty(lanes)
+    for m in range(y0.size):
+        weights[m] = atol + abs(y0[m]) * rtol
     h0, d1 = np.empty(lanes), np.empty(lanes)
     for l in range(lanes):
         d0, d1[l] = _rms(y0, weights, l, lanes), _rms(K[0], weights, l, lanes)
         h0[l] = min(1e-6 if d0 < 1e-5 or d1[l] < 1e-5 else 0.01 * d0 / d1[l], tau_end)
+        zeros[l] = 0.0
     for m in range(y0.size):
         work[m] = y0[m] + h0[m % lanes] * K[0, m]
-    _field(f, np.zeros(lanes), 1.0, h0, work, P, scale, K, 1)
+    _field(f, zeros, 1.0, h0, work, P, scale, K[1])
     for m in range(y0.size):
         work[m] = K[1, m] - K[0, m]
     for l in range(lanes):
@@ -135,7 +141,7 @@ def _first_steps(f, P, y0, K, tau_end, rtol, atol, work, scale):
 
 @njit(cache=_CACHE, error_model="numpy")
 def _locate(g, p, level, taus, hs, ys, Fs, step, g_lo, g_hi, work):
-    """The tau in step ``step`` where the dense log-loss crosses ``level`` (Illinois method)."""
+    """The tau in step ``step`` (of the flat tables) where the dense log-loss crosses ``level`` (Illinois method)."""
     a, b, fa, fb = taus[step], taus[step] + hs[step], g_lo, g_hi
     side = 0
     for _ in range(200):
@@ -162,41 +168,71 @@ def _locate(g, p, level, taus, hs, ys, Fs, step, g_lo, g_hi, work):
 
 
 @njit(cache=_CACHE, error_model="numpy")
-def _grown(table, steps, capacity):
-    """A copy of the per-lane table (lanes, old capacity, ...) with room for ``capacity`` steps per lane."""
-    out = np.empty((table.shape[0], capacity) + table.shape[2:])
-    out[:, :steps] = table[:, :steps]
+def _copy(source, start, target, at, count):
+    """target[at + j] = source[start + j] for j < count (a loop: numba's slice assignment costs seconds
+    of compilation, its shape checks formatting their error messages)."""
+    for j in range(count):
+        target[at + j] = source[start + j]
+
+
+@njit(cache=_CACHE, error_model="numpy")
+def _grown(table, lanes, old, new):
+    """The flat per-lane table (lanes blocks of ``old`` rows) with room for ``new`` rows per lane."""
+    width = table.size // (lanes * old)
+    out = np.empty(lanes * new * width)
+    for l in range(lanes):
+        _copy(table, l * old * width, out, l * new * width, old * width)
     return out
 
 
 @njit(cache=_CACHE, error_model="numpy")
-def _lockstep(f, g, P, X0, tau_end, rtol, atol, levels, terminal):
+def _joined(table, lanes, capacity, steps):
+    """The lanes' rows of a flat per-lane table (``capacity`` rows a lane) one after the other."""
+    width, total = table.size // (lanes * capacity), 0
+    for l in range(lanes):
+        total += steps[l]
+    out = np.empty(total * width)
+    at = 0
+    for l in range(lanes):
+        _copy(table, l * capacity * width, out, at * width, steps[l] * width)
+        at += steps[l]
+    return out
+
+
+@njit(cache=_CACHE, error_model="numpy")
+def _lockstep(f, g, P, Pt, y, tau_end, rtol, atol, levels, terminal):
     """Integrate dx/dtau = e^tau f(x) from tau = 0 to ``tau_end`` (or to the terminal event) for every
-    row of the parameter vectors ``P`` and initial states ``X0`` at once, one lane each (lane l's state
-    at the elements i L + l of the flat state vectors, the layout of the lanes kernel).
+    row of the parameter vectors ``P`` at once, one lane each, from the flat state ``y`` (lane l's state
+    at the elements i L + l, the layout of the lanes kernel; ``Pt``: P transposed, contiguous).
 
     f, g: the addresses of a form's ``rhs_lanes_kernel`` and ``loss_kernel`` (plain integers: the
     integrator is compiled, and cached, once for every form), levels: log loss levels of the events
     (the last one terminal when ``terminal``). Returns per lane (status, steps, nfev, event_tau (NaN
-    where not crossed), final state) and the lanes' dense tables (tau_old, h, y_old, F) one after the
-    other (lane l's steps[l] accepted steps after those of the lanes before it), for :func:`evaluate_many`.
+    where not crossed)), leaving the final states in ``y``, and the lanes' dense tables (tau_old, h,
+    y_old, F), flat, one lane after the other (lane l's steps[l] accepted steps after those of the lanes
+    before it), for :func:`evaluate_many`. Every table is flat, indexed by hand: lane l's row j of a
+    table of width w at (l capacity + j) w.
     """
-    lanes, n = X0.shape
+    lanes, n = P.shape[0], y.size // P.shape[0]
     size = lanes * n
-    Pt = np.ascontiguousarray(P.T)
     K = np.empty((16, size))
-    y, y_new, work, h_of = np.ascontiguousarray(X0.T).reshape(size), np.empty(size), np.empty(size), np.empty(size)
+    y_new, work, h_of = np.empty(size), np.empty(size), np.empty(size)
     rows = np.empty((_POWER - 3, size))
     scale, one = np.empty(lanes), np.empty(n)
-    capacity = 128
-    taus, hs = np.empty((lanes, capacity)), np.empty((lanes, capacity))
-    ys, Fs = np.empty((lanes, capacity, n)), np.empty((lanes, capacity, _POWER, n))
-    status, steps, nfev = np.full(lanes, REACHED), np.zeros(lanes, np.int64), np.full(lanes, 2)
-    event_tau, g_now = np.full((lanes, levels.size), np.nan), np.empty((lanes, levels.size))
-    tau, h, tau_new, min_step = np.zeros(lanes), np.zeros(lanes), np.zeros(lanes), np.zeros(lanes)
-    active, fresh, rejected, accepted = (np.ones(lanes, np.bool_), np.ones(lanes, np.bool_),
-                                         np.zeros(lanes, np.bool_), np.zeros(lanes, np.bool_))
-    _field(f, tau, 0.0, h, y, Pt, scale, K, 0)
+    capacity = np.int64(128)  # not a literal: numba would compile _grown for the literal 128 as well
+    taus, hs = np.empty(lanes * capacity), np.empty(lanes * capacity)
+    ys, Fs = np.empty(lanes * capacity * n), np.empty(lanes * capacity * _POWER * n)
+    status, steps, nfev = np.empty(lanes, np.int64), np.empty(lanes, np.int64), np.empty(lanes, np.int64)
+    event_tau, g_now = np.empty((lanes, levels.size)), np.empty((lanes, levels.size))
+    tau, h, tau_new, min_step = np.empty(lanes), np.empty(lanes), np.empty(lanes), np.empty(lanes)
+    active, fresh, rejected, accepted = (np.empty(lanes, np.bool_), np.empty(lanes, np.bool_),
+                                         np.empty(lanes, np.bool_), np.empty(lanes, np.bool_))
+    for l in range(lanes):
+        status[l], steps[l], nfev[l], tau[l], h[l] = REACHED, 0, 2, 0.0, 0.0
+        active[l], fresh[l], rejected[l] = True, True, False
+        for k in range(levels.size):
+            event_tau[l, k] = math.nan
+    _field(f, tau, 0.0, h, y, Pt, scale, K[0])
     h_abs = _first_steps(f, Pt, y, K, tau_end, rtol, atol, work, scale)
     for l in range(lanes):
         if levels.size:
@@ -227,9 +263,9 @@ def _lockstep(f, g, P, X0, tau_end, rtol, atol, levels, terminal):
             break
         for s in range(1, _STAGES):
             dop853.stage_state(y, h_of, K, s, work)
-            _field(f, tau, _C[s], h, work, Pt, scale, K, s)
+            _field(f, tau, _C[s], h, work, Pt, scale, K[s])
         dop853.solution(y, h_of, K, y_new)
-        _field(f, tau, 1.0, h, y_new, Pt, scale, K, _STAGES)
+        _field(f, tau, 1.0, h, y_new, Pt, scale, K[_STAGES])
         any_accepted = False
         for l in range(lanes):
             accepted[l] = False
@@ -255,27 +291,30 @@ def _lockstep(f, g, P, X0, tau_end, rtol, atol, levels, terminal):
             continue
         for s in range(_STAGES + 1, 16):  # the extra stages of the dense output
             dop853.stage_state(y, h_of, K, s, work)
-            _field(f, tau, _C[s], h, work, Pt, scale, K, s)
+            _field(f, tau, _C[s], h, work, Pt, scale, K[s])
         dop853.dense_rows(K, h_of, rows)  # their rows of the dense tables, every lane at once
-        if steps.max() == capacity:
+        full = False
+        for l in range(lanes):
+            full = full or steps[l] == capacity
+        if full:
+            taus, hs = _grown(taus, lanes, capacity, 2 * capacity), _grown(hs, lanes, capacity, 2 * capacity)
+            ys, Fs = _grown(ys, lanes, capacity, 2 * capacity), _grown(Fs, lanes, capacity, 2 * capacity)
             capacity *= 2
-            taus, hs = _grown(taus, capacity // 2, capacity), _grown(hs, capacity // 2, capacity)
-            ys, Fs = _grown(ys, capacity // 2, capacity), _grown(Fs, capacity // 2, capacity)
         for l in range(lanes):
             if not accepted[l]:
                 continue
             nfev[l] += 3
-            step = steps[l]
-            for i in range(n):  # the dense table's row
+            step = l * capacity + steps[l]  # the row of the tables
+            for i in range(n):
                 m = i * lanes + l
                 d0 = y_new[m] - y[m]
-                Fs[l, step, 0, i] = d0
-                Fs[l, step, 1, i] = h[l] * K[0, m] - d0
-                Fs[l, step, 2, i] = 2 * d0 - h[l] * (K[_STAGES, m] + K[0, m])
-                ys[l, step, i] = y[m]
+                Fs[step * _POWER * n + i] = d0
+                Fs[(step * _POWER + 1) * n + i] = h[l] * K[0, m] - d0
+                Fs[(step * _POWER + 2) * n + i] = 2 * d0 - h[l] * (K[_STAGES, m] + K[0, m])
+                ys[step * n + i] = y[m]
                 for r in range(_POWER - 3):
-                    Fs[l, step, 3 + r, i] = rows[r, m]
-            taus[l, step], hs[l, step] = tau[l], h[l]
+                    Fs[(step * _POWER + 3 + r) * n + i] = rows[r, m]
+            taus[step], hs[step] = tau[l], h[l]
             steps[l] += 1
             stop = False
             if levels.size:
@@ -284,9 +323,8 @@ def _lockstep(f, g, P, X0, tau_end, rtol, atol, levels, terminal):
                 log_loss = _log_loss(g, one, P[l])
                 for k in range(levels.size):
                     g_new = log_loss - levels[k]
-                    if np.isnan(event_tau[l, k]) and g_now[l, k] > 0 and g_new <= 0:
-                        event_tau[l, k] = _locate(g, P[l], levels[k], taus[l], hs[l], ys[l], Fs[l], step, g_now[l, k],
-                                                  g_new, one)
+                    if math.isnan(event_tau[l, k]) and g_now[l, k] > 0 and g_new <= 0:
+                        event_tau[l, k] = _locate(g, P[l], levels[k], taus, hs, ys, Fs, step, g_now[l, k], g_new, one)
                         stop = stop or (terminal and k == levels.size - 1)
                     g_now[l, k] = g_new
             for i in range(n):
@@ -298,14 +336,8 @@ def _lockstep(f, g, P, X0, tau_end, rtol, atol, levels, terminal):
                 status[l] = TERMINAL_EVENT if stop else REACHED
                 active[l] = False
                 running -= 1
-    first = np.zeros(lanes + 1, np.int64)
-    first[1:] = np.cumsum(steps)
-    flat_taus, flat_hs = np.empty(first[lanes]), np.empty(first[lanes])
-    flat_ys, flat_Fs = np.empty((first[lanes], n)), np.empty((first[lanes], _POWER, n))
-    for l in range(lanes):  # the lanes' tables one after the other
-        a, b = first[l], first[l + 1]
-        flat_taus[a:b], flat_hs[a:b], flat_ys[a:b], flat_Fs[a:b] = taus[l, :b - a], hs[l, :b - a], ys[l, :b - a], Fs[l, :b - a]
-    return status, steps, nfev, event_tau, np.ascontiguousarray(y.reshape(n, lanes).T), flat_taus, flat_hs, flat_ys, flat_Fs
+    return (status, steps, nfev, event_tau, _joined(taus, lanes, capacity, steps), _joined(hs, lanes, capacity, steps),
+            _joined(ys, lanes, capacity, steps), _joined(Fs, lanes, capacity, steps))
 
 
 @njit(cache=_CACHE, error_model="numpy")
@@ -321,12 +353,8 @@ def _step_of(taus, hs, lo, hi, step, tau):
 
 
 @njit(cache=_CACHE, error_model="numpy")
-def evaluate_many(taus, hs, ys, Fs, lo, hi, query, qfirst):
-    """:func:`evaluate` for many segments of queries on :func:`integrate_many`'s concatenated tables, in
-    one call: segment j reads the times query[qfirst[j]:qfirst[j + 1]] off the steps lo[j]:hi[j] (its
-    trajectory's). Returns one flat buffer holding segment j's (dim, T_j) states, row-major, from
-    dim * qfirst[j] on."""
-    n = ys.shape[1]
+def _evaluate_many(taus, hs, ys, Fs, n, lo, hi, query, qfirst):
+    """:func:`evaluate_many` on the flat tables (n components)."""
     out = np.empty(n * query.size)
     work = np.empty(n)
     for j in range(lo.size):
@@ -340,11 +368,19 @@ def evaluate_many(taus, hs, ys, Fs, lo, hi, query, qfirst):
     return out
 
 
-@njit(cache=_CACHE, error_model="numpy")
+def evaluate_many(taus, hs, ys, Fs, lo, hi, query, qfirst):
+    """:func:`evaluate` for many segments of queries on :func:`integrate_many`'s concatenated tables, in
+    one compiled call: segment j reads the times query[qfirst[j]:qfirst[j + 1]] off the steps lo[j]:hi[j]
+    (its trajectory's). Returns one flat buffer holding segment j's (dim, T_j) states, row-major, from
+    dim * qfirst[j] on."""
+    return _evaluate_many(taus, hs, ys.reshape(-1), Fs.reshape(-1), ys.shape[1], lo, hi, query, qfirst)
+
+
 def evaluate(taus, hs, ys, Fs, query):
     """States at the times ``query`` (columns, in any order) from one trajectory's dense table (of :func:`integrate_many`)."""
-    bounds = np.array([0, query.size])
-    return evaluate_many(taus, hs, ys, Fs, bounds[:1], np.array([taus.size]), query, bounds).reshape(ys.shape[1], query.size)
+    bounds = np.array([0, query.size], dtype=np.int64)
+    return evaluate_many(taus, hs, ys, Fs, bounds[:1], np.array([taus.size], dtype=np.int64), query,
+                         bounds).reshape(ys.shape[1], query.size)
 
 
 def integrate_many(f, g, P, X0, tau_end, rtol, atol, levels, terminal):
@@ -355,7 +391,13 @@ def integrate_many(f, g, P, X0, tau_end, rtol, atol, levels, terminal):
     final state) per trajectory (arrays, event_tau (S, levels), final (S, dim)) and the dense tables of
     all of them concatenated: (taus, hs, ys, Fs, first) with trajectory i's steps at first[i]:first[i + 1].
     Each trajectory's numbers are those it has integrated alone (no lane's arithmetic depends on another's)."""
-    blocks = [_lockstep(f, g, P[lo:lo + LANES], X0[lo:lo + LANES], tau_end, rtol, atol, levels, terminal)
-              for lo in range(0, len(X0), LANES)]
+    n, blocks = X0.shape[1], []
+    for lo in range(0, len(X0), LANES):
+        block, y = np.ascontiguousarray(P[lo:lo + LANES]), X0[lo:lo + LANES].T.flatten()  # a copy: y ends final
+        status, steps, nfev, event_tau, *table = _lockstep(f, g, block, np.ascontiguousarray(block.T), y, tau_end,
+                                                           rtol, atol, levels, terminal)
+        blocks.append((status, steps, nfev, event_tau, y.reshape(n, len(block)).T, *table))
     joined = [parts[0] if len(parts) == 1 else np.concatenate(parts) for parts in zip(*blocks)]
+    joined[4], joined[7], joined[8] = (np.ascontiguousarray(joined[4]), joined[7].reshape(-1, n),
+                                       joined[8].reshape(-1, _POWER, n))
     return (*joined, np.concatenate([[0], np.cumsum(joined[1])]))
