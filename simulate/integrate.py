@@ -5,7 +5,8 @@ This is the explicit Runge-Kutta pair of Dormand and Prince of order 8(5,3) with
 Hairer, Norsett and Wanner (Solving ODEs I, II.10) as SciPy implements it in ``solve_ivp(method="DOP853")``
 (the same coefficients, imported from SciPy; the same error norm, step-size factor bounds and initial
 step), but the whole loop compiled (the stage combinations as straight-line code with the coefficients
-as literals, :mod:`qkdyn.simulate.dop853`, the same arithmetic as a loop over SciPy's tables), the right-hand side a compiled kernel of
+as literals, :mod:`qkdyn.simulate.dop853`, the same arithmetic as a loop over SciPy's tables; C functions called
+through their addresses, compiled and cached on their own), the right-hand side a compiled kernel of
 :mod:`qkdyn.theory.generated` called through its C address (so a call from Python costs no more than
 its arguments' conversion, and one compiled integrator serves every form). Every accepted step stores its 7th-order
 dense interpolant (three extra stages), so output rows are read off afterwards at any tau.
@@ -44,23 +45,29 @@ _EXPONENT = -1.0 / 8.0  # -1 / (error estimator order + 1)
 
 #: status codes of :func:`integrate_many`
 REACHED, TERMINAL_EVENT, STEP_TOO_SMALL = 0, 1, -1
+#: the addresses of DOP853's stage combinations (C functions: :mod:`qkdyn.simulate.dop853`), passed to
+#: :func:`_lockstep` as an argument (a constant would be compiled into its cached code, and be stale there)
+_COMBINATIONS = (dop853.stage_state.address, dop853.solution.address, dop853.error_sums.address,
+                 dop853.dense_rows.address)
 #: trajectories integrated in lockstep (a block of lanes): wide enough for the SIMD loops, narrow enough
 #: that lanes finishing early idle little and the block's dense tables stay small
 LANES = 32
 
 
 @intrinsic
-def _call_lanes(typingctx, address, x, p, scale, out, offset, lanes):
-    """Call the C kernel at ``address`` as void(double *x, double *p, double *scale, double *out,
-    int64 lanes) on contiguous arrays, ``out`` from its element ``offset`` on."""
-    def codegen(context, builder, signature, args):
-        pointers = [context.make_array(t)(context, builder, v).data for t, v in zip(signature.args[1:5], args[1:5])]
-        pointers[3] = builder.gep(pointers[3], [args[5]])
-        double = ir.DoubleType().as_pointer()
-        kernel = builder.inttoptr(args[0], ir.FunctionType(ir.VoidType(), [double] * 4 + [ir.IntType(64)]).as_pointer())
-        builder.call(kernel, pointers + [args[6]])
+def _call(typingctx, address, args):
+    """Call the C function at ``address`` as void(...) on the tuple ``args``: an array passed as the
+    pointer to its data (contiguous), an integer as int64."""
+    def codegen(context, builder, signature, llargs):
+        values = []
+        for i, kind in enumerate(signature.args[1]):
+            value = builder.extract_value(llargs[1], i)
+            values.append(context.make_array(kind)(context, builder, value).data if isinstance(kind, types.Array)
+                          else context.cast(builder, value, kind, types.int64))
+        function = ir.FunctionType(ir.VoidType(), [value.type for value in values])
+        builder.call(builder.inttoptr(llargs[0], function.as_pointer()), values)
         return context.get_dummy_value()
-    return types.void(address, x, p, scale, out, offset, lanes), codegen
+    return types.void(address, args), codegen
 
 
 @intrinsic
@@ -83,7 +90,7 @@ def _field(f, tau, c, h, x, P, scale, out):
     lanes = h.size
     for l in range(lanes):
         scale[l] = lane_exp(tau[l] + c * h[l])
-    _call_lanes(f, x, P, scale, out, 0, lanes)
+    _call(f, (x, P, scale, out, lanes))
 
 
 @njit(cache=_CACHE, error_model="numpy")
@@ -200,13 +207,13 @@ def _joined(table, lanes, capacity, steps):
 
 
 @njit(cache=_CACHE, error_model="numpy")
-def _lockstep(f, g, P, Pt, y, tau_end, rtol, atol, levels, terminal):
+def _lockstep(f, g, combinations, P, Pt, y, tau_end, rtol, atol, levels, terminal):
     """Integrate dx/dtau = e^tau f(x) from tau = 0 to ``tau_end`` (or to the terminal event) for every
     row of the parameter vectors ``P`` at once, one lane each, from the flat state ``y`` (lane l's state
     at the elements i L + l, the layout of the lanes kernel; ``Pt``: P transposed, contiguous).
 
     f, g: the addresses of a form's ``rhs_lanes_kernel`` and ``loss_kernel`` (plain integers: the
-    integrator is compiled, and cached, once for every form), levels: log loss levels of the events
+    integrator is compiled, and cached, once for every form), ``combinations``: :data:`_COMBINATIONS`, levels: log loss levels of the events
     (the last one terminal when ``terminal``). Returns per lane (status, steps, nfev, event_tau (NaN
     where not crossed)), leaving the final states in ``y``, and the lanes' dense tables (tau_old, h,
     y_old, F), flat, one lane after the other (lane l's steps[l] accepted steps after those of the lanes
@@ -215,8 +222,9 @@ def _lockstep(f, g, P, Pt, y, tau_end, rtol, atol, levels, terminal):
     """
     lanes, n = P.shape[0], y.size // P.shape[0]
     size = lanes * n
+    stage_state, solution, error_sums, dense_rows = combinations
     K = np.empty((16, size))
-    y_new, work, h_of = np.empty(size), np.empty(size), np.empty(size)
+    y_new, work, h_of, e5, e3 = np.empty(size), np.empty(size), np.empty(size), np.empty(size), np.empty(size)
     rows = np.empty((_POWER - 3, size))
     scale, one = np.empty(lanes), np.empty(n)
     capacity = np.int64(128)  # not a literal: numba would compile _grown for the literal 128 as well
@@ -262,10 +270,11 @@ def _lockstep(f, g, P, Pt, y, tau_end, rtol, atol, levels, terminal):
         if not running:
             break
         for s in range(1, _STAGES):
-            dop853.stage_state(y, h_of, K, s, work)
+            _call(stage_state, (y, h_of, K, s, work, size))
             _field(f, tau, _C[s], h, work, Pt, scale, K[s])
-        dop853.solution(y, h_of, K, y_new)
+        _call(solution, (y, h_of, K, y_new, size))
         _field(f, tau, 1.0, h, y_new, Pt, scale, K[_STAGES])
+        _call(error_sums, (K, e5, e3, size))
         any_accepted = False
         for l in range(lanes):
             accepted[l] = False
@@ -276,9 +285,8 @@ def _lockstep(f, g, P, Pt, y, tau_end, rtol, atol, levels, terminal):
             for i in range(n):
                 m = i * lanes + l
                 weight = atol + max(abs(y[m]), abs(y_new[m])) * rtol
-                e5, e3 = dop853.error_sums(K, m)
-                err5 += (e5 / weight) ** 2
-                err3 += (e3 / weight) ** 2
+                err5 += (e5[m] / weight) ** 2
+                err3 += (e3[m] / weight) ** 2
             norm = 0.0 if err5 == 0 and err3 == 0 else h[l] * err5 / math.sqrt((err5 + 0.01 * err3) * n)
             if norm < 1:
                 factor = _MAX_FACTOR if norm == 0 else min(_MAX_FACTOR, _SAFETY * norm ** _EXPONENT)
@@ -290,9 +298,9 @@ def _lockstep(f, g, P, Pt, y, tau_end, rtol, atol, levels, terminal):
         if not any_accepted:
             continue
         for s in range(_STAGES + 1, 16):  # the extra stages of the dense output
-            dop853.stage_state(y, h_of, K, s, work)
+            _call(stage_state, (y, h_of, K, s, work, size))
             _field(f, tau, _C[s], h, work, Pt, scale, K[s])
-        dop853.dense_rows(K, h_of, rows)  # their rows of the dense tables, every lane at once
+        _call(dense_rows, (K, h_of, rows, size))  # their rows of the dense tables, every lane at once
         full = False
         for l in range(lanes):
             full = full or steps[l] == capacity
@@ -394,8 +402,8 @@ def integrate_many(f, g, P, X0, tau_end, rtol, atol, levels, terminal):
     n, blocks = X0.shape[1], []
     for lo in range(0, len(X0), LANES):
         block, y = np.ascontiguousarray(P[lo:lo + LANES]), X0[lo:lo + LANES].T.flatten()  # a copy: y ends final
-        status, steps, nfev, event_tau, *table = _lockstep(f, g, block, np.ascontiguousarray(block.T), y, tau_end,
-                                                           rtol, atol, levels, terminal)
+        status, steps, nfev, event_tau, *table = _lockstep(f, g, _COMBINATIONS, block, np.ascontiguousarray(block.T),
+                                                           y, tau_end, rtol, atol, levels, terminal)
         blocks.append((status, steps, nfev, event_tau, y.reshape(n, len(block)).T, *table))
     joined = [parts[0] if len(parts) == 1 else np.concatenate(parts) for parts in zip(*blocks)]
     joined[4], joined[7], joined[8] = (np.ascontiguousarray(joined[4]), joined[7].reshape(-1, n),
