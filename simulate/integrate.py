@@ -22,6 +22,14 @@ Events: for each loss level L_k, the first step across which g_k = log L(x) - lo
 from positive to non-positive (the loss falls through the level) is located to round-off on the
 dense interpolant by the Illinois variant of regula falsi; the last level may be terminal (the
 integration stops there, as ``solve_ivp``'s terminal events do).
+
+Compilation: a fresh process with an empty numba cache compiles all of this on its first solve (about
+9 CPU-s, against 1 s with the cache filled; 24 s before these rules), so the code keeps numba's typing
+and LLVM's work small: every table is flat and indexed by hand (slice assignment, with its shape checks
+and their formatted messages, cost seconds), no compiled helper gets a literal argument (numba
+compiles it once for each literal value as well as for int64), and the stage combinations are C
+functions called through their addresses, so they are not linked into :func:`_lockstep` and optimised
+once more with it.
 """
 from __future__ import annotations
 
