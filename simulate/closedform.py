@@ -7,8 +7,9 @@ docs/sharpness.md); this module is its compiled arithmetic, point by point:
   qk = beta sinh u (factorized QK; G = int e^{beta sinh v} dv tabulated by piecewise Chebyshev
   quadrature, degree 14 per panel, panels over which beta sinh u changes by at most 1, extended on
   demand), inverted by monotone Newton (from the Wright-omega solution of m e^u + n u = c, collapsed;
-  from a cubic Hermite start inside a table panel, factorized), or read off a per-panel Chebyshev
-  series of the inverse u(Phi) at the quadrature nodes;
+  from a cubic Hermite start inside a table panel, factorized), or, at the quadrature nodes and path
+  samples, read off a per-panel Chebyshev series of the inverse u(Phi) (collapsed QK too: panels of
+  1/2 in u, G in closed form, up to Phi = 1e300; beyond, e^u near overflow, Newton);
 * the matched-loss root of z(ov) = alpha(qk(ov)) ov - z* by safeguarded Newton in s = ov - ov0 (rtsafe),
   started from the quadratic in rho through the previous points' roots (same setting and level);
 * the time, composite 8-node Gauss-Legendre on panels at equal steps of the progress
@@ -42,7 +43,7 @@ _CACHE = cache_in_tree(__file__)
 SPECIAL = (get_cython_function_address("scipy.special.cython_special", "__pyx_fuse_1wrightomega"),
            get_cython_function_address("scipy.special.cython_special", "__pyx_fuse_0log_expit"))
 
-CHEB_DEG = 14  # Chebyshev degree per panel of the factorized-QK table
+CHEB_DEG = 14  # Chebyshev degree per panel of the line's table
 TAIL = 60.0  # below qk = -TAIL, e^qk is negligible in Phi' (relative e^-60 ~ 1e-26): the table's linear tail
 LOOSE = 1e6  # a matched-loss bound beyond base + 1e6 max(z*, 1) is replaced by a grown bracket
 MAX_GROWTH = 520  # 4^520 > 1e308: the matched-loss bracket reaches any finite ov
@@ -155,7 +156,7 @@ def _rtsafe_step(x, value, slope, lo, hi, before_last, last, was_newton, convex,
     return new, lo, hi, last, step, not bad, done
 
 
-# -- the line (c: the setting's constants; tab, coef, ext: the factorized-QK table) ---------------------
+# -- the line (c: the setting's constants; tab, coef, ext: the line's table) ---------------------------
 
 @_inline
 def _q(c, u):
@@ -169,6 +170,15 @@ def _dphi(c, u):
 
 
 @_inline
+def _g(c, u):
+    """G(u) - G(u0) = e^u - e^u0 of a collapsed QK circuit."""
+    if u <= c[_U0]:
+        return c[_E0] * math.expm1(u - c[_U0])
+    # e^u (1 - e^{u0 - u}): e^{u0} e^{u - u0} would overflow where u - u0 > 709 (u0 = -685, u = 35)
+    return -math.exp(u) * math.expm1(c[_U0] - u)
+
+
+@_inline
 def _phi(c, tab, coef, i, u):
     """Phi(u) - Phi(u0) = (A/n)(m (G(u) - G(u0)) + n (u - u0)); a factorized QK circuit's G from table panel i
     (the one holding u)."""
@@ -176,10 +186,8 @@ def _phi(c, tab, coef, i, u):
         left, right = tab[_EDGES, i], tab[_EDGES, i + 1]
         g = tab[_OFFSETS, i] + 0.5 * (right - left) * _clenshaw((2 * u - left - right) / (right - left), coef, i, 0,
                                                                CHEB_DEG + 2)
-    elif u <= c[_U0]:
-        g = c[_E0] * math.expm1(u - c[_U0])
-    else:  # e^u (1 - e^{u0 - u}): e^{u0} e^{u - u0} would overflow where u - u0 > 709 (u0 = -685, u = 35)
-        g = -math.exp(u) * math.expm1(c[_U0] - u)
+    else:
+        g = _g(c, u)
     return c[_A] / c[_N] * (c[_M] * g + c[_N] * (u - c[_U0]))
 
 
@@ -226,8 +234,22 @@ def _panel(c, left, right, coef, row):
 
 @_inline
 def _width(c, at):
-    """Panel width in u: the exponent beta sinh u changes by at most 1 across a panel."""
+    """Panel width in u: the exponent beta sinh u changes by at most 1 across a panel (1/2 for a collapsed QK
+    circuit, beta = 0: its inverse u(Phi), log-like where e^u dominates, has a branch point at Phi(log(n/m) + i pi),
+    ~0 against a panel's Phi, at Bernstein parameter coth(w/4) = 8 from a panel of width w = 1/2: the degree-14
+    series to ~1e-15)."""
     return min(0.5, 1.0 / (c[_BETA] * math.cosh(abs(at) + 0.5)))
+
+
+@_inline
+def _offset(c, tab, coef, row, left, right, known, upward):
+    """G - G(u0) at the new edge (right if ``upward``, else left) of the panel [left, right] from ``known``, the
+    other edge's: a factorized QK circuit adds the panel's integral (its coefficients into coef row ``row``);
+    a collapsed one has it in closed form."""
+    if c[_BETA] == 0:
+        return _g(c, right if upward else left)
+    total = _panel(c, left, right, coef, row)
+    return known + total if upward else known - total
 
 
 @_inline
@@ -238,19 +260,22 @@ def _new_edge(c, tab, i, edge, offset):
 
 @_jit
 def _cover(c, tab, coef, ext, lam_lo, lam_hi):
-    """Extend the factorized-QK table until Phi - Phi(qk0) spans [lam_lo, lam_hi]."""
+    """Extend the line's table until Phi - Phi(qk0) spans [lam_lo, lam_hi] (a collapsed QK circuit's stops
+    below the panel whose top Phi would exceed 1e300: e^u and Phi' must stay finite there)."""
     while tab[_AT, ext[1] - 1] < lam_hi:
         last = ext[1] - 1
         right = tab[_EDGES, last] + _width(c, tab[_EDGES, last])
-        total = _panel(c, tab[_EDGES, last], right, coef, last)
-        _new_edge(c, tab, last + 1, right, tab[_OFFSETS, last] + total)
+        _new_edge(c, tab, last + 1, right, _offset(c, tab, coef, last, tab[_EDGES, last], right,
+                                                   tab[_OFFSETS, last], True))
+        if c[_BETA] == 0 and not tab[_AT, last + 1] < 1e300:
+            break
         ext[1] += 1
         if ext[1] - ext[0] > MAX_TABLE_PANELS:  # qk grows by 1 per panel: e^qk would overflow long before
             raise RuntimeError("factorized-QK table: more than 20000 panels")
     while tab[_AT, ext[0]] > lam_lo:
         first = ext[0]
-        if c[_BETA] * math.sinh(tab[_EDGES, first]) < -TAIL:
-            # e^{beta sinh u} < e^-TAIL from here down: G is constant, Phi linear in u, and one panel with
+        if _q(c, tab[_EDGES, first]) < -TAIL:
+            # e^{qk} < e^-TAIL from here down: G is constant, Phi linear in u, and one panel with
             # zero coefficients reaches lam_lo (qk may be below -1e300)
             coef[first - 1, :_INV] = 0.0
             _new_edge(c, tab, first - 1, c[_U0] + lam_lo / c[_A] - c[_M] / c[_N] * tab[_OFFSETS, first] - 1.0,
@@ -258,16 +283,17 @@ def _cover(c, tab, coef, ext, lam_lo, lam_hi):
             ext[0] -= 1
             break
         left = tab[_EDGES, first] - _width(c, tab[_EDGES, first])
-        total = _panel(c, left, tab[_EDGES, first], coef, first - 1)
-        _new_edge(c, tab, first - 1, left, tab[_OFFSETS, first] - total)
+        _new_edge(c, tab, first - 1, left, _offset(c, tab, coef, first - 1, left, tab[_EDGES, first],
+                                                   tab[_OFFSETS, first], False))
         ext[0] -= 1
         if ext[1] - ext[0] > MAX_TABLE_PANELS:
             raise RuntimeError("factorized-QK table: more than 20000 panels")
     if ext[1] - ext[0] == 1:  # at least one panel, so that lookups always find one
         first = ext[0]
         right = tab[_EDGES, first] + _width(c, tab[_EDGES, first])
-        _new_edge(c, tab, first + 1, right, _panel(c, tab[_EDGES, first], right, coef, first))
-        ext[1] += 1
+        _new_edge(c, tab, first + 1, right, _offset(c, tab, coef, first, tab[_EDGES, first], right, 0.0, True))
+        if c[_BETA] > 0 or tab[_AT, first + 1] < 1e300:
+            ext[1] += 1
 
 
 @_inline
@@ -309,33 +335,57 @@ def _solve_on_table(c, tab, coef, ext, lam):
 
 
 @_jit
-def _from_inverse_table(c, tab, coef, ext, lam, polish):
-    """u(lam) from the Chebyshev series of the inverse on the panel holding lam (built on first use
-    from exact inversions at its Chebyshev nodes), accurate to ~1e-13; ``polish``: then Newton from it
-    (one step, usually, where the Hermite start of _solve_on_table needs about three)."""
-    i = _panel_of(tab, ext, lam)
+def _build_inverse(c, tab, coef, ext, i):
+    """coef[i, _INV:]: the Chebyshev series of the inverse u(Phi) on table panel i, from exact inversions at
+    its Chebyshev nodes in Phi."""
     at_lo, at_hi = tab[_AT, i], tab[_AT, i + 1]
+    nodes = np.empty(CHEB_DEG + 1)
+    for k in range(CHEB_DEG + 1):
+        nodes[k] = _solve_on_table(c, tab, coef, ext, 0.5 * (at_lo + at_hi) + 0.5 * (at_hi - at_lo) * CHEB_X[k])
+    coef[i, _INV:] = _fit(nodes)
+    tab[_BUILT, i] = 1.0
+
+
+@_jit
+def _polish(c, tab, coef, i, lam, u):
+    """Newton on table panel i from u to Phi(u) - Phi(u0) = lam."""
+    return _newton_line(c, tab, coef, i, lam, tab[_EDGES, i], tab[_EDGES, i + 1], u)
+
+
+@_inline
+def _from_inverse_table(c, tab, coef, ext, lam, polish):
+    """u(lam) from the Chebyshev series of the inverse on the panel holding lam (built on first use),
+    accurate to ~1e-13; ``polish``: then Newton from it (one step, usually, where the Hermite start of
+    _solve_on_table needs about three). Inline: the lookup and the series are the hot path of the time
+    quadrature; the build and Newton are calls."""
+    i = _panel_of(tab, ext, lam)
     if tab[_BUILT, i] == 0.0:
-        nodes = np.empty(CHEB_DEG + 1)
-        for k in range(CHEB_DEG + 1):
-            nodes[k] = _solve_on_table(c, tab, coef, ext, 0.5 * (at_lo + at_hi) + 0.5 * (at_hi - at_lo) * CHEB_X[k])
-        coef[i, _INV:] = _fit(nodes)
-        tab[_BUILT, i] = 1.0
+        _build_inverse(c, tab, coef, ext, i)
+    at_lo, at_hi = tab[_AT, i], tab[_AT, i + 1]
     x = _clip((2 * lam - at_lo - at_hi) / (at_hi - at_lo), -1.0, 1.0)
     u = _clip(_clenshaw(x, coef, i, _INV, CHEB_DEG + 1), tab[_EDGES, i], tab[_EDGES, i + 1])
-    return _newton_line(c, tab, coef, i, lam, tab[_EDGES, i], tab[_EDGES, i + 1], u) if polish else u
+    return _polish(c, tab, coef, i, lam, u) if polish else u
 
 
 @_inline
 def _invert(c, addr, tab, coef, ext, lam, polish):
-    """u with Phi(u) - Phi(u0) = lam; ``polish=False`` (factorized only) reads the inverse table."""
-    a, m, n, u0 = c[_A], c[_M], c[_N], c[_U0]
+    """u with Phi(u) - Phi(u0) = lam: from the table (the inverse's series, then Newton if ``polish``) for a
+    factorized QK circuit, and for a collapsed one unless ``polish`` where the table reaches lam (Phi up to 1e300);
+    else exactly (_invert_collapsed)."""
     if lam == 0.0:  # the start of the line (ov = ov0, or rho = 0)
-        return u0
-    if c[_BETA] > 0:
+        return c[_U0]
+    if c[_BETA] > 0 or not polish:
         if lam < tab[_AT, ext[0]] or lam > tab[_AT, ext[1] - 1] or ext[1] - ext[0] == 1:
             _cover(c, tab, coef, ext, min(lam, 0.0), max(lam, 0.0))
-        return _from_inverse_table(c, tab, coef, ext, lam, polish)
+        if c[_BETA] > 0 or (ext[1] - ext[0] > 1 and tab[_AT, ext[0]] <= lam <= tab[_AT, ext[1] - 1]):
+            return _from_inverse_table(c, tab, coef, ext, lam, polish)
+    return _invert_collapsed(c, addr, tab, coef, lam)
+
+
+@_jit
+def _invert_collapsed(c, addr, tab, coef, lam):
+    """u with Phi(u) - Phi(u0) = lam for a collapsed QK circuit: Newton from the Wright-omega solution."""
+    a, m, n, u0 = c[_A], c[_M], c[_N], c[_U0]
     e0 = c[_E0]
     # the bounds u0 + lam/a and u0 + log1p(lam n / (A m e^u0)), widened by a few roundings: the second is the
     # root itself where n u is negligible, and rounded below it (CACO from qk0 = log 4 at lam = 2.3e16) it
@@ -600,7 +650,7 @@ def _warm_start(which, zstar, rho, ov, i):
 
 
 def new_table():
-    """Buffers of a factorized-QK table: ``tab`` (edges, offsets, Phi at the edges, inverse built),
+    """Buffers of the line's table: ``tab`` (edges, offsets, Phi at the edges, inverse built),
     ``coef`` (integral and inverse Chebyshev coefficients per panel), ``ext`` (the [start, stop) of
     the edges in use, and the panel last found)."""
     return np.empty((4, _CAPACITY)), np.empty((_CAPACITY, _INV + CHEB_DEG + 1)), np.zeros(3, dtype=np.int64)

@@ -117,7 +117,8 @@ class _Problem:
         in (1e-290, 1e290) (no value overflowed or came near it), else in logs (sum w e^{log f - M}), and
         the panels are summed in logs (t = e^M sum e^{log P_j - M}), so a time near the largest double is
         finite even where the integrand alone would overflow; a time beyond it is inf (:func:`sharpness` reports it). Unless
-        ``polish``, a factorized-QK line is inverted at the nodes from its inverse table (no Newton)."""
+        ``polish``, the line is inverted at the nodes from its inverse table (no Newton; a collapsed QK line
+        where the table reaches, Phi up to 1e300)."""
         ov_star = np.ascontiguousarray(ov_star, dtype=float).ravel()
         rho = np.ascontiguousarray(np.broadcast_to(np.asarray(rho, dtype=float), ov_star.shape))
         return _run([self], np.zeros(ov_star.size, dtype=np.int64), None, rho, ov_star, time=True, state=False,
@@ -163,7 +164,7 @@ def _run(problems: list, which, zstar, rho, ov=None, *, time: bool, state: bool 
 
 @functools.lru_cache(maxsize=1)
 def _table():
-    """The buffers of the factorized-QK table (closedform.new_table: one set per process, reused, 10 MB)."""
+    """The buffers of the line's table (closedform.new_table: one set per process, reused, 10 MB)."""
     return closedform.new_table()
 
 

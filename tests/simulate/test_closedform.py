@@ -58,3 +58,31 @@ def test_the_levels_of_one_path_take_its_partial_sums(param, setting):
     alone = [problem.time_to(ov[i:i + 1], rhos[i])[0] for i in range(ov.size)]
     np.testing.assert_allclose(shared, alone, rtol=1e-12)
     assert np.any(np.isfinite(shared))
+
+
+@pytest.mark.parametrize("param", ["CACO", "CAFO"])
+def test_a_collapsed_qk_line_read_off_its_inverse_table_is_the_exact_inversion(param):
+    """Unpolished (the time quadrature's nodes and path samples), a collapsed QK line is read off the
+    setting's inverse table where that reaches (Phi up to 1e300), beyond exactly (e^u past 709.78 overflows):
+    at random settings (attention from 1e-300) and lam = Phi - Phi(qk0) from -1e5 to 1e308, the same u as the
+    exact inversion (Wright omega and Newton) to round-off."""
+    from qkdyn.simulate import closedform as cf
+    from qkdyn.simulate.sharpness import _Problem
+
+    rng = np.random.default_rng(22)
+    beyond = 0
+    for _ in range(8):
+        setting = Setting(m=int(rng.integers(1, 300)), n=int(rng.integers(1, 300)),
+                          attn0=float(10 ** rng.uniform(-300, -1e-3)))
+        problem = _Problem(setting, param)
+        c = np.array(problem.constants)
+        addr = np.array([problem.compiled.psi_gain_kernel.address, problem.compiled.m_ov_kernel.address,
+                         *cf.SPECIAL])
+        tab, coef, ext = cf.new_table()
+        ext[:] = cf._CENTER, cf._CENTER + 1, -1  # as solve_points starts a setting
+        cf._new_edge(c, tab, cf._CENTER, c[cf._U0], 0.0)
+        for lam in np.concatenate([10 ** rng.uniform(-12, 308, 200), -10 ** rng.uniform(-12, 5, 40)]):
+            exact = cf._invert_collapsed(c, addr, tab, coef, lam)
+            beyond += exact > 709.78
+            assert cf._invert(c, addr, tab, coef, ext, lam, False) == pytest.approx(exact, rel=1e-14, abs=1e-14)
+    assert beyond > 0
