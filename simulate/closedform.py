@@ -384,6 +384,13 @@ def _invert(c, addr, tab, coef, ext, lam, polish):
 
 @_jit
 def _invert_collapsed(c, addr, tab, coef, lam):
+    """_solve_collapsed as a call: inline only in the matched-loss root's evaluations (_level), the hot path
+    (every inline copy adds to the compile)."""
+    return _solve_collapsed(c, addr, tab, coef, lam)
+
+
+@_inline
+def _solve_collapsed(c, addr, tab, coef, lam):
     """u with Phi(u) - Phi(u0) = lam for a collapsed QK circuit: Newton from the Wright-omega solution."""
     a, m, n, u0 = c[_A], c[_M], c[_N], c[_U0]
     e0 = c[_E0]
@@ -436,7 +443,10 @@ def _qk_u(c, p, addr, work, tab, coef, ext, delta, rho, polish):
 def _level(c, p, addr, work, tab, coef, ext, s, ov, zstar, rho):
     """z - z*, dz/ds = alpha + ov alpha (1 - alpha) dqk/dov, qk and dqk/dov along the line at ov = ov0 + s
     (s and ov both given: each is exact where it is the root's variable)."""
-    qk, u = _qk_u(c, p, addr, work, tab, coef, ext, s, rho, True)
+    lam = rho * _gain(c, p, addr, work, s)
+    # a collapsed QK line inverted exactly inline here (the root's evaluations), elsewhere by a call
+    exact = c[_BETA] == 0 and lam != 0.0
+    qk = _q(c, _solve_collapsed(c, addr, tab, coef, lam) if exact else _invert(c, addr, tab, coef, ext, lam, True))
     alpha = expit(qk + c[_LOG_MN])
     dq_du = math.hypot(c[_BETA], qk) if c[_BETA] > 0 else 1.0  # beta cosh u, qk = beta sinh u
     dqk = dq_du / (c[_A] / c[_N] * (c[_M] * math.exp(qk) + c[_N])) * rho * ov / _m_ov(c, p, addr, work, ov)
@@ -458,7 +468,9 @@ def _state(c, p, addr, work, tab, coef, ext, zstar, rho, start):
     if not hi <= base + LOOSE * max(zstar, 1.0):  # alpha(qk(base)) tiny: grow a bracket instead
         step, grown = max(zstar, 1.0), math.nan
         for _ in range(MAX_GROWTH):
-            if not _level(c, p, addr, work, tab, coef, ext, base + step, ov0 + base + step, zstar, rho)[0] < 0:
+            # z - z* at s = base + step (not _level: its inline exact inversion is kept to the root's loop)
+            qk_step, _ = _qk_u(c, p, addr, work, tab, coef, ext, base + step, rho, True)
+            if not expit(qk_step + c[_LOG_MN]) * (ov0 + base + step) - zstar < 0:
                 grown = base + step
                 break
             step *= 4
