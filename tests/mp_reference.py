@@ -327,18 +327,45 @@ def _bisect_secant(f, lo, hi):
     """Root of an increasing f in [lo, hi] (bisection to 1e-3 relative, then Illinois), converged in x: the bracket
     shrinks below 10^-dps relative (the working precision). It is verified by the sign change of f across it, not by |f(root)|:
     f's scale reaches 1e200 (a factorized QK line from attn0 = 1e-227 to a level near 5e-324), where
-    mpmath's own check of |f(root)|^2 against the tolerance refuses a root that is exact in x."""
+    mpmath's own check of |f(root)|^2 against the tolerance refuses a root that is exact in x; and it reaches 1e-26
+    (paper, z* = 2e-9 near the initial loss), where mpmath's Illinois stops at |f| < tol, 1e-20 relative off in x."""
     if lo == hi:
         return lo
     while hi - lo > max(abs(lo), abs(hi), 1) * mp.mpf(10) ** -3:  # bisect first: f may span e^500 on [lo, hi]
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if f(mid) < 0 else (lo, mid)
     digits = mp.mp.dps  # the working precision: DPS, or QK_DPS for the far end of a quadrature in qk
-    root = mp.findroot(f, (lo, hi), solver="illinois", tol=mp.mpf(10) ** (-digits), maxsteps=400, verify=False)
+    root = _illinois(f, lo, hi, mp.mpf(10) ** (-digits))
     width = max(abs(root), 1) * mp.mpf(10) ** (4 - digits)
     if not f(root - width) <= 0 <= f(root + width):
         raise ArithmeticError(f"the reference's root in [{lo}, {hi}] did not converge (near {root})")
     return root
+
+
+def _illinois(f, lo, hi, rel):
+    """Regula falsi on a bracket [lo, hi] of an increasing f (f(lo) <= 0 <= f(hi)), with the Illinois rule (the end
+    kept twice in a row has its value halved, so both ends move), until the bracket is below ``rel`` relative."""
+    f_lo, f_hi, kept = f(lo), f(hi), 0
+    for _ in range(400):
+        if hi - lo <= max(abs(lo), abs(hi), 1) * rel:
+            break
+        x = hi - f_hi * (hi - lo) / (f_hi - f_lo)
+        if not lo < x < hi:  # the secant left the bracket to rounding: bisect
+            x = (lo + hi) / 2
+        fx = f(x)
+        if fx == 0:
+            return x
+        if fx < 0:
+            lo, f_lo = x, fx
+            kept = kept + 1 if kept > 0 else 1
+            if kept > 1:
+                f_hi /= 2
+        else:
+            hi, f_hi = x, fx
+            kept = kept - 1 if kept < 0 else -1
+            if kept < -1:
+                f_lo /= 2
+    return (lo + hi) / 2
 
 
 def reference(setting, param: str, rho: float, level: float, time: bool = True, along_qk: bool | None = None) -> dict:
