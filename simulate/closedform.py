@@ -455,11 +455,12 @@ def _level(c, p, addr, work, tab, coef, ext, s, ov, zstar, rho):
 
 @_jit
 def _state(c, p, addr, work, tab, coef, ext, zstar, rho, start):
-    """(qk, ov) where alpha ov = z* on the line: safeguarded Newton in s = ov - ov0 > 0 (ov rises along the
+    """(qk, ov, s) where alpha ov = z* on the line: safeguarded Newton in s = ov - ov0 > 0 (ov rises along the
     flow) to 1e-13 relative in s, from ``start`` (an ov: from the roots of neighbouring points) where it lies
     inside the bracket, else from the upper bound. In s, not ov: qk moves by rho Psi'(ov) / Phi'(qk) per
     unit of ov, so ov to eps ov0 would leave qk off by that factor times eps ov0 near the start (a level
-    just below the initial loss at large rho), while qk from the generated psi_gain(|ov0|, s) is exact."""
+    just below the initial loss at large rho), while qk from the generated psi_gain(|ov0|, s) is exact; and s is
+    returned beside ov for the time, whose path it is (ov0 + s rounds s away where s < eps ov0)."""
     ov0 = c[_OV0]
     base = max(ov0, 0.0) - ov0  # beyond it qk >= qk(base), so z >= alpha(qk(base)) ov
     qk_base, _ = _qk_u(c, p, addr, work, tab, coef, ext, base, rho, True)
@@ -480,12 +481,12 @@ def _state(c, p, addr, work, tab, coef, ext, zstar, rho, start):
     s, qk = _root(c, p, addr, work, tab, coef, ext, zstar, rho, False, lo, hi,
                   start - ov0 if lo < start - ov0 < hi else hi)
     if not abs(ov0 + s) < s:
-        return qk, ov0 + s
+        return qk, ov0 + s, s
     # ov near 0 (from a negative start): ov0 + s cancels there (FAFO ov* = -4.9e-8 from ov0 = -0.48 was 3e-10
     # off), so polish in ov itself, in a bracket of a few roundings of s around the root in s
     width = 4e-13 * s
     ov, qk = _root(c, p, addr, work, tab, coef, ext, zstar, rho, True, ov0 + (s - width), ov0 + (s + width), ov0 + s)
-    return qk, ov
+    return qk, ov, ov - ov0  # |ov| < s: the difference is exact to a rounding of s
 
 
 @_jit
@@ -518,52 +519,57 @@ def _log_dt_dx(c, p, addr, work, ov, qk):
 
 
 @_inline
-def _y(c, ov):
-    """The integration variable measured from the start: x - x(ov0), x = log |ov| (factorized OV) or ov."""
-    return math.log1p((ov - c[_OV0]) / c[_OV0]) if c[_FOV] > 0 else ov - c[_OV0]
+def _y(c, s):
+    """The integration variable measured from the start at ov = ov0 + s: x - x(ov0), x = log |ov| (factorized
+    OV) or ov."""
+    return math.log1p(s / c[_OV0]) if c[_FOV] > 0 else s
 
 
 @_jit
-def _edges(c, p, addr, work, tab, coef, ext, ov_star, rho, per_panel, polish):
+def _edges(c, p, addr, work, tab, coef, ext, s_star, rho, per_panel, polish):
     """y at the edges of max(4, needed) panels at equal steps of the progress v sampled along the path
-    ov0 -> ov_star (see :meth:`qkdyn.simulate.sharpness._Problem.time_to`); empty where the time is
-    beyond the largest double."""
+    ov0 -> ov0 + s_star (see :meth:`qkdyn.simulate.sharpness._Problem.time_to`), the samples in
+    s = ov - ov0 (exact where s_star < eps ov0: a level just below the initial loss at large rho); empty
+    where the time is beyond the largest double."""
     ov0, factorized_ov = c[_OV0], c[_FOV] > 0
+    ov_star = ov0 + s_star
     nf, ng = PATH_FRACTIONS.size, GEOMETRIC.size
-    ov = np.empty(nf + ng + 1)
+    gain = np.empty(nf + ng + 1)
     for k in range(nf):
-        ov[k] = ov0 + (ov_star - ov0) * PATH_FRACTIONS[k]
+        gain[k] = s_star * PATH_FRACTIONS[k]
     positive = max(max(ov0, 0.0), ov_star * 1e-300)
     for k in range(ng):
-        ov[nf + k] = positive * (ov_star / positive) ** GEOMETRIC[k] if ov_star > 0 else ov0
-    ov[-1] = min(max(0.0, ov0), ov_star)
-    _insertion_sort(ov)
-    v = np.empty((1, ov.size))
+        step = positive * (ov_star / positive) ** GEOMETRIC[k] - ov0 if ov_star > 0 else 0.0
+        gain[nf + k] = _clip(step, 0.0, s_star)
+    gain[-1] = _clip(max(0.0, ov0) - ov0, 0.0, s_star)  # ov = 0 where crossed
+    _insertion_sort(gain)
+    v = np.empty((1, gain.size))
     travelled_qk = travelled_x = travelled_u = 0.0
     qk_last = u_last = x_last = 0.0
-    for k in range(ov.size):
-        qk, u = _qk_u(c, p, addr, work, tab, coef, ext, ov[k] - ov0, rho, polish)
-        x = math.log(abs(ov[k])) if factorized_ov else 0.0
+    for k in range(gain.size):
+        qk, u = _qk_u(c, p, addr, work, tab, coef, ext, gain[k], rho, polish)
+        ov = ov0 + gain[k]
+        x = math.log(abs(ov)) if factorized_ov else 0.0
         if k > 0:
             travelled_qk += abs(qk - qk_last)
             travelled_x += abs(x - x_last)
             travelled_u += abs(u - u_last)
         qk_last, u_last, x_last = qk, u, x
-        value = expit(qk + c[_LOG_MN]) * ov[k] + 4.0 * travelled_qk
+        value = expit(qk + c[_LOG_MN]) * ov + 4.0 * travelled_qk
         if factorized_ov:
             value += 2.0 * travelled_x
         if c[_BETA] > 0:
             value += 2.0 * travelled_u
         v[0, k] = max(value, v[0, k - 1]) if k > 0 else value
-    first, final = v[0, 0], v[0, ov.size - 1]
+    first, final = v[0, 0], v[0, gain.size - 1]
     span = (final - first) / per_panel  # inf where qk leaves the doubles (FACO turning at qk -6.6e1679)
     if not span <= 2**MAX_PANELS_LOG2:
         # a path this long passes through attention below e^-{5000 per_panel / 4}: dt/dov there exceeds
         # e^700 unless eta_OV does too, so its time is beyond the largest double
         peak = -math.inf
-        for k in range(ov.size):
-            qk, _ = _qk_u(c, p, addr, work, tab, coef, ext, ov[k] - ov0, rho, polish)
-            peak = max(peak, _log_dt_dx(c, p, addr, work, ov[k], qk))
+        for k in range(gain.size):
+            qk, _ = _qk_u(c, p, addr, work, tab, coef, ext, gain[k], rho, polish)
+            peak = max(peak, _log_dt_dx(c, p, addr, work, ov0 + gain[k], qk))
         if peak < LOG_DOUBLE_MAX:
             raise RuntimeError("time quadrature: more than 2^14 panels needed on a path whose time is not beyond "
                                "the largest double")
@@ -572,18 +578,18 @@ def _edges(c, p, addr, work, tab, coef, ext, ov_star, rho, per_panel, polish):
     y = np.empty(panels + 1)
     for j in range(panels + 1):
         level = first + (final - first) * (j / panels)
-        i = min(max(_search(v, 0, 0, ov.size, level, True) - 1, 0), ov.size - 2)
+        i = min(max(_search(v, 0, 0, gain.size, level, True) - 1, 0), gain.size - 2)
         weight = (level - v[0, i]) / (v[0, i + 1] - v[0, i]) if v[0, i + 1] > v[0, i] else 0.0
-        edge = ov[i] + _clip(weight, 0.0, 1.0) * (ov[i + 1] - ov[i])
-        y[j] = _y(c, ov0 if j == 0 else ov_star if j == panels else edge)
+        edge = gain[i] + _clip(weight, 0.0, 1.0) * (gain[i + 1] - gain[i])
+        y[j] = _y(c, 0.0 if j == 0 else s_star if j == panels else edge)
     return y
 
 
 @_jit
 def _times(c, p, addr, work, tab, coef, ext, targets, rho, per_panel, polish, t):
-    """t[k] = int dt/dx dx from ov0 to targets[k] (ascending: the order along the path) on one path: the
-    8-node Gauss-Legendre panels of the path to the last target (_edges), each panel holding another
-    target split there, t[k] the sum of the panels before it (in logs: t = e^M sum e^{log P_j - M}).
+    """t[k] = int dt/dx dx from ov0 to ov0 + targets[k] (targets: s = ov - ov0, ascending: the order along the
+    path) on one path: the 8-node Gauss-Legendre panels of the path to the last target (_edges), each panel
+    holding another target split there, t[k] the sum of the panels before it (in logs: t = e^M sum e^{log P_j - M}).
     Returns False, t untouched, where the last target's time is beyond the largest double (the nearer
     ones may not be: their own paths decide)."""
     y = _edges(c, p, addr, work, tab, coef, ext, targets[-1], rho, per_panel, polish)
@@ -676,7 +682,7 @@ def solve_points(constants, params, addr, which, zstar, rho, ov, with_state, wit
     and of SPECIAL): with_state, (qk[i], ov[i]) where the loss first reaches z*[i]; with_time, t[i],
     the time to ov[i] (inf beyond the largest double). ``tab``, ``coef``, ``ext``: new_table()."""
     current, start = -1, 0
-    work = np.empty(3)
+    work, gain = np.empty(3), np.empty(which.size)  # gain: s = ov - ov0, the time's target (exact, unlike ov0 + s)
     for i in range(which.size):
         s = which[i]
         c, p = constants[s], params[s]
@@ -685,15 +691,18 @@ def solve_points(constants, params, addr, which, zstar, rho, ov, with_state, wit
             ext[0], ext[1], ext[2] = _CENTER, _CENTER + 1, -1
             _new_edge(c, tab, _CENTER, c[_U0], 0.0)
         if with_state:
-            qk[i], ov[i] = _state(c, p, addr, work, tab, coef, ext, zstar[i], rho[i], _warm_start(which, zstar, rho, ov, i))
+            qk[i], ov[i], gain[i] = _state(c, p, addr, work, tab, coef, ext, zstar[i], rho[i],
+                                           _warm_start(which, zstar, rho, ov, i))
+        else:
+            gain[i] = ov[i] - c[_OV0]
         if with_time and (i == which.size - 1 or which[i + 1] != s or rho[i + 1] != rho[i]):
             # the points start..i share a setting and rho, hence a path: one quadrature, in the order along it
-            order = start + np.argsort(ov[start:i + 1])
+            order = start + np.argsort(gain[start:i + 1])
             times = np.full(order.size, np.nan)  # a time left unwritten reads as not finite, never as garbage
-            if not _times(c, p, addr, work, tab, coef, ext, ov[order], rho[i], per_panel, polish, times):
+            if not _times(c, p, addr, work, tab, coef, ext, gain[order], rho[i], per_panel, polish, times):
                 times[-1] = math.inf
                 for k in range(order.size - 1):
-                    if not _times(c, p, addr, work, tab, coef, ext, ov[order[k:k + 1]], rho[i], per_panel, polish,
+                    if not _times(c, p, addr, work, tab, coef, ext, gain[order[k:k + 1]], rho[i], per_panel, polish,
                                   times[k:k + 1]):
                         times[k] = math.inf
             t[order] = times

@@ -275,6 +275,31 @@ def test_collapsed_line_where_qk_climbs_more_than_709_from_its_start():
     check_against_reference("CACO", setting, 178402406923.13083, 5e-324, time=True)
 
 
+def test_a_level_where_the_roots_function_is_tiny():
+    """paper at a level 1.6e-9 below log K from attention 5e-208 (a hypothesis draw): z* = 2e-9, so z(ov) - z* is
+    ~1e-26 across the root's last bracket and mpmath's Illinois stopped at |f| < 1e-24, 1.7e-20 relative off in ov
+    (the reference's own sign check refused it); the reference's root now converges in x, and qkdyn matches it."""
+    setting = Setting(classes=5, distinct=1, commons=1, m=1, n=1, scale=0.8064378743325045, qk0=-477.370020443945,
+                      ov0=-0.05492374857139099)
+    check_against_reference("paper", setting, 1.0, 1.6094379108246104, time=True)
+
+
+def test_time_where_ov_moves_by_less_than_a_rounding_of_ov0():
+    """paper from attention 1/2 at rho 1e8 .. 1e10 to a level 4.7e-10 below the initial loss (a hypothesis draw): ov
+    moves by 1e-14 .. 1e-16 while qk moves by 5e-9. The time's path was ov0 -> ov*, ov* = ov0 + s rounded, so s
+    was known to 1% at rho 1e8, 10% at 1e9, and at 1e10 ov* = ov0 made the time 'beyond the largest double'; the
+    path is now s itself. A double level is uncertain by a rounding, which moves this t by 1.2e-7 per ulp, and z*
+    from it takes a few more (log, expm1): the time must lie within the reference's times at the levels 4 ulps
+    away (and 1e-8 beyond them); ~1e-8 would need z* - z0 beyond doubles (not done)."""
+    setting = Setting(classes=2, distinct=1, commons=1, m=1, n=1, scale=1.0, qk0=0.0, ov0=1.0)
+    level = 0.4740769837060166
+    for rho in (1e8, 1e10):
+        t = float(sharpness(setting, "paper", rho, level).t)
+        bounds = [float(reference(setting, "paper", rho, level + side * 4 * float(np.spacing(level)))["t"]) for side in (1, -1)]
+        assert min(bounds) * (1 - 1e-8) <= t <= max(bounds) * (1 + 1e-8), (rho, t, bounds)
+        assert float(reference(setting, "paper", rho, level)["t"]) == pytest.approx(t, rel=1e-6)
+
+
 def test_z_at_loss_is_exact_near_the_initial_loss_and_far_from_it():
     """z* against 40-digit arithmetic, from a level 1e-15 below log K to 1e-300."""
     from qkdyn.simulate.sharpness import z_at_loss
