@@ -369,16 +369,28 @@ def _illinois(f, lo, hi, rel):
 
 
 def reference(setting, param: str, rho: float, level: float, time: bool = True, along_qk: bool | None = None) -> dict:
-    """{'qk', 'ov', 'attn', 't'} (mpf): the state at DPS digits (QK_DPS with a time along qk); t by quadrature in ov (:meth:`Reference.time`)
+    """{'qk', 'ov', 'attn', 't'} (mpf): the state at DPS digits (QK_DPS with a time along qk; j more where ov moves
+    by 10^-j ov0); t by quadrature in ov (:meth:`Reference.time`)
     or, ``along_qk`` (the default for a factorized QK circuit, whose qk(ov) costs a quadrature per root-finder
     step), in qk at QK_DPS digits (:class:`TimeAlongQK`); across a turn where a lower bound of t already exceeds the
     largest double (:meth:`TimeAlongQK.turn_bound`), 't' is that bound."""
     along_qk = param in ("FACO", "FAFO") if along_qk is None else along_qk
     # the far end of the quadrature in qk at its own QK_DPS digits: its Phi(qk*) enters the line as Phi / rho,
     # so at small rho a 24-digit qk* misses ov* where ov* is near 0 (FAFO at rho 1e-12, ov* -7.9e-7: 4e-10)
-    with mp.workdps(QK_DPS if time and along_qk else DPS):
-        ref = Reference(setting, param, rho)
-        q, o, a = ref.state(level)
+    digits, extra = QK_DPS if time and along_qk else DPS, 0
+    # the line's rho (Psi(ov) - Psi(ov0)) is a difference: where ov moves by 10^-j ov0 (a level just below the
+    # initial loss at large rho) it keeps j digits fewer, so the state is solved again with j more (CACO at rho
+    # 1e12, ov - ov0 = 6.7e-18: qk 1.2e-8 off at 24 digits, the same to 1e-15 at 40 and 60)
+    for _ in range(2):
+        with mp.workdps(digits + extra):
+            ref = Reference(setting, param, rho)
+            q, o, a = ref.state(level)
+        moved = abs((o - ref.ov0) / ref.ov0) if ref.ov0 != 0 else 1
+        lost = int(mp.ceil(-mp.log10(moved))) if 0 < moved < 1 else 0
+        if lost <= extra:
+            break
+        extra = lost
+    with mp.workdps(digits + extra):
         t = ref.time(o) if time and not along_qk else None
     if time and along_qk:
         with mp.workdps(QK_DPS):

@@ -300,6 +300,18 @@ def test_time_where_ov_moves_by_less_than_a_rounding_of_ov0():
         assert float(reference(setting, "paper", rho, level)["t"]) == pytest.approx(t, rel=1e-6)
 
 
+def test_the_reference_where_ov_moves_by_1e_17_of_ov0():
+    """CACO at rho 1e12 from attention 1/2, 1e-6 of the way below the initial loss: ov moves by 6.7e-18. The
+    reference's line holds Psi(ov) - Psi(ov0) as a difference, which kept 7 digits at 24: its qk was 1.2e-8 off
+    (and qkdyn's time as far from it); with the digits the move costs added, qkdyn's qk and t match it to 1e-10."""
+    setting = Setting(classes=2, distinct=1, commons=1, m=1, n=1, scale=1.0, qk0=0.0, ov0=1.0)
+    floor, loss0 = reachable_losses(setting, "CACO")
+    level = floor + (loss0 - floor) * (1 - 1e-6)
+    result, ref = sharpness(setting, "CACO", 1e12, level), reference(setting, "CACO", 1e12, level)
+    assert float(result.qk) == pytest.approx(float(ref["qk"]), rel=1e-10)
+    assert float(result.t) == pytest.approx(float(ref["t"]), rel=1e-10)
+
+
 def test_z_at_loss_is_exact_near_the_initial_loss_and_far_from_it():
     """z* against 40-digit arithmetic, from a level 1e-15 below log K to 1e-300."""
     from qkdyn.simulate.sharpness import z_at_loss
