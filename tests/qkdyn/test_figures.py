@@ -96,6 +96,25 @@ def test_ticks_computed_once_per_save_give_the_same_bytes(tmp_path, monkeypatch)
         assert once.with_suffix(suffix).read_bytes() == every.with_suffix(suffix).read_bytes()
 
 
+def test_font_subsets_in_two_stages_give_matplotlibs_bytes(tmp_path, monkeypatch):
+    """The PDF's font subsets made from a once-made subset of the common characters (figures._two_stage_font_subsets)
+    are the very bytes of matplotlib's one-stage subsets of the whole font: a figure of common characters
+    (the two stages), one with a glyph outside them (matplotlib's own subsetting), and both again from the cache."""
+    import contextlib
+
+    def draw(name, label):
+        fig, ax = plt.subplots()
+        ax.plot([1, 2, 3], [1, 4, 9])
+        ax.set(xlabel=label, ylabel="attn", yscale="log", title="ρ = 10")
+        return figures.save_png(fig, tmp_path / name).with_suffix(".pdf").read_bytes()
+
+    labels = ("rho (x 10⁻³)", "euro € ∮")
+    two = [draw(f"two{i}.png", label) for i, label in enumerate(labels * 2)]
+    monkeypatch.setattr(figures, "_two_stage_font_subsets", contextlib.nullcontext)
+    one = [draw(f"one{i}.png", label) for i, label in enumerate(labels * 2)]
+    assert two == one
+
+
 def test_every_theory_figure_renders_without_overlaps_and_with_labels(tmp_path, monkeypatch):
     from qkdyn.simulate.solve import solve
 
