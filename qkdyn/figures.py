@@ -201,6 +201,41 @@ def _ticks_once(fig):
             del axis._update_ticks
 
 
+def _layout_key(text, renderer) -> tuple:
+    """What a text's layout (``Text._get_layout``: its box, lines and their offsets about its anchor) is computed
+    from: the renderer (its text metrics), the string, the font, the figure's resolution, TeX and mathtext,
+    line spacing, alignments, rotation and its mode. Not its position: the layout is relative to the anchor."""
+    return (renderer, text.get_text(), tuple(text._fontproperties.__dict__.items()), text.get_figure(root=True).dpi,
+            text.get_usetex(), text.get_parse_math(), text._linespacing, text._get_multialignment(),
+            text.get_rotation(), text._horizontalalignment, text._verticalalignment, text.get_rotation_mode())
+
+
+@contextlib.contextmanager
+def _text_layouts_once():
+    """While saving a figure: each text layout (``matplotlib.text.Text._get_layout``) is computed once per
+    distinct :func:`_layout_key`, not at each of the many places a draw asks for it (every tick label's box, at
+    each tight box of the layout engine and at each draw); a wrapped text (its lines depend on its position) is
+    laid out each time. Each caller gets its own copy of the box, so the files are the same bytes."""
+    from matplotlib.text import Text
+
+    layout, layouts = Text._get_layout, {}
+
+    def once(text, renderer):
+        if text.get_wrap():
+            return layout(text, renderer)
+        key = _layout_key(text, renderer)
+        if key not in layouts:
+            layouts[key] = layout(text, renderer)
+        box, lines, corner = layouts[key]
+        return box.frozen(), list(lines), corner
+
+    Text._get_layout = once
+    try:
+        yield
+    finally:
+        Text._get_layout = layout
+
+
 #: the characters of the first of a PDF font's two subsets (:func:`_two_stage_font_subsets`): printable ASCII,
 #: the minus sign, the tick labels' ``×`` and superscripts, ligatures, Greek and common maths
 COMMON_CHARACTERS = ("".join(map(chr, range(0x20, 0x7F))) + "\u2212×·±≤≥≈∞→⁰¹²³⁴⁵⁶⁷⁸⁹⁻ﬁﬂ"
@@ -266,7 +301,7 @@ def save_png(fig, path: str | os.PathLike) -> Path:
     again (matplotlib's own ``bbox_inches="tight"`` costs a layout draw and a box per file)."""
     path = Path(path)
     _plain_log_labels(fig)
-    with _ticks_once(fig), _two_stage_font_subsets():
+    with _ticks_once(fig), _text_layouts_once(), _two_stage_font_subsets():
         fig.draw_without_rendering()  # the layout and every artist's extent, without rasterising the figure
         problems = layout_problems(fig, drawn=True)  # the layout as saved
         box = None

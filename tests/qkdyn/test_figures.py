@@ -96,6 +96,34 @@ def test_ticks_computed_once_per_save_give_the_same_bytes(tmp_path, monkeypatch)
         assert once.with_suffix(suffix).read_bytes() == every.with_suffix(suffix).read_bytes()
 
 
+def test_text_laid_out_once_per_save_gives_the_same_bytes(tmp_path, monkeypatch):
+    """save_png lays out each distinct text once (figures._text_layouts_once): PNG and PDF equal those saved with
+    matplotlib laying out every text at every request, for rotated, aligned, multi-line, mathtext, wrapped,
+    legend, annotation and title texts of several sizes."""
+    import contextlib
+
+    def draw(name):
+        fig, axes = plt.subplots(1, 2, figsize=(6, 3))
+        for i, ax in enumerate(axes):
+            ax.plot([1, 2, 3], [1, 4, 9], label=f"run {i}\nsecond line")
+            ax.set(xlabel="$\\eta_{QK} / \\eta_{OV}$", ylabel="loss", title=f"panel {i}", yscale="log")
+            ax.tick_params(axis="x", labelrotation=30 + 15 * i)
+            ax.legend(title="arms")
+            ax.text(1.5, 2, "right\naligned", ha="right", va="top", multialignment="center", rotation=10, fontsize=7)
+            ax.text(1.2, 5, "a long wrapped note " * 4, wrap=True, fontsize=6)
+            ax.text(2.5, 3, "two\nlines, the second longer", multialignment=("left", "right")[i])  # differ in that only
+            ax.annotate("peak", (3, 9), xytext=(2, 6), arrowprops={"arrowstyle": "->"}, rotation_mode="anchor",
+                        rotation=-20)
+        fig.suptitle("two panels")
+        return figures.save_png(fig, tmp_path / name)
+
+    once = draw("once.png")
+    monkeypatch.setattr(figures, "_text_layouts_once", contextlib.nullcontext)
+    every = draw("every.png")
+    for suffix in (".png", ".pdf"):
+        assert once.with_suffix(suffix).read_bytes() == every.with_suffix(suffix).read_bytes()
+
+
 def test_font_subsets_in_two_stages_give_matplotlibs_bytes(tmp_path, monkeypatch):
     """The PDF's font subsets made from a once-made subset of the common characters (figures._two_stage_font_subsets)
     are the very bytes of matplotlib's one-stage subsets of the whole font: a figure of common characters
