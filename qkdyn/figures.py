@@ -242,7 +242,7 @@ COMMON_CHARACTERS = ("".join(map(chr, range(0x20, 0x7F))) + "\u2212×·±≤≥�
                      + "αβγδεζηθικλμνξοπρστυφχψωΓΔΘΛΞΠΣΦΨΩ")
 
 #: matplotlib's own font subsetting (fontTools), which :func:`_two_stage_font_subsets` wraps
-_MATPLOTLIB_SUBSET = getattr(_backend_pdf_ps, "get_glyphs_subset", None)
+_MATPLOTLIB_SUBSET = _backend_pdf_ps.get_glyphs_subset
 
 
 class _FontBytes(io.BytesIO):
