@@ -204,8 +204,9 @@ def _ticks_once(fig):
 def _layout_key(text, renderer) -> tuple:
     """What a text's layout (``Text._get_layout``: its box, lines and their offsets about its anchor) is computed
     from: the renderer (its text metrics), the string, the font, the figure's resolution, TeX and mathtext,
-    line spacing, alignments, rotation and its mode. Not its position: the layout is relative to the anchor."""
-    return (renderer, text.get_text(), tuple(text._fontproperties.__dict__.items()), text.get_figure(root=True).dpi,
+    line spacing, alignments, rotation and its mode. Not its position: the layout is relative to the anchor.
+    (``text.figure``, not ``get_figure(root=True)``: the same resolution, in every matplotlib >= 3.7.)"""
+    return (renderer, text.get_text(), tuple(text._fontproperties.__dict__.items()), text.figure.dpi,
             text.get_usetex(), text.get_parse_math(), text._linespacing, text._get_multialignment(),
             text.get_rotation(), text._horizontalalignment, text._verticalalignment, text.get_rotation_mode())
 
