@@ -13,6 +13,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 
@@ -52,20 +53,12 @@ def plain(fig, path: Path) -> None:
 
 def main(rounds: int = 3) -> None:
     off = {"_text_layouts_once": contextlib.nullcontext, "_two_stage_font_subsets": contextlib.nullcontext}
-    on = {name: getattr(figures, name) for name in off}
 
-    def save(shortcuts: dict):
-        def run(fig, path):
-            for name, value in shortcuts.items():
-                setattr(figures, name, value)
-            try:
-                figures.save_png(fig, path)
-            finally:
-                for name, value in on.items():
-                    setattr(figures, name, value)
-        return run
+    def shortcuts_off(fig, path):
+        with mock.patch.multiple(figures, **off):
+            figures.save_png(fig, path)
 
-    sides = {"save_png": save(on), "shortcuts off": save(off), "plain savefig x2": plain}
+    sides = {"save_png": figures.save_png, "shortcuts off": shortcuts_off, "plain savefig x2": plain}
     with tempfile.TemporaryDirectory() as tmp:
         for make in (panels, heatmaps):
             times = {name: [] for name in sides}
