@@ -155,6 +155,10 @@ def equal_accuracy(times: dict, errors: dict, peer: str, ours: list[str]) -> Non
 FIRST_SOLVE = ("import time; t = time.process_time(); from qkdyn.simulate.solve import solve; "
                "from qkdyn.theory.setting import Setting; solve(Setting(), 'CACO', t_max=1e15); "
                "u = time.process_time(); solve(Setting(), 'CACO', t_max=1e15); print(u - t, time.process_time() - u)")
+#: the same, compiling at once (no SciPy solves first: qkdyn.simulate.coldstart): the price of compiling
+FIRST_SOLVE_COMPILED = FIRST_SOLVE.replace("from qkdyn.simulate.solve import solve; ",
+                                           "from qkdyn.simulate.solve import solve; from qkdyn.simulate.coldstart "
+                                           "import FIRST_SOLVES; FIRST_SOLVES.rent_seconds = 0.0; ")
 
 
 def first_call(cold: bool, code: str = FIRST_SOLVE) -> tuple[float, float]:
@@ -214,9 +218,13 @@ def main() -> None:
     sweep(setting, taus, y0, jitted)
 
     warm_first, warm_again = first_call(cold=False)
-    cold_first, _ = first_call(cold=True)
+    cold_first, cold_again = first_call(cold=True)
+    compiling, _ = first_call(cold=True, code=FIRST_SOLVE_COMPILED)
     print(f"first call in a fresh process (import + solve), CPU: numba cache filled {warm_first:.2f} s, "
-          f"empty {cold_first:.2f} s (cold/warm = {cold_first / warm_first:.1f}x); the next call {warm_again * 1e3:.1f} ms")
+          f"empty {cold_first:.2f} s (cold/warm = {cold_first / warm_first:.1f}x: SciPy's DOP853 until compiling "
+          f"pays, qkdyn.simulate.coldstart; {'within' if cold_first <= 2 * warm_first else 'OVER'} the 2x target); "
+          f"the next call {warm_again * 1e3:.1f} ms warm, {cold_again * 1e3:.1f} ms cold; compiling at once "
+          f"instead: {compiling:.2f} s")
 
 
 if __name__ == "__main__":

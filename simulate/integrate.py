@@ -23,8 +23,9 @@ from positive to non-positive (the loss falls through the level) is located to r
 dense interpolant by the Illinois variant of regula falsi; the last level may be terminal (the
 integration stops there, as ``solve_ivp``'s terminal events do).
 
-Compilation: a fresh process with an empty numba cache compiles all of this on its first solve (about
-9 CPU-s, against 1 s with the cache filled; 24 s before these rules), so the code keeps numba's typing
+Compilation: with an empty numba cache all of this compiles on first use (about 9-17 CPU-s, by the
+machine; 24 s before these rules; a process solves with SciPy first until that pays, :func:`cached` and
+:mod:`qkdyn.simulate.coldstart`), so the code keeps numba's typing
 and LLVM's work small: every table is flat and indexed by hand (slice assignment, with its shape checks
 and their formatted messages, cost seconds), no compiled helper gets a literal argument (numba
 compiles it once for each literal value as well as for int64), and the stage combinations are C
@@ -42,7 +43,7 @@ from numba.extending import intrinsic
 from scipy.integrate._ivp import dop853_coefficients as _dop
 
 from qkdyn.simulate import dop853
-from qkdyn.theory.kernels import cache_in_tree, lane_exp
+from qkdyn.theory.kernels import cache_in_tree, has_machine_code, lane_exp
 
 _CACHE = cache_in_tree(__file__)
 _STAGES = _dop.N_STAGES
@@ -53,10 +54,9 @@ _EXPONENT = -1.0 / 8.0  # -1 / (error estimator order + 1)
 
 #: status codes of :func:`integrate_many`
 REACHED, TERMINAL_EVENT, STEP_TOO_SMALL = 0, 1, -1
-#: the addresses of DOP853's stage combinations (C functions: :mod:`qkdyn.simulate.dop853`), passed to
+#: DOP853's stage combinations (C functions: :mod:`qkdyn.simulate.dop853`), whose addresses are passed to
 #: :func:`_lockstep` as an argument (a constant would be compiled into its cached code, and be stale there)
-_COMBINATIONS = (dop853.stage_state.address, dop853.solution.address, dop853.error_sums.address,
-                 dop853.dense_rows.address)
+_COMBINATIONS = (dop853.stage_state, dop853.solution, dop853.error_sums, dop853.dense_rows)
 #: trajectories integrated in lockstep (a block of lanes): wide enough for the SIMD loops, narrow enough
 #: that lanes finishing early idle little and the block's dense tables stay small
 LANES = 32
@@ -221,7 +221,7 @@ def _lockstep(f, g, combinations, P, Pt, y, tau_end, rtol, atol, levels, termina
     at the elements i L + l, the layout of the lanes kernel; ``Pt``: P transposed, contiguous).
 
     f, g: the addresses of a form's ``rhs_lanes_kernel`` and ``loss_kernel`` (plain integers: the
-    integrator is compiled, and cached, once for every form), ``combinations``: :data:`_COMBINATIONS`, levels: log loss levels of the events
+    integrator is compiled, and cached, once for every form), ``combinations``: the addresses of :data:`_COMBINATIONS`, levels: log loss levels of the events
     (the last one terminal when ``terminal``). Returns per lane (status, steps, nfev, event_tau (NaN
     where not crossed)), leaving the final states in ``y``, and the lanes' dense tables (tau_old, h,
     y_old, F), flat, one lane after the other (lane l's steps[l] accepted steps after those of the lanes
@@ -399,6 +399,15 @@ def evaluate(taus, hs, ys, Fs, query):
                          bounds).reshape(ys.shape[1], query.size)
 
 
+def cached(*kernels) -> bool:
+    """Whether the compiled integrator (:func:`_lockstep`, :func:`_evaluate_many` and the stage
+    combinations) and the C ``kernels`` given (a form's :class:`~qkdyn.theory.kernels.LazyCallback`) are
+    in this process already or in numba's cache: a solve then loads machine code instead of compiling it."""
+    return (all(callback.cached() for callback in (*_COMBINATIONS, *kernels))
+            and all(function.overloads or has_machine_code(function._cache, function.targetctx)
+                    for function in (_lockstep, _evaluate_many)))
+
+
 def integrate_many(f, g, P, X0, tau_end, rtol, atol, levels, terminal):
     """Every row of the parameter vectors ``P`` and initial states ``X0`` (one form, the same horizon
     and levels) integrated in blocks of :data:`LANES` lanes (:func:`_lockstep`; a block a compiled call,
@@ -408,9 +417,10 @@ def integrate_many(f, g, P, X0, tau_end, rtol, atol, levels, terminal):
     all of them concatenated: (taus, hs, ys, Fs, first) with trajectory i's steps at first[i]:first[i + 1].
     Each trajectory's numbers are those it has integrated alone (no lane's arithmetic depends on another's)."""
     n, blocks = X0.shape[1], []
+    combinations = tuple(combination.address for combination in _COMBINATIONS)
     for lo in range(0, len(X0), LANES):
         block, y = np.ascontiguousarray(P[lo:lo + LANES]), X0[lo:lo + LANES].T.flatten()  # a copy: y ends final
-        status, steps, nfev, event_tau, *table = _lockstep(f, g, _COMBINATIONS, block, np.ascontiguousarray(block.T),
+        status, steps, nfev, event_tau, *table = _lockstep(f, g, combinations, block, np.ascontiguousarray(block.T),
                                                            y, tau_end, rtol, atol, levels, terminal)
         blocks.append((status, steps, nfev, event_tau, y.reshape(n, len(block)).T, *table))
     joined = [parts[0] if len(parts) == 1 else np.concatenate(parts) for parts in zip(*blocks)]

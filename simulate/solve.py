@@ -27,6 +27,7 @@ from scipy.integrate import quad, solve_ivp
 
 from qkdyn.errors import InputError
 from qkdyn.simulate import integrate
+from qkdyn.simulate.coldstart import FIRST_SOLVES
 from qkdyn.theory.compiled import Compiled, load
 from qkdyn.theory.setting import ALL_PARAMS, Setting
 from qkdyn.theory.spec import Spec
@@ -230,15 +231,22 @@ def integrate_flow(name: str, compiled, setting: Setting, *, t_max, until_loss, 
     _check_options(t_max, until_loss, points, at, method)
     p, x0, levels, horizon = _start(compiled, setting, t_max, until_loss, at, record_losses)
     start = time.perf_counter()
-    integrator = _compiled if method == "DOP853" and kernels else _scipy
-    run = integrator(compiled, p, x0, math.log1p(horizon), rtol, atol, np.log(levels), until_loss is not None, method)
+    on_kernels = method == "DOP853" and kernels
+    on_compiled = on_kernels and FIRST_SOLVES.compiled_now(compiled)
+    cold = on_kernels and not on_compiled  # SciPy's DOP853 for want of compiled code (qkdyn.simulate.coldstart)
+    integrator = _compiled if on_compiled else _scipy
+    run = integrator(compiled, p, x0, math.log1p(horizon), rtol, atol, np.log(levels), until_loss is not None, method,
+                     plain=cold)
     if run.status < 0 and method == "DOP853":
         # the explicit step collapses on stiff stretches (e.g. ov crossing 0 at large rho, ov0 < 0):
         # the implicit-capable LSODA with the analytic Jacobian takes over, and the stats say so
-        method = "LSODA"
+        method, on_compiled = "LSODA", False
         run = _scipy(compiled, p, x0, math.log1p(horizon), rtol, atol, np.log(levels), until_loss is not None, method)
-    return _sample(name, compiled, setting, run, p, x0, horizon, until_loss, points, at, record_losses,
-                   time.perf_counter() - start, method)
+    seconds = time.perf_counter() - start
+    if cold:
+        FIRST_SOLVES.rent(seconds)
+    return _sample(name, compiled, setting, run, p, x0, horizon, until_loss, points, at, record_losses, seconds, method,
+                   on_compiled)
 
 
 def _check_options(t_max, until_loss, points, at, method) -> None:
@@ -272,12 +280,12 @@ def _start(compiled, setting: Setting, t_max, until_loss, at, record_losses) -> 
 
 
 def _sample(name: str, compiled, setting: Setting, run: "_Run", p, x0, horizon, until_loss, points, at, record_losses,
-            seconds: float, method: str) -> tuple:
+            seconds: float, method: str, on_compiled: bool) -> tuple:
     """The rows of a finished integration: (times, state, variables, event_t, stats, crossings)."""
     times, query, crossed, event_t = _rows(name, compiled, setting, run, p, horizon, until_loss, points, at)
     at_crossings = run.dense(run.event_tau[crossed]) if crossed else np.empty((len(x0), 0))
     return _labelled(compiled, run, x0, times, event_t, run.dense(query), crossed, at_crossings, record_losses, seconds,
-                     method)
+                     method, on_compiled)
 
 
 def _rows(name: str, compiled, setting: Setting, run: "_Run", p, horizon, until_loss, points, at) -> tuple:
@@ -307,11 +315,13 @@ def _rows(name: str, compiled, setting: Setting, run: "_Run", p, horizon, until_
 
 
 def _labelled(compiled, run: "_Run", x0, times, event_t, state, crossed, at_crossings, record_losses, seconds: float,
-              method: str) -> tuple:
+              method: str, on_compiled: bool) -> tuple:
     """(times, state, variables, event_t, stats, crossings) from the dense states at the queries of
-    :func:`_rows` (record_losses[crossed[j]] crossed at event_tau[crossed[j]], its state at_crossings[:, j])."""
+    :func:`_rows` (record_losses[crossed[j]] crossed at event_tau[crossed[j]], its state at_crossings[:, j]);
+    ``stats["compiled"]``: whether the compiled integrator ran (else SciPy's)."""
     state[:, 0] = x0  # t = 0 is always the first row: the exact initial state
-    stats = {"seconds": seconds, "nfev": run.nfev, "njev": run.njev, "steps": run.steps, "method": method}
+    stats = {"seconds": seconds, "nfev": run.nfev, "njev": run.njev, "steps": run.steps, "method": method,
+             "compiled": on_compiled}
     crossings = {record_losses[i]: (math.expm1(run.event_tau[i]), at_crossings[:, j]) for j, i in enumerate(crossed)}
     return times, state, compiled.variables, event_t, stats, crossings
 
@@ -333,7 +343,7 @@ def solve_many(settings: Sequence[Setting], param: str, *, t_max, until_loss, po
     options = dict(t_max=t_max, until_loss=until_loss, points=points, at=at, rtol=rtol, atol=atol, method=method,
                    record_losses=record_losses)
     compiled = load(param)
-    if method != "DOP853" or not settings:
+    if method != "DOP853" or not settings or not FIRST_SOLVES.compiled_now(compiled):
         return [Trajectory(param, one, *integrate_flow(param, compiled, one, **options)) for one in settings]
     _check_options(t_max, until_loss, points, at, method)
     starts = [_start(compiled, one, t_max, until_loss, at, record_losses) for one in settings]
@@ -364,7 +374,8 @@ def solve_many(settings: Sequence[Setting], param: str, *, t_max, until_loss, po
     for j, i in enumerate(read):
         times, _, crossed, event_t = plans[i]
         out[i] = Trajectory(param, settings[i], *_labelled(compiled, runs[i], starts[i][1], times, event_t, blocks[j],
-                                                           crossed, blocks[len(read) + j], record_losses, seconds, method))
+                                                           crossed, blocks[len(read) + j], record_losses, seconds, method,
+                                                           True))
     _features_at_once(compiled, [out[i] for i in read], flat[:dim * qfirst[len(read)]])
     return out
 
@@ -400,7 +411,7 @@ class _Run:
     dense: Callable | None = None
 
 
-def _compiled(compiled: Compiled, p, x0, tau_end, rtol, atol, levels, terminal, method) -> _Run:
+def _compiled(compiled: Compiled, p, x0, tau_end, rtol, atol, levels, terminal, method, plain: bool = False) -> _Run:
     """The compiled DOP853 of :mod:`qkdyn.simulate.integrate` (one lane)."""
     status, steps, nfev, event_tau, final, *table, _ = integrate.integrate_many(
         compiled.rhs_lanes_kernel.address, compiled.loss_kernel.address, compiled.kernel_parameters(p)[None],
@@ -409,9 +420,12 @@ def _compiled(compiled: Compiled, p, x0, tau_end, rtol, atol, levels, terminal, 
                 final[0], lambda taus: integrate.evaluate(*table, np.asarray(taus, dtype=float)))
 
 
-def _scipy(compiled: Compiled, p, x0, tau_end, rtol, atol, levels, terminal, method) -> _Run:
+def _scipy(compiled: Compiled, p, x0, tau_end, rtol, atol, levels, terminal, method, plain: bool = False) -> _Run:
     """SciPy's ``solve_ivp`` in log-time: LSODA, Radau, BDF with the analytic Jacobian, or SciPy's own
-    explicit DOP853 (the spec solver of :mod:`qkdyn.simulate.specsolve`, which has no compiled kernels)."""
+    explicit DOP853 (the spec solver of :mod:`qkdyn.simulate.specsolve`, which has no compiled kernels, and a
+    cold start's first solves, :mod:`qkdyn.simulate.coldstart`). ``plain``: the right-hand side run as
+    plain Python (:meth:`~qkdyn.theory.compiled.Compiled.plain_rhs`: nothing compiled)."""
+    field = compiled.plain_rhs(p) if plain else lambda x: compiled.rhs(x, p)
     def crossing(level: float, last: bool):
         def event(tau, x):
             return math.log(float(compiled.loss(*compiled.features(x, p), p))) - level
@@ -424,7 +438,7 @@ def _scipy(compiled: Compiled, p, x0, tau_end, rtol, atol, levels, terminal, met
     implicit = {"jac": lambda tau, x: math.exp(tau) * compiled.jac(x, p)} if method in METHODS[1:] else {}
 
     def run(with_events: bool):
-        return solve_ivp(lambda tau, x: math.exp(tau) * compiled.rhs(x, p), (0.0, tau_end), x0, method=method,
+        return solve_ivp(lambda tau, x: math.exp(tau) * field(x), (0.0, tau_end), x0, method=method,
                          rtol=rtol, atol=atol, dense_output=True, events=(events or None) if with_events else None,
                          **implicit)
 

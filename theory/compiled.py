@@ -75,6 +75,17 @@ class Compiled:
         """L(qk(x), ov(x)) of eq. (2) at the state ``x`` (the compiled kernel)."""
         return self.state_loss_into(np.asarray(x, dtype=float), self.kernel_parameters(p))
 
+    def plain_rhs(self, p) -> Callable:
+        """x -> dx/dt of eq. (1) at the setting's parameters ``p``: the generated kernel run as plain Python
+        (nothing compiled: the first solves of a cold start, :mod:`qkdyn.simulate.coldstart`)."""
+        kernel, parameters = self.rhs_into.py_func, self.kernel_parameters(p)
+
+        def rhs(x) -> np.ndarray:
+            out = np.empty(self.dim)
+            kernel(x, parameters, out)
+            return out
+        return rhs
+
     def jac(self, x, p) -> np.ndarray:
         """Its Jacobian d(dx/dt)/dx (the compiled kernel)."""
         out = np.empty((self.dim, self.dim))

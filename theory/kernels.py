@@ -19,6 +19,11 @@ measures it), 0 below -745.2, inf above 709.8, NaN for NaN. Being straight-line 
 table read), a loop over lanes of it compiles to SIMD instructions (the libm call would not), and
 every lane's result is the same bits at any number of lanes. ``lane_expit`` is expit through it.
 
+The C-callable kernels are compiled (or loaded from numba's cache) when their ``address`` is first
+read, not when their module is imported (:class:`LazyCallback`): a process that never calls them,
+or calls them only after a cold start (:mod:`qkdyn.simulate.coldstart`), pays nothing for them, and
+:func:`has_machine_code` tells, without compiling or loading anything, whether the cache holds them.
+
 Compiled machine code is cached by numba only *in tree*: in the ``__pycache__`` beside the package's
 own source files, the same place and the same trust as Python's ``.pyc`` files (whoever can write
 there can rewrite the source itself). Where the package directory is not writable nothing is cached
@@ -34,7 +39,9 @@ from pathlib import Path
 
 import numpy
 from llvmlite import ir
-from numba import cfunc, njit, types
+from numba import njit, types
+from numba.core import sigutils
+from numba.core.ccallback import CFunc
 from numba.extending import intrinsic
 from scipy import special
 
@@ -51,9 +58,61 @@ SCALAR = types.float64(_POINTER, _POINTER)
 #: signature of ``rhs_lanes_kernel``: (x, p, scale, out, lanes) -> None, arrays (component, lane) row-major
 LANES = types.void(_POINTER, _POINTER, _POINTER, _POINTER, types.int64)
 
+
+
+class LazyCallback:
+    """A numba C callback (``numba.cfunc``) compiled, or loaded from numba's cache, on the first read of
+    its :attr:`address` (``numba.cfunc`` does so when the decorated module is imported)."""
+
+    def __init__(self, function, signature, cache: bool, options: dict):
+        self.callback = CFunc(function, sigutils.normalize_signature(signature), locals={}, options=options)
+        if cache:
+            self.callback.enable_caching()
+        self.__name__, self.__doc__ = function.__name__, function.__doc__
+        self._compiled = False
+
+    def _compile(self) -> None:
+        if not self._compiled:
+            self.callback.compile()
+            self._compiled = True
+
+    @property
+    def address(self) -> int:
+        """The C function's address (compiled or loaded first, once)."""
+        self._compile()
+        return self.callback.address
+
+    @property
+    def ctypes(self):
+        """The C function as a ctypes function object (compiled or loaded first, once)."""
+        self._compile()
+        return self.callback.ctypes
+
+    def cached(self) -> bool:
+        """Whether its machine code is in this process already or in numba's cache (:func:`has_machine_code`)."""
+        return self._compiled or has_machine_code(self.callback._cache, self.callback._targetdescr.target_context)
+
+
+def c_callback(signature, cache: bool, **options):
+    """``numba.cfunc(signature, cache=cache, **options)`` as a :class:`LazyCallback`."""
+    return lambda function: LazyCallback(function, signature, cache, options)
+
+
+def has_machine_code(cache, target_context) -> bool:
+    """Whether numba's cache ``cache`` (a function's) holds machine code for this CPU and the function's
+    current bytecode, under any signature (each function here is compiled for one): numba's own index
+    lookup (a fresh index of the source file, then the key's CPU and code hashes) without loading the
+    code. ``False`` where numba's cache internals are not as expected (numba then compiles, as it would)."""
+    try:
+        magic, code = cache._index_key((), target_context.codegen())[1:]
+        return any(key[1:] == (magic, code) for key in cache._cache_file._load_index())
+    except Exception:  # noqa: BLE001 (numba's private cache layout changed: treated as not cached)
+        return False
+
+
 jit = njit(cache=_CACHE, error_model="numpy")  # IEEE division (inf, nan) as in the vector functions
-scalar_kernel = cfunc(SCALAR, cache=_CACHE)
-lanes_kernel = cfunc(LANES, cache=_CACHE, error_model="numpy")  # IEEE division: no checks, so the loop runs in SIMD
+scalar_kernel = c_callback(SCALAR, cache=_CACHE)
+lanes_kernel = c_callback(LANES, cache=_CACHE, error_model="numpy")  # IEEE division: no checks, so the loop runs in SIMD
 
 
 @jit
