@@ -53,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
     write_columns(args.out, trajectory.columns())
     stats = trajectory.stats
     reached = f", loss target reached at t = {trajectory.event_t:.6g}" if trajectory.event_t is not None else ""
+    scipys = ", SciPy's: the compiled integrator is not in numba's cache yet" if stats.get("compiled") is False else ""
     sys.stderr.write(f"{name}: {len(trajectory.t)} rows to {args.out} ({stats['steps']} {stats['method']} "
-                     f"steps, {stats['seconds']:.3f} s{reached})\n")
+                     f"steps{scipys}, {stats['seconds']:.3f} s{reached})\n")
     return 0

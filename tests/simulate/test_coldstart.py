@@ -98,3 +98,13 @@ def test_has_machine_code_reads_numbas_cache_index(tmp_path, monkeypatch):
     assert fresh()[1]
     module.write_text(source.format(3) + "\n")  # another size: a new source stamp
     assert not fresh()[1]
+
+
+def test_qkdyn_solve_says_when_scipy_ran(cold, tmp_path, capsys):
+    from qkdyn.cli import main
+
+    assert main(["solve", "--param", "CACO", "--t-max", "1e6", "--out", str(tmp_path / "cold.csv")]) == 0
+    assert "DOP853 steps, SciPy's: the compiled integrator is not in numba's cache yet" in capsys.readouterr().err
+    cold.ready.add("CACO")
+    assert main(["solve", "--param", "CACO", "--t-max", "1e6", "--out", str(tmp_path / "warm.csv")]) == 0
+    assert "SciPy" not in capsys.readouterr().err
