@@ -23,14 +23,13 @@ from positive to non-positive (the loss falls through the level) is located to r
 dense interpolant by the Illinois variant of regula falsi; the last level may be terminal (the
 integration stops there, as ``solve_ivp``'s terminal events do).
 
-Compilation: with an empty numba cache all of this compiles on first use (about 9-17 CPU-s, by the
-machine; 24 s before these rules; a process solves with SciPy first until that pays, :func:`cached` and
-:mod:`qkdyn.simulate.coldstart`), so the code keeps numba's typing
-and LLVM's work small: every table is flat and indexed by hand (slice assignment, with its shape checks
-and their formatted messages, cost seconds), no compiled helper gets a literal argument (numba
-compiles it once for each literal value as well as for int64), and the stage combinations are C
-functions called through their addresses, so they are not linked into :func:`_lockstep` and optimised
-once more with it.
+Compilation: with an empty numba cache all of this compiles on first use (9-17 CPU-s, by the machine;
+24 s before these rules; a process solves with SciPy first until compiling pays: :func:`cached`,
+:mod:`qkdyn.simulate.coldstart`), so the code keeps numba's typing and LLVM's work small: every
+table is flat and indexed by hand (slice assignment, with its shape checks and their formatted
+messages, cost seconds), no compiled helper gets a literal argument (numba compiles it once for each
+literal value as well as for int64), and the stage combinations are C functions called through their
+addresses, so they are not linked into :func:`_lockstep` and optimised once more with it.
 """
 from __future__ import annotations
 
@@ -221,8 +220,8 @@ def _lockstep(f, g, combinations, P, Pt, y, tau_end, rtol, atol, levels, termina
     at the elements i L + l, the layout of the lanes kernel; ``Pt``: P transposed, contiguous).
 
     f, g: the addresses of a form's ``rhs_lanes_kernel`` and ``loss_kernel`` (plain integers: the
-    integrator is compiled, and cached, once for every form), ``combinations``: the addresses of :data:`_COMBINATIONS`, levels: log loss levels of the events
-    (the last one terminal when ``terminal``). Returns per lane (status, steps, nfev, event_tau (NaN
+    integrator is compiled, and cached, once for every form), ``combinations``: the addresses of
+    :data:`_COMBINATIONS`, levels: log loss levels of the events (the last one terminal when ``terminal``). Returns per lane (status, steps, nfev, event_tau (NaN
     where not crossed)), leaving the final states in ``y``, and the lanes' dense tables (tau_old, h,
     y_old, F), flat, one lane after the other (lane l's steps[l] accepted steps after those of the lanes
     before it), for :func:`evaluate_many`. Every table is flat, indexed by hand: lane l's row j of a

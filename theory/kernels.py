@@ -59,7 +59,6 @@ SCALAR = types.float64(_POINTER, _POINTER)
 LANES = types.void(_POINTER, _POINTER, _POINTER, _POINTER, types.int64)
 
 
-
 class LazyCallback:
     """A numba C callback (``numba.cfunc``) compiled, or loaded from numba's cache, on the first read of
     its :attr:`address` (``numba.cfunc`` does so when the decorated module is imported)."""
@@ -102,7 +101,8 @@ def has_machine_code(cache, target_context) -> bool:
     """Whether numba's cache ``cache`` (a function's) holds machine code for this CPU and the function's
     current bytecode, under any signature (each function here is compiled for one): numba's own index
     lookup (a fresh index of the source file, then the key's CPU and code hashes) without loading the
-    code. ``False`` where numba's cache internals are not as expected (numba then compiles, as it would)."""
+    code (the index is numba's own in-tree file, trusted as it is when numba loads it). ``False`` where
+    numba's cache internals are not as expected (numba then compiles, as it would)."""
     try:
         magic, code = cache._index_key((), target_context.codegen())[1:]
         return any(key[1:] == (magic, code) for key in cache._cache_file._load_index())

@@ -108,3 +108,19 @@ def test_qkdyn_solve_says_when_scipy_ran(cold, tmp_path, capsys):
     cold.ready.add("CACO")
     assert main(["solve", "--param", "CACO", "--t-max", "1e6", "--out", str(tmp_path / "warm.csv")]) == 0
     assert "SciPy" not in capsys.readouterr().err
+
+
+def test_a_c_callback_compiles_on_first_use_only():
+    import ctypes
+
+    from numba import types
+
+    from qkdyn.theory.kernels import c_callback
+
+    @c_callback(types.float64(types.float64), cache=False)
+    def halve(x):
+        return 0.5 * x
+
+    assert halve.callback.address is None and not halve.cached()  # nothing compiled by the decorator
+    assert ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_double)(halve.address)(3.0) == 1.5
+    assert halve.cached() and halve.ctypes(5.0) == 2.5
