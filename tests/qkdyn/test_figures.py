@@ -12,6 +12,19 @@ from qkdyn.theory.setting import Setting
 from qkdyn import figures
 
 
+def assert_same_bytes_without(shortcut: str, draw, monkeypatch) -> None:
+    """``draw(prefix)`` (saving figures with save_png; returns their PNG paths) gives the same PNG and PDF
+    bytes with the shortcut ``figures.<shortcut>`` (a context manager) as with it replaced by a no-op."""
+    import contextlib
+
+    def saved(prefix):
+        return [[path.with_suffix(suffix).read_bytes() for suffix in (".png", ".pdf")] for path in draw(prefix)]
+
+    on = saved("on")
+    monkeypatch.setattr(figures, shortcut, lambda *args: contextlib.nullcontext())
+    assert on == saved("off")
+
+
 def test_the_layout_check_catches_a_planted_overlapping_label_and_an_unlabelled_colour_bar(tmp_path):
     fig, axes = plt.subplots(1, 2, figsize=(6, 3), layout="none")  # no layout engine to move the plant away
     for ax in axes:
@@ -77,9 +90,7 @@ def test_ticks_computed_once_per_save_give_the_same_bytes(tmp_path, monkeypatch)
     """save_png computes each axis's ticks once per view, box and resolution (figures._ticks_once): the PNG
     and PDF equal those saved with matplotlib computing them at every request (log, linear and shared axes,
     a colour bar)."""
-    import contextlib
-
-    def draw(name):
+    def draw(prefix):
         fig, axes = plt.subplots(2, 3, sharey="row")
         x = np.geomspace(0.01, 100, 50)
         for i, ax in enumerate(axes.ravel()):
@@ -87,22 +98,16 @@ def test_ticks_computed_once_per_save_give_the_same_bytes(tmp_path, monkeypatch)
             ax.plot(x, x**0.5 + 1e4 * (i > 2))
             ax.text(0.5, 0.5, f"{i}", transform=ax.transAxes)
         figures.colorbar(fig, axes[0, 0].pcolormesh(np.eye(3)), axes[:, -1], "c")
-        return figures.save_png(fig, tmp_path / name)
+        return [figures.save_png(fig, tmp_path / f"{prefix}.png")]
 
-    once = draw("once.png")
-    monkeypatch.setattr(figures, "_ticks_once", lambda fig: contextlib.nullcontext())
-    every = draw("every.png")
-    for suffix in (".png", ".pdf"):
-        assert once.with_suffix(suffix).read_bytes() == every.with_suffix(suffix).read_bytes()
+    assert_same_bytes_without("_ticks_once", draw, monkeypatch)
 
 
 def test_text_laid_out_once_per_save_gives_the_same_bytes(tmp_path, monkeypatch):
     """save_png lays out each distinct text once (figures._text_layouts_once): PNG and PDF equal those saved with
     matplotlib laying out every text at every request, for rotated, aligned, multi-line, mathtext, wrapped,
     legend, annotation and title texts of several sizes."""
-    import contextlib
-
-    def draw(name):
+    def draw(prefix):
         fig, axes = plt.subplots(1, 2, figsize=(6, 3))
         for i, ax in enumerate(axes):
             ax.plot([1, 2, 3], [1, 4, 9], label=f"run {i}\nsecond line")
@@ -115,32 +120,25 @@ def test_text_laid_out_once_per_save_gives_the_same_bytes(tmp_path, monkeypatch)
             ax.annotate("peak", (3, 9), xytext=(2, 6), arrowprops={"arrowstyle": "->"}, rotation_mode="anchor",
                         rotation=-20)
         fig.suptitle("two panels")
-        return figures.save_png(fig, tmp_path / name)
+        return [figures.save_png(fig, tmp_path / f"{prefix}.png")]
 
-    once = draw("once.png")
-    monkeypatch.setattr(figures, "_text_layouts_once", contextlib.nullcontext)
-    every = draw("every.png")
-    for suffix in (".png", ".pdf"):
-        assert once.with_suffix(suffix).read_bytes() == every.with_suffix(suffix).read_bytes()
+    assert_same_bytes_without("_text_layouts_once", draw, monkeypatch)
 
 
 def test_font_subsets_in_two_stages_give_matplotlibs_bytes(tmp_path, monkeypatch):
     """The PDF's font subsets made from a once-made subset of the common characters (figures._two_stage_font_subsets)
     are the very bytes of matplotlib's one-stage subsets of the whole font: a figure of common characters
     (the two stages), one with a glyph outside them (matplotlib's own subsetting), and both again from the cache."""
-    import contextlib
+    def draw(prefix):
+        paths = []
+        for i, label in enumerate(("rho (x 10⁻³)", "euro € ∮") * 2):
+            fig, ax = plt.subplots()
+            ax.plot([1, 2, 3], [1, 4, 9])
+            ax.set(xlabel=label, ylabel="attn", yscale="log", title="ρ = 10")
+            paths.append(figures.save_png(fig, tmp_path / f"{prefix}{i}.png"))
+        return paths
 
-    def draw(name, label):
-        fig, ax = plt.subplots()
-        ax.plot([1, 2, 3], [1, 4, 9])
-        ax.set(xlabel=label, ylabel="attn", yscale="log", title="ρ = 10")
-        return figures.save_png(fig, tmp_path / name).with_suffix(".pdf").read_bytes()
-
-    labels = ("rho (x 10⁻³)", "euro € ∮")
-    two = [draw(f"two{i}.png", label) for i, label in enumerate(labels * 2)]
-    monkeypatch.setattr(figures, "_two_stage_font_subsets", contextlib.nullcontext)
-    one = [draw(f"one{i}.png", label) for i, label in enumerate(labels * 2)]
-    assert two == one
+    assert_same_bytes_without("_two_stage_font_subsets", draw, monkeypatch)
 
 
 def test_every_theory_figure_renders_without_overlaps_and_with_labels(tmp_path, monkeypatch):
