@@ -4,12 +4,13 @@
 
 numba compiles the generated kernels (:mod:`qkdyn.theory.generated`) and the integrator
 (:mod:`qkdyn.simulate.integrate`) on first use and caches the machine code in the package's own
-``__pycache__`` (:mod:`qkdyn.theory.kernels`); a fresh install would otherwise pay that compilation in its
-first solves (and, under ``qkdyn verify``'s two workers, twice at once). ``make install`` runs this
-module once, so the first solve of a session loads cached code. It solves each form briefly, with a
+``__pycache__`` (:mod:`qkdyn.theory.kernels`); a fresh install would otherwise solve with SciPy until
+compiling pays and then compile in its first busy process (:mod:`qkdyn.simulate.coldstart`; under
+``qkdyn verify``'s two workers, twice at once). ``make install`` runs this module once, compiling at
+once, so the first solve of a session loads cached code. It solves each form briefly, with a
 loss event and the dense output, and evaluates its Jacobian (the LSODA fallback's): every compiled
 path ``solve`` takes, a sweep over two settings (``solve_many``'s lockstep lanes) and the matched-loss
-closed form with its time (:mod:`qkdyn.simulate.closedform`, one kernel for every form: ~30 CPU-s to compile,
+closed form with its time (:mod:`qkdyn.simulate.closedform`, one kernel for every form: 85-103 CPU-s to compile,
 which every process of a test run or a Ray study would otherwise pay on its first ``sharpness``).
 """
 from __future__ import annotations
