@@ -234,14 +234,13 @@ def integrate_flow(name: str, compiled, setting: Setting, *, t_max, until_loss, 
     on_kernels = method == "DOP853" and kernels
     on_compiled = on_kernels and FIRST_SOLVES.compiled_now(compiled)
     cold = on_kernels and not on_compiled  # SciPy's DOP853 for want of compiled code (qkdyn.simulate.coldstart)
-    integrator = _compiled if on_compiled else _scipy
-    run = integrator(compiled, p, x0, math.log1p(horizon), rtol, atol, np.log(levels), until_loss is not None, method,
-                     plain=cold)
+    arguments = (compiled, p, x0, math.log1p(horizon), rtol, atol, np.log(levels), until_loss is not None, method)
+    run = _compiled(*arguments) if on_compiled else _scipy(*arguments, plain=cold)
     if run.status < 0 and method == "DOP853":
         # the explicit step collapses on stiff stretches (e.g. ov crossing 0 at large rho, ov0 < 0):
         # the implicit-capable LSODA with the analytic Jacobian takes over, and the stats say so
         method, on_compiled = "LSODA", False
-        run = _scipy(compiled, p, x0, math.log1p(horizon), rtol, atol, np.log(levels), until_loss is not None, method)
+        run = _scipy(*arguments[:-1], method)
     seconds = time.perf_counter() - start
     if cold:
         FIRST_SOLVES.rent(seconds)
@@ -411,7 +410,7 @@ class _Run:
     dense: Callable | None = None
 
 
-def _compiled(compiled: Compiled, p, x0, tau_end, rtol, atol, levels, terminal, method, plain: bool = False) -> _Run:
+def _compiled(compiled: Compiled, p, x0, tau_end, rtol, atol, levels, terminal, method) -> _Run:
     """The compiled DOP853 of :mod:`qkdyn.simulate.integrate` (one lane)."""
     status, steps, nfev, event_tau, final, *table, _ = integrate.integrate_many(
         compiled.rhs_lanes_kernel.address, compiled.loss_kernel.address, compiled.kernel_parameters(p)[None],
@@ -426,6 +425,7 @@ def _scipy(compiled: Compiled, p, x0, tau_end, rtol, atol, levels, terminal, met
     cold start's first solves, :mod:`qkdyn.simulate.coldstart`). ``plain``: the right-hand side run as
     plain Python (:meth:`~qkdyn.theory.compiled.Compiled.plain_rhs`: nothing compiled)."""
     field = compiled.plain_rhs(p) if plain else lambda x: compiled.rhs(x, p)
+
     def crossing(level: float, last: bool):
         def event(tau, x):
             return math.log(float(compiled.loss(*compiled.features(x, p), p))) - level
