@@ -129,15 +129,19 @@ def _split(lo, hi):
 
 
 @_inline
-def _rtsafe_step(x, value, slope, lo, hi, before_last, last, was_newton, convex, tol, floor):
+def _rtsafe_step(x, value, slope, lo, hi, before_last, last, run, convex, tol, floor):
     """One step of the safeguarded Newton iteration for a root of an increasing function: Newton, or
     bisection when it leaves [lo, hi] or (unless ``convex``: Newton from above is then monotone) does
-    not halve the step before last. Returns (x, lo, hi, before_last, last, newton, done): done once the
-    step (or the bracket) is below tol (floor + |x|), or steps below 1e3 times that stop shrinking
-    (round-off), or two Newton steps d_{k-1}, d_k (d_k < d_{k-1} / 100) show quadratic convergence
-    e_{k+1} ~ K d_k^2, K ~ d_k / d_{k-1}^2, with d_k^3 / d_{k-1}^2 below 1e-3 of the tolerance, i.e. a
-    rounding (the step that would confirm it is not taken: one evaluation fewer; at the tolerance itself
-    a CAFO qk was 7e-12 off, where the confirmed step leaves it at round-off)."""
+    not halve the step before last. ``run``: how many Newton steps in a row led to x (0 at the start).
+    Returns (x, lo, hi, before_last, last, run, done): done once the step (or the bracket) is below tol
+    (floor + |x|), or steps below 1e3 times that stop shrinking (round-off), or three Newton steps
+    d_{k-2}, d_{k-1}, d_k show quadratic convergence e_{k+1} ~ K d_k^2: K estimated from each pair,
+    K_1 = d_{k-1} / d_{k-2}^2 and K_2 = d_k / d_{k-1}^2, agreeing (K_2 <= 10 K_1) and both predicting
+    K d_k^2 below 1e-3 of the tolerance, i.e. a rounding (the step that would confirm it is not taken:
+    one evaluation fewer; at the tolerance itself a CAFO qk was 7e-12 off, where the confirmed step leaves
+    it at round-off). One pair alone is no evidence: a first step of 8e6 from a bracket end onto a root of
+    a curve straight on that scale but not near the root (CACO, z* = 746) gave K_2 = 3e-15 where the root's
+    own K is 4e-7, and stopped with ov 2e-11 off."""
     if value < 0:
         lo = x
     if value > 0:
@@ -149,11 +153,14 @@ def _rtsafe_step(x, value, slope, lo, hi, before_last, last, was_newton, convex,
     if bad:
         new = _split(lo, hi)
     step, scale = abs(new - x), tol * (floor + abs(x))
-    quadratic = not bad and was_newton and step <= 1e-2 * last and step**3 <= 1e-3 * scale * last * last
+    quadratic = False
+    if not bad and run >= 2 and step <= 1e-2 * last:
+        k_1, k_2 = last / before_last / before_last, step / last / last  # (ratios: no overflow for steps of 1e200)
+        quadratic = k_2 <= 10 * k_1 and max(k_1, k_2) * step * step <= 1e-3 * scale
     done = step <= scale or hi - lo <= 4 * scale or (step <= 1e3 * scale and step >= 0.5 * last) or quadratic
     if value == 0:
-        return x, lo, hi, last, step, True, True
-    return new, lo, hi, last, step, not bad, done
+        return x, lo, hi, last, step, run + 1, True
+    return new, lo, hi, last, step, 0 if bad else run + 1, done
 
 
 # -- the line (c: the setting's constants; tab, coef, ext: the line's table) ---------------------------
@@ -300,11 +307,11 @@ def _cover(c, tab, coef, ext, lam_lo, lam_hi):
 def _newton_line(c, tab, coef, panel, lam, lo, hi, u):
     """u in [lo, hi] with Phi(u) - Phi(u0) = lam (Phi increasing and convex: monotone Newton); [lo, hi] is
     table panel ``panel`` for a factorized QK circuit (unused for a collapsed one)."""
-    before_last, last, newton = math.inf, math.inf, False
+    before_last, last, run = math.inf, math.inf, 0
     for _ in range(200):
         value, slope = _phi(c, tab, coef, panel, u) - lam, _dphi(c, u)
-        u, lo, hi, before_last, last, newton, done = _rtsafe_step(u, value, slope, lo, hi, before_last, last, newton,
-                                                                  True, 1e-13, 1.0)
+        u, lo, hi, before_last, last, run, done = _rtsafe_step(u, value, slope, lo, hi, before_last, last, run, True,
+                                                               1e-13, 1.0)
         if done:
             return u
     raise RuntimeError("line inversion did not converge")
@@ -494,12 +501,12 @@ def _root(c, p, addr, work, tab, coef, ext, zstar, rho, in_ov, lo, hi, x):
     """(x, qk) at x in [lo, hi] where z = z*, x = s = ov - ov0 (or ov, ``in_ov``): safeguarded Newton to 1e-13
     relative in x; qk from the last evaluation at x_k advanced by dqk/dov (x - x_k) where the final step is
     below 1e-10 |x| (the neglected (x - x_k)^2 qk''/2 is far below a rounding of qk), else from the line at x."""
-    ov0, before_last, last, newton = c[_OV0], math.inf, math.inf, False
+    ov0, before_last, last, run = c[_OV0], math.inf, math.inf, 0
     for _ in range(200):
         s, ov = (x - ov0, x) if in_ov else (x, ov0 + x)
         value, slope, qk, dqk = _level(c, p, addr, work, tab, coef, ext, s, ov, zstar, rho)
-        new, lo, hi, before_last, last, newton, done = _rtsafe_step(x, value, slope, lo, hi, before_last, last, newton,
-                                                                    False, 1e-13, 1e-300)
+        new, lo, hi, before_last, last, run, done = _rtsafe_step(x, value, slope, lo, hi, before_last, last, run, False,
+                                                                 1e-13, 1e-300)
         if done:
             if abs(new - x) <= 1e-10 * abs(x):
                 return new, qk + dqk * (new - x)

@@ -129,6 +129,18 @@ def test_smallest_levels(tmp_path, capsys):
         assert_matches(result, reference(setting, "CACO", 1.0, level))
 
 
+def test_root_from_a_far_bracket_end_is_not_stopped_early():
+    """A hypothesis draw (CACO, attn0 9e-5, level 5e-324, z* = 746): the matched-loss root starts at its
+    bracket's upper end, 8e6, and the first Newton step lands 1.5e-8 from the root; that one step's
+    quadratic-convergence estimate (K = d_1 / d_0^2 = 3e-15, the root's own K being 4e-7) stopped it there,
+    ov 2e-11 off. The state against mpmath to 1e-11."""
+    setting = Setting(classes=7, distinct=9, commons=25, m=1, n=1, scale=1.9732064474584001,
+                      ov0=0.053541988307438566, attn0=8.852557577216266e-05)
+    rho, level = 0.0011352303381079358, 5e-324
+    assert_matches(sharpness(setting, "CACO", rho, level, time=False), reference(setting, "CACO", rho, level),
+                   time=False)
+
+
 def test_solve_accepts_negative_starts_of_factorized_circuits():
     """Balanced factors carry the sign (W_Q = sign(qk0) sqrt(sigma) e_q): solve and sharpness agree."""
     for param, setting in (("FACO", Setting(attn0=0.1)), ("FAFO", Setting(qk0=-0.7, ov0=0.3)),
