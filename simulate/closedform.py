@@ -11,7 +11,7 @@ docs/sharpness.md); this module is its compiled arithmetic, point by point:
   samples, read off a per-panel Chebyshev series of the inverse u(Phi) (collapsed QK too: panels of
   1/2 in u, G in closed form, up to Phi = 1e300; beyond, e^u near overflow, Newton);
 * the matched-loss root of z(ov) = alpha(qk(ov)) ov - z* by safeguarded Newton in s = ov - ov0 (rtsafe),
-  started from the quadratic in rho through the previous points' roots (same setting and level);
+  started from the Lagrange polynomial in rho through the previous six points' roots (same setting and level);
 * the time, composite 8-node Gauss-Legendre on panels at equal steps of the progress
   v = z + 2x + 4|qk| + 2|u| sampled along the path, each panel in doubles (in logs where its values come
   near overflow), the panels summed in logs; the points of one setting and rho (a
@@ -655,12 +655,15 @@ def _times(c, p, addr, work, tab, coef, ext, targets, rho, per_panel, polish, t)
 
 @_inline
 def _warm_start(which, zstar, rho, ov, i):
-    """A start for the root of point i from the roots of the (up to) three points before it at the same
+    """A start for the root of point i from the roots of the (up to) six points before it at the same
     setting and level: their Lagrange polynomial in rho at rho_i (the previous root alone where two rho
     coincide; nan where there is none). On a phase diagram's geometric rho grid (steps of h = 0.3%) the
-    previous root is O(h) off, the quadratic through three O(h^3): two Newton steps instead of about four."""
+    previous root is O(h) off, the quadratic through three O(h^3) (two Newton steps), the quintic through
+    six O(h^6), below the root's tolerance of 1e-13: the first Newton step is the last (the 1e6-point
+    diagram in 0.8 s instead of 1.05). The weights of six points extrapolating one step sum to 63 in
+    absolute value, so the roots' own round-off enters the start at ~1e-14, also below the tolerance."""
     count = 0
-    while count < 3 and i - count > 0 and which[i - count - 1] == which[i] and zstar[i - count - 1] == zstar[i]:
+    while count < 6 and i - count > 0 and which[i - count - 1] == which[i] and zstar[i - count - 1] == zstar[i]:
         count += 1
     if count == 0:
         return math.nan

@@ -282,12 +282,16 @@ def sharpness(setting: Setting | Mapping, param: str | Spec, rho: ArrayLike, los
     loss_f = np.broadcast_to(loss_a, shape).ravel()
     # the kernel takes each setting's points contiguous: already so for a grid whose fields vary slowest
     ordered = bool(np.all(which[1:] >= which[:-1]))
+    # z* of each distinct level, once per class count K (not once per point: 1e6 points share one level)
+    levels, level_of = np.unique(loss_a, return_inverse=True)
+    level_f = np.broadcast_to(level_of.reshape(loss_a.shape), shape).ravel()
+    z_levels = {classes: z_at_loss(classes, levels) for classes in {one.classes for one in settings}}
     problems, masks, zstar = [], [], np.empty(rho_f.size)
     for index, one in enumerate(settings):
         problem = _Problem(one, param)
         mask = slice(*np.searchsorted(which, [index, index + 1])) if ordered else which == index
         _validate(problem, param, rho_f[mask], loss_f[mask])
-        zstar[mask] = z_at_loss(one.classes, loss_f[mask])
+        zstar[mask] = z_levels[one.classes][level_f[mask]]
         problems.append(problem), masks.append(mask)
     order = None if ordered else np.argsort(which, kind="stable")
     qk, ov, t = _run(problems, which if ordered else which[order], zstar if ordered else zstar[order],
