@@ -12,7 +12,7 @@ docs/sharpness.md); this module is its compiled arithmetic, point by point:
   1/2 in u, G in closed form, up to Phi = 1e300; beyond, e^u near overflow, Newton);
 * the matched-loss root of z(ov) = alpha(qk(ov)) ov - z* by safeguarded Newton in s = ov - ov0 (rtsafe),
   started from the Lagrange polynomial in rho through the previous six points' roots (same setting and level);
-* the time, composite 8-node Gauss-Legendre on panels at equal steps of the progress
+* the time, composite 16-node Gauss-Legendre on panels at equal steps of the progress
   v = z + 2x + 4|qk| + 2|u| sampled along the path, each panel in doubles (in logs where its values come
   near overflow), the panels summed in logs; the points of one setting and rho (a
   grid's levels) share one path: the panels of the path to the farthest level, the panel holding each
@@ -51,11 +51,11 @@ MAX_TABLE_PANELS = 20000  # qk changes by at most 1 per panel (|qk| <= ~720 whil
 MAX_PANELS_LOG2 = 14  # at most 2^14 quadrature panels per path (more: a time beyond the largest double)
 CHEB_X = np.cos(np.pi * (np.arange(CHEB_DEG + 1) + 0.5) / (CHEB_DEG + 1))
 CHEB_FIT = np.linalg.inv(np.polynomial.chebyshev.chebvander(CHEB_X, CHEB_DEG))
-GL_X, GL_W = np.polynomial.legendre.leggauss(8)
+GL_X, GL_W = np.polynomial.legendre.leggauss(16)
 #: fractions of the path ov0 -> ov* sampled to place the quadrature panels (plus ov = 0 if crossed)
 #: (dense at both ends: attention can rise fastest at the start, e^z grows fastest at the end)
-PATH_FRACTIONS = np.unique(np.concatenate([[0.0], np.geomspace(1e-14, 1.0, 35), 1.0 - np.geomspace(1e-12, 0.5, 20)]))
-GEOMETRIC = np.linspace(0.0, 1.0, 16)  # and at geometric steps over the positive part of the path
+PATH_FRACTIONS = np.unique(np.concatenate([[0.0], np.geomspace(1e-14, 1.0, 18), 1.0 - np.geomspace(1e-12, 0.5, 10)]))
+GEOMETRIC = np.linspace(0.0, 1.0, 8)  # and at geometric steps over the positive part of the path
 LOG_DOUBLE_MAX = math.log(np.finfo(float).max)
 _CENTER = MAX_TABLE_PANELS + 2  # the table grows both ways from u0 at this index of its buffers
 _CAPACITY = 2 * MAX_TABLE_PANELS + 6
@@ -595,7 +595,7 @@ def _edges(c, p, addr, work, tab, coef, ext, s_star, rho, per_panel, polish):
 @_jit
 def _times(c, p, addr, work, tab, coef, ext, targets, rho, per_panel, polish, t):
     """t[k] = int dt/dx dx from ov0 to ov0 + targets[k] (targets: s = ov - ov0, ascending: the order along the
-    path) on one path: the 8-node Gauss-Legendre panels of the path to the last target (_edges), each panel
+    path) on one path: the 16-node Gauss-Legendre panels of the path to the last target (_edges), each panel
     holding another target split there, t[k] the sum of the panels before it (in logs: t = e^M sum e^{log P_j - M}).
     Returns False, t untouched, where the last target's time is beyond the largest double (the nearer
     ones may not be: their own paths decide)."""

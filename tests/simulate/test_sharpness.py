@@ -289,13 +289,13 @@ def test_attn0_broadcasts_as_a_setting_field():
 @given(setting=testing.setting_strategy(eta_qk=1.0, qk0=(0.01, 1.0), ov0=(0.01, 1.0)), rho=testing.rhos(1e-2, 1e2),
        fraction=st.floats(0.05, 0.999))
 def test_time_quadrature_is_accurate_to_1e_8(param, setting, rho, fraction):
-    """The default panels (2 units of progress each, 8 Gauss nodes) against 8x finer ones."""
+    """The default panels (6 units of progress each, 16 Gauss nodes) against 8x finer ones, polished."""
     from qkdyn.simulate.sharpness import _Problem
 
     problem = _Problem(setting, param)
     level = problem.loss0 * (1 - fraction) + 1e-6 * fraction
     result = sharpness(setting, param, rho, level)
-    fine = problem.time_to(np.atleast_1d(result.ov), np.atleast_1d(float(rho)), per_panel=0.25, polish=True)
+    fine = problem.time_to(np.atleast_1d(result.ov), np.atleast_1d(float(rho)), per_panel=0.75, polish=True)
     assert float(result.t) == pytest.approx(float(fine[0]), rel=1e-8)
 
 
