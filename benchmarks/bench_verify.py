@@ -1,0 +1,54 @@
+"""The main job: ``qkdyn verify`` with its defaults in a fresh process (what ``make verify`` runs once
+installed), against issue 22's one-minute target.
+
+Measured: the process's wall time (import included) and the wall time verify prints itself; its CPU
+time (user + system, the process and its study workers) and CPU / wall, the cores it keeps busy (2 on
+the 2-core machine is the most it can use); and whether its verdicts equal those of the committed
+figures/report.json (the same evidence), and its report.md the committed one byte for byte (the report
+holds no timing; on another machine round-off-level numbers, 1e-15 means, may differ).
+"""
+import json
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+TARGET_S = 60.0
+COMMITTED = Path(__file__).resolve().parents[1] / "figures"
+
+
+def verdicts(report: Path) -> dict:
+    return {claim["id"]: claim["verdict"] for claim in json.loads(report.read_text())["claims"]}
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def main() -> None:
+    with tempfile.TemporaryDirectory() as out:
+        code = f"import sys; from qkdyn.cli import main; sys.exit(main(['verify', '--figures', {out!r}, '--no-progress']))"
+        cpu, start = children_cpu(), time.perf_counter()
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+        wall, cpu = time.perf_counter() - start, children_cpu() - cpu
+        if done.returncode != 0:
+            print(f"qkdyn verify failed (exit {done.returncode}): {done.stderr.strip().splitlines()[-1:]}")
+            return
+        printed = re.search(r"wall time ([0-9.]+) s", done.stderr)
+        ours, committed = verdicts(Path(out) / "report.json"), verdicts(COMMITTED / "report.json")
+        changed = sorted(c for c in ours.keys() | committed.keys() if ours.get(c) != committed.get(c))
+        same = (Path(out) / "report.md").read_bytes() == (COMMITTED / "report.md").read_bytes()
+    own = f"{float(printed.group(1)):.1f} s as verify prints it" if printed else "verify printed no wall time"
+    print(f"qkdyn verify (defaults, fresh process): wall {wall:.1f} s ({own}), CPU {cpu:.1f} s, "
+          f"CPU / wall {cpu / wall:.2f} cores ({'under' if wall < TARGET_S else 'OVER'} the {TARGET_S:.0f} s target); "
+          f"the {len(ours)} verdicts {'equal' if not changed else 'DIFFER from'} the committed figures/report.json's"
+          f"{'' if not changed else ' (' + ', '.join(changed) + ')'}; report.md "
+          f"{'identical to the committed one' if same else 'differs from the committed one in some numbers'}")
+
+
+if __name__ == "__main__":
+    main()
