@@ -7,7 +7,6 @@ the 2-core machine is the most it can use); and whether its verdicts equal those
 figures/report.json (the same evidence), and its report.md the committed one byte for byte (the report
 holds no timing; on another machine round-off-level numbers, 1e-15 means, may differ).
 """
-import json
 import re
 import resource
 import subprocess
@@ -16,12 +15,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from qkdyn.jsonio import read_json
+
 TARGET_S = 60.0
 COMMITTED = Path(__file__).resolve().parents[1] / "figures"
 
 
 def verdicts(report: Path) -> dict:
-    return {claim["id"]: claim["verdict"] for claim in json.loads(report.read_text())["claims"]}
+    return {claim["id"]: claim["verdict"] for claim in read_json(report)["claims"]}
 
 
 def children_cpu() -> float:
