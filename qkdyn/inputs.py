@@ -49,10 +49,11 @@ def read_bytes(path: str | os.PathLike, limit: int = MAX_BYTES, what: str = "dat
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
         raise InputError(f"cannot read {what} file {path}: {exc.strerror or exc}")
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):  # before fdopen, which refuses a directory with its own error
+        os.close(fd)
+        raise InputError(f"{what} path {path} is {_kind(info.st_mode)}; give a regular file")
     with os.fdopen(fd, "rb") as fh:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise InputError(f"{what} path {path} is {_kind(info.st_mode)}; give a regular file")
         if info.st_size > limit:
             raise InputError(f"{what} file {path} has {info.st_size} bytes, more than the {limit} this reader accepts")
         os.set_blocking(fd, True)

@@ -253,6 +253,8 @@ def load(path) -> Spec:
             record = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise InputError(f"is not valid TOML: {path}: {exc}", "spec") from None
+        except RecursionError:
+            raise InputError(f"is not valid TOML: {path}: it nests deeper than the parser recurses", "spec") from None
     else:
         try:
             record = json.loads(text)
