@@ -190,12 +190,18 @@ class RunDir:
         ``data`` (each with ``load_state_dict``; None: not part of this trainer) and set the RNG
         states; the writer keeps the metric rows up to its step only (all are removed on a fresh
         start). None when there is no checkpoint. A checkpoint of another configuration, of an older
-        layout, or damaged is one InputError."""
+        layout, a negative step, or damaged is one InputError, raised before the metrics file is touched."""
         state = self._read_checkpoint()
+        restored = None if state is None else self._load(state, model, optimizer, scheduler, data, device)
         if self.writer:
-            self._start_metrics(None if state is None else state["step"])
-        if state is None:
-            return None
+            self._start_metrics(None if restored is None else restored.step)
+        return restored
+
+    def _load(self, state: dict, model, optimizer, scheduler, data, device) -> Restored:
+        damaged = f"{self.checkpoint} is damaged"
+        step = state.get("step")
+        if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+            raise InputError(f"{damaged} (step {step!r} is not a count of steps); delete it or use another --out")
         try:
             model.load_state_dict(state["model"])
             optimizer.load_state_dict(state["optimizer"])
@@ -203,10 +209,9 @@ class RunDir:
                 if part is not None:
                     part.load_state_dict(state[name])
             restore_rng(state["rng"], device)
-            return Restored(int(state["step"]), Clock(state["clock"]["wall"], state["clock"]["cpu"]),
-                            dict(state["extra"]))
+            return Restored(step, Clock(state["clock"]["wall"], state["clock"]["cpu"]), dict(state["extra"]))
         except (KeyError, TypeError, ValueError, RuntimeError) as exc:
-            raise InputError(f"{self.checkpoint} is damaged ({type(exc).__name__}); delete it or use another --out")
+            raise InputError(f"{damaged} ({type(exc).__name__}); delete it or use another --out") from None
 
     def save(self, step: int, model, optimizer, scheduler=None, data=None, device=None, clock: "Clock | None" = None,
              extra: dict | None = None) -> None:

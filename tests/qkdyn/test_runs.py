@@ -120,3 +120,29 @@ def test_old_checkpoints_are_refused_in_one_line(tmp_path):
     (old / "ckpt.pt").rename(old / CHECKPOINT)  # the old circuits layout: no format
     with RunDir(old, {}) as rundir, pytest.raises(InputError, match=r"older qkdyn \(format None"):
         rundir.restore(*_parts()[:2])
+
+
+def _checkpoint_then(tmp_path, change):
+    """A run with two metric rows and a checkpoint at step 1, the checkpoint then edited by ``change``."""
+    model, optimizer, scheduler, data = _parts()
+    with RunDir(tmp_path / "run", {}) as rundir:
+        rundir.restore(model, optimizer, scheduler, data)
+        rundir.log({"step": 1, "loss": 1.0})
+        rundir.save(1, model, optimizer, scheduler, data)
+        rundir.log({"step": 2, "loss": 0.5})
+    state = torch.load(tmp_path / "run" / CHECKPOINT, weights_only=True)
+    change(state)
+    torch.save(state, tmp_path / "run" / CHECKPOINT)
+    return (tmp_path / "run" / "metrics.jsonl").read_bytes()
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda s: s.update(step=-5), "step -5 is not a count"),
+    (lambda s: s.update(step=2.5), "step 2.5 is not a count"),
+    (lambda s: s["model"].update(weight=torch.zeros(7, 7)), "damaged"),  # another shape
+])
+def test_a_bad_checkpoint_is_refused_before_the_metrics_are_touched(tmp_path, change, words):
+    metrics = _checkpoint_then(tmp_path, change)
+    with RunDir(tmp_path / "run", {}) as rundir, pytest.raises(InputError, match=words):
+        rundir.restore(*_parts())
+    assert (tmp_path / "run" / "metrics.jsonl").read_bytes() == metrics
