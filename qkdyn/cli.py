@@ -48,11 +48,13 @@ class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 
 class _OneLineErrorParser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line on stderr and exit code 2, and an unknown choice
-    names the nearest one ("did you mean")."""
+    """argparse, but a usage error is one line on stderr and exit code 2, an unknown choice
+    names the nearest one ("did you mean"), and a flag is never matched by its prefix (so a removed
+    ``--seed`` is an error, not silently ``--seeds``)."""
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("formatter_class", _HelpFormatter)
+        kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
 
     def _check_value(self, action: argparse.Action, value) -> None:
@@ -127,6 +129,13 @@ def _limit_message(exc: BaseException) -> str | None:
     return None
 
 
+def one_line(message: str) -> str:
+    """``message`` as one line of plain text: line breaks become spaces and every other control
+    character its escape (a name read from a data file cannot fake a line or clear the screen)."""
+    text = " ".join(message.splitlines())
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
@@ -145,8 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args._module.run(args) or 0)
     except InputError as exc:
-        message = " ".join(exc.cli_message().split("\n"))  # the contract is one line
-        sys.stderr.write(f"qkdyn {args.command}: error: {message}\n")
+        sys.stderr.write(f"qkdyn {args.command}: error: {one_line(exc.cli_message())}\n")
         return 2
     except KeyboardInterrupt:
         sys.stderr.write("qkdyn: interrupted\n")

@@ -142,3 +142,15 @@ def test_every_option_help_states_its_default():
               if action.option_strings and not action.required and not isinstance(action, no_value)
               and "default" not in (_HelpFormatter(name)._get_help_string(action) or "")]
     assert not silent, silent
+
+
+def test_an_error_message_is_one_line_of_plain_text():
+    from qkdyn.cli import one_line
+
+    assert one_line("spec evil\n\x1b[2Jfake line\r\n") == "spec evil \\x1b[2Jfake line"
+    assert one_line("ρ = 0.5 ok") == "ρ = 0.5 ok"
+
+
+def test_a_flag_is_never_matched_by_its_prefix(capsys):
+    assert main(["solve", "--param", "CACO", "--t-max", "10", "--poin", "3", "--out", "x.csv"]) == 2
+    assert "unrecognized arguments: --poin" in capsys.readouterr().err
