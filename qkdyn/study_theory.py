@@ -8,7 +8,8 @@ Runs: ``a1`` (rate factors), ``a2`` (first integrals), ``a3`` (growth laws), ``a
 sweep of attn at matched loss over rho, the A4 proofs, the ODE cross-check, the phase diagrams and
 the frozen-attention law), ``coupled`` (CQ1-CQ4: paper B's coupled QK as a circuit spec in this
 setting, :mod:`qkdyn.simulate.claims_coupled`) and ``overview`` (trajectory and phase-portrait figures). Each run's record
-holds its claims as measured (the checks are exact computations, so judging is reading them back).
+holds its evidence (the measured numbers, never a verdict); :meth:`TheoryStudy.claims` judges them, so a
+runs folder reported again is judged under the current tolerances.
 
 Budgets: ``quick`` is the coarse grid of ``qkdyn verify --quick``; ``cpu``, ``gpu`` and ``paper`` the
 full one (t >= 1e15, rho over [0.01, 100], docs/setting.md).
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from qkdyn.studies import BUDGETS, RunSpec, Study, claim_from_dict, claim_to_dict
+from qkdyn.studies import BUDGETS, RunSpec, Study
 
 
 def grid(quick: bool) -> dict:
@@ -87,7 +88,8 @@ class TheoryStudy(Study):
             super().check(spec)
 
     def measure(self, spec: RunSpec, scratch: Path) -> dict:
-        from qkdyn.simulate import claims_sharpness, claims_theory, overview, phase
+        """Evidence of one run (``{"evidence": ...}``; ``overview`` only draws, ``{"plots": [...]}``)."""
+        from qkdyn.simulate import claims_sharpness, claims_theory, overview
         from qkdyn.theory.setting import Setting
 
         setting, p = Setting(), spec.params
@@ -95,43 +97,42 @@ class TheoryStudy(Study):
             measure = None
             if p["full_model"]:
                 from qkdyn.empirical.synthetic.rates import gd_rate_factors as measure
-            claims = [claims_theory.check_a1(setting, p["t_max"], scratch, measure=measure)]
+            evidence = claims_theory.measure_a1(setting, p["t_max"], scratch, measure=measure)
         elif spec.name == "a2":
-            claims = [claims_theory.check_a2(setting, p["t_max"], p["a2_rhos"], scratch)]
+            evidence = claims_theory.measure_a2(setting, p["t_max"], p["a2_rhos"], scratch)
         elif spec.name == "a3":
-            claims = [claims_theory.check_a3(setting, p["a3_read_at"], p["a3_read_at"][-1], scratch)]
+            evidence = claims_theory.measure_a3(setting, p["a3_read_at"], p["a3_read_at"][-1], scratch)
         elif spec.name == "a45":
-            rhos = np.array(p["sweep_rhos"])
-            result = claims_sharpness.closed_form_sweep(setting, rhos, tuple(p["loss_levels"]))
-            ode = claims_sharpness.sweep(setting, rhos, tuple(p["loss_levels"]), progress=False)
-            cross_check = claims_sharpness.agreement(result, ode)
-            diagrams = [phase.diagram(setting, axis, np.array(p["phase_rhos"]), p["phase_rows"], p["phase_level"])
-                        for axis in phase.AXES]
-            phase_plot = phase.plot(diagrams, p["phase_level"], scratch)
-            frozen = claims_sharpness.frozen_law_check(setting, tuple(p["loss_levels"]))
-            hard = claims_sharpness.reachability(setting)
-            claims = [claims_sharpness.check_a4(result, scratch, claims_sharpness.a4_evidence(), cross_check, frozen,
-                                                hard),
-                      claims_sharpness.check_a5(result, cross_check, phase_plot, phase.summary(diagrams))]
+            evidence = claims_sharpness.measure_a45(setting, p["sweep_rhos"], p["loss_levels"], p["phase_rhos"],
+                                                    p["phase_rows"], p["phase_level"], scratch)
         elif spec.name == "coupled":
             from qkdyn.simulate import claims_coupled
 
-            cfg = {"variants": [dict(zip(claims_coupled.VARIANT_FIELDS, v)) for v in p["cq_variants"]], "rhos": p["cq_rhos"],
-                   "t_path": p["cq_t_path"], "points": p["cq_points"], "window": p["cq_window"],
-                   "sweep_rhos": p["cq_sweep_rhos"], "levels": p["cq_levels"]}
-            claims = claims_coupled.check_all(setting, cfg, scratch)
+            cfg = {"variants": [dict(zip(claims_coupled.VARIANT_FIELDS, v)) for v in p["cq_variants"]],
+                   "rhos": p["cq_rhos"], "t_path": p["cq_t_path"], "points": p["cq_points"],
+                   "window": p["cq_window"], "sweep_rhos": p["cq_sweep_rhos"], "levels": p["cq_levels"]}
+            evidence = claims_coupled.measure(setting, cfg, scratch)
         else:
-            plots = [overview.trajectories_plot(setting, p["t_max"], scratch),
-                     overview.phase_portrait(setting, (0.1, 1.0, 10.0), 1e6, scratch)]
-            return {"claims": [], "plots": plots}
-        return {"claims": [claim_to_dict(c) for c in claims], "plots": []}
+            return {"plots": [overview.trajectories_plot(setting, p["t_max"], scratch),
+                              overview.phase_portrait(setting, (0.1, 1.0, 10.0), 1e6, scratch)]}
+        return {"evidence": evidence}
 
     def claims(self, records, budget):
-        return [claim_from_dict(c) for r in records for c in r.result["claims"]]
+        """A1-A5 and CQ1-CQ4, judged from the runs' evidence by the pure judges of
+        :mod:`qkdyn.simulate.claims_theory`, :mod:`~qkdyn.simulate.claims_sharpness` and
+        :mod:`~qkdyn.simulate.claims_coupled` (their tolerances as they are now, whenever the runs were made)."""
+        from qkdyn.simulate import claims_coupled, claims_sharpness, claims_theory
+
+        judges = {"a1": lambda e: [claims_theory.judge_a1(e)], "a2": lambda e: [claims_theory.judge_a2(e)],
+                  "a3": lambda e: [claims_theory.judge_a3(e)],
+                  "a45": lambda e: [claims_sharpness.judge_a4(e), claims_sharpness.judge_a5(e)],
+                  "coupled": claims_coupled.judge}
+        evidence = {r.spec.name: r.result.get("evidence") for r in records}
+        return [claim for run, judge in judges.items() for claim in judge(evidence[run])]
 
     def render(self, records, claims, figures):
         super().render(records, claims, figures)
-        return [p for r in records for p in r.result["plots"]]
+        return [p for r in records for p in r.result.get("plots", [])]
 
     def context(self, budget: str) -> dict:
         from qkdyn.theory.setting import Setting

@@ -31,6 +31,12 @@ same measurement on CACO and FACO in the same window as the calibration. CQ4 (A4
 compares attention at matched loss with collapsed and factorized QK at the same rates (their closed
 forms), over rho, dt and the coupling's initial strength, and checks that larger rho sharpens the
 coupled circuit too. Every number printed is computed in the run.
+
+Evidence and verdict are apart: :func:`measure` (by claim, :func:`measure_cq1` ... :func:`measure_cq4`) solves
+and returns only the measured quantities, JSON-serialisable, as a run record stores them; :func:`judge`
+(:func:`judge_cq1` ... :func:`judge_cq4`) decides each verdict from them, pure, reading the tolerances
+(:data:`SAME`, :data:`RESOLVED`, :data:`FACTOR_THRESHOLD`) at call time. A quantity that could not be measured
+(NaN) never lets a claim hold: what is judged from it is inconclusive, and the summary names it.
 """
 from __future__ import annotations
 
@@ -41,7 +47,7 @@ from pathlib import Path
 import numpy as np
 from scipy.interpolate import CubicSpline
 
-from qkdyn.claims import Claim, Precondition, combine
+from qkdyn.claims import Claim, Precondition, combine, gate
 from qkdyn.simulate.claims_theory import drift
 from qkdyn.simulate.plotting import COLOURS, save, subplots
 from qkdyn.simulate.specsolve import solve_spec
@@ -50,6 +56,8 @@ from qkdyn.theory.spec import CircuitSpec, Spec
 
 #: relative error below which a rho-independent quantity counts as the same (interpolation error ~1e-6)
 SAME = 1e-4
+#: CQ2's precondition: the line's largest relative error on CACO's exact line (the measurement's own error)
+RESOLVED = SAME / 10
 #: the growth part of CQ3: |k| below this (one log log t factor = 1) is no factor left over
 FACTOR_THRESHOLD = 0.5
 
@@ -140,44 +148,87 @@ def monotone(reference: FlowPath) -> bool:
     """qk strictly increasing along the whole path ("equal qk" is then one point of each path)."""
     return _rising(reference) == len(reference.qk)
 
+def _rhos(paths) -> list[float]:
+    """The rate ratios of the path runs (those of the first spec), in increasing order."""
+    return sorted(next(iter(paths.values())))
 
-def check_cq1(setting: Setting, paths: dict[str, dict[float, FlowPath]], faco: FlowPath) -> Claim:
-    """CQ1 from the solutions of each coupled spec at every rho (the first rho in each dict is 1)."""
-    evidence, parts_same, parts_grow = {}, {}, {}
+
+def _worst(values) -> float:
+    """The largest of ``values``; NaN when one of them could not be measured."""
+    return float(np.max(list(values)))
+
+
+def _decide(values: dict[str, float], ok) -> str:
+    """``holds`` when ``ok`` is true of every value, ``fails`` when not, ``inconclusive`` when one is NaN
+    (not measured: it never lets a claim hold)."""
+    if any(math.isnan(v) for v in values.values()):
+        return "inconclusive"
+    return "holds" if all(ok(v) for v in values.values()) else "fails"
+
+
+def _unmeasured(values: dict[str, float]) -> str:
+    """The summary's sentence naming the values of ``values`` that could not be measured (NaN); empty when
+    every one was."""
+    missing = [name for name, v in values.items() if math.isnan(v)]
+    return f" Not measured (NaN): {', '.join(missing)}; what is judged from them is inconclusive." if missing else ""
+
+
+def measure_cq1(setting: Setting, paths: dict[str, dict[float, FlowPath]], faco: FlowPath) -> dict:
+    """CQ1's evidence from the solutions of each coupled spec at every rho (``paths[name][1.0]`` the reference):
+    per spec, the largest relative difference of R_QK at equal qk between the reference and each other rho
+    (:func:`_on`), R_QK's smallest step along the reference (positive: it grows with qk), R_QK at both ends, qk
+    at the end, the local exponent d log R / d log qk there and R_QK over factorized QK's factor at that qk;
+    and factorized QK's own exponent at its end (``faco``)."""
+    per_spec = {}
     for name, runs in paths.items():
         reference, others = runs[1.0], [r for rho, r in runs.items() if rho != 1.0]
-        differences = {f"rho={o.rho:g}": _on(reference, o, reference.rate_factor, o.rate_factor) for o in others}
         slope = np.gradient(np.log(reference.rate_factor), np.log(reference.qk))
-        increasing = bool(np.all(np.diff(reference.rate_factor) > 0))
-        evidence[name] = {"max_rel_difference_at_equal_qk": differences, "increasing_with_qk": increasing,
-                          "factor_at_start": float(reference.rate_factor[0]),
-                          "factor_at_end": float(reference.rate_factor[-1]), "qk_at_end": float(reference.qk[-1]),
-                          "local_exponent_at_end": float(slope[-1]),
-                          "factor_over_factorized_at_end": float(reference.rate_factor[-1] / np.interp(
-                              reference.qk[-1], faco.qk, faco.rate_factor))}
-        parts_same[name] = max(differences.values()) < SAME
-        parts_grow[name] = increasing
-    faco_slope = float(np.gradient(np.log(faco.rate_factor), np.log(faco.qk))[-1])
-    parts = {"R_QK is a function of qk along the flow (every rho)": "holds" if all(parts_same.values()) else "fails",
-             "R_QK grows with qk": "holds" if all(parts_grow.values()) else "fails"}
-    worst = max(v for e in evidence.values() for v in e["max_rel_difference_at_equal_qk"].values())
+        per_spec[name] = {
+            "max_rel_difference_at_equal_qk": {f"rho={o.rho:g}": _on(reference, o, reference.rate_factor,
+                                                                     o.rate_factor) for o in others},
+            "smallest_factor_step": float(np.min(np.diff(reference.rate_factor))),
+            "factor_at_start": float(reference.rate_factor[0]), "factor_at_end": float(reference.rate_factor[-1]),
+            "qk_at_end": float(reference.qk[-1]), "local_exponent_at_end": float(slope[-1]),
+            "factor_over_factorized_at_end": float(reference.rate_factor[-1] / np.interp(
+                reference.qk[-1], faco.qk, faco.rate_factor))}
+    return {"rhos": _rhos(paths), "per_spec": per_spec,
+            "factorized_local_exponent_at_end": float(np.gradient(np.log(faco.rate_factor), np.log(faco.qk))[-1])}
+
+
+#: the readings of :func:`measure_cq1` that CQ1 reports as they were measured
+_CQ1_READINGS = ("factor_at_start", "factor_at_end", "qk_at_end", "local_exponent_at_end",
+                 "factor_over_factorized_at_end")
+
+
+def judge_cq1(evidence: dict) -> Claim:
+    """CQ1 from :func:`measure_cq1`'s evidence. "R_QK is a function of qk" holds when every difference at equal
+    qk is below :data:`SAME`; "R_QK grows with qk" when R_QK's smallest step along every reference is
+    positive; a part with a value not measured (NaN) is inconclusive."""
+    per_spec, faco_slope = evidence["per_spec"], evidence["factorized_local_exponent_at_end"]
+    differences = {f"{name} R_QK difference at {label}": v for name, e in per_spec.items()
+                   for label, v in e["max_rel_difference_at_equal_qk"].items()}
+    steps = {f"{name} R_QK step": e["smallest_factor_step"] for name, e in per_spec.items()}
+    reported = {name: {"max_rel_difference_at_equal_qk": e["max_rel_difference_at_equal_qk"],
+                       "increasing_with_qk": None if math.isnan(e["smallest_factor_step"])
+                       else e["smallest_factor_step"] > 0, **{k: e[k] for k in _CQ1_READINGS}}
+                for name, e in per_spec.items()}
+    growing = sum(e["increasing_with_qk"] is True for e in reported.values())
+    parts = {"R_QK is a function of qk along the flow (every rho)": _decide(differences, lambda v: v < SAME),
+             "R_QK grows with qk": _decide(steps, lambda v: v > 0)}
     summary = (
-        f"Along the coupled solutions (collapsed OV) at rho = 1 and at {', '.join(f'{r:g}' for r in _rhos(paths) if r != 1)}, "
-        f"R_QK = M_QK / M_QK^collapsed read at equal qk differs by at most {worst:.2g} (relative; it fails above "
-        f"{SAME:g}): one function of qk for every rho. It grows along the path in "
-        f"{sum(parts_grow.values())} of {len(parts_grow)} variants ("
+        "Along the coupled solutions (collapsed OV) at rho = 1 and at "
+        f"{', '.join(f'{r:g}' for r in evidence['rhos'] if r != 1)}, R_QK = M_QK / M_QK^collapsed read at equal qk "
+        f"differs by at most {_worst(differences.values()):.2g} (relative; it fails above {SAME:g}): one function of "
+        f"qk for every rho. It grows along the path in {growing} of {len(reported)} variants ("
         + "; ".join(f"{n}: {e['factor_at_start']:.3g} -> {e['factor_at_end']:.3g} at qk = {e['qk_at_end']:.3g}, local "
                     f"exponent d log R / d log qk = {e['local_exponent_at_end']:.3g}, "
-                    f"{e['factor_over_factorized_at_end']:.3g}x the factorized QK factor" for n, e in evidence.items())
-        + f"; factorized QK's exponent in the same run: {faco_slope:.3g}). Mechanism: the loss sees QK only through qk, "
-        "so the QK state follows the rho-independent gradient path of qk (module qkdyn.simulate.claims_coupled).")
+                    f"{e['factor_over_factorized_at_end']:.3g}x the factorized QK factor" for n, e in reported.items())
+        + f"; factorized QK's exponent in the same run: {faco_slope:.3g}). Mechanism: the loss sees QK only through "
+        "qk, so the QK state follows the rho-independent gradient path of qk (module qkdyn.simulate.claims_coupled)."
+        + _unmeasured({**differences, **steps}))
     return Claim("CQ1", "Coupled query-key dynamics (paper B) rescale the QK learning rate by a state-dependent factor "
                  "R_QK, which along the flow depends on qk alone and grows with it (A1's analogue).", combine(parts),
-                 {"per_spec": evidence, "factorized_local_exponent_at_end": faco_slope}, summary, parts=parts)
-
-
-def _rhos(paths) -> list[float]:
-    return sorted(next(iter(paths.values())))
+                 {"per_spec": reported, "factorized_local_exponent_at_end": faco_slope}, summary, parts=parts)
 
 
 def line_error(setting: Setting, reference: FlowPath, other: FlowPath) -> float:
@@ -190,27 +241,40 @@ def line_error(setting: Setting, reference: FlowPath, other: FlowPath) -> float:
     return float(np.max(np.abs(other.ov[keep] - predicted) / np.abs(other.ov[keep])))
 
 
-def check_cq2(setting: Setting, paths: dict[str, dict[float, FlowPath]], control: dict[float, FlowPath]) -> Claim:
-    """CQ2: the line Phi(qk) - rho Psi(ov), Phi from the rho = 1 run, at every other rho; ``control``:
-    the same measurement on CACO (exact line): the error of the measurement itself."""
-    control_error = max(line_error(setting, control[1.0], r) for rho, r in control.items() if rho != 1.0)
-    errors = {name: {f"rho={r.rho:g}": line_error(setting, runs[1.0], r) for rho, r in runs.items() if rho != 1.0}
-              for name, runs in paths.items()}
-    worst = max(v for e in errors.values() for v in e.values())
-    pre = [Precondition("the measurement resolves an exact line (CACO, same grid)", control_error, "<", SAME / 10,
+def measure_cq2(setting: Setting, paths: dict[str, dict[float, FlowPath]], control: dict[float, FlowPath]) -> dict:
+    """CQ2's evidence: per coupled spec and rho other than 1, the line's error (:func:`line_error`, Phi from the
+    rho = 1 run); the same on ``control``, CACO's exact line (the error of the measurement itself); whether qk
+    rises along each spec's rho = 1 run (needed to read Phi as a function of qk)."""
+    return {"rhos": _rhos(paths),
+            "max_rel_error": {name: {f"rho={r.rho:g}": line_error(setting, runs[1.0], r)
+                                     for rho, r in runs.items() if rho != 1.0} for name, runs in paths.items()},
+            "control_CACO": {f"rho={r.rho:g}": line_error(setting, control[1.0], r)
+                             for rho, r in control.items() if rho != 1.0},
+            "reference_rising": {name: monotone(runs[1.0]) for name, runs in paths.items()}}
+
+
+def judge_cq2(evidence: dict) -> Claim:
+    """CQ2 from :func:`measure_cq2`'s evidence: holds when every line error is below :data:`SAME`, provided the
+    measurement resolves CACO's exact line (worst error below :data:`RESOLVED`) and every reference run's qk
+    rises; inconclusive when a line error is not measured (NaN)."""
+    control_error = _worst(evidence["control_CACO"].values())
+    errors = {f"{name} line error at {label}": v for name, e in evidence["max_rel_error"].items()
+              for label, v in e.items()}
+    worst = _worst(errors.values())
+    pre = [Precondition("the measurement resolves an exact line (CACO, same grid)", control_error, "<", RESOLVED,
                         "largest relative error of rho Psi(ov) = Phi(qk) on the collapsed form, whose line is exact"),
-           Precondition("qk increases along every reference run", float(all(monotone(r[1.0]) for r in paths.values())),
+           Precondition("qk increases along every reference run", float(all(evidence["reference_rising"].values())),
                         ">", 0.5, "needed to read Phi as a function of qk")]
-    verdict = "holds" if worst < SAME else "fails"
-    verdict = verdict if all(p.met for p in pre) else "inconclusive"
+    verdict = _decide(errors, lambda v: v < SAME) if all(p.met for p in pre) else "inconclusive"
     summary = (f"Phi(qk) = Psi(ov) read off the coupled solution at rho = 1 predicts rho Psi(ov) at equal qk on the "
-               f"solutions at rho = {', '.join(f'{r:g}' for r in _rhos(paths) if r != 1)} to {worst:.2g} (relative; it "
-               f"fails above {SAME:g}); the same measurement on CACO's exact line: {control_error:.2g}. "
+               f"solutions at rho = {', '.join(f'{r:g}' for r in evidence['rhos'] if r != 1)} to {worst:.2g} "
+               f"(relative; it fails above {SAME:g}); the same measurement on CACO's exact line: {control_error:.2g}. "
                "So in (rho Psi(ov), Phi(qk)) coordinates the coupled trajectories are again lines of slope 1, with "
-               "Phi' = 1 / ((1 - attn) M_QK(qk)) set by the coupled rate factor of CQ1.")
+               "Phi' = 1 / ((1 - attn) M_QK(qk)) set by the coupled rate factor of CQ1." + _unmeasured(errors))
     return Claim("CQ2", "With coupled QK the reduced dynamics keep A2's closed form: Phi(qk) - rho Psi(ov) is "
                  "conserved, Phi set by the coupled rate factor.", verdict,
-                 {"max_rel_error": errors, "control_CACO": control_error}, summary, preconditions=pre)
+                 {"max_rel_error": evidence["max_rel_error"], "control_CACO": control_error}, summary,
+                 preconditions=pre)
 
 
 def growth_k(t: np.ndarray, y_log: np.ndarray, window) -> float:
@@ -219,28 +283,38 @@ def growth_k(t: np.ndarray, y_log: np.ndarray, window) -> float:
     return drift(window[0], window[1], (float(y_log[i]), float(y_log[j])), 2)
 
 
-def check_cq3(setting: Setting, late: dict[str, FlowPath], window) -> Claim:
-    """CQ3 on the rho = 1 runs ``late`` (both ends of ``window`` among their rows), calibrated on CACO
-    and FACO solved the same way in the same window."""
+def measure_cq3(setting: Setting, late: dict[str, FlowPath], window) -> dict:
+    """CQ3's evidence: the growth k (:func:`growth_k`) of e^qk and of the attention odds over ``window`` on the
+    rho = 1 runs ``late`` (both ends of ``window`` among their rows), and of e^qk on CACO and FACO solved the
+    same way in the same window (the calibration: CACO's law is (log t)^2, FACO's carries one log log t)."""
     from qkdyn.simulate.solve import solve
 
     controls = {}
     for param in ("CACO", "FACO"):
         tr = solve(setting, param, t_max=window[1], points=50, at=list(window))
         controls[param] = growth_k(tr.t, tr.qk, window)
-    measured = {name: {"exp(qk)": growth_k(r.t, r.qk, window), "odds": growth_k(r.t, logit(r.attn), window)}
-                for name, r in late.items()}
+    return {"k": {name: {"exp(qk)": growth_k(r.t, r.qk, window), "odds": growth_k(r.t, logit(r.attn), window)}
+                  for name, r in late.items()}, "k_controls": controls, "window": list(window)}
+
+
+def judge_cq3(evidence: dict) -> Claim:
+    """CQ3 from :func:`measure_cq3`'s evidence: a reading holds when |k| < :data:`FACTOR_THRESHOLD` on every
+    coupled run (inconclusive when one k is not measured), provided CACO's |k| in the same window is below it
+    too (else every part is inconclusive)."""
+    measured, controls, window = evidence["k"], evidence["k_controls"], evidence["window"]
     pre = [Precondition("the window resolves CACO's (log t)^2 (|k| of the exact law)", abs(controls["CACO"]), "<",
                         FACTOR_THRESHOLD, "A3's measurement on the collapsed form in the same window")]
-    parts = {f"{reading} ~ (log t)^2": ("holds" if all(abs(m[reading]) < FACTOR_THRESHOLD for m in measured.values())
-                                        else "fails") for reading in ("exp(qk)", "odds")}
-    parts = parts if pre[0].met else {name: "inconclusive" for name in parts}
-    summary = (f"k = the drift of log(y / (log t)^2) from t = {window[0]:.0e} to {window[1]:.0e} in units of one factor "
-               f"log log t (0 for the paper's law; a reading holds when |k| < {FACTOR_THRESHOLD:g}): "
+    readings = {reading: {f"{name} k of {reading}": m[reading] for name, m in measured.items()}
+                for reading in ("exp(qk)", "odds")}
+    parts = gate({f"{reading} ~ (log t)^2": _decide(ks, lambda v: abs(v) < FACTOR_THRESHOLD)
+                  for reading, ks in readings.items()}, pre)
+    summary = (f"k = the drift of log(y / (log t)^2) from t = {window[0]:.0e} to {window[1]:.0e} in units of one "
+               f"factor log log t (0 for the paper's law; a reading holds when |k| < {FACTOR_THRESHOLD:g}): "
                + "; ".join(f"{n}: e^qk {m['exp(qk)']:.3g}, odds {m['odds']:.3g}" for n, m in measured.items())
                + f". Same window: CACO {controls['CACO']:.3g} (its law is (log t)^2), FACO {controls['FACO']:.3g} (its "
                "law carries one log log t, A3). A coupled k at or above FACO's says the coupled QK circuit grows like "
-               "a factorized one, its faster-growing rate factor (CQ1) adding log log t factors, not a power of log t.")
+               "a factorized one, its faster-growing rate factor (CQ1) adding log log t factors, not a power of log t."
+               + _unmeasured({k: v for ks in readings.values() for k, v in ks.items()}))
     return Claim("CQ3", "With coupled QK, e^qk and the attention odds grow like (log t)^2 (A3's reading that holds for "
                  "collapsed QK).", combine(parts), {"k": measured, "k_controls": controls, "window": list(window)},
                  summary, parts=parts, preconditions=pre)
@@ -253,51 +327,67 @@ def matched_loss(setting: Setting, spec: Spec, rhos, levels) -> np.ndarray:
     return spec_sharpness(setting, spec, rhos, levels).attn
 
 
-def check_cq4(setting: Setting, specs: list[Spec], rhos, levels, figures: Path) -> Claim:
-    """CQ4: log-odds of attention at matched loss, coupled against CACO and FACO (closed form) and
-    against paper B's MLP-only control (same dt and f) at the same rho; and the coupled circuit's own
-    ordering in rho."""
+def measure_cq4(setting: Setting, specs: list[Spec], rhos, levels, figures: Path) -> dict:
+    """CQ4's evidence: attention at matched loss, rows ``rhos``, columns ``levels`` largest first, for collapsed
+    and factorized QK (``attn_closed``: closed forms) and for each coupled spec and its MLP-only control (same
+    dt and f; ``attn``: solved, :func:`matched_loss`, NaN where a level is not reached); ``controls``: the
+    control's name of each coupled spec; ``plots``: the figure drawn into ``figures``
+    (:func:`plot_matched_loss`)."""
     from qkdyn.simulate.sharpness import sharpness
 
     levels, rhos = sorted(levels, reverse=True), list(rhos)
-    base = {param: logit(np.array([[float(sharpness(setting, param, rho, level, time=False).attn) for level in levels]
-                                   for rho in rhos])) for param in ("CACO", "FACO")}
+    closed = {param: np.array([[float(sharpness(setting, param, rho, level, time=False).attn) for level in levels]
+                               for rho in rhos]) for param in ("CACO", "FACO")}
     controls = {spec.name: control_of(spec) for spec in specs}
-    solved = {s.name: logit(matched_loss(setting, s, rhos, levels))
-              for s in [*specs, *{c.name: c for c in controls.values()}.values()]}
-    coupled_odds = {spec.name: solved[spec.name] for spec in specs}
+    attn = {s.name: matched_loss(setting, s, rhos, levels)
+            for s in [*specs, *{c.name: c for c in controls.values()}.values()]}
+    plot = plot_matched_loss(rhos, levels, {param: logit(a) for param, a in closed.items()},
+                             {name: logit(a) for name, a in attn.items()}, figures)
+    return {"rhos": rhos, "levels": levels, "attn_closed": {param: a.tolist() for param, a in closed.items()},
+            "attn": {name: np.asarray(a, dtype=float).tolist() for name, a in attn.items()},
+            "controls": {name: control.name for name, control in controls.items()}, "plots": [plot]}
+
+
+def judge_cq4(evidence: dict) -> Claim:
+    """CQ4 from :func:`measure_cq4`'s evidence, on attention log-odds: each "sharper than" part holds when every
+    coupled spec's smallest margin (over rho and level) over that baseline is positive, "larger rho sharper"
+    when each coupled spec's log-odds rise with rho at every level; every part is inconclusive unless every
+    solved run reaches every level, and a part with a margin not measured (NaN) is inconclusive."""
+    rhos, levels, controls = evidence["rhos"], evidence["levels"], evidence["controls"]
+    base = {param: logit(np.array(a)) for param, a in evidence["attn_closed"].items()}
+    solved = {name: logit(np.array(a)) for name, a in evidence["attn"].items()}
+    coupled_odds = {name: solved[name] for name in controls}
     margins = {name: {**{param: float(np.min(odds - base[param])) for param in base},
-                      "MLP-only": float(np.min(odds - solved[controls[name].name]))}
+                      "MLP-only": float(np.min(odds - solved[controls[name]]))}
                for name, odds in coupled_odds.items()}
     ordered = {name: bool(np.all(np.diff(odds, axis=0) > 0)) for name, odds in coupled_odds.items()}
     reached = all(np.isfinite(o).all() for o in solved.values())
     pre = [Precondition("every coupled and MLP-only solution reaches every loss level", float(reached), ">", 0.5,
                         f"levels {', '.join(f'{lv:g}' for lv in levels)}")]
-
-    def part(against):
-        return "holds" if min(m[against] for m in margins.values()) > 0 else "fails"
-
-    parts = {"sharper than collapsed QK": part("CACO"), "sharper than factorized QK": part("FACO"),
-             "sharper than the MLP-only control": part("MLP-only"),
-             "larger rho sharper (coupled)": "holds" if all(ordered.values()) else "fails"}
-    parts = parts if reached else {k: "inconclusive" for k in parts}
-    plot = plot_matched_loss(rhos, levels, base, solved, figures)
+    against = {"CACO": "collapsed QK", "FACO": "factorized QK", "MLP-only": "the MLP-only control"}
+    margin_values = {f"{name} margin over {baseline}": m[baseline] for name, m in margins.items() for baseline in m}
+    parts = gate({**{f"sharper than {words}": _decide({n: m[baseline] for n, m in margins.items()}, lambda v: v > 0)
+                     for baseline, words in against.items()},
+                  "larger rho sharper (coupled)": "holds" if all(ordered.values()) else "fails"}, pre)
     table = [{"spec": name, "rho": rho, "loss": level, "attn": float(1 / (1 + math.exp(-odds[i, j]))),
               "log-odds - CACO": float(odds[i, j] - base["CACO"][i, j]),
               "log-odds - FACO": float(odds[i, j] - base["FACO"][i, j]),
-              "log-odds - MLP-only": float(odds[i, j] - solved[controls[name].name][i, j])}
+              "log-odds - MLP-only": float(odds[i, j] - solved[controls[name]][i, j])}
              for name, odds in coupled_odds.items() for i, rho in enumerate(rhos) for j, level in enumerate(levels)]
     summary = (f"Attention log-odds at matched loss ({', '.join(f'{lv:g}' for lv in levels)}) at rho = "
                f"{', '.join(f'{r:g}' for r in rhos)}: smallest margin of each coupled variant over collapsed QK, "
                "factorized QK (closed forms) and its MLP-only control (same dt and f; solved), all at the same rates: "
-               + "; ".join(f"{n}: {m['CACO']:+.3g} / {m['FACO']:+.3g} / {m['MLP-only']:+.3g}" for n, m in margins.items())
-               + " (a part holds when every margin is positive, fails when one is not). Larger rho sharpens the coupled "
-               "circuit at every level: " + ", ".join(f"{n} {'yes' if ok else 'NO'}" for n, ok in ordered.items()) + ".")
+               + "; ".join(f"{n}: {m['CACO']:+.3g} / {m['FACO']:+.3g} / {m['MLP-only']:+.3g}"
+                           for n, m in margins.items())
+               + " (a part holds when every margin is positive, fails when one is not). Larger rho sharpens the "
+               "coupled circuit at every level: "
+               + ", ".join(f"{n} {'yes' if ok else 'NO'}" for n, ok in ordered.items()) + "."
+               + _unmeasured(margin_values))
     return Claim("CQ4", "At matched loss, coupled QK gives sharper attention than collapsed or factorized QK and than "
                  "paper B's MLP-only control at the same rates, and larger rho sharpens it (A4/A5's analogues, over "
                  "rho, dt and the coupling strength).", combine(parts),
-                 {"min_log_odds_margin": margins, "larger_rho_sharper": ordered}, summary, [plot], table, parts=parts,
-                 preconditions=pre)
+                 {"min_log_odds_margin": margins, "larger_rho_sharper": ordered}, summary, list(evidence["plots"]),
+                 table, parts=parts, preconditions=pre)
 
 
 def plot_matched_loss(rhos, levels, base: dict, solved: dict, figures: Path) -> str:
@@ -312,22 +402,32 @@ def plot_matched_loss(rhos, levels, base: dict, solved: dict, figures: Path) -> 
             ax.plot(rhos, odds[:, j] / math.log(10), color=COLOURS[param], marker="o", label=f"{param} (closed form)")
         for k, (name, odds) in enumerate(solved.items()):
             control = name.startswith("MLP-only")
-            ax.plot(rhos, odds[:, j] / math.log(10), color=PALETTE[(2 + k) % len(PALETTE)], marker="x" if control else "s",
-                    ls=":" if control else "--", label=name)
+            ax.plot(rhos, odds[:, j] / math.log(10), color=PALETTE[(2 + k) % len(PALETTE)],
+                    marker="x" if control else "s", ls=":" if control else "--", label=name)
         ax.set(xscale="log", xlabel="rho = eta_QK / eta_OV", ylabel="log10 attention odds",
                title=f"matched loss {level:g}")
     axes[0, 0].legend(fontsize="xx-small")
     return save(fig, figures, "cq4_matched_loss.png")
 
 
-def check_all(setting: Setting, cfg: dict, figures: Path) -> list[Claim]:
-    """The four claims at the grid ``cfg`` (``variants``: dicts of :func:`coupled` arguments; ``rhos``
-    of the path runs, 1 included; ``window``; ``sweep_rhos``, ``levels``; ``points``)."""
+def measure(setting: Setting, cfg: dict, figures: Path) -> dict:
+    """The evidence of CQ1-CQ4 at the grid ``cfg`` (``variants``: dicts of :func:`coupled` arguments; ``rhos``
+    of the path runs, 1 included, solved to ``t_path`` with ``points`` rows; ``window``; ``sweep_rhos``,
+    ``levels``), keyed by claim id (:func:`measure_cq1` ... :func:`measure_cq4`), and ``plots``: the figures
+    drawn into ``figures`` (CQ4's). JSON-serialisable; no verdict."""
     specs = [coupled(**v) for v in cfg["variants"]]
     window, t_path = tuple(cfg["window"]), cfg["t_path"]
     runs = {s.name: {rho: path(setting, s, rho, t_path, cfg["points"]) for rho in cfg["rhos"]} for s in specs}
     control = {rho: path(setting, "CACO", rho, t_path, cfg["points"]) for rho in cfg["rhos"]}
     faco = path(setting, "FACO", 1.0, t_path, cfg["points"])
     late = {s.name: path(setting, s, 1.0, window[1], 50, at=window) for s in specs}
-    return [check_cq1(setting, runs, faco), check_cq2(setting, runs, control), check_cq3(setting, late, window),
-            check_cq4(setting, specs, cfg["sweep_rhos"], cfg["levels"], figures)]
+    cq4 = measure_cq4(setting, specs, cfg["sweep_rhos"], cfg["levels"], figures)
+    return {"CQ1": measure_cq1(setting, runs, faco), "CQ2": measure_cq2(setting, runs, control),
+            "CQ3": measure_cq3(setting, late, window), "CQ4": cq4, "plots": list(cq4["plots"])}
+
+
+def judge(evidence: dict) -> list[Claim]:
+    """CQ1-CQ4, in order, from :func:`measure`'s evidence (as stored: a JSON round trip changes nothing);
+    pure: no solving, no files."""
+    return [judge_cq1(evidence["CQ1"]), judge_cq2(evidence["CQ2"]), judge_cq3(evidence["CQ3"]),
+            judge_cq4(evidence["CQ4"])]

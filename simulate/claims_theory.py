@@ -7,6 +7,12 @@ A2  line: Phi(qk) - rho Psi(ov) and every named polynomial first integral stay c
 A3  growth: the drift of log(y / (log t)^p) over a late window, for ov, qk, e^qk and the odds, decides
     each reading against the paper's exponent p and against the derived laws with all their factors
     (qkdyn.theory.asymptotics, log log t included), in units of one log log t factor.
+
+Each claim is measured and judged apart: ``measure_a1/2/3`` solve, measure and return the evidence (a
+JSON-serialisable dict of the raw quantities, which a run record stores; they still draw the claim's figure
+and name it under "plots"); ``judge_a1/2/3`` decide the :class:`Claim` from that evidence alone (no solving,
+no I/O), against the tolerances of this module as they are when called. A quantity that could not be
+measured (NaN) makes its claim or part inconclusive. ``check_a1/2/3`` compose the two.
 """
 from __future__ import annotations
 
@@ -41,72 +47,110 @@ def closed_rate_factors(tr: Trajectory) -> dict[str, dict[str, np.ndarray]]:
 
 #: the measured rate factor must match the closed form to this (the measurement is exact up to round-off)
 A1_TOLERANCE = 1e-6
+#: A1's "increasing with the magnitude" allows each step down to this fraction of the factor (round-off)
+A1_MONOTONE_SLACK = 1e-9
 #: A1's states run to this loss: below ~1e-10 the full model's float64 gradient q - onehot loses its digits
 A1_LOSS = 1e-6
+#: A2 holds when every first integral drifts by less than this (relative)
+A2_DRIFT_BOUND = 1e-8
 
 
-def check_a1(setting: Setting, t_max: float, figures: Path, measure=None, points: int = 24) -> Claim:
-    """A1 decided by ``measure(setting, param, states) -> {"QK": R, "OV": R}``: the rate factors read off
-    gradient descent on the full matrix model (:func:`qkdyn.empirical.synthetic.rates.gd_rate_factors`,
-    passed in by ``qkdyn verify``: this layer does not import torch) at ``points`` states of each
-    factorized solution, against the derived closed form. Without ``measure`` the claim is inconclusive."""
+def _floats(values) -> list[float]:
+    return [float(v) for v in values]
+
+
+def _nan(values) -> bool:
+    """Whether ``values`` (a list of numbers) hold a NaN: a measurement that could not be made."""
+    return bool(np.isnan(np.asarray(values, dtype=float)).any())
+
+
+def measure_a1(setting: Setting, t_max: float, figures: Path, measure=None, points: int = 24) -> dict:
+    """Evidence for A1: at ``points`` states of each factorized solution (down to loss A1_LOSS), the
+    magnitude |qk| or |ov|, the derived rate factor (:func:`closed_rate_factors`) and the one measured by
+    ``measure(setting, param, states) -> {"QK": R, "OV": R}`` (gradient descent on the full matrix model,
+    :func:`qkdyn.empirical.synthetic.rates.gd_rate_factors`, passed in by ``qkdyn verify``: this layer does
+    not import torch; ``None`` when there is no ``measure``), per "param/circuit". Draws a1_rate_factor.png."""
     fig, axes = subplots(1, 2)
-    evidence, ok = {}, True
-    for param, circuits in FACTORIZED_CIRCUITS.items():
+    circuits = {}
+    for param, names in FACTORIZED_CIRCUITS.items():
         tr = solve(setting, param, t_max=t_max, until_loss=A1_LOSS, points=points)
         factors = closed_rate_factors(tr)
         measured = measure(setting, param, tr.state) if measure else None
-        for circuit in circuits:
+        for circuit in names:
             f = factors[circuit]
+            m = None if measured is None else measured[circuit]
+            circuits[f"{param}/{circuit}"] = {"magnitude": _floats(f["magnitude"]), "closed_factor": _floats(f["closed"]),
+                                              "measured_factor": None if m is None else _floats(m)}
             ax = axes[0, 0 if circuit == "QK" else 1]
             ax.loglog(f["magnitude"][1:], f["closed"][1:], "-", lw=1, color="k")
-            if measured is None:
-                continue
-            m = measured[circuit]
-            deviation = float(np.max(np.abs(m / f["closed"] - 1)))
-            order = np.argsort(f["magnitude"])
-            increasing = bool(np.all(np.diff(m[order]) >= -1e-9 * m[order][1:]))
-            evidence[f"{param}/{circuit}"] = {
-                "max_rel_deviation_from_closed_form": deviation, "increasing_with_magnitude": increasing,
-                "factor_at_start": float(m[0]), "factor_at_end": float(m[-1]),
-                "magnitude_at_end": float(f["magnitude"][-1])}
-            ok &= deviation < A1_TOLERANCE and increasing and m[-1] > m[0]
-            ax.loglog(f["magnitude"][1:], m[1:], "o", ms=3, color=COLOURS[param], label=f"{param} measured (GD)")
+            if m is not None:
+                ax.loglog(f["magnitude"][1:], m[1:], "o", ms=3, color=COLOURS[param], label=f"{param} measured (GD)")
     for ax, circuit in zip(axes[0], ("QK", "OV")):
         ax.set(xlabel=f"|{circuit.lower()}|", ylabel=f"rate factor R_{circuit}",
                title=f"{circuit}: full-model GD (dots), derived (line)")
         if ax.get_legend_handles_labels()[0]:
             ax.legend()
-    plot = save(fig, figures, "a1_rate_factor.png")
+    return {"t_max": t_max, "points": points, "loss": A1_LOSS, "circuits": circuits,
+            "plots": [save(fig, figures, "a1_rate_factor.png")]}
+
+
+def judge_a1(evidence: dict) -> Claim:
+    """A1 from :func:`measure_a1`'s evidence: it holds when, for every factorized circuit, the measured
+    factor deviates from the derived one by less than A1_TOLERANCE (relative), increases with the
+    magnitude (each step, in order of magnitude, down by at most A1_MONOTONE_SLACK of the factor) and ends
+    above where it starts; it fails otherwise. Inconclusive when there is no full-model measurement or a
+    factor is NaN (a measurement that could not be made)."""
     statement = ("Factorizing a circuit rescales its learning rate by a state-dependent factor that grows "
                  "with the circuit's magnitude (balanced factors).")
-    if measure is None:
+    circuits, plots = evidence["circuits"], evidence["plots"]
+    if any(c["measured_factor"] is None for c in circuits.values()):
         return Claim("A1", statement, "inconclusive", {"reason": "no full-model measurement (torch runs skipped)"},
                      "Not measured: the rate factor is read off gradient descent on the full matrix model, which this "
-                     "run skipped. " + SCOPE, [plot])
-    worst = max(v["max_rel_deviation_from_closed_form"] for v in evidence.values())
+                     "run skipped. " + SCOPE, plots)
+    nan = [key for key, c in circuits.items() if any(_nan(c[k]) for k in ("magnitude", "closed_factor", "measured_factor"))]
+    if nan:
+        return Claim("A1", statement, "inconclusive", {"reason": "rate factor not measured (NaN)", "not_measured": nan},
+                     f"Not measured: the rate factor of {', '.join(nan)} is NaN (the full-model measurement or the "
+                     "derived form could not be evaluated there), so it cannot be compared. " + SCOPE, plots)
+    out, ok = {}, True
+    for key, c in circuits.items():
+        magnitude, closed, m = (np.asarray(c[k], dtype=float) for k in ("magnitude", "closed_factor", "measured_factor"))
+        deviation = float(np.max(np.abs(m / closed - 1)))
+        order = np.argsort(magnitude)
+        increasing = bool(np.all(np.diff(m[order]) >= -A1_MONOTONE_SLACK * m[order][1:]))
+        out[key] = {"max_rel_deviation_from_closed_form": deviation, "increasing_with_magnitude": increasing,
+                    "factor_at_start": float(m[0]), "factor_at_end": float(m[-1]),
+                    "magnitude_at_end": float(magnitude[-1])}
+        ok &= deviation < A1_TOLERANCE and increasing and m[-1] > m[0]
+    worst = max(v["max_rel_deviation_from_closed_form"] for v in out.values())
     return Claim(
-        "A1", statement, "holds" if ok else "fails", evidence,
-        f"At {points} states of each factorized solution down to loss {A1_LOSS:g}, embedded in the full matrices: the rate "
-        "of each circuit's feature under one gradient-descent step of the full model (exact: Richardson on steps h "
-        "and h/2 of a quadratic), divided by -eta dL/df and by the same measurement on the collapsed model, against "
+        "A1", statement, "holds" if ok else "fails", out,
+        f"At {evidence['points']} states of each factorized solution down to loss {evidence['loss']:g}, embedded in "
+        "the full matrices: the rate of each circuit's feature under one gradient-descent step of the full model "
+        "(exact: Richardson on steps h and h/2 of a quadratic), divided by -eta dL/df and by the same measurement on the collapsed model, against "
         "the derived R_QK = sqrt(kappa^2 + 4 qk^2/(s^2 c)) and R_OV = 2 sqrt(D) |ov| (qkdyn.theory.invariants; "
         f"c = 1/(KD) + 1/N, kappa conserved): largest relative deviation {worst:.1e} (it fails above "
         f"{A1_TOLERANCE:g}, or if the measured factor does not increase with |qk| or |ov|): small factors learn "
-        "slower than the collapsed circuit, large ones faster. " + SCOPE, [plot])
+        "slower than the collapsed circuit, large ones faster. " + SCOPE, plots)
 
 
-def check_a2(setting: Setting, t_max: float, rhos, figures: Path) -> Claim:
+def check_a1(setting: Setting, t_max: float, figures: Path, measure=None, points: int = 24) -> Claim:
+    """A1 measured and judged (:func:`measure_a1`, :func:`judge_a1`)."""
+    return judge_a1(measure_a1(setting, t_max, figures, measure, points))
+
+
+def measure_a2(setting: Setting, t_max: float, rhos, figures: Path) -> dict:
+    """Evidence for A2: for every parameterisation and rho = eta_QK/eta_OV in ``rhos``, the largest
+    relative drift of the line Phi(qk) - rho Psi(ov) and of every named polynomial first integral
+    (:meth:`Trajectory.drifts`) along the solution to ``t_max``, per "param/rho=..". Draws a2_line.png."""
     fig, axes = subplots(2, len(ALL_PARAMS))
-    evidence, worst = {}, 0.0
+    per_run = {}
     for col, param in enumerate(ALL_PARAMS):
         ax, drift_ax = axes[0, col], axes[1, col]
         for rho in rhos:
             tr = solve(setting.replace(eta_qk=rho * setting.eta_ov), param, t_max=t_max, points=300)
             phi, psi = tr.line()
-            drifts = tr.drifts()
-            evidence[f"{param}/rho={rho:g}"] = drifts
-            worst = max(worst, *drifts.values())
+            per_run[f"{param}/rho={rho:g}"] = tr.drifts()
             ax.loglog(rho * (psi[1:] - psi[0]), phi[1:] - phi[0], "-", label=f"rho={rho:g}")
             # the drift itself, relative as in Trajectory.drifts (floored at 1e-17 to show on log axes)
             line = phi - rho * psi
@@ -116,17 +160,35 @@ def check_a2(setting: Setting, t_max: float, rhos, figures: Path) -> Claim:
         ax.plot([lo, hi], [lo, hi], "k:", lw=0.8)
         ax.set(xlabel="rho (Psi(ov) - Psi(ov0))", ylabel="Phi(qk) - Phi(qk0)", title=f"{param}: the line y = x")
         ax.legend()
-        drift_ax.axhline(1e-8, color="k", ls=":", lw=0.8)
-        drift_ax.set(xlabel="t", ylabel="relative drift of Phi - rho Psi", title=f"{param}: drift (dotted: 1e-8 bound)")
-    plot = save(fig, figures, "a2_line.png")
+        drift_ax.axhline(A2_DRIFT_BOUND, color="k", ls=":", lw=0.8)
+        drift_ax.set(xlabel="t", ylabel="relative drift of Phi - rho Psi",
+                     title=f"{param}: drift (dotted: {A2_DRIFT_BOUND:g} bound)")
+    return {"t_max": t_max, "rhos": _floats(rhos), "per_run": per_run, "plots": [save(fig, figures, "a2_line.png")]}
+
+
+def judge_a2(evidence: dict) -> Claim:
+    """A2 from :func:`measure_a2`'s evidence: it holds when the largest drift of every run is below
+    A2_DRIFT_BOUND, fails when one is not, and is inconclusive when a drift is NaN (not measured)."""
+    per_run = evidence["per_run"]
+    nan = [f"{run} {name}" for run, drifts in per_run.items() for name, value in drifts.items() if math.isnan(value)]
+    worst = max([0.0, *(value for drifts in per_run.values() for value in drifts.values() if not math.isnan(value))])
+    verdict = "inconclusive" if nan else "holds" if worst < A2_DRIFT_BOUND else "fails"
+    summary = ("First integral Phi(qk) - rho Psi(ov) (rho = eta_QK/eta_OV; Phi, Psi derived in qkdyn.theory.invariants) "
+               f"and the named polynomial invariants (mean modes, factor balance) drift by at most {worst:.2g} "
+               f"(relative) along solutions to t = {evidence['t_max']:g}: in (rho Psi, Phi) coordinates every trajectory "
+               "is the line of slope 1.")
+    out = {"max_relative_drift": worst, "per_run": per_run}
+    if nan:
+        out["not_measured"] = nan
+        summary += f" Inconclusive: the drift of {', '.join(nan)} is NaN (not measured), so the bound cannot be checked."
     return Claim(
         "A2", "The reduced dynamics have a closed form: QK and OV move along a line in suitable "
-        "coordinates, with speed set by eta_QK and eta_OV.",
-        "holds" if worst < 1e-8 else "fails", {"max_relative_drift": worst, "per_run": evidence},
-        "First integral Phi(qk) - rho Psi(ov) (rho = eta_QK/eta_OV; Phi, Psi derived in qkdyn.theory.invariants) "
-        f"and the named polynomial invariants (mean modes, factor balance) drift by at most {worst:.2g} "
-        f"(relative) along solutions to t = {t_max:g}: in (rho Psi, Phi) coordinates every trajectory is "
-        "the line of slope 1.", [plot])
+        "coordinates, with speed set by eta_QK and eta_OV.", verdict, out, summary, evidence["plots"])
+
+
+def check_a2(setting: Setting, t_max: float, rhos, figures: Path) -> Claim:
+    """A2 measured and judged (:func:`measure_a2`, :func:`judge_a2`)."""
+    return judge_a2(measure_a2(setting, t_max, rhos, figures))
 
 
 READINGS = {  # name -> (log y along a trajectory, exponent p of the paper's law y ~ (log t)^p)
@@ -166,31 +228,43 @@ def drift(t1: float, t2: float, log_y: tuple[float, float], p: float) -> float:
     return (log_y[1] - log_y[0] - p * math.log(math.log(t2) / math.log(t1))) / unit
 
 
-def judge_growth(t1: float, t2: float, measured: dict, derived: dict, far: dict, claimed: dict) -> dict[str, dict]:
-    """Decide each reading (dicts map reading -> (log y at the first time, at the second)):
+def judge_growth(t1: float, t2: float, measured: dict, derived: dict, far: dict, claimed: dict,
+                 far_window: tuple[float, float] = FAR) -> dict[str, dict]:
+    """Decide each reading (dicts map reading -> (log y at the first time, at the second); ``far`` is read
+    at ``far_window``):
 
     - ``derived_law_confirmed``: the measured drift over [t1, t2] matches the derived law's to
       LAW_TOLERANCE factors of log log t (a law with a log log t factor too many or too few fails);
+      ``None`` (not measured) when either drift is NaN;
     - ``holds`` (the paper's y ~ (log t)^p): the derived law, confirmed, has no factor log log t or
-      power of log t left over at FAR (|drift| < FACTOR_THRESHOLD there); ``None`` (inconclusive)
-      when the derived law is not confirmed by the measurement."""
+      power of log t left over at ``far_window`` (|drift| < FACTOR_THRESHOLD there); ``None``
+      (inconclusive) when the derived law is not confirmed by the measurement or its drift there is NaN."""
     out = {}
     for name, p in claimed.items():
         k_meas, k_der = drift(t1, t2, measured[name], p), drift(t1, t2, derived[name], p)
-        k_far = drift(*FAR, far[name], p)
-        confirmed = abs(k_meas - k_der) <= LAW_TOLERANCE
+        k_far = drift(*far_window, far[name], p)
+        confirmed = None if math.isnan(k_meas - k_der) else abs(k_meas - k_der) <= LAW_TOLERANCE
         out[name] = {"claimed_exponent": p, "extra_factors_measured": k_meas, "extra_factors_derived": k_der,
                      "extra_factors_derived_at_1e300": k_far, "derived_law_confirmed": confirmed,
-                     "holds": (abs(k_far) < FACTOR_THRESHOLD) if confirmed else None}
+                     "holds": (abs(k_far) < FACTOR_THRESHOLD) if confirmed and not math.isnan(k_far) else None}
     return out
 
 
-def check_a3(setting: Setting, read_at, t_far: float, figures: Path, laws=derived_log_readings) -> Claim:
-    """A3 decided by the late-time behaviour of the solutions (``judge_growth`` on WINDOW) against the
-    paper's laws and the derived ones (``laws``: a planted wrong law makes the "derived laws
-    confirmed" part fail); local exponents are also reported at the ``read_at`` times."""
+def _every(values) -> bool | None:
+    """Three-valued "all": False when one of ``values`` is False, else None when one is None, else True."""
+    values = list(values)
+    return False if False in values else None if None in values else True
+
+
+def measure_a3(setting: Setting, read_at, t_far: float, figures: Path, laws=derived_log_readings) -> dict:
+    """Evidence for A3, per parameterisation (solved to max(t_far, WINDOW[1])) and reading of READINGS:
+    log y measured at the ends of WINDOW, and by the derived laws (``laws``, no fit; a planted wrong law
+    makes A3's "derived laws confirmed" part fail) at WINDOW and at FAR; the local exponent
+    d log y / d log log t at the ``read_at`` times; least-squares fits of the growth families on
+    1e10 <= t <= 1e15. Per parameterisation also the relative error of the derived laws at ``read_at``
+    (law_check), the derived growth in log t and the fitted against the derived constants. Draws a3_growth.png."""
     fig, axes = subplots(1, len(ALL_PARAMS))
-    evidence, verdicts, confirmed = {}, {}, {}
+    per_param = {}
     t1, t2 = WINDOW
     for col, param in enumerate(ALL_PARAMS):
         tr = solve(setting, param, t_max=max(t_far, t2), points=600, at=sorted(set(read_at) | set(WINDOW)))
@@ -198,49 +272,75 @@ def check_a3(setting: Setting, read_at, t_far: float, figures: Path, laws=derive
         compiled, p = tr.compiled, setting.numeric()
         law_ov = compiled.ov_law(tr.t[late], p)
         law_qk = compiled.qk_law(tr.ov[late], p)
-        rows = {}
         ends = np.searchsorted(tr.t, [t1, t2])
-        pairs = lambda values: {k: tuple(map(float, v)) for k, v in values.items()}  # noqa: E731
-        measured = {name: tuple(float(v) for v in log_y(tr)[ends]) for name, (log_y, _) in READINGS.items()}
-        judged = judge_growth(t1, t2, measured, pairs(laws(tr, np.array([t1, t2]))), pairs(laws(tr, np.array(FAR))),
-                              {name: claimed for name, (_, claimed) in READINGS.items()})
-        for name, (log_y, claimed) in READINGS.items():
+        derived, far = laws(tr, np.array([t1, t2])), laws(tr, np.array(FAR))
+        window = (tr.t >= 1e10) & (tr.t <= 1e15)
+        readings = {}
+        for name, (log_y, _) in READINGS.items():
             exponents = growth.local_exponent(tr.t[late], log_y(tr)[late])
-            at_times = {f"{t:.0e}": float(np.interp(np.log(np.log(t)), np.log(np.log(tr.t[late])), exponents))
-                        for t in read_at}
-            window = (tr.t >= 1e10) & (tr.t <= 1e15)
-            fits = growth.fit_families(tr.t[window], np.exp(log_y(tr)[window]))
-            rows[name] = {**judged[name], "local_exponent": at_times,
-                          "best_family_on_1e10..1e15": growth.best_family(fits), "fits": fits}
+            readings[name] = {
+                "log_y": _floats(log_y(tr)[ends]), "derived_log_y": _floats(derived[name]),
+                "derived_log_y_far": _floats(far[name]),
+                "local_exponent": {f"{t:.0e}": float(np.interp(np.log(np.log(t)), np.log(np.log(tr.t[late])), exponents))
+                                   for t in read_at},
+                "fits": growth.fit_families(tr.t[window], np.exp(log_y(tr)[window]))}
             # odds = (m/n) e^qk has the same exponent as exp(qk): dashed and wider so neither hides the other
             axes[0, col].plot(np.log10(tr.t[late]), exponents, label=name + (" (same as exp(qk))" if name == "odds" else ""),
                               ls="--" if name == "odds" else "-", lw=2.4 if name == "exp(qk)" else None)
-        t_check = np.array(read_at)
-        rows["law_check"] = {
+        law_check = {
             f"{t:.0e}": {"ov/ov_law - 1": float(np.interp(t, tr.t[late], tr.ov[late] / law_ov - 1)),
                          "exp(qk - qk_law(ov)) - 1": float(np.interp(t, tr.t[late], np.expm1(tr.qk[late] - law_qk)))}
-            for t in t_check}
-        rows["derived_growth"] = growth_in_log_t(*compiled.law_powers)
-        rows["fitted_vs_derived_constants"] = _fitted_constants(tr)
-        evidence[param] = rows
-        verdicts[param] = {name: rows[name]["holds"] for name in READINGS}  # True, False or None
-        confirmed[param] = all(rows[name]["derived_law_confirmed"] for name in READINGS)
+            for t in read_at}
+        per_param[param] = {"readings": readings, "law_check": law_check,
+                            "derived_growth": growth_in_log_t(*compiled.law_powers),
+                            "fitted_vs_derived_constants": _fitted_constants(tr)}
         ax = axes[0, col]
         for value in (1, 2):
             ax.axhline(value, color="k", lw=0.5, ls=":")
         ax.set(xlabel="log10 t", ylabel="d log y / d log log t", title=param, ylim=(-0.5, 4))
         ax.legend()
-    plot = save(fig, figures, "a3_growth.png")
-    held = {name: [param for param in ALL_PARAMS if verdicts[param][name]] for name in READINGS}
-    unknown = {name: [param for param in ALL_PARAMS if verdicts[param][name] is None] for name in READINGS}
+    return {"window": [t1, t2], "far_window": list(FAR), "read_at": _floats(read_at), "t_far": t_far,
+            "per_param": per_param, "plots": [save(fig, figures, "a3_growth.png")]}
+
+
+def judge_a3(evidence: dict) -> Claim:
+    """A3 from :func:`measure_a3`'s evidence, each reading of each parameterisation decided by
+    :func:`judge_growth` on the evidence's window. One part per reading: it holds when the paper's law
+    holds for every parameterisation, fails when it fails for one, and is inconclusive otherwise (a
+    derived law not confirmed, or a NaN drift); one part that the derived laws (with all their factors)
+    describe the measured growth: holds when confirmed for every parameterisation, fails when one is
+    not, inconclusive when a drift is NaN (the summary names them)."""
+    t1, t2 = evidence["window"]
+    read_at = evidence["read_at"]
+    claimed = {name: p for name, (_, p) in READINGS.items()}
+    per_param, verdicts, confirmed, nan = {}, {}, {}, []
+    for param, measured in evidence["per_param"].items():
+        readings = measured["readings"]
+        judged = judge_growth(t1, t2, *({name: readings[name][key] for name in READINGS}
+                                        for key in ("log_y", "derived_log_y", "derived_log_y_far")), claimed,
+                              far_window=tuple(evidence["far_window"]))
+        rows = {name: {**judged[name], "local_exponent": readings[name]["local_exponent"],
+                       "best_family_on_1e10..1e15": growth.best_family(readings[name]["fits"]),
+                       "fits": readings[name]["fits"]} for name in READINGS}
+        rows.update({key: measured[key] for key in ("law_check", "derived_growth", "fitted_vs_derived_constants")})
+        per_param[param] = rows
+        verdicts[param] = {name: rows[name]["holds"] for name in READINGS}  # True, False or None
+        confirmed[param] = _every(rows[name]["derived_law_confirmed"] for name in READINGS)
+        nan += [f"{param} {name}" for name in READINGS if any(math.isnan(rows[name][key]) for key in (
+            "extra_factors_measured", "extra_factors_derived", "extra_factors_derived_at_1e300"))]
+    params = list(per_param)
+    held = {name: [param for param in params if verdicts[param][name]] for name in READINGS}
+    unknown = {name: [param for param in params if verdicts[param][name] is None] for name in READINGS}
     last = f"{read_at[-1]:.0e}"
-    law_error = {param: max(abs(v) for v in evidence[param]["law_check"][last].values()) for param in ALL_PARAMS}
+    law_error = {param: max(abs(v) for v in per_param[param]["law_check"][last].values()) for param in params}
     # one part per reading (it holds when it holds for every parameterisation; which ones do: evidence),
     # and one that the derived laws (with all their factors) describe the measured growth
-    parts = {f"{name} ~ {PAPER_LAWS[name]}": "holds" if len(held[name]) == len(ALL_PARAMS) else
-             "fails" if len(held[name]) + len(unknown[name]) < len(ALL_PARAMS) else "inconclusive" for name in READINGS}
-    parts["derived laws (all factors) match the measured late growth"] = (
-        "holds" if all(confirmed.values()) else "fails")
+    parts = {f"{name} ~ {PAPER_LAWS[name]}": "holds" if len(held[name]) == len(params) else
+             "fails" if len(held[name]) + len(unknown[name]) < len(params) else "inconclusive" for name in READINGS}
+    parts["derived laws (all factors) match the measured late growth"] = {
+        True: "holds", False: "fails", None: "inconclusive"}[_every(confirmed.values())]
+    not_measured = (f"Not measured (a NaN drift, which decides nothing, so the reading is inconclusive): "
+                    f"{', '.join(nan)}. ") if nan else ""
     summary = (
         f"Decided by the solutions between t = {t1:.0e} and {t2:.0e}: k = the drift of log(y / (log t)^p) for the "
         "paper's exponent p, in units of one factor log log t (y = (log t)^p (log log t)^k). The derived law of each "
@@ -248,29 +348,34 @@ def check_a3(setting: Setting, read_at, t_far: float, figures: Path, laws=derive
         f"{LAW_TOLERANCE:g} (a law with one log log t too many or too few would fail); the paper's law then holds "
         f"when the confirmed law has |k| < {FACTOR_THRESHOLD:g} at t = 1e200..1e300 (a log log t factor or another "
         "power of log t would make it fail); an unconfirmed law leaves the reading inconclusive. Derived laws confirmed: "
-        + ", ".join(f"{param} {'yes' if ok else 'NO'}" for param, ok in confirmed.items())
+        + ", ".join(f"{param} {({True: 'yes', False: 'NO', None: 'not measured'})[ok]}" for param, ok in confirmed.items())
         + ". Which reading grows like the paper says: "
         + "; ".join(f"{name} ~ {PAPER_LAWS[name]}: {', '.join(held[name]) or 'none'}" for name in READINGS)
-        + ". Derived: " + "; ".join(f"{param} e^qk ~ {evidence[param]['derived_growth']['exp(qk)']}" for param in ALL_PARAMS)
+        + ". Derived: " + "; ".join(f"{param} e^qk ~ {per_param[param]['derived_growth']['exp(qk)']}" for param in params)
         + f". Largest relative error of the derived laws (with constants) at t = {last}: "
         + ", ".join(f"{param} {err:.2%}" for param, err in law_error.items())
         + "; leading-order laws of factorized circuits converge only at log-log rate (corrections of "
-        "relative size 1/qk and 1/ov), see law_check. " + SCOPE)
+        "relative size 1/qk and 1/ov), see law_check. " + not_measured + SCOPE)
     table = [{"param": param, "reading": name, "claimed p": READINGS[name][1],
-              "derived law": evidence[param]["derived_growth"].get(name, "-"),
-              "k measured": evidence[param][name]["extra_factors_measured"],
-              "k derived": evidence[param][name]["extra_factors_derived"],
-              "k derived (1e300)": evidence[param][name]["extra_factors_derived_at_1e300"],
-              **{f"p(t={t})": evidence[param][name]["local_exponent"][t] for t in evidence[param][name]["local_exponent"]},
-              "holds": {True: "yes", False: "no", None: "inconclusive"}[evidence[param][name]["holds"]]}
-             for param in ALL_PARAMS for name in READINGS]
+              "derived law": per_param[param]["derived_growth"].get(name, "-"),
+              "k measured": per_param[param][name]["extra_factors_measured"],
+              "k derived": per_param[param][name]["extra_factors_derived"],
+              "k derived (1e300)": per_param[param][name]["extra_factors_derived_at_1e300"],
+              **{f"p(t={t})": value for t, value in per_param[param][name]["local_exponent"].items()},
+              "holds": {True: "yes", False: "no", None: "inconclusive"}[per_param[param][name]["holds"]]}
+             for param in params for name in READINGS]
     return Claim("A3", "Under population gradient flow the OV parameter grows like log t and the QK "
                  "parameter like log^2 t, with constants set by rho.", combine(parts),
                  {"held_by_reading": held, "derived_law_confirmed": confirmed, "window": [t1, t2],
-                  "law_error_at_last_time": law_error, "per_param": evidence},
+                  "law_error_at_last_time": law_error, "per_param": per_param},
                  summary + " Table: k (extra factors of log log t beyond (log t)^p; 0 for the paper's law) measured and "
-                 "derived, and the local exponent p = d log y / d log log t.", [plot], table,
+                 "derived, and the local exponent p = d log y / d log log t.", evidence["plots"], table,
                  parts=parts)
+
+
+def check_a3(setting: Setting, read_at, t_far: float, figures: Path, laws=derived_log_readings) -> Claim:
+    """A3 measured and judged (:func:`measure_a3`, :func:`judge_a3`)."""
+    return judge_a3(measure_a3(setting, read_at, t_far, figures, laws))
 
 
 def _fitted_constants(tr: Trajectory) -> dict[str, dict[str, float]]:

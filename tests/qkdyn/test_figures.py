@@ -155,7 +155,8 @@ def test_every_theory_figure_renders_without_overlaps_and_with_labels(tmp_path, 
         claims_theory.check_a1(s, 1e15, tmp_path, points=8)  # reads its solutions down to a loss level
         claims_theory.check_a2(s, 1e5, [1.0], tmp_path)
         claims_theory.check_a3(s, [1e6, 1e15], 1e15, tmp_path)  # its fits need t in [1e10, 1e15]
-        claims_sharpness.check_a4(claims_sharpness.closed_form_sweep(s, np.array([0.1, 1.0, 10.0]), (0.1, 1e-2)), tmp_path)
+        claims_sharpness.plot_sweep(claims_sharpness.closed_form_sweep(s, np.array([0.1, 1.0, 10.0]), (0.1, 1e-2)),
+                                    tmp_path)
         phase.plot([phase.diagram(s, axis, np.geomspace(0.01, 100, 6), 4, 1e-2) for axis in phase.AXES], 1e-2, tmp_path)
         overview.trajectories_plot(s, 1e5, tmp_path)
         overview.phase_portrait(s, (0.1, 1.0), 1e4, tmp_path)

@@ -3,12 +3,18 @@
 The line (CQ2) and the rate factor as a function of qk (CQ1) hold for the coupled circuit and break
 where the argument of qkdyn.simulate.claims_coupled breaks: a square loss keeps R_QK a function of qk
 (the loss still sees QK through one feature) but breaks the separable line; weight decay on QK breaks
-both (shown on factorized QK with decay: the argument does not depend on the QK form). CQ3's growth judgement passes collapsed QK's law and fails factorized QK's; CQ4 has a part that
-holds and one that fails on the same grid."""
+both (shown on factorized QK with decay: the argument does not depend on the QK form). CQ3's growth
+judgement passes collapsed QK's law and fails factorized QK's; CQ4 has a part that holds and one that
+fails on the same grid. Each claim is measured here and judged from its evidence as a run record stores
+it (a JSON round trip), which changes no verdict."""
+import dataclasses
+import json
+
 import numpy as np
 import pytest
 
 from qkdyn.simulate import claims_coupled as cc
+from qkdyn.studies import json_default
 from qkdyn.theory.setting import Setting
 from qkdyn.theory.spec import CircuitSpec, Spec
 
@@ -17,6 +23,19 @@ RHOS = (0.1, 1.0, 10.0)
 
 def _runs(setting, spec, t_max=1e4, points=400):
     return {rho: cc.path(setting, spec, rho, t_max, points) for rho in RHOS}
+
+
+def _stored(evidence: dict) -> dict:
+    """``evidence`` as a run record stores it."""
+    return json.loads(json.dumps(evidence, default=json_default))
+
+
+def _cq1(setting, runs):
+    return cc.judge_cq1(_stored(cc.measure_cq1(setting, runs, cc.path(setting, "FACO", 1.0, 1e4, 400))))
+
+
+def _cq2(setting, runs, control):
+    return cc.judge_cq2(_stored(cc.measure_cq2(setting, runs, control)))
 
 
 @pytest.fixture(scope="module")
@@ -31,40 +50,41 @@ def control(setting):
 
 def test_the_line_and_the_rate_factor_hold_for_coupled_qk(setting, control):
     runs = {"coupled": _runs(setting, cc.coupled(0.3))}
-    cq1 = cc.check_cq1(setting, runs, cc.path(setting, "FACO", 1.0, 1e4, 400))
-    cq2 = cc.check_cq2(setting, runs, control)
+    cq1, cq2 = _cq1(setting, runs), _cq2(setting, runs, control)
     assert cq1.verdict == "holds" and cq2.verdict == "holds", (cq1.summary, cq2.summary)
     assert cq2.evidence["control_CACO"] < 1e-6
 
 
 def test_a_square_loss_keeps_r_a_function_of_qk_but_breaks_the_line(setting, control):
     runs = {"square": _runs(setting, cc.coupled(0.3, loss="square"))}
-    cq1 = cc.check_cq1(setting, runs, cc.path(setting, "FACO", 1.0, 1e4, 400))
+    cq1 = _cq1(setting, runs)
     assert cq1.parts["R_QK is a function of qk along the flow (every rho)"] == "holds"
     # qk turns back under the square loss, so the claim itself is inconclusive (its precondition); on the
     # rising stretch the line's prediction of ov is off by far more than the claim's tolerance
-    assert cc.check_cq2(setting, runs, control).verdict != "holds"
+    assert _cq2(setting, runs, control).verdict != "holds"
     assert min(cc.line_error(setting, runs["square"][1.0], runs["square"][rho]) for rho in (0.1, 10.0)) > 10 * cc.SAME
 
 
 def test_weight_decay_breaks_both(setting, control):
     runs = {"decay": _runs(setting, Spec("decay", qk=CircuitSpec("factorized", weight_decay=1e-3)))}
-    cq1 = cc.check_cq1(setting, runs, cc.path(setting, "FACO", 1.0, 1e4, 400))
+    cq1 = _cq1(setting, runs)
     assert cq1.parts["R_QK is a function of qk along the flow (every rho)"] == "fails"
-    assert cc.check_cq2(setting, runs, control).verdict != "holds"  # qk turns back under decay: inconclusive
+    assert _cq2(setting, runs, control).verdict != "holds"  # qk turns back under decay: inconclusive
     assert min(cc.line_error(setting, runs["decay"][1.0], runs["decay"][rho]) for rho in (0.1, 10.0)) > 10 * cc.SAME
 
 
 def test_the_growth_judgement_passes_collapsed_and_fails_factorized_qk():
     s, window = Setting(), (1e20, 1e50)
     late = {p: cc.path(s, p, 1.0, window[1], 50, at=window) for p in ("CACO", "FACO")}
-    assert cc.check_cq3(s, {"CACO": late["CACO"]}, window).verdict == "holds"
-    judged = cc.check_cq3(s, {"FACO": late["FACO"]}, window)
+    assert cc.judge_cq3(_stored(cc.measure_cq3(s, {"CACO": late["CACO"]}, window))).verdict == "holds"
+    judged = cc.judge_cq3(_stored(cc.measure_cq3(s, {"FACO": late["FACO"]}, window)))
     assert judged.verdict == "fails" and judged.evidence["k"]["FACO"]["exp(qk)"] > 0.5
 
 
 def test_matched_loss_sharpness_has_a_part_that_holds_and_one_that_fails(tmp_path):
-    claim = cc.check_cq4(Setting(), [cc.coupled(0.2)], [0.1, 1.0], [1e-2], tmp_path)
+    evidence = cc.measure_cq4(Setting(), [cc.coupled(0.2)], [0.1, 1.0], [1e-2], tmp_path)
+    claim = cc.judge_cq4(_stored(evidence))
+    assert dataclasses.asdict(claim) == dataclasses.asdict(cc.judge_cq4(evidence))  # the record changes nothing
     assert claim.parts["sharper than collapsed QK"] == "holds"
     assert claim.parts["sharper than the MLP-only control"] == "fails"  # the control's extra depth sharpens more
     assert claim.verdict == "partial" and (tmp_path / "cq4_matched_loss.png").stat().st_size > 1000

@@ -191,12 +191,12 @@ def test_a_stiff_stretch_falls_back_to_lsoda_and_matches_the_closed_form():
 def test_record_losses_on_a_stiff_stretch_are_located_and_match_the_closed_form():
     """The same stiff case with several recorded levels: scipy's own event bracket can lose its sign
     change there; the crossings are then found on the dense solution and agree with the closed form."""
-    from qkdyn.simulate.claims_sharpness import initial_loss, reached
+    from qkdyn.simulate.claims_sharpness import initial_loss, judge_reached, reached
 
     setting = Setting(ov0=-0.5, eta_qk=100.0)
     loss0 = initial_loss(setting, "CACO")
     result = reached(setting, "CACO", [loss0 * (1 - 1e-3), loss0 / 2, 1e-8, 1e-30])
-    assert result["reached"] is True, result
+    assert judge_reached(result) is True, result
 
 
 @pytest.mark.parametrize("param", ["CACO", "FAFO"])
