@@ -54,6 +54,36 @@ EPS, TOLERANCE = 1e-8, 1e-3
 #: points of the reduced trajectory at which the transverse Hessian is evaluated
 POINTS = 48
 
+
+# -- the decisions against TOLERANCE, read at call time (claim SUB's judge makes them from recorded numbers) --
+def bounded(relative):
+    """Whether a predicted worst relative transverse size (a number or an array of them) stays below TOLERANCE."""
+    return np.asarray(relative, dtype=float) <= TOLERANCE
+
+
+def time_error(t: float, t_reduced: float) -> float:
+    """|t / t_reduced - 1|: how far a full run's time to a loss is from the reduced flow's."""
+    return abs(t / t_reduced - 1)
+
+
+def follows(sym_dist: float, time_err: float) -> bool:
+    """The reduced flow describes a run: off the subspace by at most TOLERANCE, time within TOLERANCE."""
+    return bool(sym_dist <= TOLERANCE and time_err <= TOLERANCE)
+
+
+def boundary(rhos, inside) -> list[float | None]:
+    """Per row of ``inside`` (shapes x ``rhos``: :func:`bounded` of each cell): the largest rho of the grid
+    below which every rho is bounded (None: none is)."""
+    out = []
+    for row in np.asarray(inside, dtype=bool):
+        out.append(float(rhos[np.argmin(row) - 1]) if not row.all() and row[0] else
+                   (float(rhos[-1]) if row.all() else None))
+    return out
+
+
+class NotReached(RuntimeError):
+    """A full run (flow or GD) that did not reach its target loss: nothing was measured."""
+
 #: how a generator g (a permutation of the token indices) acts on (rows, columns) of each matrix;
 #: ``inner`` is the class permutation on the inner index of a factorized OV circuit (class i <-> i),
 #: the inner index of W_Q, W_K is not permuted
@@ -402,7 +432,7 @@ class Transverse:
     @property
     def bounded(self) -> bool:
         """The worst perturbation of size EPS stays below TOLERANCE (relative) until the target loss."""
-        return bool(self.relative.max() <= TOLERANCE)
+        return bool(bounded(self.relative.max()))
 
     def predicted(self, direction: np.ndarray) -> float:
         """|Phi(t_L) v| / |v| for a transverse direction v (coordinates of ``basis``)."""
@@ -471,12 +501,12 @@ class Perturbed:
 
     @property
     def time_error(self) -> float:
-        return abs(self.t / self.t_reduced - 1)
+        return time_error(self.t, self.t_reduced)
 
     @property
     def follows(self) -> bool:
-        """The reduced flow describes the run: off the subspace by at most TOLERANCE, time within TOLERANCE."""
-        return self.sym_dist <= TOLERANCE and self.time_error <= TOLERANCE
+        """:func:`follows`: the reduced flow describes the run."""
+        return follows(self.sym_dist, self.time_error)
 
 
 def transverse_direction(flow: FullFlow, seed: int) -> np.ndarray:
@@ -542,7 +572,7 @@ def perturbed_flow(setting, param: str, until_loss: float, eps: float = EPS, see
     sol = solve_ivp(lambda tau, th: math.exp(tau) * flow.field(th), (0.0, math.log1p(1e12)), theta0,
                     method="DOP853", rtol=1e-10, atol=1e-12, events=event)
     if sol.status != 1:
-        raise RuntimeError(f"{param}: the full flow did not reach loss {until_loss:g}: {sol.message}")
+        raise NotReached(f"{param}: the full flow did not reach loss {until_loss:g}: {sol.message}")
     t = math.expm1(sol.t_events[0][0])
     reduced_t = solve(setting, param, until_loss=until_loss, points=2).event_t
     end = sol.y_events[0][0]
@@ -565,7 +595,7 @@ class GDRun:
 
     @property
     def time_error(self) -> float:
-        return abs(self.t / self.t_reduced - 1)
+        return time_error(self.t, self.t_reduced)
 
 
 def perturbed_gd(setting, until_loss: float, step: float, eps: float = EPS, seed: int = 0,
@@ -585,7 +615,7 @@ def perturbed_gd(setting, until_loss: float, step: float, eps: float = EPS, seed
             break
         theta = theta - lr * gradient
     else:
-        raise RuntimeError(f"GD did not reach loss {until_loss:g} in {max_steps} steps")
+        raise NotReached(f"GD did not reach loss {until_loss:g} in {max_steps} steps")
     lin = linearisation(setting, until_loss)
     predicted = eps * lin.size[0] * lin.predicted(direction) / lin.size[-1]
     return GDRun(setting.rho, step, k, k * step, float(lin.t[-1]), transverse_size(flow, theta), float(predicted), eps)
@@ -610,15 +640,11 @@ class Diagram:
 
     @property
     def bounded(self) -> np.ndarray:
-        return self.relative <= TOLERANCE
+        return bounded(self.relative)
 
     def boundary(self) -> list[float | None]:
-        """Per shape: the largest rho of the grid below which every rho is bounded (None: none is)."""
-        out = []
-        for row in self.bounded:
-            out.append(float(self.rhos[np.argmin(row) - 1]) if not row.all() and row[0] else
-                       (float(self.rhos[-1]) if row.all() else None))
-        return out
+        """Per shape: :func:`boundary` of this diagram's cells."""
+        return boundary(self.rhos, self.bounded)
 
 
 def diagram(shapes, rhos, level: float, m: int = 2, n: int = 4, points: int = POINTS, param: str = "CACO") -> Diagram:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from qkdyn.studies import RunSpec, Study, claim_from_dict, claim_to_dict, copy_files
+from qkdyn.studies import RunSpec, Study, copy_files
 
 
 def _by_budget(config) -> dict:
@@ -72,14 +72,14 @@ class StabilityStudy(Study):
         return [RunSpec.make(self.name, "sub", **self.budget(budget))]
 
     def measure(self, spec, scratch):
-        from qkdyn.empirical.synthetic.claim_stability import check
+        from qkdyn.empirical.synthetic.claim_stability import measure
 
-        claim = check(spec.params["quick"], scratch)
-        claim.evidence.pop("cpu_seconds", None)  # a timing, not evidence: the report stays reproducible
-        return {"claims": [claim_to_dict(claim)]}
+        return {"evidence": measure(spec.params["quick"], scratch)}
 
     def claims(self, records, budget):
-        return [claim_from_dict(c) for r in records for c in r.result["claims"]]
+        from qkdyn.empirical.synthetic.claim_stability import judge
+
+        return [judge(r.result["evidence"]) for r in records]
 
 
 class SampledStudy(Study):
@@ -103,12 +103,13 @@ class SampledStudy(Study):
 
         p = spec.params
         task, test_size = claims_sampled.tasks(p)[p["generator"]]
-        claims, _ = claims_sampled.generator_claims(p["generator"], task, test_size, p["seeds"], scratch,
-                                                    p.get("perturb"))
-        return {"claims": [claim_to_dict(c) for c in claims]}
+        return {"evidence": claims_sampled.measure(p["generator"], task, test_size, p["seeds"], scratch,
+                                                   p.get("perturb"))}
 
     def claims(self, records, budget):
-        return [claim_from_dict(c) for r in records for c in r.result["claims"]]
+        from qkdyn.empirical.synthetic.claims_sampled import judge
+
+        return [c for r in records for c in judge(r.result["evidence"])]
 
 
 class FixedAttentionStudy(Study):
