@@ -108,6 +108,13 @@ class Runs:
                 and (steps is None or r["max_steps"] == steps) and (preset is None or r["preset"] == preset)}
 
 
+def _worst(values, largest: bool = True) -> float:
+    """The largest (``largest``) or smallest of ``values``, NaN when any is NaN or there are none (Python's
+    max and min skip a NaN that is not first, so an unmeasured seed would pass a precondition on the others)."""
+    a = np.asarray(list(values), dtype=float)
+    return float(a.max() if largest else a.min()) if a.size else math.nan
+
+
 def paired(a: dict[int, dict], b: dict[int, dict], value=log_ppl) -> tuple[list[float], list[float]]:
     """Values of the seeds both selections have, in seed order."""
     seeds = sorted(set(a) & set(b))
@@ -185,17 +192,17 @@ def lm_preconditions(R: Runs, corpus: str, count_models: dict, preset: str | Non
     """Standard attention (of ``preset``, at the study's length) has learnt on ``corpus``: below both
     count models, and it uses attention."""
     std = R.get(corpus, "standard", preset=preset)
-    worst = max((r["final"]["val_ppl"] for r in std.values()), default=math.nan)
+    highest = _worst(r["final"]["val_ppl"] for r in std.values())
     entry = next((v for k, v in count_models.items() if k.startswith(f"{corpus}|")), None)
     if std:
         run = next(iter(std.values()))
         entry = count_models.get(count_key(corpus, run.get("tokenizer", "bpe"), run["model"]["vocab_size"]), entry)
     fitted = "count model of the same training split" if entry else "count model not computed"
-    cost = min((ablation_change(r, "attention") for r in std.values()), default=math.nan)
+    cost = _worst((ablation_change(r, "attention") for r in std.values()), largest=False)
     return [
-        Precondition(f"{corpus}: standard ppl below the unigram model", worst, "<",
+        Precondition(f"{corpus}: standard ppl below the unigram model", highest, "<",
                      entry["unigram_ppl"] if entry else math.nan, f"worst seed; add-one {fitted}"),
-        Precondition(f"{corpus}: standard ppl below the bigram model", worst, "<",
+        Precondition(f"{corpus}: standard ppl below the bigram model", highest, "<",
                      entry["bigram_ppl"] if entry else math.nan, f"worst seed; interpolated absolute-discount {fitted}"),
         Precondition(f"{corpus}: removing attention costs standard > {ATTENTION_FLOOR:.3g} nats", cost, ">",
                      ATTENTION_FLOOR, "worst seed, same checkpoint, whole validation split"),
@@ -410,15 +417,18 @@ def _efficiency(R: Runs, coherent: str, cpl: dict[int, dict], preconditions: lis
         ladder = [r for r in ladder if r is not None]
         if len(ladder) < 2:
             continue
-        tokens, how = tokens_to_match(ladder, log_ppl(run))
+        if all(math.isfinite(log_ppl(r)) for r in (run, *ladder)):
+            tokens, how = tokens_to_match(ladder, log_ppl(run))
+        else:  # a diverged run is not measured: never "standard did not reach it", a lower bound in coupled's favour
+            tokens, how = math.nan, "not measured (a perplexity is not finite)"
         ratios[seed] = tokens / run["tokens"]
         rows.append({"seed": seed, "coupled ppl": run["final"]["val_ppl"], "coupled tokens": run["tokens"],
-                     "standard tokens to match": round(tokens), "ratio": ratios[seed],
-                     "read": how if how != "censored" else "censored (ratio is a lower bound)"})
+                     "standard tokens to match": round(tokens) if math.isfinite(tokens) else tokens,
+                     "ratio": ratios[seed], "read": how if how != "censored" else "censored (ratio is a lower bound)"})
     if not ratios:
         return None
     logs = [math.log(ratios[s]) for s in sorted(ratios)]
-    censored = [r["read"] != "bracketed" and r["read"] != "curve" for r in rows]
+    censored = [r["read"].startswith("censored") for r in rows]
     comp = compare_censored(logs, censored, "increase", smallest_effect=SMALLEST["efficiency"])
     bound = (f" {sum(censored)} of {len(rows)} seeds censored at the longest length (standard never reached coupled's "
              f"perplexity: ratio >= {min(r['ratio'] for r, c in zip(rows, censored) if c):.3g}); censored seeds are "
@@ -449,7 +459,7 @@ def _mqar(R: Runs, runs: list[dict]) -> Claim | None:
         groups.update({f"{task} coupled": c, f"{task} standard": s})
         scopes.append(mqar_scope(task, list(s.values()), [acc(s[k]) for k in sorted(s)]))
         preconditions.append(Precondition(
-            f"{task}: standard recall clearly above guessing an in-context value", min(acc(r) for r in s.values()), ">",
+            f"{task}: standard recall clearly above guessing an in-context value", _worst(map(acc, s.values()), False), ">",
             recall_floor(guessing_rate(next(iter(s.values())))),
             f"worst seed; floor: guessing g (mean over settings of 1 / kv pairs) + {RECALL_SHARE:g} (1 - g)"))
     if not comps:
