@@ -155,9 +155,6 @@ def test_a_nan_measurement_never_makes_a_claim_hold(arm, key, where, cid, part):
     assert claim.parts[part] == "inconclusive" and claim.verdict != "holds"
 
 
-@pytest.mark.xfail(strict=True, reason="empirical/circuits/report.py baseline_precondition: min() over the seeds' "
-                   "|mass - uniform| skips a NaN after the first seed, so an unmeasured uniform mass passes the "
-                   "precondition on the other seeds")
 def test_an_unmeasured_uniform_mass_leaves_the_baseline_precondition_unmet():
     def edit(p, test, details):
         if p["ratio"] == 1.0 and p["seed"] == 1:
