@@ -5,15 +5,18 @@ module (sympy, scipy, torch) on first use.
 
 * :class:`Setting` - one point of the canonical orthogonal-data setting (K, D, N, m, n, s, rates, init).
 * :data:`PARAMS` - the parameterisations: CACO, FACO, CAFO, FAFO and the authors' reduced form ``paper``.
-* :func:`derive` - the symbolic result for one form: reduced ODE, invariants, line, laws (sympy).
-* :func:`solve` - the reduced gradient flow to ``t_max`` or a loss level: a :class:`Trajectory`.
-* :func:`sharpness` - attention, qk, ov and time at matched loss in closed form (no ODE): a :class:`Sharpness`.
+* :func:`derive` - the symbolic result for one form or spec: reduced ODE, invariants, line, laws (sympy).
+* :func:`solve` - the reduced gradient flow to ``t_max`` or a loss level: a :class:`Trajectory` (a spec's
+  ``SpecTrajectory``; a list of them for a list of settings).
+* :func:`sharpness` - attention, qk, ov and time at matched loss in closed form (no ODE; a spec without
+  one: from ODE events): a :class:`Sharpness`.
 * :func:`gd`, :func:`sgd` - training of the full matrix model (torch): a :class:`Recording`.
 * :func:`verify` - every claim, with verdicts, figures and a report: a list of :class:`Claim`.
 * :mod:`qkdyn.testing` - hypothesis strategies and growth-law assertions for property tests.
 * :class:`Spec`, :class:`CircuitSpec`, :data:`SPECS`, :func:`load_spec` - a model written as data (depth, inner
   width, init balance, weight decay, loss, self-attention, token weights); the exact forms as named specs.
-* :func:`derive_spec`, :func:`solve_spec` - a spec's reduced flow, derived from its model definition, and solved.
+  Each verb takes a form's name or a spec through the one path: ``derive(spec)`` (its reduced flow derived
+  from its model definition: ``derive(spec).flow``), ``solve(setting, spec)``, ``sharpness(setting, spec, ...)``.
 * :func:`check` - a spec's reduced flow against autograd on its full matrices: a :class:`CheckResult`.
 
 Example::
@@ -26,6 +29,30 @@ Example::
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # for type checkers: what _API (below) imports on first use, one entry each (a test compares)
+    from qkdyn import testing as testing
+    from qkdyn.claims import Claim as Claim
+    from qkdyn.empirical.synthetic.experiment import Recording as Recording
+    from qkdyn.empirical.synthetic.experiment import gd as gd
+    from qkdyn.empirical.synthetic.experiment import sgd as sgd
+    from qkdyn.errors import InputError as InputError
+    from qkdyn.simulate.sharpness import Sharpness as Sharpness
+    from qkdyn.simulate.sharpness import sharpness as sharpness
+    from qkdyn.simulate.solve import Trajectory as Trajectory
+    from qkdyn.simulate.solve import solve as solve
+    from qkdyn.speccheck import CheckResult as CheckResult
+    from qkdyn.speccheck import check as check
+    from qkdyn.theory.derived import Derived as Derived
+    from qkdyn.theory.derived import derive as derive
+    from qkdyn.theory.setting import ALL_PARAMS as PARAMS  # noqa: F401 (a re-export under its public name)
+    from qkdyn.theory.setting import Setting as Setting
+    from qkdyn.theory.spec import NAMED as SPECS  # noqa: F401
+    from qkdyn.theory.spec import CircuitSpec as CircuitSpec
+    from qkdyn.theory.spec import Spec as Spec
+    from qkdyn.theory.spec import load as load_spec  # noqa: F401
+    from qkdyn.verify import verify as verify
 
 __version__ = "0.1.0"
 
@@ -49,8 +76,6 @@ _API = {
     "CircuitSpec": ("qkdyn.theory.spec", "CircuitSpec"),
     "SPECS": ("qkdyn.theory.spec", "NAMED"),
     "load_spec": ("qkdyn.theory.spec", "load"),
-    "derive_spec": ("qkdyn.theory.specflow", "derive_spec"),
-    "solve_spec": ("qkdyn.simulate.specsolve", "solve_spec"),
     "check": ("qkdyn.speccheck", "check"),
     "CheckResult": ("qkdyn.speccheck", "CheckResult"),
     "Claim": ("qkdyn.claims", "Claim"),

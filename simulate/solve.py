@@ -20,7 +20,7 @@ import dataclasses
 import functools
 import math
 import time
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence, overload
 
 import numpy as np
 from scipy.integrate import quad, solve_ivp
@@ -31,6 +31,9 @@ from qkdyn.simulate.coldstart import FIRST_SOLVES
 from qkdyn.theory.compiled import Compiled, load
 from qkdyn.theory.setting import ALL_PARAMS, Setting
 from qkdyn.theory.spec import Spec
+
+if TYPE_CHECKING:
+    from qkdyn.simulate.specsolve import SpecTrajectory
 
 #: horizon for ``until_loss`` runs when no t_max is given
 DEFAULT_T_CAP = 1e100
@@ -178,6 +181,70 @@ def check_param(param: str) -> None:
         raise InputError(f"must be one of {', '.join(ALL_PARAMS)}, got {param!r}", "param")
 
 
+@overload
+def solve(
+    setting: Setting,
+    param: str,
+    *,
+    t_max: float | None = None,
+    until_loss: float | None = None,
+    points: int = 200,
+    at: Sequence[float] = (),
+    rtol: float = 1e-11,
+    atol: float = 1e-14,
+    method: str = "DOP853",
+    record_losses: Sequence[float] = (),
+) -> Trajectory: ...
+
+
+@overload
+def solve(
+    setting: Setting,
+    param: Spec,
+    *,
+    t_max: float | None = None,
+    until_loss: float | None = None,
+    points: int = 200,
+    at: Sequence[float] = (),
+    rtol: float = 1e-11,
+    atol: float = 1e-14,
+    method: str = "DOP853",
+    record_losses: Sequence[float] = (),
+) -> SpecTrajectory: ...
+
+
+@overload
+def solve(
+    setting: list[Setting] | tuple[Setting, ...],
+    param: str,
+    *,
+    t_max: float | None = None,
+    until_loss: float | None = None,
+    points: int = 200,
+    at: Sequence[float] = (),
+    rtol: float = 1e-11,
+    atol: float = 1e-14,
+    method: str = "DOP853",
+    record_losses: Sequence[float] = (),
+) -> list[Trajectory]: ...
+
+
+@overload
+def solve(
+    setting: list[Setting] | tuple[Setting, ...],
+    param: Spec,
+    *,
+    t_max: float | None = None,
+    until_loss: float | None = None,
+    points: int = 200,
+    at: Sequence[float] = (),
+    rtol: float = 1e-11,
+    atol: float = 1e-14,
+    method: str = "DOP853",
+    record_losses: Sequence[float] = (),
+) -> list[SpecTrajectory]: ...
+
+
 def solve(
     setting: Setting | list[Setting] | tuple[Setting, ...],
     param: str | Spec,
@@ -190,36 +257,47 @@ def solve(
     atol: float = 1e-14,
     method: str = "DOP853",
     record_losses: Sequence[float] = (),
-) -> Trajectory:
+) -> Trajectory | SpecTrajectory | list[Trajectory] | list[SpecTrajectory]:
     """Solve the reduced flow from the docs/setting.md init to ``t_max`` or until the loss reaches
     ``until_loss`` (whichever comes first; at least one must be given).
+
+    ``param`` is a named form (CACO, FACO, CAFO, FAFO, paper: a :class:`Trajectory`) or a circuit spec
+    (a :class:`~qkdyn.theory.spec.Spec`, e.g. ``qkdyn.SPECS["FACO"]`` or ``qkdyn.load_spec(path)``: its
+    flow derived from its model definition, a :class:`~qkdyn.simulate.specsolve.SpecTrajectory` with the
+    same columns and exports; SciPy's DOP853, there are no compiled kernels for a spec written as data).
 
     ``record_losses``: loss levels whose exact crossing (time and state, located by the solver's
     event finder) is stored in ``Trajectory.crossings``: the basis of matched-loss comparisons.
 
-    Given a sequence of settings (a sweep), returns the list of their trajectories, each equal to its
-    one-at-a-time solve: all of them are integrated in one call of the compiled integrator, in lockstep
-    SIMD lanes (:func:`solve_many`; ``make bench`` compares it with a vmapped diffrax sweep).
-    ``param`` may also be a :class:`~qkdyn.theory.spec.Spec` (then a :class:`SpecTrajectory`, by
-    :func:`qkdyn.simulate.specsolve.solve_spec`; a sweep of a spec solves one setting at a time).
+    Given a list (or tuple) of settings (a sweep), returns the list of their trajectories, each equal to
+    its one-at-a-time solve: for a named form all of them are integrated in one call of the compiled
+    integrator, in lockstep SIMD lanes (:func:`solve_many`; ``make bench`` compares it with a vmapped
+    diffrax sweep); a sweep of a spec solves one setting at a time.
     """
     if isinstance(setting, (list, tuple)):
-        options = dict(t_max=t_max, until_loss=until_loss, points=points, at=at, rtol=rtol, atol=atol, method=method,
-                       record_losses=record_losses)
         if isinstance(param, Spec):
-            return [solve(one, param, **options) for one in setting]
-        return solve_many(setting, param, **options)
+            return [_solve_spec(one, param, t_max=t_max, until_loss=until_loss, points=points, at=at, rtol=rtol,
+                                atol=atol, method=method, record_losses=record_losses) for one in setting]
+        return solve_many(setting, param, t_max=t_max, until_loss=until_loss, points=points, at=at, rtol=rtol,
+                          atol=atol, method=method, record_losses=record_losses)
+    if isinstance(param, Spec):
+        return _solve_spec(setting, param, t_max=t_max, until_loss=until_loss, points=points, at=at, rtol=rtol,
+                           atol=atol, method=method, record_losses=record_losses)
     if not isinstance(setting, Setting):
         raise InputError(f"must be a Setting or a list of them, got {type(setting).__name__}", "setting")
-    if isinstance(param, Spec):  # any circuit spec: its derived flow (qkdyn.simulate.specsolve)
-        from qkdyn.simulate.specsolve import solve_spec
-
-        return solve_spec(setting, param, t_max=t_max, until_loss=until_loss, points=points, at=at, rtol=rtol,
-                          atol=atol, method=method, record_losses=record_losses)
     check_param(param)
     return Trajectory(param, setting, *integrate_flow(param, load(param), setting, t_max=t_max, until_loss=until_loss,
                                                       points=points, at=at, rtol=rtol, atol=atol, method=method,
                                                       record_losses=record_losses))
+
+
+def _solve_spec(setting: Setting, spec: Spec, **options) -> SpecTrajectory:
+    """:func:`solve` for a circuit spec: its derived flow (:func:`qkdyn.simulate.specsolve.solve_spec`)."""
+    from qkdyn.simulate.specsolve import solve_spec
+
+    if not isinstance(setting, Setting):
+        raise InputError(f"must be a Setting or a list of them, got {type(setting).__name__}", "setting")
+    return solve_spec(setting, spec, **options)
 
 
 def integrate_flow(name: str, compiled, setting: Setting, *, t_max, until_loss, points, at, rtol, atol, method,

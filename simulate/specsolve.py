@@ -126,7 +126,8 @@ def solve_spec(setting: Setting, spec: Spec, *, t_max: float | None = None, unti
                points: int = 200, at: Sequence[float] = (), rtol: float = 1e-11, atol: float = 1e-14,
                method: str = "DOP853", record_losses: Sequence[float] = ()) -> SpecTrajectory:
     """The reduced flow of ``spec`` from its init (docs/setting.md, balanced factors of its depth) to
-    ``t_max`` or the loss level ``until_loss`` (as :func:`qkdyn.solve`, ``record_losses`` too)."""
+    ``t_max`` or the loss level ``until_loss`` (``record_losses`` too): the implementation behind the public
+    verb ``qkdyn.solve(setting, spec, ...)``, which callers use."""
     if not isinstance(setting, Setting):
         raise InputError(f"must be a Setting, got {type(setting).__name__}", "setting")
     spec.check_setting(setting)

@@ -8,16 +8,24 @@ Phi(qk) - rho Psi(ov) = const, the rate factors M_c and the late-time laws.
 ``derive`` also takes a :class:`~qkdyn.theory.spec.Spec`: a spec that is the model of an exact form gets
 that form's result; any other spec its own reduced flow, conserved polynomials and exact rates M_c(x)
 (:mod:`qkdyn.theory.specflow`), with ``line``, ``laws`` and ``growth`` left empty and ``not_derived``
-saying, per closed form, what follows for it and what does not (:mod:`qkdyn.theory.specclosed`).
+saying, per closed form, what follows for it and what does not (:mod:`qkdyn.theory.specclosed`). For a
+spec, ``Derived.flow`` is its reduced flow as derived from its model definition (variables with their
+orbits, loss, right-hand sides, init, invariants and exact rates per circuit: :mod:`qkdyn.theory.specflow`).
 """
 from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import TYPE_CHECKING
 
 import sympy as sp
 
+from qkdyn.errors import InputError
 from qkdyn.theory import asymptotics, invariants, model
+from qkdyn.theory.spec import NAMED, Spec
+
+if TYPE_CHECKING:
+    from qkdyn.theory.specflow import SpecDerivation
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,15 +50,35 @@ class Derived:
     laws: dict                               # "ov(t)", "qk(ov)" -> sympy Eq (leading-order, explicit constants)
     growth: dict                             # quantity -> growth in log t (text)
     not_derived: dict = dataclasses.field(default_factory=dict)  # closed form -> why (a spec without them)
+    spec: Spec | None = dataclasses.field(default=None, compare=False, repr=False)  # what was derived, if a spec
+
+    @property
+    def flow(self) -> SpecDerivation:
+        """The spec's reduced flow as derived from its model definition (:mod:`qkdyn.theory.specflow`):
+        ``variables`` (with their orbits), ``entries``, ``loss``, ``rhs``, ``init``, ``invariants`` and
+        ``metrics`` per circuit (the exact rates M_c(x)). For a named form, that of its spec
+        (``qkdyn.SPECS[param]``; ``paper`` is no spec of its own but CACO's model at the setting
+        :func:`qkdyn.theory.spec.paper_model` returns). Derived on first use (sympy), then cached per spec.
+
+        >>> qkdyn.derive(qkdyn.Spec("deep", qk=qkdyn.CircuitSpec("factorized", depth=3))).flow.metrics  # doctest: +SKIP
+        """
+        from qkdyn.theory import specflow
+
+        if self.spec is not None:
+            return specflow.derive_spec(self.spec)
+        if self.param in NAMED:
+            return specflow.derive_spec(NAMED[self.param])
+        raise InputError(f"{self.param!r} is not written as a spec: it is CACO's model at the setting "
+                         "qkdyn.theory.spec.paper_model(setting) returns (derive(qkdyn.SPECS['CACO']).flow)", "param")
 
 
 @functools.lru_cache(maxsize=None)
-def derive(param) -> Derived:
-    """Derive everything for ``param`` (CACO, FACO, CAFO, FAFO, paper, or a Spec); cached per process."""
-    from qkdyn.theory.spec import Spec
-
+def derive(param: str | Spec) -> Derived:
+    """Derive everything for ``param``: a named form (CACO, FACO, CAFO, FAFO, paper) or a circuit spec
+    (a :class:`~qkdyn.theory.spec.Spec`, e.g. ``qkdyn.SPECS["FACO"]`` or ``qkdyn.load_spec(path)``; see the
+    module docstring; its own reduced flow is ``derive(spec).flow``); cached per process."""
     if isinstance(param, Spec):
-        return _derive_spec(param)
+        return dataclasses.replace(_derive_spec(param), spec=param)
     d = model.derive(param)
     return Derived(
         param=param, variables=d.symbols, ode=dict(zip(d.symbols, d.rhs)), jacobian=d.jacobian,

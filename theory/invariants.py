@@ -134,7 +134,7 @@ def _not_derived(circuit: Circuit, what: str) -> NotDerived:
     names = ", ".join(v.name for v in circuit.variables)
     return NotDerived(f"{what} is not derived for this {circuit.variables[0].circuit} circuit ({names}): its M_c(x) "
                       "depends on the state and it is not the two-factor circuit whose balanced closed form is "
-                      "proved; its exact rate is M_c(x) = sum_i (df/dx_i)^2 / w_i (qkdyn.derive_spec(spec).metrics)")
+                      "proved; its exact rate is M_c(x) = sum_i (df/dx_i)^2 / w_i (qkdyn.derive(spec).flow.metrics)")
 
 
 def balanced_metric(circuit: Circuit) -> sp.Expr:

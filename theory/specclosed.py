@@ -13,7 +13,7 @@ and says what does not, and why:
    non-identity differs at order one there). Weight decay, the square loss, self-attention and token
    weights each break it: the loss then sees the state through more than (qk, ov).
 2. *Rate of each circuit as a function of its feature.* Along the flow dqk/dt = -eta_QK M_QK(x) dL/dqk
-   with the exact M_QK(x) = sum_i (dqk/dx_i)^2 / w_i (every spec: ``derive_spec(spec).metrics``). The
+   with the exact M_QK(x) = sum_i (dqk/dx_i)^2 / w_i (every spec: ``qkdyn.derive(spec).flow.metrics``). The
    line needs M_c to be a function of the feature along the flow. It is when M_c is constant, or when
    the circuit's n_c variables are tied by k_c = n_c - 1 functionally independent conserved quantities
    (:func:`degrees_of_freedom`: the Jacobian rank of the conserved polynomials at a random point): the

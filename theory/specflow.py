@@ -386,7 +386,8 @@ def population_loss(spec: Spec, qk_f: dict, ov_f: dict) -> tuple[sp.Expr, sp.Exp
 
 @functools.lru_cache(maxsize=None)
 def derive_spec(spec: Spec) -> SpecDerivation:
-    """Derive the reduced flow of ``spec`` (module docstring); cached per spec."""
+    """Derive the reduced flow of ``spec`` (module docstring); cached per spec. The implementation behind
+    the public ``qkdyn.derive(spec).flow``, which callers outside the theory use."""
     qk_entries, qk_f = circuit_entries(spec, "QK")
     ov_entries, ov_f = circuit_entries(spec, "OV")
     entries = tuple(qk_entries + ov_entries)

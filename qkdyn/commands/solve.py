@@ -38,12 +38,11 @@ def run(args: argparse.Namespace) -> int:
     check_memory(8 * 16 * 4 * args.points, "--points output rows", "points")
     check_writable(args.out)
     if args.spec is not None:
-        from qkdyn.simulate.specsolve import solve_spec
         from qkdyn.theory.spec import load
 
         spec = load(args.spec)
-        trajectory = solve_spec(setting, spec, t_max=args.t_max, until_loss=args.until_loss, points=args.points,
-                                at=parse_times(args.at), method=args.method, rtol=args.rtol)
+        trajectory = solve(setting, spec, t_max=args.t_max, until_loss=args.until_loss, points=args.points,
+                           at=parse_times(args.at), method=args.method, rtol=args.rtol)
         name = spec.name
     else:
         warn_if_saddle("solve", args.param, setting)

@@ -15,6 +15,8 @@ from repo_paths import ROOT
 CHECKED = ["qkdyn/__init__.py", "qkdyn/testing.py", "qkdyn/figures.py", "qkdyn/report.py",
            "qkdyn/simulate/grid.py", "qkdyn/simulate/growth.py", "qkdyn/simulate/plotting.py",
            "qkdyn/theory/setting.py"]
+#: typed uses of the public verbs (``assert_type`` on what each overload returns), read with the surface
+USES = [str(ROOT / "tests" / "project" / "typed_api.py")]
 
 
 @pytest.mark.xdist_group("api-tree")  # both build build/api-tree: one worker runs them in turn
@@ -24,6 +26,6 @@ def test_mypy_passes_on_the_public_api():
 
     package_tree.on_config(None)
     out = subprocess.run([sys.executable, "-m", "mypy", "--follow-imports=silent", "--ignore-missing-imports",
-                          "--cache-dir", str(ROOT / "build" / "mypy-cache"), *CHECKED],
+                          "--cache-dir", str(ROOT / "build" / "mypy-cache"), *CHECKED, *USES],
                          cwd=package_tree.TREE.parent, capture_output=True, text=True, timeout=300, check=False)
     assert out.returncode == 0, out.stdout + out.stderr

@@ -99,7 +99,7 @@ def qkdyn_spec_rhs(name):
 def test_named_specs_reproduce_todays_trajectories(name):
     setting = qkdyn.Setting(classes=3, distinct=2, commons=5, eta_qk=3.0)
     today = qkdyn.solve(setting, name, t_max=1e12, points=30)
-    rebuilt = qkdyn.solve_spec(setting, NAMED[name], t_max=1e12, points=30)
+    rebuilt = qkdyn.solve(setting, NAMED[name], t_max=1e12, points=30)
     assert np.array_equal(today.t, rebuilt.t)
     # both integrate at rtol 1e-11 (compiled DOP853 vs SciPy's): they agree to the integrators' tolerance
     assert np.abs(today.state - rebuilt.state).max() <= 1e-9 * np.abs(today.state).max()
