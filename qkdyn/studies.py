@@ -5,11 +5,13 @@ implements
 
 * ``plan(budget) -> [RunSpec]``: the runs; a :class:`RunSpec` is typed, hashable and JSON
   round-trippable, and its ``config`` fully determines the run (so a spec is a self-contained job);
-* ``measure(spec, scratch) -> dict``: the expensive part of one run (training, solving), files it
-  writes go to ``scratch``; :meth:`Study.run` wraps it: resumable and idempotent (a finished run is
-  read back from ``runs_dir/STUDY/NAME.json``, never recomputed);
+* ``measure(spec, scratch) -> dict``: the expensive part of one run (training, solving); it returns
+  evidence only (numbers, arrays, run facts: never a verdict), and files it writes go to ``scratch``;
+  :meth:`Study.run` wraps it: resumable and idempotent (a finished run is read back from
+  ``runs_dir/STUDY/NAME.json``, never recomputed);
 * ``claims(records, budget) -> [Claim]``: pure (no training, no plotting, no files): the verdicts
-  from the records alone, so it is unit-tested on fake records;
+  from the records' evidence alone, so it is unit-tested on hand-written evidence, and a runs folder
+  is judged again under the current rule whenever it is reported;
 * ``render(records, claims, figures) -> [str]``: the figures (files written into ``figures``);
   returns further (non-claim) plots for the report. A study whose report has more than figures
   (tables, an introduction) overrides ``report(records, claims, budget, figures)`` instead, which
@@ -19,12 +21,18 @@ implements
 claim of the study is ``inconclusive`` saying "k of n runs". The registry :data:`STUDIES` maps
 names to studies (``qkdyn verify`` runs the ones in :data:`VERIFY`); :mod:`qkdyn.executors` runs
 the missing specs locally or on Ray, and ``qkdyn plan`` lists them as commands for any scheduler.
+
+A run record is data from a folder that may be shared (Ray, Slurm), so it is checked before use
+(:func:`check_record`): exactly ``spec`` and ``result``, no verdict anywhere in the result (a record
+that holds one is refused, not believed), and ``files`` a list of plain file names (no separator, no
+``..``): what :func:`copy_files` copies, atomically, into the figures folder and nowhere else.
 """
 from __future__ import annotations
 
 import dataclasses
 import importlib
 import json
+import re
 import shutil
 from pathlib import Path
 from typing import Any, Iterable
@@ -89,11 +97,73 @@ class RunSpec:
 
     @classmethod
     def from_dict(cls, data: dict) -> "RunSpec":
+        """The spec ``data`` (as :meth:`to_dict` writes it); an InputError for anything else, unknown
+        fields included (a misspelt field is refused, never ignored)."""
+        if not isinstance(data, dict):
+            raise InputError(f"not a run spec: a JSON object is needed, got {type(data).__name__}", "spec")
+        unknown = sorted(set(data) - SPEC_FIELDS)
+        if unknown:
+            raise InputError(f"not a run spec: unknown field(s) {', '.join(map(repr, unknown))} "
+                             f"(a spec has {', '.join(sorted(SPEC_FIELDS))})", "spec")
         try:
             return cls.make(data["study"], data["name"], cpus=data.get("cpus", 1.0), gpus=data.get("gpus", 0.0),
                             **data["config"])
         except (KeyError, TypeError, AttributeError) as exc:
             raise InputError(f"not a run spec ({type(exc).__name__}: {exc})", "spec")
+
+
+SPEC_FIELDS = frozenset({"study", "name", "config", "cpus", "gpus"})
+#: a file name a record may list: letters, digits, ``_``, ``-`` and ``.``, not starting with ``.``
+PLAIN_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+#: keys that carry a judgement, never evidence: a record holding one was not written by a measure
+VERDICT_KEYS = frozenset({"verdict", "claims"})
+
+
+def plain_name(name) -> bool:
+    """Whether ``name`` is a plain file name (no folder, no ``..``, not absolute, no control character)."""
+    return isinstance(name, str) and bool(PLAIN_NAME.match(name)) and ".." not in name
+
+
+def _verdict_path(value, where: str = "result") -> str | None:
+    """The first place in ``value`` (nested dicts and lists) that holds a verdict key, or None."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key in VERDICT_KEYS:
+                return f"{where}.{key}"
+            found = _verdict_path(item, f"{where}.{key}")
+            if found:
+                return found
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found = _verdict_path(item, f"{where}[{index}]")
+            if found:
+                return found
+    return None
+
+
+def check_record(data, where: str) -> dict:
+    """``data`` (a record as read from ``where``) if it is one; else an InputError naming the file.
+
+    A record is ``{"spec": ..., "result": {...}}`` and nothing else; its result holds evidence only
+    (no ``verdict`` or ``claims`` key at any depth: verdicts are judged from the evidence when the
+    runs are reported, so one typed into a record is refused, not shown); ``files``, when present, is
+    a list of plain file names (:func:`plain_name`)."""
+    hint = "delete it to recompute it"
+    if not isinstance(data, dict) or set(data) != {"spec", "result"}:
+        raise InputError(f"{where}: not a run record (a JSON object with exactly 'spec' and 'result'); {hint}")
+    result = data["result"]
+    if not isinstance(result, dict):
+        raise InputError(f"{where}: the record's result is {type(result).__name__}, not an object; {hint}")
+    verdict = _verdict_path(result)
+    if verdict:
+        raise InputError(f"{where}: the record holds a verdict ({verdict}); records hold evidence only and "
+                         f"verdicts are judged from it; {hint}")
+    files = result.get("files", [])
+    if not isinstance(files, list) or not all(plain_name(name) for name in files):
+        bad = files if not isinstance(files, list) else [n for n in files if not plain_name(n)][0]
+        raise InputError(f"{where}: the record lists {bad!r} among its files; only plain file names (no folder, "
+                         f"no '..') are allowed; {hint}")
+    return data
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,8 +252,8 @@ class Study:
         path = self.record_path(spec, runs_dir)
         if not path.exists():
             return None
-        data = read_json(path)
-        if not isinstance(data, dict) or data.get("spec") != json.loads(spec.to_json()):
+        data = check_record(read_json(path), str(path))
+        if data["spec"] != json.loads(spec.to_json()):
             return None
         return Record(spec, data["result"], path.with_suffix(""))
 
@@ -208,6 +278,7 @@ def save(record: Record, runs_dir: str | Path) -> Record:
     path = Path(runs_dir) / record.spec.study / f"{record.spec.name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps({"spec": json.loads(record.spec.to_json()), "result": record.result}, default=json_default)
+    check_record(json.loads(text), f"the record of run {record.spec.name}")  # a measure returns evidence only
     write_text(path, text)
     return Record(record.spec, json.loads(text)["result"], path.with_suffix(""))
 
@@ -242,24 +313,24 @@ def _with_threads(n: int, fn):
 
 
 def copy_files(records: Iterable[Record], figures: Path) -> list[str]:
-    """Copy the files each record lists in ``result["files"]`` from its scratch directory to ``figures``."""
+    """Copy the regular files each record lists in ``result["files"]`` from its scratch directory into
+    ``figures``, each atomically (a full disk leaves the previous file whole and no partial one; the
+    error names the destination). Only plain names are copied (:func:`check_record` refused the rest
+    when the record was read; checked again here for records made in memory)."""
+    from qkdyn.atomic import atomic_path
+
+    figures = Path(figures)
     figures.mkdir(parents=True, exist_ok=True)
     for record in records:
         for name in record.result.get("files", []):
+            if not plain_name(name):
+                raise InputError(f"run {record.spec.name}: {name!r} is not a plain file name; nothing is copied "
+                                 "outside the figures folder")
             source = record.scratch / name
-            if source.exists():
-                shutil.copyfile(source, figures / name)
+            if source.is_file() and not source.is_symlink():
+                with atomic_path(figures / name) as tmp:
+                    shutil.copyfile(source, tmp)
     return []
-
-
-def claim_from_dict(data: dict) -> Claim:
-    """A :class:`Claim` from its JSON form (as in report.json and in records)."""
-    fields = {f.name for f in dataclasses.fields(Claim)}
-    return Claim(**{k: v for k, v in data.items() if k in fields})
-
-
-def claim_to_dict(claim: Claim) -> dict:
-    return json.loads(json.dumps(dataclasses.asdict(claim), default=json_default))
 
 
 def get(name: str) -> Study:
@@ -291,3 +362,8 @@ def judge(study: Study, budget: str, specs: list[RunSpec], records: dict[RunSpec
                   {"runs_finished": len(done), "runs_planned": len(specs)}, text)
             for cid in study.claim_ids(budget)]
 
+
+
+def claim_to_dict(claim: Claim) -> dict:
+    """``claim`` as the JSON data report.json holds."""
+    return json.loads(json.dumps(dataclasses.asdict(claim), default=json_default))

@@ -16,16 +16,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
-
     from qkdyn.errors import InputError
+    from qkdyn.jsonio import loads
     from qkdyn.runs import check_run_dir
     from qkdyn.studies import RunSpec, get
 
-    try:
-        spec = RunSpec.from_dict(json.loads(args.spec))
-    except ValueError as exc:
-        raise InputError(f"--spec is not a run spec: {exc}")
+    spec = RunSpec.from_dict(loads(args.spec, "--spec", hint="give a line of `qkdyn plan`"))
     if spec.study != args.study:
         raise InputError(f"--spec belongs to study {spec.study!r}, not {args.study!r}")
     study = get(args.study)
