@@ -43,7 +43,8 @@ def check_writable(path: str | os.PathLike) -> Path:
     return target
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (one of another user's counts as alive)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -61,7 +62,7 @@ def remove_stale_temporaries(directory: str | os.PathLike, name: str | None = No
         return
     for entry in entries:
         match = _TEMPORARY.match(entry.name)
-        if match and (name is None or match["name"] == name) and not _alive(int(match["pid"])):
+        if match and (name is None or match["name"] == name) and not process_alive(int(match["pid"])):
             with contextlib.suppress(OSError):
                 os.unlink(entry.path)
 

@@ -329,7 +329,11 @@ def copy_files(records: Iterable[Record], figures: Path) -> list[str]:
             source = record.scratch / name
             if source.is_file() and not source.is_symlink():
                 with atomic_path(figures / name) as tmp:
-                    shutil.copyfile(source, tmp)
+                    try:
+                        shutil.copyfile(source, tmp)
+                    except OSError as exc:  # shutil names the source on ENOSPC; the full disk is the target's
+                        exc.filename, exc.filename2 = str(tmp), None
+                        raise
     return []
 
 

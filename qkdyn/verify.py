@@ -34,6 +34,44 @@ def _make_dir(path: Path, flag: str) -> Path:
     return path
 
 
+_STAGE = ".qkdyn-staging-"
+
+
+@contextlib.contextmanager
+def _staged(figures: Path):
+    """A folder inside ``figures`` (the same file system) that the report is written into; on success every
+    file in it replaces its namesake in ``figures`` (a rename each, which needs no space), otherwise it is
+    removed. So a run that fails part way (a full disk) leaves the previous figures as they were, with no
+    partial file. An OSError naming a staged file names its place in ``figures`` instead. A staging
+    folder left by a killed process is removed by the next run."""
+    import os
+    import shutil
+
+    from qkdyn.atomic import process_alive
+
+    for old in figures.glob(_STAGE + "*"):
+        if old.is_dir() and old.name[len(_STAGE):].isdigit() and not process_alive(int(old.name[len(_STAGE):])):
+            shutil.rmtree(old, ignore_errors=True)
+    stage = figures / f"{_STAGE}{os.getpid()}"
+    stage.mkdir()
+    try:
+        yield stage
+        for source in sorted(stage.rglob("*")):
+            target = figures / source.relative_to(stage)
+            if source.is_dir():
+                target.mkdir(exist_ok=True)
+            else:
+                os.replace(source, target)
+    except OSError as exc:
+        for field in ("filename", "filename2"):
+            name = getattr(exc, field)
+            if isinstance(name, str) and name.startswith(str(stage)):
+                setattr(exc, field, str(figures) + name[len(str(stage)):])
+        raise
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
 @contextlib.contextmanager
 def _heartbeat(bar, every: float = 10.0):
     """Refresh ``bar`` every ``every`` seconds (elapsed time and estimate move while a run computes)."""
@@ -60,18 +98,34 @@ def drive(names: Sequence, budget: str, figures: str | Path, runs_dir: str | Pat
 
     Returns the claims in study order. Runs already recorded under ``runs_dir`` are read back;
     ``compute=False`` runs nothing (``qkdyn report``: judge what has finished)."""
-    from tqdm import tqdm
-
-    from qkdyn.executors import execute_all
-    from qkdyn.report import write_claims_report
-    from qkdyn.studies import find, get, judge
+    from qkdyn.studies import find, get
 
     start = time.perf_counter()  # the wall time printed at the end counts the planning too
     studies = [get(name) if isinstance(name, str) else name for name in names]
     # every plan made and every finished record read before anything is written (bad input: nothing created)
     plans = [(study, study.plan(budget)) for study in studies]
     found = [find(study, specs, runs_dir) for study, specs in plans]
-    figures, runs_dir = _make_dir(Path(figures), "--figures"), _make_dir(Path(runs_dir), "--runs")
+    final_figures, runs_dir = _make_dir(Path(figures), "--figures"), _make_dir(Path(runs_dir), "--runs")
+    with _staged(final_figures) as figures:
+        claims = _run_judge_render(plans, found, budget, figures, runs_dir, compute=compute, executor=executor,
+                                   workers=workers, ray_address=ray_address, progress=progress, title=title,
+                                   intro=intro, start=start)
+    sys.stderr.write(f"[{time.perf_counter() - start:7.1f}s] wrote {final_figures / 'report.md'} (wall time "
+                     f"{time.perf_counter() - start:.1f} s)\n")
+    return claims
+
+
+def _run_judge_render(plans, found, budget: str, figures: Path, runs_dir: Path, *, compute: bool, executor: str,
+                      workers: int, ray_address: str | None, progress: bool, title: str, intro: str,
+                      start: float) -> list:
+    """:func:`drive`'s work once the plans are made and the finished records read: compute the missing runs,
+    judge and render each study as soon as its runs are in, and write the report into ``figures``."""
+    from tqdm import tqdm
+
+    from qkdyn.executors import execute_all
+    from qkdyn.report import write_claims_report
+    from qkdyn.studies import judge
+
     missing = [[s for s in specs if s not in records] if compute else [] for (_, specs), records in zip(plans, found)]
     judged: dict[int, tuple[list, list]] = {}
     context = {"budget": budget}
@@ -116,8 +170,6 @@ def drive(names: Sequence, budget: str, figures: str | Path, runs_dir: str | Pat
             extra[study.name] = parts["json"]
     write_claims_report(figures, claims, title=title, context=context, plots=plots, intro=intro, sections=sections,
                         extra_json=extra)
-    sys.stderr.write(f"[{time.perf_counter() - start:7.1f}s] wrote {figures / 'report.md'} (wall time "
-                     f"{time.perf_counter() - start:.1f} s)\n")
     return claims
 
 

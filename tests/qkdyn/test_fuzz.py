@@ -879,3 +879,26 @@ def test_train_circuits_resumed_after_kill_9_reproduces_every_metrics_line(tmp_p
     assert states[0]["rng"]["python"] == states[1]["rng"]["python"]
     assert torch.equal(states[0]["rng"]["numpy"]["keys"], states[1]["rng"]["numpy"]["keys"])
     assert torch.equal(states[0]["rng"]["torch"], states[1]["rng"]["torch"])
+
+
+@pytest.mark.slow
+def test_a_full_disk_during_verify_keeps_the_previous_figures_whole(tmp_path):
+    """verify's figures go to a 1 MiB file system already holding the previous figures (of the names it
+    writes): it stops with one line naming a figure, the previous files are byte-identical and no partial
+    or temporary file is left (every copy into --figures is atomic)."""
+    figures = tmp_path / "figures"
+    if not _tiny_tmpfs(figures):
+        pytest.skip("cannot mount a tmpfs here")
+    subprocess.run(["mount", "-o", "remount,size=1m", str(figures)], check=True)
+    try:
+        previous = {name: os.urandom(200_000) for name in ("a1_rate_factor.png", "a2_line.png", "a3_growth.png")}
+        for name, data in previous.items():
+            (figures / name).write_bytes(data)
+        result = _qkdyn(tmp_path, ["verify", "--quick", "--skip-empirical", "--no-progress", "--workers", "1",
+                                   "--figures", str(figures)], "true")
+        _one_line(result, "No space left")
+        assert str(figures) in result.stderr
+        assert {name: (figures / name).read_bytes() for name in previous} == previous
+        assert not [p.name for p in figures.iterdir() if p.name.endswith(".tmp") or p.name.startswith(".")]
+    finally:
+        subprocess.run(["umount", str(figures)], capture_output=True)
