@@ -30,11 +30,16 @@ that holds one is refused, not believed), and ``files`` a list of plain file nam
 from __future__ import annotations
 
 import dataclasses
+import functools
+import hashlib
 import importlib
 import json
+import math
 import re
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Iterable
 
 from qkdyn.claims import Claim
@@ -56,23 +61,45 @@ STUDIES: dict[str, str] = {
 VERIFY = ("theory", "a6", "sampled", "fixed-attention", "stability")
 
 
-def _freeze(value):
-    """JSON-like value -> hashable (lists to tuples, dicts to sorted item tuples are not allowed)."""
+def _freeze(value, where: str):
+    """A JSON value made immutable: lists (and tuples) as tuples, dicts as read-only mappings with
+    sorted keys; a TypeError naming ``where`` for anything else (a set, an object, a non-string key, a
+    non-finite float: a run's config is written to, and compared as, strict JSON)."""
+    if value is None or isinstance(value, (str, int)):  # bool is an int
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise TypeError(f"RunSpec config {where} is {value}: a run's config holds finite numbers only")
+        return value
     if isinstance(value, (list, tuple)):
-        return tuple(_freeze(v) for v in value)
-    if isinstance(value, dict):
-        raise TypeError("RunSpec config values must be numbers, strings, booleans, None or lists of them")
-    return value
+        return tuple(_freeze(v, f"{where}[{i}]") for i, v in enumerate(value))
+    if isinstance(value, Mapping):
+        bad = [k for k in value if not isinstance(k, str)]
+        if bad:
+            raise TypeError(f"RunSpec config {where} has the key {bad[0]!r}: JSON object keys are strings")
+        return MappingProxyType({k: _freeze(value[k], f"{where}.{k}") for k in sorted(value)})
+    raise TypeError(f"RunSpec config {where} is a {type(value).__name__} ({value!r}): a run's config holds "
+                    "JSON values only (numbers, strings, booleans, None, and lists and dicts of them)")
 
 
 def _thaw(value):
-    return [_thaw(v) for v in value] if isinstance(value, tuple) else value
+    """A frozen value (:func:`_freeze`) as plain JSON data: tuples as lists, mappings as dicts."""
+    if isinstance(value, tuple):
+        return [_thaw(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _thaw(v) for k, v in value.items()}
+    return value
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class RunSpec:
     """One run: the study's name, a file-safe name unique in the plan, the full configuration
-    (sorted ``(key, value)`` pairs, values hashable), and the resources it asks for."""
+    (sorted ``(key, value)`` pairs; a value is any JSON value, nested dicts and lists included, held
+    immutable) and the resources it asks for.
+
+    A spec is its canonical JSON (:meth:`to_json`): two specs are equal, and hash equal, exactly when
+    their canonical JSON is, so a config's key order never matters and ``1`` is not ``1.0`` nor
+    ``True``; :attr:`digest` is the run's identity."""
 
     study: str
     name: str
@@ -80,20 +107,44 @@ class RunSpec:
     cpus: float = 1.0
     gpus: float = 0.0
 
+    def __post_init__(self):
+        config = dict(self.config)
+        if len(config) != len(self.config):
+            raise TypeError(f"RunSpec {self.name!r}: a config key is given twice")
+        object.__setattr__(self, "config", tuple((k, _freeze(config[k], k)) for k in sorted(config)))
+        object.__setattr__(self, "cpus", float(self.cpus))
+        object.__setattr__(self, "gpus", float(self.gpus))
+
     @classmethod
     def make(cls, study: str, name: str, *, cpus: float = 1.0, gpus: float = 0.0, **config) -> "RunSpec":
-        return cls(study, name, tuple(sorted((k, _freeze(v)) for k, v in config.items())), float(cpus), float(gpus))
+        return cls(study, name, tuple(config.items()), cpus, gpus)
 
     @property
     def params(self) -> dict:
-        """The configuration as a plain dict (tuples as lists)."""
-        return {k: _thaw(v) for k, v in self.config}
+        """The configuration as plain JSON data (dicts and lists, as given; tuples as lists)."""
+        return _thaw(dict(self.config))
 
     def to_dict(self) -> dict:
         return {"study": self.study, "name": self.name, "config": self.params, "cpus": self.cpus, "gpus": self.gpus}
 
+    @functools.cached_property
+    def _canonical(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), sort_keys=True)
+        """The canonical JSON of the spec (sorted keys, no spaces): what identifies it."""
+        return self._canonical
+
+    @property
+    def digest(self) -> str:
+        """The run's identity: the SHA-256 (hex) of its canonical JSON (:meth:`to_json`)."""
+        return hashlib.sha256(self._canonical.encode()).hexdigest()
+
+    def __eq__(self, other) -> bool:
+        return self._canonical == other._canonical if isinstance(other, RunSpec) else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._canonical)
 
     @classmethod
     def from_dict(cls, data: dict) -> "RunSpec":

@@ -1,6 +1,6 @@
 """A study run's identity: every field that can change its result, hashed into its directory name.
 
-A run of the study is a :class:`qkdyn.empirical.coupled.study.RunSpec` (task, data, variant, the
+A run of the study is a :class:`qkdyn.empirical.coupled.study.CoupledRun` (task, data, variant, the
 attention, model and optimiser configuration, seed, budget, tokenizer, evaluation cap).
 :func:`run_record` is that spec as plain data plus :data:`STUDY_VERSION`, the version of the code
 that computes a run's result, and for an MQAR run the definition of its task

@@ -24,10 +24,10 @@ reported from repeated alternating timing (``python -m benchmarks coupled``). Sc
 (``trend``): standard and coupled Euler on the coherent corpus for each preset in
 ``trend_presets`` x seed.
 
-Every run is one :class:`qkdyn.studies.RunSpec` (its flat config: :func:`to_params`), executed by
-:mod:`qkdyn.executors` (local pool or Ray) or one line of ``qkdyn plan coupled``; its training
-directory is named by the hash of its whole config (:mod:`qkdyn.empirical.coupled.identity`) and
-resumes when interrupted.
+Every run is a :class:`CoupledRun`, held by one :class:`qkdyn.studies.RunSpec` (its nested config:
+:meth:`CoupledRun.to_config`), executed by :mod:`qkdyn.executors` (local pool or Ray) or one line of
+``qkdyn plan coupled``; its training directory is named by the hash of its whole config
+(:mod:`qkdyn.empirical.coupled.identity`) and resumes when interrupted.
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ from qkdyn.configflags import (check_config, choice, choice_list, device, flag, 
 from qkdyn.empirical.coupled.configs import HORIZONS, MQAR_TASKS, PRESET_NAMES, AttentionConfig, TrainConfig
 from qkdyn.errors import InputError
 from qkdyn.runs import read_json, read_metrics
-from qkdyn.studies import Study
+from qkdyn.studies import RunSpec, Study
 
 LM_VARIANTS = {
     "standard": AttentionConfig(),
@@ -121,7 +121,10 @@ class StudyConfig:
 
 
 @dataclasses.dataclass(frozen=True)
-class RunSpec:
+class CoupledRun:
+    """One training run of the study (LM or MQAR), held by a :class:`qkdyn.studies.RunSpec` whose
+    config is these fields as nested JSON (:meth:`to_config`, :meth:`from_config`)."""
+
     task: str  # "lm" or "mqar"
     data: str  # corpus (lm) or MQAR preset (mqar)
     variant: str
@@ -145,6 +148,22 @@ class RunSpec:
         length = "" if self.train.max_steps == self.base_steps else f"-x{self.train.max_steps}"
         return (f"{self.task}-{data}{tok}-{self.preset}-{self.variant}-n{self.attention.steps}-s{self.train.seed}"
                 f"{length}-{run_key(self)}")
+
+    def to_config(self) -> dict:
+        """The run as the config of a :class:`qkdyn.studies.RunSpec`: ``kind`` ``train`` and every field,
+        the attention and training configs nested as dicts (:meth:`from_config` inverts it)."""
+        return {"kind": "train", **dataclasses.asdict(self)}
+
+    @classmethod
+    def from_config(cls, config: dict) -> "CoupledRun":
+        """The run of a spec's config (:meth:`to_config`); each config checks its own fields, and a
+        missing or unknown field is an InputError."""
+        fields = {k: v for k, v in config.items() if k != "kind"}
+        try:
+            return cls(**{**fields, "attention": AttentionConfig(**fields["attention"]),
+                          "train": TrainConfig(**fields["train"])})
+        except (KeyError, TypeError) as exc:
+            raise InputError(f"the spec is not a coupled-study run ({type(exc).__name__}: {exc})", "spec")
 
 
 def _on_cuda(device: str) -> bool:
@@ -173,15 +192,15 @@ def corpora(study: StudyConfig) -> list[str]:
 
 
 def lm_run(study: StudyConfig, corpus: str, variant: str, seed: int, steps: int | None = None,
-           coupling_steps: int = 1, preset: str | None = None, horizon: str = "step") -> RunSpec:
+           coupling_steps: int = 1, preset: str | None = None, horizon: str = "step") -> CoupledRun:
     """One LM run of the study (``steps`` defaults to the study's ``lm_steps``)."""
     attention = dataclasses.replace(LM_VARIANTS[variant], steps=coupling_steps, horizon=horizon)
     cfg = _train_config(study, steps or study.lm_steps, study.lm_lr, study.batch_size, seed)
-    return RunSpec("lm", corpus, variant, attention, cfg, preset or study.preset, study.eval_tokens, study.tokenizer,
-                   study.vocab_size, study.block_size, study.lm_steps, study.val_fraction)
+    return CoupledRun("lm", corpus, variant, attention, cfg, preset or study.preset, study.eval_tokens,
+                      study.tokenizer, study.vocab_size, study.block_size, study.lm_steps, study.val_fraction)
 
 
-def study_runs(study: StudyConfig) -> list[RunSpec]:
+def study_runs(study: StudyConfig) -> list[CoupledRun]:
     """The runs of the main grid (or of the scale trend, when ``study.trend``), longest (MQAR) first."""
     seeds = range(study.seeds)
     if study.trend:
@@ -192,8 +211,8 @@ def study_runs(study: StudyConfig) -> list[RunSpec]:
         for seed in seeds:
             for variant in MQAR_VARIANTS:
                 cfg = _train_config(study, study.mqar_steps, study.mqar_lr, study.mqar_batch_size, seed)
-                runs.append(RunSpec("mqar", task, variant, LM_VARIANTS[variant], cfg, study.preset, study.eval_tokens,
-                                    base_steps=study.mqar_steps))
+                runs.append(CoupledRun("mqar", task, variant, LM_VARIANTS[variant], cfg, study.preset,
+                                       study.eval_tokens, base_steps=study.mqar_steps))
     for corpus in corpora(study):
         variants = study.variants if corpus == study.coherent else [
             v for v in study.variants if v in study.heterogeneous_variants]
@@ -223,7 +242,7 @@ def matched_steps(study: StudyConfig) -> dict[str, int]:
     return steps
 
 
-def matched_runs(study: StudyConfig) -> list[RunSpec]:
+def matched_runs(study: StudyConfig) -> list[CoupledRun]:
     """The compute-matched standard runs (see :func:`matched_steps`; a function of the study's config
     alone, so a changed config never reuses another's), base-length ones left out."""
     lengths = sorted({n for n in matched_steps(study).values() if n != study.lm_steps})
@@ -234,43 +253,13 @@ def matched_runs(study: StudyConfig) -> list[RunSpec]:
 
 # ---- the study as a registered study (qkdyn.studies) ------------------------------------------------
 
-#: the prefixes of the nested configs in a flat :class:`qkdyn.studies.RunSpec` config
-_NESTED = {"attention": AttentionConfig, "train": TrainConfig}
-
-
-def to_params(spec: RunSpec) -> dict:
-    """A run as the flat config of a :class:`qkdyn.studies.RunSpec`: its fields, the attention and
-    training configs' fields prefixed ``attention.`` and ``train.`` (:func:`from_params` inverts it)."""
-    params = {"kind": "train"}
-    for field in dataclasses.fields(spec):
-        value = getattr(spec, field.name)
-        if field.name in _NESTED:
-            params.update({f"{field.name}.{k}": v for k, v in dataclasses.asdict(value).items()})
-        else:
-            params[field.name] = value
-    return params
-
-
-def from_params(params: dict) -> RunSpec:
-    """The run of a flat config (:func:`to_params`); each config checks its own fields (InputError)."""
-    nested = {name: cls(**{k.split(".", 1)[1]: v for k, v in params.items() if k.startswith(f"{name}.")})
-              for name, cls in _NESTED.items()}
-    plain = {k: v for k, v in params.items() if "." not in k and k != "kind"}
-    try:
-        return RunSpec(**plain, **nested)
-    except TypeError as exc:
-        raise InputError(f"the spec is not a coupled-study run: {exc}", "spec")
-
-
 def count_model_spec(study_name: str, corpus: str, study: StudyConfig):
     """The plan step that fits the count models of one corpus (the LM preconditions' floor) on the
     training split of ``study``'s tokens, scored on its validation split."""
-    from qkdyn.studies import RunSpec as Spec
-
     tok = f"bpe{study.vocab_size}" if study.tokenizer == "bpe" else "byte"
-    return Spec.make(study_name, f"count-{Path(corpus).name or corpus}-{tok}-val{study.val_fraction:g}", kind="count",
-                     data=corpus, tokenizer=study.tokenizer, vocab_size=study.vocab_size if study.tokenizer == "bpe" else 256,
-                     val_fraction=study.val_fraction)
+    return RunSpec.make(study_name, f"count-{Path(corpus).name or corpus}-{tok}-val{study.val_fraction:g}",
+                        kind="count", data=corpus, tokenizer=study.tokenizer,
+                        vocab_size=study.vocab_size if study.tokenizer == "bpe" else 256, val_fraction=study.val_fraction)
 
 
 #: the study's budgets, declared here once. ``quick`` checks the pipeline in seconds (its models
@@ -318,17 +307,16 @@ class CoupledStudy(Study):
         """The budget's StudyConfig with the overrides (an unknown budget: InputError, nearest name)."""
         return dataclasses.replace(self.budget(budget), **self.overrides)
 
-    def specs(self, budget: str) -> list[RunSpec]:
+    def specs(self, budget: str) -> list[CoupledRun]:
         study = self.config(budget)
         return study_runs(study) + ([] if study.trend else matched_runs(study))
 
     def plan(self, budget: str):
-        from qkdyn.studies import RunSpec as Spec
-
         study = self.config(budget)
         gpus = GPUS[budget] if _on_cuda(study.device) else 0.0
         counts = [count_model_spec(self.name, c, study) for c in corpora(study)]
-        return counts + [Spec.make(self.name, s.name, cpus=1, gpus=gpus, **to_params(s)) for s in self.specs(budget)]
+        return counts + [RunSpec.make(self.name, s.name, cpus=1, gpus=gpus, **s.to_config())
+                         for s in self.specs(budget)]
 
     def claim_ids(self, budget: str) -> tuple[str, ...]:
         """The claims the plan's runs make (what is inconclusive while some are missing)."""
@@ -349,7 +337,7 @@ class CoupledStudy(Study):
         """Any run a StudyConfig can plan (the command plans from flags, not only from budgets)."""
         if spec.params.get("kind") == "count":
             return
-        from_params(spec.params)
+        CoupledRun.from_config(spec.params)
 
     def measure(self, spec, scratch: Path) -> dict:
         """A count-model step, or one training run in ``scratch`` (resumed if interrupted; refused if
@@ -365,7 +353,7 @@ class CoupledStudy(Study):
             train, val, _, vocab = lm_splits(p["data"], p["tokenizer"], p["vocab_size"], p["val_fraction"])
             return {"count_model": count_model_perplexities(train, val, vocab), "data": p["data"],
                     "tokenizer": p["tokenizer"]}
-        run = from_params(p)
+        run = CoupledRun.from_config(p)
         claim(scratch, run_record(run))
         if run.task == "lm":
             run_lm(run.data, run.preset, run.attention, run.train, str(scratch), block_size=run.block_size,

@@ -25,8 +25,28 @@ def test_run_spec_is_hashable_and_round_trips():
     assert hash(spec) == hash(RunSpec.make("fixed-attention", "x", form="collapsed", seeds=(0, 1), alpha=0.2))
     assert RunSpec.from_dict(json.loads(spec.to_json())) == spec
     assert spec.params["seeds"] == [0, 1]
-    with pytest.raises(TypeError):
-        RunSpec.make("s", "n", nested={"a": 1})
+    for bad in ({1, 2}, object(), float("nan"), float("inf"), {1: "a"}, [{"a": {"b": set()}}]):
+        with pytest.raises(TypeError, match="RunSpec config"):
+            RunSpec.make("s", "n", value=bad)
+
+
+def test_run_spec_config_may_be_nested():
+    """A nested config round-trips exactly (dicts stay dicts, lists stay lists) and its key order does
+    not matter: equality, hash and digest are those of the canonical JSON."""
+    nested = {"train": {"lr": 0.1, "steps": [1, 2]}, "model": {"attention": {"kind": "coupled"}, "sizes": []}}
+    spec = RunSpec.make("coupled", "x", cpus=2, gpus=0.5, kind="train", run=nested)
+    assert spec.params == {"kind": "train", "run": nested}
+    assert RunSpec.from_dict(json.loads(spec.to_json())) == spec
+    assert RunSpec.from_dict(spec.to_dict()).params["run"] == nested
+    reordered = RunSpec.make("coupled", "x", run={"model": {"sizes": [], "attention": {"kind": "coupled"}},
+                                                  "train": {"steps": [1, 2], "lr": 0.1}}, kind="train", gpus=0.5, cpus=2)
+    assert reordered == spec and hash(reordered) == hash(spec) and reordered.digest == spec.digest
+    assert len(spec.digest) == 64 and {spec: 1}[reordered] == 1
+    changed = RunSpec.make("coupled", "x", cpus=2, gpus=0.5, kind="train", run={**nested, "train": {"lr": 0.2}})
+    assert changed != spec and changed.digest != spec.digest
+    assert RunSpec.make("s", "n", a=1) != RunSpec.make("s", "n", a=1.0)  # the canonical JSON differs
+    with pytest.raises(TypeError):  # held immutable: the identity cannot change after hashing
+        dict(spec.config)["run"]["train"] = {}
 
 
 def test_every_study_plans_every_budget_with_unique_names():

@@ -131,7 +131,7 @@ FAKE = CoupledStudy(overrides=FAKE_STUDY)  # the cpu budget with the fake's grid
 def _fake_records(gains=(0.9, 1.1), standard_ladder=(9.8, 8.9), ablation=ABLATION, count_models=COUNT_MODELS,
                   change=None):
     """Records of every run of the fake 4-seed study's plan (``change(spec, result)`` edits a result)."""
-    from qkdyn.empirical.coupled.study import from_params
+    from qkdyn.empirical.coupled.study import CoupledRun
 
     records = []
     for spec in FAKE.plan("cpu"):
@@ -141,7 +141,7 @@ def _fake_records(gains=(0.9, 1.1), standard_ladder=(9.8, 8.9), ablation=ABLATIO
                 records.append(Record(spec, {"count_model": entry, "data": spec.params["data"], "tokenizer": "bpe"},
                                       Path()))
             continue
-        run = from_params(spec.params)
+        run = CoupledRun.from_config(spec.params)
         attention = {"kind": run.attention.kind, "integrator": run.attention.integrator}
         result = _fake_result(run.data, attention, run.train.seed, _fake_value(run, gains, standard_ladder),
                               task=run.task, steps=run.attention.steps, max_steps=run.train.max_steps, ablation=ablation)
@@ -346,9 +346,10 @@ def test_gpu_budget_runs_at_toy_size_on_cpu(tmp_path, monkeypatch):
     assert all(s.gpus == 0 for s in study.plan("gpu"))  # on the CPU no run asks for a GPU
     with monkeypatch.context() as cuda:  # as on a GPU machine: the plan compiles there, three runs per GPU
         cuda.setattr(torch.cuda, "is_available", lambda: True)
-        specs = CoupledStudy(overrides={"seeds": 2}).plan("gpu")
-        assert all(s.params["train.compile"] and s.gpus == pytest.approx(1 / 3) for s in specs if "train.compile" in s.params)
-    assert not any(s.params.get("train.compile") for s in study.plan("gpu"))  # torch.compile only on CUDA
+        runs = [s for s in CoupledStudy(overrides={"seeds": 2}).plan("gpu") if s.params["kind"] == "train"]
+        assert runs and all(s.params["train"]["compile"] and s.gpus == pytest.approx(1 / 3) for s in runs)
+    # torch.compile only on CUDA
+    assert not any(s.params["train"]["compile"] for s in study.plan("gpu") if s.params["kind"] == "train")
 
     monkeypatch.setenv("QKDYN_CACHE", str(tmp_path / "cache"))
     runs, out = tmp_path / "runs", tmp_path / "gpu"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from qkdyn.empirical.coupled.analysis import ATTENTION_FLOOR
-from qkdyn.empirical.coupled.study import LM_VARIANTS, CoupledStudy, from_params, matched_steps
+from qkdyn.empirical.coupled.study import LM_VARIANTS, CoupledRun, CoupledStudy, matched_steps
 from qkdyn.runs import RunRecord
 from qkdyn.studies import Record, judge
 
@@ -113,7 +113,7 @@ def _records(study=STUDY, edit=None, **scenario) -> list[Record]:
             if entry is not None:
                 records.append(Record(spec, {"count_model": entry, "data": p["data"], "tokenizer": "bpe"}, Path()))
             continue
-        run = from_params(p)
+        run = CoupledRun.from_config(p)
         result = _result(run, _value(run, s), s["ablation"], parameters={"tiny": 100, "1M": 1000}[run.preset])
         if edit:
             edit(run, result)
