@@ -36,6 +36,14 @@ COMMANDS: dict[str, str] = {
 }
 
 
+#: the end of ``qkdyn --help``: where to read more, naming only what a pip install has (the guides are
+#: pages of the project's documentation, kept with its source; the package installs no docs of its own)
+EPILOG = ("Each command's flags and defaults: qkdyn COMMAND --help. The Python API: help(qkdyn) in Python. "
+          "The guides (The setting, Derivation, Papers, Python API, Command line) are pages of the project's "
+          "documentation, kept with its source and not installed with the package; `pip show -v qkdyn` lists "
+          "the addresses of the papers it is about.")
+
+
 class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     """Every option's help ends with its default, unless the default is nothing (None, False) or the
     help already names it."""
@@ -48,9 +56,10 @@ class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
 
 
 class _OneLineErrorParser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line on stderr and exit code 2, an unknown choice
-    names the nearest one ("did you mean"), and a flag is never matched by its prefix (so a removed
-    ``--seed`` is an error, not silently ``--seeds``)."""
+    """argparse, but a usage error is one line on stderr and exit code 2, an unknown choice or flag
+    names the nearest one ("did you mean"), an unknown flag is reported by the subcommand that was
+    given it, and a flag is never matched by its prefix (so a removed ``--seed`` is an error, not
+    silently ``--seeds``)."""
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("formatter_class", _HelpFormatter)
@@ -65,6 +74,35 @@ class _OneLineErrorParser(argparse.ArgumentParser):
             raise argparse.ArgumentError(
                 action, f"invalid choice: {value!r}{did_you_mean(value, action.choices)} (choose from {choices})")
 
+    def parse_args(self, args=None, namespace=None):
+        """argparse's, but what no parser recognized is reported by the chosen subcommand (``qkdyn solve:
+        error: ...``), naming the first unknown flag and the subcommand's nearest one."""
+        namespace, extras = self.parse_known_args(args, namespace)
+        if extras:
+            parser = self._subcommand(namespace) or self
+            parser.error(parser._unrecognized(extras))
+        return namespace
+
+    def _subcommand(self, namespace: argparse.Namespace) -> argparse.ArgumentParser | None:
+        """The subparser chosen in ``namespace`` (None: this parser has no subcommands)."""
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                return action.choices.get(getattr(namespace, action.dest, None))
+        return None
+
+    def _unrecognized(self, extras: list[str]) -> str:
+        """The message for arguments this parser does not know: its first unknown flag and the nearest of
+        its own (``--tmax`` -> ``--t-max``, ``--eta_qk`` -> ``--eta-qk``), else argparse's own words."""
+        from qkdyn.suggest import closest
+
+        flags = [arg for arg in extras if arg.startswith("-") and len(arg) > 1]
+        if not flags:
+            return f"unrecognized arguments: {' '.join(extras)}"
+        unknown = flags[0].split("=", 1)[0]
+        # compared without the dashes, which every long flag shares (else --bogus would be "near" --out)
+        near = closest(unknown.lstrip("-"), [s[2:] for s in self._option_string_actions if s.startswith("--")])
+        return f"unrecognized argument {unknown}" + (f" (did you mean --{near}?)" if near else "")
+
     def error(self, message: str) -> None:  # noqa: D401 - argparse API
         sys.stderr.write(f"{self.prog}: error: {message}\n")
         sys.exit(2)
@@ -73,7 +111,7 @@ class _OneLineErrorParser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _OneLineErrorParser(
         prog="qkdyn", description="Derive, simulate and test the training dynamics of attention "
-        "(query-key vs output-value circuits). See README.md and figures/report.md.")
+        "(query-key vs output-value circuits).", epilog=EPILOG)
     parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_OneLineErrorParser)
     for name, module_name in COMMANDS.items():

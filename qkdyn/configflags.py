@@ -25,13 +25,19 @@ Domains: :func:`positive_int`, :func:`non_negative_int`, :func:`int_at_least`, :
 :func:`fraction` (an interval of [0, 1] with chosen open ends), :func:`choice`, :func:`choice_list`,
 :func:`positive_int_list`, :func:`text`,
 :func:`existing_path`, :func:`device`, :func:`flag` (a boolean).
+
+For flags that are not config fields: :func:`parser` (a domain as an argparse ``type``), :func:`any_case`
+(choices matched without case: ``--param caco`` is ``CACO``) and :class:`ExistingFile` (an input file,
+checked when parsed, before any heavy import).
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import math
+import os
 import re
+import stat
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -266,6 +272,52 @@ def flag(help: str = "", flag: str | None = None) -> dict:
 def parser(metadata: dict) -> Callable[[str], Any]:
     """The argparse ``type`` of a domain, for flags that are not config fields: ``parser(positive())``."""
     return metadata[KEY].parse
+
+
+def any_case(choices) -> Callable[[str], str]:
+    """argparse ``type`` for a flag with ``choices``: text equal to a choice but for case is that choice
+    (``caco`` -> ``CACO``); other text is left for argparse's check of the choices (and its "did you mean")."""
+    by_fold = {str(c).casefold(): c for c in choices}
+
+    def name(text: str) -> str:
+        return by_fold.get(text.casefold(), text)
+    return name
+
+
+def file_problem(path: str, suffixes: tuple[str, ...] = ()) -> str | None:
+    """What makes ``path`` unusable as an input file (a suffix outside ``suffixes``, missing, unreadable,
+    not a regular file), in the words of :func:`qkdyn.theory.spec.load`; None if nothing. Only ``stat``:
+    nothing is opened, so a FIFO cannot block."""
+    name = Path(path).name
+    if suffixes and Path(path).suffix not in suffixes:
+        return f"must be a {' or '.join(suffixes)} file, got {name!r}"
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        return f"cannot be read: {path}: {exc.strerror or exc}"
+    if not stat.S_ISREG(mode):
+        from qkdyn.inputs import special_kind
+
+        return f"path {path} is {special_kind(path) or 'a directory'}; give a regular file"
+    if not os.access(path, os.R_OK):
+        return f"cannot be read: {path}: Permission denied"
+    return None
+
+
+class ExistingFile(argparse.Action):
+    """Store an input file's path, checked (:func:`file_problem`) as the flag is parsed, so a missing or
+    misspelt file is one line (``--spec cannot be read: ...``) before the command imports anything heavy.
+    ``suffixes`` (an ``add_argument`` keyword): the file types accepted."""
+
+    def __init__(self, *args, suffixes: tuple[str, ...] = (), **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.suffixes = tuple(suffixes)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        problem = file_problem(values, self.suffixes)
+        if problem:
+            parser.error(f"{option_string} {problem}")
+        setattr(namespace, self.dest, values)
 
 
 def domain_of(field: dataclasses.Field) -> Domain | None:

@@ -38,7 +38,7 @@ def add_setting_flags(parser: argparse.ArgumentParser, params=ALL_PARAMS, spec: 
     """The setting flags and --param; with ``spec``, --spec FILE (a circuit spec) instead of --param."""
     where = parser.add_mutually_exclusive_group(required=True) if spec else parser
     either = " (default: none; give --param or --spec)" if spec else ""
-    where.add_argument("--param", required=not spec, choices=params, metavar="P",
+    where.add_argument("--param", required=not spec, choices=params, type=configflags.any_case(params), metavar="P",
                        help=f"parameterisation: {', '.join(params)}{either}")
     if spec:
         add_spec_flag(where)
@@ -52,8 +52,10 @@ def add_setting_flags(parser: argparse.ArgumentParser, params=ALL_PARAMS, spec: 
 
 
 def add_spec_flag(parser) -> None:
-    parser.add_argument("--spec", metavar="FILE", help="a circuit spec as a .toml or .json file (docs/derivation.md "
-                        "section 6): its reduced flow is derived from the model definition (default: none; give --spec or --param)")
+    # the file is checked as the flag is parsed: a missing one is refused before sympy or numba is imported
+    parser.add_argument("--spec", metavar="FILE", action=configflags.ExistingFile, suffixes=(".toml", ".json"),
+                        help="a circuit spec as a .toml or .json file (the guide 'Derivation', section 6): its reduced "
+                        "flow is derived from the model definition (default: none; give --spec or --param)")
 
 
 def setting_from_args(args: argparse.Namespace) -> Setting:

@@ -8,11 +8,12 @@ HELP = "print the derived reduced ODE, conserved quantities and late-time laws (
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from qkdyn.configflags import any_case
     from qkdyn.settingflags import add_spec_flag
     from qkdyn.theory.setting import ALL_PARAMS
 
     which = parser.add_mutually_exclusive_group(required=True)
-    which.add_argument("--param", choices=ALL_PARAMS, metavar="P",
+    which.add_argument("--param", choices=ALL_PARAMS, type=any_case(ALL_PARAMS), metavar="P",
                        help=f"parameterisation: {', '.join(ALL_PARAMS)} (default: none; give --param or --spec)")
     add_spec_flag(which)
     parser.add_argument("--format", default="text", choices=("text", "latex", "json"))

@@ -11,7 +11,8 @@ import sys
 
 from qkdyn.settingflags import add_setting_flags, positive_float, positive_int, seed, setting_from_args, warn_if_saddle
 
-HELP = "train the full matrix model (GD, SGD or Adam) from the canonical init (docs/setting.md section 1) and write a CSV"
+HELP = ("train the full matrix model (GD, SGD or Adam) from the canonical init (the guide 'The setting', section 1) "
+        "and write a CSV")
 PARAMS = ("CACO", "FACO", "CAFO", "FAFO")
 
 

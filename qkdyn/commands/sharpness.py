@@ -15,7 +15,8 @@ COLUMNS = ("param", "rho", "loss", "qk", "ov", "attn", "t")
 
 
 def parse_list(text: str, field: str) -> list[float]:
-    """``a,b,c`` (comma-separated numbers) or ``start:stop:num`` (num log-spaced values, both ends included)."""
+    """``a,b,c`` (comma-separated numbers) or ``start:stop:num`` (num log-spaced values from start up to
+    stop, both ends included; start must be below stop, or equal to it for num = 1)."""
     from argparse import ArgumentTypeError
 
     from qkdyn.configflags import parse_float
@@ -36,6 +37,11 @@ def parse_list(text: str, field: str) -> list[float]:
     if len(parts) == 3:
         if not (math.isfinite(start) and math.isfinite(stop) and start > 0 and stop > 0 and num >= 1):
             raise InputError(f"start:stop:num needs positive finite ends and num >= 1, got {text!r}", field)
+        if start > stop:
+            raise InputError(f"start:stop:num needs start below stop, got {text!r} (did you mean "
+                             f"'{parts[1]}:{parts[0]}:{parts[2]}'?)", field)
+        if start == stop and num > 1:
+            raise InputError(f"start:stop:num needs start below stop, got {text!r} (one value: {parts[0]!r})", field)
         if num == 1:
             return [start]
         check_memory(64 * num, f"{num} values", field)  # a Python float and its list slot, with room
@@ -48,9 +54,10 @@ def parse_list(text: str, field: str) -> list[float]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_setting_flags(parser, spec=True)
     parser.add_argument("--rho", required=True,
-                        help="rho = eta_QK/eta_OV values: a,b,c or start:stop:num (log-spaced); eta_QK = rho * "
-                        "eta_OV, so --eta-qk is not used")
-    parser.add_argument("--loss", required=True, help="loss levels below the initial loss: a,b,c or start:stop:num")
+                        help="rho = eta_QK/eta_OV values: a,b,c or start:stop:num (log-spaced, start < stop); "
+                        "eta_QK = rho * eta_OV, so --eta-qk is not used")
+    parser.add_argument("--loss", required=True,
+                        help="loss levels below the initial loss: a,b,c or start:stop:num (log-spaced, start < stop)")
     parser.add_argument("--no-time", action="store_true", help="skip the time quadrature (t column empty)")
     parser.add_argument("--out", required=True, help="output CSV path")
 

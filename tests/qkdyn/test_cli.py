@@ -153,4 +153,97 @@ def test_an_error_message_is_one_line_of_plain_text():
 
 def test_a_flag_is_never_matched_by_its_prefix(capsys):
     assert main(["solve", "--param", "CACO", "--t-max", "10", "--poin", "3", "--out", "x.csv"]) == 2
-    assert "unrecognized arguments: --poin" in capsys.readouterr().err
+    assert "unrecognized argument --poin (did you mean --points?)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("typo, near", [("--tmax", "--t-max"), ("--eta_qk", "--eta-qk"), ("--eta_qk=2", "--eta-qk")])
+def test_a_flag_typo_names_the_subcommand_and_the_nearest_flag(tmp_path, capsys, typo, near):
+    argv = ["solve", "--param", "CACO", "--t-max", "1", typo] + ([] if "=" in typo else ["2"])
+    code, _, err = run_cli(capsys, *argv, "--out", str(tmp_path / "x.csv"))
+    assert code == 2 and not (tmp_path / "x.csv").exists()
+    assert err == f"qkdyn solve: error: unrecognized argument {typo.split('=')[0]} (did you mean {near}?)\n"
+
+
+def test_an_unknown_flag_far_from_every_flag_gets_no_guess(capsys):
+    code, _, err = run_cli(capsys, "derive", "--param", "CACO", "--bogus")
+    assert code == 2 and err == "qkdyn derive: error: unrecognized argument --bogus\n"
+
+
+@pytest.mark.parametrize("argv, name", [
+    (["derive", "--param", "caco"], "CACO"), (["derive", "--param", "PAPER"], "paper"),
+    (["solve", "--param", "fafo", "--t-max", "1", "--out", "x.csv"], "FAFO"),
+    (["sharpness", "--param", "Cafo", "--rho", "1", "--loss", "0.1", "--out", "x.csv"], "CAFO"),
+    (["sgd", "--param", "faco", "--step", "0.1", "--steps", "2", "--out", "x.csv"], "FACO"),
+])
+def test_parameterisation_names_are_case_insensitive(argv, name):
+    from qkdyn.cli import build_parser
+
+    assert build_parser().parse_args(argv).param == name
+
+
+def test_a_lower_case_parameterisation_runs(capsys):
+    code, out, err = run_cli(capsys, "derive", "--param", "caco")
+    assert code == 0 and out.startswith("parameterisation: CACO"), err
+
+
+def test_an_unknown_parameterisation_still_gets_did_you_mean(capsys):
+    code, _, err = run_cli(capsys, "derive", "--param", "cacoo")
+    assert code == 2 and "did you mean 'CACO'" in err and len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("argv", [
+    ["derive", "--spec", "missing.toml"], ["solve", "--spec", "missing.toml", "--t-max", "1", "--out", "x.csv"],
+    ["sharpness", "--spec", "missing.json", "--rho", "1", "--loss", "0.1", "--out", "x.csv"],
+])
+def test_a_missing_spec_fails_before_the_heavy_imports(tmp_path, argv):
+    """A missing spec is refused as the flag is parsed: in well under the seconds sympy, numba or torch take
+    to import, and without importing them (checked in a fresh interpreter, whose modules are its own)."""
+    import subprocess
+    import sys
+    import time
+
+    code = ("import json, sys; from qkdyn.cli import main; code = main(json.loads(sys.argv[1])); "
+            "print(json.dumps([code, [m for m in ('sympy', 'numba', 'torch', 'scipy') if m in sys.modules]]))")
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", code, json.dumps(argv)], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60)
+    seconds = time.perf_counter() - start
+    assert json.loads(done.stdout) == [2, []], done.stderr
+    assert done.stderr == f"qkdyn {argv[0]}: error: --spec cannot be read: {argv[2]}: No such file or directory\n"
+    assert seconds < 2, f"{seconds:.2f} s"
+
+
+@pytest.mark.parametrize("name, problem", [("spec.txt", "must be a .toml or .json file"),
+                                           ("dir.json", "is a directory; give a regular file")])
+def test_a_spec_that_is_no_spec_file_is_refused_as_parsed(tmp_path, capsys, name, problem):
+    (tmp_path / "dir.json").mkdir()
+    (tmp_path / "spec.txt").write_text("{}")
+    code, _, err = run_cli(capsys, "derive", "--spec", str(tmp_path / name))
+    assert code == 2 and problem in err and err.startswith("qkdyn derive: error: --spec ")
+
+
+@pytest.mark.parametrize("flag, text, hint", [("--rho", "100:0.01:9", "(did you mean '0.01:100:9'?)"),
+                                              ("--loss", "0.1:1e-3:3", "(did you mean '1e-3:0.1:3'?)"),
+                                              ("--rho", "2:2:5", "(one value: '2')")])
+def test_a_reversed_range_is_refused(tmp_path, capsys, flag, text, hint):
+    values = {"--rho": "1", "--loss": "0.1", flag: text}
+    code, _, err = run_cli(capsys, "sharpness", "--param", "CACO", "--rho", values["--rho"], "--loss",
+                           values["--loss"], "--out", str(tmp_path / "x.csv"))
+    assert code == 2 and not (tmp_path / "x.csv").exists()
+    assert err == f"qkdyn sharpness: error: {flag} start:stop:num needs start below stop, got {text!r} {hint}\n"
+
+
+def test_help_names_no_file_a_pip_install_lacks(capsys):
+    """`qkdyn --help` points to each command's --help and to the guides by their titles; no help names a
+    documentation file (the package installs no docs: README.md and docs/ are the source tree's)."""
+    import argparse
+
+    from qkdyn.cli import build_parser
+
+    assert main(["--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "qkdyn COMMAND --help" in text and "Derivation" in text
+    parser = build_parser()
+    subcommands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for help_text in [text, *(sub.format_help() for sub in subcommands.choices.values())]:
+        assert "docs/" not in help_text and "README" not in help_text
