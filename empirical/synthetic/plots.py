@@ -139,8 +139,9 @@ def sampled_attention(rows: list[dict], path: Path, generator: str) -> None:
 
 
 def fixed_attention(runs: dict, theory: dict, path: Path) -> None:
-    """Per form: L(alpha) over flow time (sampled: mean over seeds, solid; theory: dashed) and
-    -dL/dalpha from common random numbers (sampled) beside the theory's exact derivative."""
+    """Per form: L(alpha) over flow time (sampled: mean over seeds, solid; theory: dashed) and -dL/dalpha at
+    fixed weights (sampled: at the trained weights on the evaluation set; theory: at the frozen-QK flow's own
+    state on the population; :func:`.fixed_attention.scores` on both sides)."""
     forms = list(dict.fromkeys(f for f, _, _ in runs))
     alphas = list(dict.fromkeys(a for _, a, _ in runs))
     seeds = list(dict.fromkeys(s for _, _, s in runs))
@@ -158,7 +159,7 @@ def fixed_attention(runs: dict, theory: dict, path: Path) -> None:
         axes[0][j].set_yscale("log")
         axes[0][j].set_title(f"{f} OV, attention fixed (dashed: frozen-QK flow)")
         axes[0][j].set(xlabel="flow time t = lr x steps", ylabel="loss")
-        axes[1][j].set_ylabel("-dL/dalpha (CRN)")
+        axes[1][j].set_ylabel("-dL/dalpha at fixed weights")
         axes[1][j].set_yscale("symlog", linthresh=1e-3)
         axes[1][j].set_xlabel("flow time t = lr x steps")
         axes[0][j].legend()

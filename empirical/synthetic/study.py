@@ -157,6 +157,8 @@ class FixedAttentionStudy(Study):
         return out
 
     def claims(self, records, budget):
+        """Claim FA from the records and the frozen-QK flows (deterministic, cached solves: at each alpha for the
+        theory's -dL/dalpha at the flow's own weights, at alpha +- DELTA for the one across trajectories)."""
         from qkdyn.empirical.synthetic import fixed_attention as fa
 
         runs = self.runs(records)

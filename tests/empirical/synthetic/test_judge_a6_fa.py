@@ -10,9 +10,9 @@ Outcomes by design:
 * A6: every part is a pass/fail check (:func:`qkdyn.claims.parts_from_checks`), so from complete records it
   is holds, fails or partial, never inconclusive; only missing runs make it inconclusive.
 * A6-adam: holds, fails, partial, and inconclusive by its two preconditions.
-* FA: the magnitude part (sampled -dL/dalpha within 2x of the theory) is holds/fails only, so from complete
-  records FA is holds, fails or partial (a noisy comparison leaves the others inconclusive and FA partial),
-  never inconclusive; only missing runs make it inconclusive.
+* FA: the magnitude part (sampled -dL/dalpha within 2x of the theory's, both at fixed weights) is holds/fails
+  only, so from complete records FA is holds, fails or partial (a noisy comparison leaves the others
+  inconclusive and FA partial), never inconclusive; only missing runs make it inconclusive.
 """
 from __future__ import annotations
 
@@ -252,6 +252,20 @@ def test_fa_holds_when_the_loss_falls_with_alpha_at_the_theory_s_rate():
     claim = _fa()
     assert claim.verdict == "holds" and set(claim.parts.values()) == {"holds"}
     assert all(r == pytest.approx(1.0, rel=1e-2) for r in claim.evidence["sampled_over_theory"].values())
+
+
+def test_fa_reports_the_derivative_across_trajectories_and_decides_nothing_by_it():
+    """The theory's -dL/dalpha between two flows at alpha +- delta is evidence only: records at the theory's rate
+    at fixed weights hold although against it the factorized alpha = 1 ratio is below 1/2 (0.39 at t = 10)."""
+    claim = _fa()
+    across = claim.evidence["across_trajectories"]
+    assert across["delta"] == fa.DELTA and claim.verdict == "holds"
+    for row in claim.table:
+        key = f"{row['form']} alpha={row['alpha']:g}"
+        assert across["theory_minus_dL_dalpha"][key] == row["theory_minus_dL_dalpha_across_trajectories"]
+        assert across["sampled_over_theory"][key] == pytest.approx(
+            row["minus_dL_dalpha"] / row["theory_minus_dL_dalpha_across_trajectories"], rel=1e-12)
+    assert across["sampled_over_theory"]["factorized alpha=1"] < 1 / fa.MAGNITUDE_FACTOR
 
 
 def test_fa_fails_when_the_loss_rises_with_alpha():
