@@ -23,7 +23,7 @@ are the generated C kernels ``psi_gain_kernel`` and ``m_ov_kernel`` of :mod:`qkd
 called through their addresses (so the kernel is compiled once for every form); (A, beta) are the
 generated ``line_scale``. Settings are processed in the order of the points (points of one setting
 contiguous: the table is rebuilt when the setting changes). numba caches the machine code in tree
-(:func:`qkdyn.theory.kernels.cache_in_tree`): a warm process does not recompile.
+(:class:`qkdyn.theory.kernels.TreeCache`): a warm process does not recompile.
 """
 from __future__ import annotations
 
@@ -31,13 +31,12 @@ import math
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import types
 from numba.extending import get_cython_function_address, intrinsic
 
 from qkdyn.simulate.integrate import _call_scalar
-from qkdyn.theory.kernels import cache_in_tree, expit
+from qkdyn.theory.kernels import cached_njit, expit
 
-_CACHE = cache_in_tree(__file__)
 #: SciPy's own real Wright omega and log-expit (scipy.special.cython_special), passed to the kernel by address
 #: (an address is an argument, not a global: numba caches only code without dynamic globals)
 SPECIAL = (get_cython_function_address("scipy.special.cython_special", "__pyx_fuse_1wrightomega"),
@@ -69,8 +68,8 @@ _A, _BETA, _M, _N, _U0, _QK0, _OV0, _KAPPA, _LOG_MN, _LOG_K1, _LOG_ETA, _FOV, _E
 _EDGES, _OFFSETS, _AT, _BUILT = range(4)
 _INV = CHEB_DEG + 2
 
-_jit = njit(cache=_CACHE, error_model="numpy")
-_inline = njit(cache=_CACHE, error_model="numpy", inline="always")  # small helpers: no call boundary
+_jit = cached_njit(error_model="numpy")
+_inline = cached_njit(error_model="numpy", inline="always")  # small helpers: no call boundary
 
 
 @intrinsic

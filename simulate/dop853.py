@@ -2,13 +2,12 @@
 do not edit; the maths is in its docstring)."""
 from numba import carray, types
 
-from qkdyn.theory.kernels import c_callback, cache_in_tree
+from qkdyn.theory.kernels import c_callback
 
-_CACHE = cache_in_tree(__file__)
 _P, _N = types.CPointer(types.float64), types.int64
 
 
-@c_callback(types.void(_P, _P, _P, _N, _P, _N), cache=_CACHE, error_model="numpy")
+@c_callback(types.void(_P, _P, _P, _N, _P, _N), error_model="numpy")
 def stage_state(y_, h_, K_, s, out_, size):
     """out = y + h sum_j A[s, j] K[j] elementwise (stage s = 1..15)."""
     K, y, h, out = carray(K_, (16, size)), carray(y_, (size,)), carray(h_, (size,)), carray(out_, (size,))
@@ -156,7 +155,7 @@ def stage_state(y_, h_, K_, s, out_, size):
             out[i] = y[i] + h[i] * acc
 
 
-@c_callback(types.void(_P, _P, _P, _P, _N), cache=_CACHE, error_model="numpy")
+@c_callback(types.void(_P, _P, _P, _P, _N), error_model="numpy")
 def solution(y_, h_, K_, out_, size):
     """out = y + h sum_j B[j] K[j] elementwise."""
     K, y, h, out = carray(K_, (16, size)), carray(y_, (size,)), carray(h_, (size,)), carray(out_, (size,))
@@ -173,7 +172,7 @@ def solution(y_, h_, K_, out_, size):
         out[i] = y[i] + h[i] * acc
 
 
-@c_callback(types.void(_P, _P, _P, _N), cache=_CACHE, error_model="numpy")
+@c_callback(types.void(_P, _P, _P, _N), error_model="numpy")
 def error_sums(K_, e5_, e3_, size):
     """e5[i] = sum_j K[j, i] E5[j] and e3[i] = sum_j K[j, i] E3[j] elementwise."""
     K, e5s, e3s = carray(K_, (16, size)), carray(e5_, (size,)), carray(e3_, (size,))
@@ -199,7 +198,7 @@ def error_sums(K_, e5_, e3_, size):
         e5s[i], e3s[i] = e5, e3
 
 
-@c_callback(types.void(_P, _P, _P, _N), cache=_CACHE, error_model="numpy")
+@c_callback(types.void(_P, _P, _P, _N), error_model="numpy")
 def dense_rows(K_, h_, out_, size):
     """out[r] = h sum_j D[r, j] K[j] elementwise (r = 0..3): rows 3..6 of the dense tables."""
     K, h, out = carray(K_, (16, size)), carray(h_, (size,)), carray(out_, (4, size))

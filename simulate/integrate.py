@@ -37,14 +37,14 @@ import math
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import types
 from numba.extending import intrinsic
 from scipy.integrate._ivp import dop853_coefficients as _dop
 
 from qkdyn.simulate import dop853
-from qkdyn.theory.kernels import cache_in_tree, has_machine_code, lane_exp
+from qkdyn.theory.kernels import cached_njit, has_machine_code, lane_exp
 
-_CACHE = cache_in_tree(__file__)
+_jit = cached_njit(error_model="numpy")  # cached in tree (qkdyn.theory.kernels.TreeCache)
 _STAGES = _dop.N_STAGES
 _C = _dop.C  # the stages' times; their combinations are written out in qkdyn.simulate.dop853
 _POWER = _dop.INTERPOLATOR_POWER
@@ -88,7 +88,7 @@ def _call_scalar(typingctx, address, x, p):
     return types.float64(address, x, p), codegen
 
 
-@njit(cache=_CACHE, error_model="numpy")
+@_jit
 def _field(f, tau, c, h, x, P, scale, out):
     """out[i L + l] = e^(tau[l] + c h[l]) f(x)_i at the state x[i L + l] of every lane l of L: the
     log-time field at the stage's time (f: the address of a form's ``rhs_lanes_kernel``, P: the lanes'
@@ -100,13 +100,13 @@ def _field(f, tau, c, h, x, P, scale, out):
     _call(f, (x, P, scale, out, lanes))
 
 
-@njit(cache=_CACHE, error_model="numpy")
+@_jit
 def _log_loss(g, x, p):
     value = _call_scalar(g, x, p)
     return math.log(value) if value > 0 else -math.inf
 
 
-@njit(cache=_CACHE, error_model="numpy")
+@_jit
 def _rms(v, scale, lane, lanes):
     """The root mean square of v / scale over lane ``lane``'s elements i lanes + lane."""
     total, n = 0.0, v.size // lanes
@@ -115,7 +115,7 @@ def _rms(v, scale, lane, lanes):
     return math.sqrt(total / n)
 
 
-@njit(cache=_CACHE, error_model="numpy")
+@_jit
 def _dense(taus, hs, ys, Fs, step, tau, out):
     """Step ``step``'s dense interpolant at tau (SciPy's Dop853DenseOutput), read from the flat tables
     (ys[step n + k], Fs[(step P + r) n + k]: n = out.size components, P = _POWER rows)."""
@@ -128,7 +128,7 @@ def _dense(taus, hs, ys, Fs, step, tau, out):
         out[k] = acc + ys[step * n + k]
 
 
-@njit(cache=_CACHE, error_model="numpy")
+@_jit
 def _first_steps(f, P, y0, K, tau_end, rtol, atol, work, scale):
     """SciPy's ``select_initial_step`` for order 8 (Hairer, Norsett and Wanner, II.4) in every lane, from
     the field f0 = K[0] at y0 (elements i L + l); its second field evaluation goes into K[1]."""
@@ -153,7 +153,7 @@ def _first_steps(f, P, y0, K, tau_end, rtol, atol, work, scale):
     return h0
 
 
-@njit(cache=_CACHE, error_model="numpy")
+@_jit
 def _locate(g, p, level, taus, hs, ys, Fs, step, g_lo, g_hi, work):
     """The tau in step ``step`` (of the flat tables) where the dense log-loss crosses ``level`` (Illinois method)."""
     a, b, fa, fb = taus[step], taus[step] + hs[step], g_lo, g_hi
@@ -181,7 +181,7 @@ def _locate(g, p, level, taus, hs, ys, Fs, step, g_lo, g_hi, work):
     return b
 
 
-@njit(cache=_CACHE, error_model="numpy")
+@_jit
 def _copy(source, start, target, at, count):
     """target[at + j] = source[start + j] for j < count (a loop: numba's slice assignment costs seconds
     of compilation, its shape checks formatting their error messages)."""
@@ -189,7 +189,7 @@ def _copy(source, start, target, at, count):
         target[at + j] = source[start + j]
 
 
-@njit(cache=_CACHE, error_model="numpy")
+@_jit
 def _grown(table, lanes, old, new):
     """The flat per-lane table (lanes blocks of ``old`` rows) with room for ``new`` rows per lane."""
     width = table.size // (lanes * old)
@@ -199,7 +199,7 @@ def _grown(table, lanes, old, new):
     return out
 
 
-@njit(cache=_CACHE, error_model="numpy")
+@_jit
 def _joined(table, lanes, capacity, steps):
     """The lanes' rows of a flat per-lane table (``capacity`` rows a lane) one after the other."""
     width, total = table.size // (lanes * capacity), 0
@@ -213,7 +213,7 @@ def _joined(table, lanes, capacity, steps):
     return out
 
 
-@njit(cache=_CACHE, error_model="numpy")
+@_jit
 def _lockstep(f, g, combinations, P, Pt, y, tau_end, rtol, atol, levels, terminal):
     """Integrate dx/dtau = e^tau f(x) from tau = 0 to ``tau_end`` (or to the terminal event) for every
     row of the parameter vectors ``P`` at once, one lane each, from the flat state ``y`` (lane l's state
@@ -355,7 +355,7 @@ def _lockstep(f, g, combinations, P, Pt, y, tau_end, rtol, atol, levels, termina
             _joined(ys, lanes, capacity, steps), _joined(Fs, lanes, capacity, steps))
 
 
-@njit(cache=_CACHE, error_model="numpy")
+@_jit
 def _step_of(taus, hs, lo, hi, step, tau):
     """The first step k in [lo, hi) whose end taus[k] + hs[k] is at least tau (the last one past the end):
     the step whose interpolant holds tau. The walk goes on from ``step`` (the previous query's) for
@@ -367,7 +367,7 @@ def _step_of(taus, hs, lo, hi, step, tau):
     return step
 
 
-@njit(cache=_CACHE, error_model="numpy")
+@_jit
 def _evaluate_many(taus, hs, ys, Fs, n, lo, hi, query, qfirst):
     """:func:`evaluate_many` on the flat tables (n components)."""
     out = np.empty(n * query.size)

@@ -4,7 +4,8 @@
 
 numba compiles the generated kernels (:mod:`qkdyn.theory.generated`) and the integrator
 (:mod:`qkdyn.simulate.integrate`) on first use and caches the machine code in the package's own
-``__pycache__`` (:mod:`qkdyn.theory.kernels`); a fresh install would otherwise solve with SciPy until
+``__pycache__/numba`` folders (:class:`qkdyn.theory.kernels.TreeCache`; where they cannot be written it
+says so on stderr, and each process compiles again); a fresh install would otherwise solve with SciPy until
 compiling pays and then compile in its first busy process (:mod:`qkdyn.simulate.coldstart`; under
 ``qkdyn verify``'s two workers, twice at once). ``make install`` runs this module once, compiling at
 once, so the first solve of a session loads cached code. It solves each form briefly, with a

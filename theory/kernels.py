@@ -24,34 +24,193 @@ read, not when their module is imported (:class:`LazyCallback`): a process that 
 or calls them only after a cold start (:mod:`qkdyn.simulate.coldstart`), pays nothing for them, and
 :func:`has_machine_code` tells, without compiling or loading anything, whether the cache holds them.
 
-Compiled machine code is cached by numba only *in tree*: in the ``__pycache__`` beside the package's
-own source files, the same place and the same trust as Python's ``.pyc`` files (whoever can write
-there can rewrite the source itself). Where the package directory is not writable nothing is cached
-on disk (the kernels compile in each process): numba's fallback to a per-user cache directory is
-never used.
+Compiled machine code is cached by numba only *in tree* (:class:`TreeCache`: every function compiled by
+:func:`cached_njit` or :func:`c_callback`): in the folder ``__pycache__/numba`` beside the module's source
+file (under ``NUMBA_CACHE_DIR`` where that is set), the place and the trust of Python's ``.pyc`` files
+(whoever can write there can rewrite the source itself); numba's fallback to a per-user folder is never
+used. The folder is created writable by its owner only, and (on POSIX) an entry is read only where the
+folder and the file are owned by this user or root and writable by no one else: a cache others could
+have written is ignored (said once, on stderr). Where the folder cannot be written (a read-only install)
+its entries are still read and what they lack compiles in memory, in each process (said once). Each data
+file (``.nbc``) begins with the sha256 of the rest, checked before it is unpickled: a damaged entry (a
+truncated or garbage ``.nbc`` or ``.nbi``) is discarded with one line on stderr and compiled again.
 """
 from __future__ import annotations
 
+import contextlib
 import decimal
+import hashlib
 import math
 import os
-from pathlib import Path
+import pickle
+import stat
+import sys
+import tempfile
 
 import numpy
 from llvmlite import ir
 from numba import njit, types
-from numba.core import sigutils
+from numba.core import config, sigutils
+from numba.core.caching import (CompileResultCacheImpl, FunctionCache, IndexDataCacheFile, _CacheLocator,
+                                _SourceFileBackedLocatorMixin)
 from numba.core.ccallback import CFunc
 from numba.extending import intrinsic
 from scipy import special
 
+#: the owners whose cache files numba may read (this user and root); None where there are no POSIX owners
+_OWNERS = (os.geteuid(), 0) if hasattr(os, "geteuid") else None
+_OTHERS_WRITE = stat.S_IWGRP | stat.S_IWOTH
+_DIGEST = hashlib.sha256().digest_size
+_said_not_cached: list[str] = []  # the folder named by this process's one "not cached" line, once said
 
-def cache_in_tree(source: str) -> bool:
-    """Whether numba may cache the functions of the module file ``source`` (its directory is writable)."""
-    return os.access(Path(source).parent, os.W_OK)
+
+def _untrusted(path: str, is_kind) -> str | None:
+    """Why numba's cache must not read ``path`` (its folder, ``is_kind`` ``stat.S_ISDIR``, or one of its
+    files, ``stat.S_ISREG``), or None: a link, or (on POSIX) owned by another user than this one or root,
+    or writable by group or others. FileNotFoundError where it does not exist."""
+    status = os.lstat(path)
+    if not is_kind(status.st_mode):
+        return "is a link or not a plain " + ("folder" if is_kind is stat.S_ISDIR else "file")
+    if _OWNERS is not None and status.st_uid not in _OWNERS:
+        return f"is owned by uid {status.st_uid}, neither this user nor root"
+    if _OWNERS is not None and status.st_mode & _OTHERS_WRITE:
+        return "is writable by group or others"
+    return None
 
 
-_CACHE = cache_in_tree(str(Path(__file__).parent / "generated" / "__init__.py"))
+def _say_not_cached(folder: str, problem: str) -> None:
+    """One line on stderr, once a process: compiled code is not cached (the first folder that failed)."""
+    if not _said_not_cached:
+        _said_not_cached.append(folder)
+        sys.stderr.write(f"qkdyn: warning: numba's cache folder {folder} {problem}: compiled code stays in "
+                         "memory (each process compiles what the cache lacks)\n")
+
+
+class _TreeLocator(_SourceFileBackedLocatorMixin, _CacheLocator):
+    """numba's cache locator for the project's functions: ``__pycache__/numba`` beside the module's file, or
+    its folder under ``NUMBA_CACHE_DIR`` where that is set; never numba's per-user fallback. Found without
+    writing anything (an existing folder is read even where it cannot be written); created on the first save,
+    writable by its owner only."""
+
+    def __init__(self, py_func, py_file):
+        self._py_file, self._lineno = py_file, py_func.__code__.co_firstlineno
+        self._cache_path = (os.path.join(config.CACHE_DIR, self.get_suitable_cache_subpath(py_file)) if config.CACHE_DIR
+                            else os.path.join(os.path.dirname(py_file), "__pycache__", "numba"))
+
+    def get_cache_path(self):
+        return self._cache_path
+
+    @classmethod
+    def from_function(cls, py_func, py_file):
+        return cls(py_func, py_file)
+
+    def ensure_cache_path(self):
+        """Create the folder (mode 0755 less the umask: never writable by group or others) and check that
+        numba may read and write it: OSError otherwise."""
+        os.makedirs(os.path.dirname(self._cache_path), exist_ok=True)
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(self._cache_path, 0o755)
+        problem = _untrusted(self._cache_path, stat.S_ISDIR)
+        if problem:
+            raise PermissionError(problem)
+        tempfile.TemporaryFile(dir=self._cache_path).close()
+
+
+class _TreeCacheImpl(CompileResultCacheImpl):
+    """numba's cache of compiled functions, located by :class:`_TreeLocator` only."""
+
+    _locator_classes = [_TreeLocator]
+
+
+class _CheckedFile(IndexDataCacheFile):
+    """numba's index and data files of one function, read only from a trusted folder (:func:`_untrusted`),
+    each data file prefixed with the sha256 of the rest (checked before it is unpickled), written never
+    writable by group or others; a damaged or untrusted file is discarded (one line on stderr) and read as
+    missing, so numba compiles and saves the entry again."""
+
+    def _discard(self, path: str, problem: str) -> None:
+        sys.stderr.write(f"qkdyn: warning: numba's cache file {path} {problem}; discarding it (the code is compiled "
+                         "again)\n")
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+    def _load_index(self):
+        try:
+            folder_problem = _untrusted(self._cache_path, stat.S_ISDIR)
+        except FileNotFoundError:
+            return {}
+        if folder_problem:
+            _say_not_cached(self._cache_path, folder_problem)
+            return {}
+        try:
+            problem = _untrusted(self._index_path, stat.S_ISREG)
+            if problem is None:
+                return super()._load_index()
+        except FileNotFoundError:
+            return {}
+        except Exception as error:  # noqa: BLE001 (a truncated or garbage index: whatever unpickling raises)
+            problem = f"is unreadable ({type(error).__name__}: {error})"
+        self._discard(self._index_path, problem)
+        return {}
+
+    def _load_data(self, name):
+        path = self._data_path(name)
+        try:
+            problem = _untrusted(path, stat.S_ISREG)
+            if problem is None:
+                with open(path, "rb") as f:
+                    digest, payload = f.read(_DIGEST), f.read()
+                if hashlib.sha256(payload).digest() == digest:
+                    return pickle.loads(payload)
+                problem = "fails its checksum (truncated or overwritten)"
+        except FileNotFoundError:
+            return None
+        except Exception as error:  # noqa: BLE001 (whatever reading or unpickling raises)
+            problem = f"is unreadable ({type(error).__name__}: {error})"
+        self._discard(path, problem)
+        return None
+
+    def _save_data(self, name, data):
+        payload = self._dump(data)
+        with self._open_for_write(self._data_path(name)) as f:
+            f.write(hashlib.sha256(payload).digest() + payload)
+
+    @contextlib.contextmanager
+    def _open_for_write(self, filepath):
+        with super()._open_for_write(filepath) as f:
+            yield f
+            if _OWNERS is not None:  # whatever the umask: writable by the owner only
+                os.fchmod(f.fileno(), stat.S_IMODE(os.fstat(f.fileno()).st_mode) & ~_OTHERS_WRITE)
+
+
+class TreeCache(FunctionCache):
+    """numba's cache of one compiled function, in tree (or under ``NUMBA_CACHE_DIR``: :class:`_TreeLocator`)
+    and read only where trusted (:class:`_CheckedFile`); where the folder cannot be written, the machine
+    code compiled stays in memory (:func:`_say_not_cached`)."""
+
+    _impl_class = _TreeCacheImpl
+
+    def __init__(self, py_func):
+        super().__init__(py_func)
+        self._cache_file = _CheckedFile(self._cache_path, self._impl.filename_base,
+                                        self._impl.locator.get_source_stamp())
+
+    def save_overload(self, sig, data):
+        try:
+            super().save_overload(sig, data)
+        except OSError as error:
+            _say_not_cached(self._cache_path, f"cannot be written ({error.strerror or error})")
+
+
+def cached_njit(**options):
+    """``numba.njit(**options)``, its machine code cached in tree (:class:`TreeCache`)."""
+    def decorate(function):
+        dispatcher = njit(**options)(function)
+        dispatcher._cache = TreeCache(dispatcher.py_func)
+        return dispatcher
+    return decorate
+
+
 _POINTER = types.CPointer(types.float64)
 #: signature of ``loss_kernel``: (x, p) -> float
 SCALAR = types.float64(_POINTER, _POINTER)
@@ -66,7 +225,7 @@ class LazyCallback:
     def __init__(self, function, signature, cache: bool, options: dict):
         self.callback = CFunc(function, sigutils.normalize_signature(signature), locals={}, options=options)
         if cache:
-            self.callback.enable_caching()
+            self.callback._cache = TreeCache(function)
         self.__name__, self.__doc__ = function.__name__, function.__doc__
         self._compiled = False
 
@@ -92,8 +251,9 @@ class LazyCallback:
         return self._compiled or has_machine_code(self.callback._cache, self.callback._targetdescr.target_context)
 
 
-def c_callback(signature, cache: bool, **options):
-    """``numba.cfunc(signature, cache=cache, **options)`` as a :class:`LazyCallback`."""
+def c_callback(signature, cache: bool = True, **options):
+    """``numba.cfunc(signature, **options)`` as a :class:`LazyCallback`, cached in tree (:class:`TreeCache`)
+    unless ``cache`` is False."""
     return lambda function: LazyCallback(function, signature, cache, options)
 
 
@@ -101,8 +261,8 @@ def has_machine_code(cache, target_context) -> bool:
     """Whether numba's cache ``cache`` (a function's) holds machine code for this CPU and the function's
     current bytecode, under any signature (each function here is compiled for one): numba's own index
     lookup (a fresh index of the source file, then the key's CPU and code hashes) without loading the
-    code (the index is numba's own in-tree file, trusted as it is when numba loads it). ``False`` where
-    numba's cache internals are not as expected (numba then compiles, as it would)."""
+    code (the index is read as numba reads it: :class:`TreeCache`). ``False`` where numba's cache internals
+    are not as expected (numba then compiles, as it would)."""
     try:
         magic, code = cache._index_key((), target_context.codegen())[1:]
         return any(key[1:] == (magic, code) for key in cache._cache_file._load_index())
@@ -110,9 +270,9 @@ def has_machine_code(cache, target_context) -> bool:
         return False
 
 
-jit = njit(cache=_CACHE, error_model="numpy")  # IEEE division (inf, nan) as in the vector functions
-scalar_kernel = c_callback(SCALAR, cache=_CACHE)
-lanes_kernel = c_callback(LANES, cache=_CACHE, error_model="numpy")  # IEEE division: no checks, so the loop runs in SIMD
+jit = cached_njit(error_model="numpy")  # IEEE division (inf, nan) as in the vector functions
+scalar_kernel = c_callback(SCALAR)
+lanes_kernel = c_callback(LANES, error_model="numpy")  # IEEE division: no checks, so the loop runs in SIMD
 
 
 @jit
@@ -178,7 +338,7 @@ _STEP_LO, _INV_STEP = float(_STEP - decimal.Decimal(_STEP_HI)), float(1 / _STEP)
 _ROUNDER = 1.5 * 2.0**52  # x + _ROUNDER - _ROUNDER rounds x (|x| < 2^51) to an integer, kept in the low bits
 
 
-@njit(cache=_CACHE, error_model="numpy", inline="always")
+@cached_njit(error_model="numpy", inline="always")
 def lane_exp(x):
     shifted = _fma(x, _INV_STEP, _ROUNDER)
     k = shifted - _ROUNDER
@@ -195,7 +355,7 @@ def lane_exp(x):
     return math.inf if x > 710.0 else (0.0 if x < -746.0 else value)
 
 
-@njit(cache=_CACHE, error_model="numpy", inline="always")
+@cached_njit(error_model="numpy", inline="always")
 def lane_expit(x):
     e = lane_exp(-abs(x))
     return (1.0 if x >= 0 else e) / (1.0 + e)  # expit's two branches, the numerator chosen: one division
