@@ -22,6 +22,7 @@ install: $(STAMP)
 
 verify: $(STAMP)
 	$(BIN)/qkdyn verify
+	$(BIN)/python scripts/readme_verdicts.py    # the README's verdict table, from the new report
 
 verify-quick: $(STAMP)
 	$(BIN)/qkdyn verify --quick
