@@ -56,9 +56,10 @@ POINTS = 48
 
 
 # -- the decisions against TOLERANCE, read at call time (claim SUB's judge makes them from recorded numbers) --
-def bounded(relative):
-    """Whether a predicted worst relative transverse size (a number or an array of them) stays below TOLERANCE."""
-    return np.asarray(relative, dtype=float) <= TOLERANCE
+def bounded(eps_gain):
+    """Whether EPS x the linearisation's worst gain (:attr:`Transverse.eps_gain`; a number or an array of them)
+    stays below TOLERANCE."""
+    return np.asarray(eps_gain, dtype=float) <= TOLERANCE
 
 
 def time_error(t: float, t_reduced: float) -> float:
@@ -425,14 +426,17 @@ class Transverse:
     basis: np.ndarray  # T (columns), the coordinates of ``propagator``
 
     @property
-    def relative(self) -> np.ndarray:
-        """EPS |y*(0)| gain(t) / |y*(t)|: the worst relative transverse size predicted at t."""
+    def eps_gain(self) -> np.ndarray:
+        """EPS |y*(0)| gain(t) / |y*(t)|: EPS times the linear gain of the relative transverse size at t, the
+        relative size the worst perturbation of relative size EPS would have if the flow stayed linear. It is a
+        gain, not a size the flow reaches: beyond ~1e-2 the nonlinear flow saturates far below it (claim SUB
+        measures both)."""
         return EPS * self.size[0] * np.exp(self.log_gain) / self.size
 
     @property
     def bounded(self) -> bool:
-        """The worst perturbation of size EPS stays below TOLERANCE (relative) until the target loss."""
-        return bool(bounded(self.relative.max()))
+        """EPS x the worst linear gain stays below TOLERANCE until the target loss."""
+        return bool(bounded(self.eps_gain.max()))
 
     def predicted(self, direction: np.ndarray) -> float:
         """|Phi(t_L) v| / |v| for a transverse direction v (coordinates of ``basis``)."""
@@ -623,9 +627,9 @@ def perturbed_gd(setting, until_loss: float, step: float, eps: float = EPS, seed
 
 @dataclasses.dataclass
 class Diagram:
-    """Where transverse perturbations stay bounded, for one parameterisation ``param``: ``relative[i, j]``
-    = max_t EPS gain / size (:attr:`Transverse.relative`) for shape ``shapes[i]`` = (K, D, N) and ``rhos[j]``,
-    until ``level``."""
+    """Where transverse perturbations stay bounded, for one parameterisation ``param``: ``eps_gain[i, j]``
+    = max_t EPS x the linear gain of the relative transverse size (:attr:`Transverse.eps_gain`) for shape
+    ``shapes[i]`` = (K, D, N) and ``rhos[j]``, until ``level``."""
 
     param: str
     shapes: list[tuple[int, int, int]]
@@ -633,14 +637,14 @@ class Diagram:
     level: float
     m: int
     n: int
-    relative: np.ndarray
+    eps_gain: np.ndarray
     growth_rate_max: np.ndarray  # max_t lambda(t)
     log_gain: np.ndarray  # log gain at the target loss
     lines: list  # lines[i][j]: the Transverse of that cell
 
     @property
     def bounded(self) -> np.ndarray:
-        return bounded(self.relative)
+        return bounded(self.eps_gain)
 
     def boundary(self) -> list[float | None]:
         """Per shape: :func:`boundary` of this diagram's cells."""
@@ -653,7 +657,7 @@ def diagram(shapes, rhos, level: float, m: int = 2, n: int = 4, points: int = PO
     lines = [[linearisation(_setting(K, D, N, m, n, rho), level, points, param) for rho in rhos] for K, D, N in shapes]
     field = lambda f: np.array([[f(lin) for lin in row] for row in lines])
     return Diagram(param, [tuple(s) for s in shapes], np.asarray(rhos, dtype=float), level, m, n,
-                   field(lambda lin: lin.relative.max()), field(lambda lin: lin.growth_rate.max()),
+                   field(lambda lin: lin.eps_gain.max()), field(lambda lin: lin.growth_rate.max()),
                    field(lambda lin: lin.log_gain[-1]), lines)
 
 

@@ -19,11 +19,12 @@ LINEARISATION = "linearisation confirmed by perturbed flows and GD"
 NAN = float("nan")
 
 
-def run(rho: float, relative: float, follows: bool, predicted: float = 1e-10, measured: float = 1.1e-10) -> dict:
-    """A validation run of CACO at K = D = N = 2 as :func:`claim_stability.measure` records it."""
+def run(rho: float, eps_gain: float, follows: bool, linear: float = 1e-10, nonlinear: float = 1.1e-10) -> dict:
+    """A validation run of CACO at K = D = N = 2 as :func:`claim_stability.measure` records it: EPS x the cell's
+    worst linear gain, EPS x the linear gain of this run's direction, its nonlinear size."""
     off = 1e-10 if follows else 0.2
-    return {"param": "CACO", "K": 2, "D": 2, "N": 2, "rho": rho, "predicted worst relative size": relative,
-            "predicted size of this run": predicted, "measured size": measured, "sym_dist": off, "time error": off}
+    return {"param": "CACO", "K": 2, "D": 2, "N": 2, "rho": rho, "eps x worst linear gain": eps_gain,
+            "eps x linear gain (this run)": linear, "nonlinear size": nonlinear, "sym_dist": off, "time error": off}
 
 
 def gd(rho: float, transverse: float, predicted: float) -> dict:
@@ -33,13 +34,14 @@ def gd(rho: float, transverse: float, predicted: float) -> dict:
 
 def evidence(bounded_everywhere: bool = False) -> dict:
     """CACO, one shape, rho = 1 and 50. Default: rho = 50 is predicted unbounded and its flow leaves (a confirmed
-    departure), rho = 1 follows, the flows and GD agree with the prediction, GD amplifies 1000x more at rho = 50:
-    parts holds / fails / holds. ``bounded_everywhere``: both cells bounded, one run at rho = 50 that follows."""
-    relative = [[1e-8, 1e-6]] if bounded_everywhere else [[1e-8, 1.0]]
+    departure, its nonlinear size saturating below its linear gain), rho = 1 follows, the flows and GD agree with
+    the linear gain, GD amplifies 1000x more at rho = 50: parts holds / fails / holds. ``bounded_everywhere``: both
+    cells bounded, one run at rho = 50 that follows."""
+    eps_gain = [[1e-8, 1e-6]] if bounded_everywhere else [[1e-8, 1.0]]
     runs = ([run(50.0, 1e-6, True)] if bounded_everywhere else
-            [run(1.0, 1e-8, True), run(50.0, 1.0, False, predicted=0.1, measured=0.05)])
+            [run(1.0, 1e-8, True), run(50.0, 1.0, False, linear=0.1, nonlinear=0.03)])
     return {"level": 1e-6, "m": 2, "n": 4, "eps": 1e-8, "shapes": [[2, 2, 2]], "rhos": [1.0, 50.0],
-            "max_relative_transverse_size": {"CACO": relative}, "max_growth_rate": {"CACO": [[0.1, 0.5]]},
+            "eps_x_linear_gain": {"CACO": eps_gain}, "max_growth_rate": {"CACO": [[0.1, 0.5]]},
             "log_gain_at_level": {"CACO": [[1.0, 20.0]]}, "validation": runs, "gd_level": 0.1,
             "gd": [gd(1.0, 1e-10, 1e-10), gd(50.0, 1e-7, 1.1e-7)], "fafo_level": 1e-4,
             "fafo_flows_width_V": [{"param": "FAFO", "rho": rho, "eps": 1e-8, "t": 700.0, "t_reduced": 700.0 + dt,
@@ -65,6 +67,21 @@ def test_each_part_on_the_default_evidence():
     assert claim.evidence["boundary_rho"] == {"CACO": [1.0]} and claim.table[0]["boundary rho"] == 1.0
 
 
+def test_the_linear_gain_and_the_nonlinear_size_are_reported_side_by_side():
+    """Where EPS x the linear gain is beyond the linear regime and the nonlinear flow stays below it, the summary
+    says that the flow saturates at its measured size; the table shows the nonlinear size where a flow ran."""
+    claim = cs.judge(evidence())
+    assert "relative transverse size 3.00e-02 nonlinear vs EPS x linear gain 1.00e-01: the nonlinear flow " \
+           "saturates at 3.00e-02" in claim.summary
+    assert "relative transverse size 1.10e-10 nonlinear vs EPS x linear gain 1.00e-10)" in claim.summary
+    assert "nonlinear flow saturates at a relative transverse size of 0.03 to 0.03" in claim.summary
+    assert claim.table[0]["EPS x gain, rho=1"] == "1.0e-08 (run: 1.0e-10 linear, 1.1e-10 nonlinear)"
+    assert claim.table[0]["EPS x gain, rho=50"] == "1.0e+00 (run: 1.0e-01 linear, 3.0e-02 nonlinear)"
+    e = evidence()
+    e["validation"][1]["nonlinear size"] = 0.08  # within FACTOR of its linear gain: no saturation said
+    assert "saturates" not in cs.judge(e).summary
+
+
 def test_fails_when_every_part_fails():
     """A flow inside the boundary leaves, the one beyond it leaves, GD is 3x off its prediction."""
     e = evidence()
@@ -77,10 +94,10 @@ def test_fails_when_every_part_fails():
 @pytest.mark.parametrize("change, part, verdict", [
     (lambda e: e["validation"][1].update(sym_dist=1e-10, **{"time error": 1e-10}), BEYOND, "inconclusive"),
     (lambda e: e["gd"].__setitem__(1, gd(50.0, 5e-9, 5e-9)), LINEARISATION, "fails"),  # amplified only 50x more
-    (lambda e: e["validation"][0].update(**{"measured size": 3e-10}), LINEARISATION, "fails"),
-    (lambda e: e.update(max_relative_transverse_size={"CACO": [[1e-8, 1e-6]]}, validation=[run(50.0, 1e-6, True)]),
+    (lambda e: e["validation"][0].update(**{"nonlinear size": 3e-10}), LINEARISATION, "fails"),
+    (lambda e: e.update(eps_x_linear_gain={"CACO": [[1e-8, 1e-6]]}, validation=[run(50.0, 1e-6, True)]),
      BEYOND, "holds"),
-    (lambda e: e.update(max_relative_transverse_size={"CACO": [[1.0, 1.0]]}, validation=[run(1.0, 1.0, False)]),
+    (lambda e: e.update(eps_x_linear_gain={"CACO": [[1.0, 1.0]]}, validation=[run(1.0, 1.0, False)]),
      BOUNDED, "fails"),  # no cell is bounded
 ])
 def test_each_part_turns(change, part, verdict):
@@ -94,7 +111,7 @@ def test_inconclusive_when_the_flows_did_not_reach_their_loss():
     and the boundary are not decided, and neither is the linearisation (the flow it needs is missing)."""
     e = evidence()
     for r in e["validation"]:
-        r.update({k: NAN for k in ("predicted size of this run", "measured size", "sym_dist", "time error")},
+        r.update({k: NAN for k in ("eps x linear gain (this run)", "nonlinear size", "sym_dist", "time error")},
                  error="CACO: the full flow did not reach loss 1e-06: step size too small")
     claim = cs.judge(e)
     assert claim.verdict == "inconclusive" and set(claim.parts.values()) == {"inconclusive"}
@@ -104,8 +121,8 @@ def test_inconclusive_when_the_flows_did_not_reach_their_loss():
 
 
 @pytest.mark.parametrize("where, key", [(("validation", 0), key) for key in
-                                        ("predicted worst relative size", "predicted size of this run",
-                                         "measured size", "sym_dist", "time error")]
+                                        ("eps x worst linear gain", "eps x linear gain (this run)",
+                                         "nonlinear size", "sym_dist", "time error")]
                          + [(("gd", i), key) for i in (0, 1) for key in ("transverse", "predicted")])
 def test_a_number_not_measured_never_makes_the_claim_hold(where, key):
     """Each number the verdict is decided from, NaN in evidence that otherwise holds: a part is inconclusive."""
@@ -165,9 +182,9 @@ def test_a_run_that_does_not_reach_its_loss_is_recorded_not_measured(monkeypatch
     monkeypatch.setattr(st, "perturbed_flow", not_reached)
     monkeypatch.setattr(st, "perturbed_gd", not_reached)
     d = types.SimpleNamespace(param="CACO", shapes=[(2, 2, 2)], rhos=[1.0, 50.0], m=2, n=4, level=1e-6,
-                              relative=np.array([[1e-8, 1.0]]))
+                              eps_gain=np.array([[1e-8, 1.0]]))
     record = cs._validate(d, 0, 1)
-    assert set(record) == set(run(1.0, 1e-8, True)) | {"error"} and math.isnan(record["measured size"])
+    assert set(record) == set(run(1.0, 1e-8, True)) | {"error"} and math.isnan(record["nonlinear size"])
     e = evidence()
     e["validation"][1] = record
     e["gd"][1] = cs._gd(50.0)

@@ -124,9 +124,9 @@ def test_diagram_boundary_and_its_figure(tmp_path):
     d = st.diagram([(2, 1, 2), (2, 2, 2)], [1.0, 50.0], 1e-4, points=24)
     assert d.bounded.tolist() == [[True, True], [True, False]] and d.boundary() == [50.0, 1.0]
     assert st.boundary([1.0, 2.0, 3.0], [[True, False, True], [False, True, True]]) == [1.0, None]
-    run = {"param": "CACO", "K": 2, "D": 2, "N": 2, "rho": 50.0,
-           "predicted worst relative size": float(d.relative[1, 1]), "predicted size of this run": 0.1, "measured size": 0.05, "sym_dist": 0.2, "time error": 0.02}
+    run = {"param": "CACO", "K": 2, "D": 2, "N": 2, "rho": 50.0, "eps x worst linear gain": float(d.eps_gain[1, 1]),
+           "eps x linear gain (this run)": 0.1, "nonlinear size": 0.05, "sym_dist": 0.2, "time error": 0.02}
     evidence = {"level": d.level, "eps": st.EPS, "shapes": [list(s) for s in d.shapes], "rhos": d.rhos.tolist(),
-                "max_relative_transverse_size": {"CACO": d.relative.tolist()}, "validation": [run]}
+                "eps_x_linear_gain": {"CACO": d.eps_gain.tolist()}, "validation": [run]}
     assert claim_stability._plot(evidence, tmp_path) == "stability_phase.png"
     assert (tmp_path / "stability_phase.png").exists()
