@@ -22,7 +22,10 @@ Assertions on a :class:`~qkdyn.simulate.solve.Trajectory` (from :func:`qkdyn.sol
   derive`` prints (``"log t"``, ``"log t + log log t"``, ``"(log t)^2 log log t"``,
   ``"2 log log t + log log log t"``; see :class:`~qkdyn.simulate.growth.Law`) or an exponent p,
   meaning (log t)^p. Each criterion is checked on its own (:func:`check_growth`) and a failure
-  names the criterion, the measured numbers and what would have passed.
+  names the criterion, the measured numbers and what would have passed. A window that cannot tell
+  the law from a rival of another order is a third outcome, "cannot distinguish", never a failure:
+  by default the draw is rejected (hypothesis draws another) or the test skipped
+  (``on_indistinct="fail"`` raises :class:`CannotDistinguish` instead).
 
 Example (a pytest file)::
 
@@ -33,20 +36,20 @@ Example (a pytest file)::
     @testing.for_each_param()
     @settings(max_examples=5, deadline=None)
     @given(setting=testing.setting_strategy(classes=(2, 4)), rho=testing.rhos(min_value=1, max_value=100))
-    def test_ov_grows_like_log_t(param, setting, rho):
-        tr = qkdyn.solve(setting.replace(eta_qk=rho * setting.eta_ov), param, t_max=1e40, points=200)
-        testing.assert_grows_like(tr, "ov", qkdyn.derive(param).growth["ov"], window=(1e30, 1e40))
+    def test_ov_grows_like_the_derived_law(param, setting, rho):
+        tr = qkdyn.solve(setting.replace(eta_qk=rho * setting.eta_ov), param, t_max=1e300, points=300)
+        testing.assert_grows_like(tr, "ov", qkdyn.derive(param).growth["ov"], window=(1e100, 1e300))
 """
 from __future__ import annotations
 
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
-from qkdyn.simulate.growth import RIVALS, Law, fit_law, local_exponent
+from qkdyn.simulate.growth import RIVALS, Law, decisive_shares, fit_law, local_exponent
 from qkdyn.theory.setting import ALL_PARAMS, EXACT_PARAMS, Setting
 
 if TYPE_CHECKING:
@@ -153,20 +156,36 @@ def assert_conserved(trajectory: Trajectory, rel: float = 1e-8) -> None:
             f"over t in [0, {trajectory.t[-1]:g}]: " + ", ".join(f"{n} by {d:.3g}" for n, d in failed.items()))
 
 
+#: the outcomes of a criterion: it holds, it fails, or the window cannot tell the law from a rival
+PASSED, FAILED, INDISTINCT = "passed", "failed", "cannot distinguish"
+
+
+class CannotDistinguish(AssertionError):
+    """The window cannot tell the law from a rival of another order: the law neither holds nor fails there.
+    :func:`assert_grows_like` raises it with ``on_indistinct="fail"``."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Criterion:
-    """One criterion of a growth check: its name, whether it passed, what was measured and what passes."""
+    """One criterion of a growth check: its name, its outcome (:data:`PASSED`, :data:`FAILED` or
+    :data:`INDISTINCT`), what was measured, what passes, and the window (t1, t2) it was checked on."""
 
     name: str
-    passed: bool
+    outcome: str
     measured: str
     needed: str
+    window: tuple[float, float]
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome == PASSED
 
     def __str__(self) -> str:
-        return f"{self.name}: {'passed' if self.passed else 'FAILED'}: {self.measured} (passes if {self.needed})"
+        shown = {PASSED: "passed", FAILED: "FAILED", INDISTINCT: "CANNOT DISTINGUISH"}[self.outcome]
+        return f"{self.name}: {shown}: {self.measured} (passes if {self.needed})"
 
 
-#: the criteria of a law given as text; an exponent p has the one criterion "exponent"
+#: the criteria of a law given as text; an exponent p has the criteria "exponent" and "rivals"
 LAW_CRITERIA = ("slope", "fit", "rivals")
 
 
@@ -183,82 +202,172 @@ def quantity_values(trajectory: Trajectory, quantity: str | Callable) -> tuple[s
                      f"{', '.join(trajectory.variables)}, or a function of the trajectory")
 
 
-def check_growth(trajectory: Trajectory, quantity: str | Callable, law: str | float | Law, *, rel: float = 0.05,
-                 window: tuple[float, float | None] = (1e10, None), rival_margin: float = 1.1) -> list[Criterion]:
-    """Every criterion of "``quantity`` grows like ``law`` on ``window``", each checked on its own.
+def _outcome(passed: bool) -> str:
+    return PASSED if passed else FAILED
 
-    ``window`` = (t1, t2), t2 None: the last time; it must hold at least 5 rows (else ValueError). For a
-    law given as text (a :class:`~qkdyn.simulate.growth.Law`), with the fit y = a phi(t) + c on the window:
 
-    * ``slope``: a > 0 (the quantity grows with phi);
-    * ``fit``: the relative rms residual (to the spread of y) is at most ``rel``;
-    * ``rivals``: no law of a different leading order among :data:`~qkdyn.simulate.growth.RIVALS`
-      (log log t, log t, log t log log t, (log t)^2, (log t)^2 log log t, (log t)^3) fits with a residual
-      smaller than the law's divided by ``rival_margin`` (default 1.1: a rival must fit more than 10%
-      better). Where the window cannot tell two orders apart (residuals within 10%) both pass: widen
-      the window (t to 1e100 costs nothing in log time) to separate them.
+def _exponent_criterion(t: np.ndarray, y: np.ndarray, name: str, p: float, rel: float,
+                        window: tuple[float, float]) -> Criterion:
+    if np.any(y <= 0):
+        return Criterion("exponent", FAILED, f"{name} is not positive on the window (min {y.min():.4g})",
+                         "y > 0, so that log y exists", window)
+    exponent = local_exponent(t, np.log(y))
+    worst = int(np.argmax(np.abs(exponent - p)))
+    allowed = rel * max(abs(p), 1.0)
+    return Criterion("exponent", _outcome(bool(abs(exponent[worst] - p) <= allowed)),
+                     f"local exponent d log y / d log log t = {exponent[worst]:.4g} at t = {t[worst]:.3g} "
+                     f"(range {exponent.min():.4g} to {exponent.max():.4g})",
+                     f"it stays within {p:g} +- {allowed:.3g}", window)
 
-    For an exponent p: ``exponent``: the local exponent d log y / d log log t stays within
-    ``rel`` * max(|p|, 1) of p over the window.
-    """
-    name, values = quantity_values(trajectory, quantity)
-    t1, t2 = window
-    t2 = float(trajectory.t[-1]) if t2 is None else t2
-    rows = (trajectory.t >= t1) & (trajectory.t <= t2)
-    if rows.sum() < 5:
-        raise ValueError(f"only {rows.sum()} rows of the trajectory lie in the window [{t1:g}, {t2:g}] for {name}; "
-                         "solve with more points or a longer t_max")
-    t, y = trajectory.t[rows], values[rows]
-    if not isinstance(law, (str, Law)):
-        p = float(law)
-        if np.any(y <= 0):
-            return [Criterion("exponent", False, f"{name} is not positive on the window (min {y.min():.4g})",
-                              "y > 0, so that log y exists")]
-        exponent = local_exponent(t, np.log(y))
-        worst = int(np.argmax(np.abs(exponent - p)))
-        allowed = rel * max(abs(p), 1.0)
-        return [Criterion("exponent", bool(abs(exponent[worst] - p) <= allowed),
-                          f"local exponent d log y / d log log t = {exponent[worst]:.4g} at t = {t[worst]:.3g} "
-                          f"(range {exponent.min():.4g} to {exponent.max():.4g})",
-                          f"it stays within {p:g} +- {allowed:.3g}")]
-    law = law if isinstance(law, Law) else Law.parse(law)
+
+def _rivals_criterion(t: np.ndarray, y: np.ndarray, law: Law, resolution: float,
+                      window: tuple[float, float]) -> Criterion:
+    shares = {rival: decisive_shares(t, y, law, rival) for rival in RIVALS if rival.leading != law.leading}
+    best = min(shares, key=lambda rival: shares[rival][1])  # the rival that leaves least of its separation
+    nearest = max(shares, key=lambda rival: shares[rival][0])  # the rival the law is least told apart from
+    cut = 1.0 / resolution
+    if shares[best][1] <= cut:
+        outcome, rival = FAILED, best
+    else:
+        outcome, rival = (PASSED if shares[nearest][0] <= cut else INDISTINCT), nearest
+    u_law, u_rival = shares[rival]
+    return Criterion("rivals", outcome,
+                     f"closest rival {rival} fits with residual {fit_law(t, y, rival)['rel_rms']:.3g}, the law with "
+                     f"{fit_law(t, y, law)['rel_rms']:.3g}; at worst over the window, its later half and half a "
+                     f"window ahead, the law leaves {u_law:.3g} of the separation between the two unexplained, the "
+                     f"rival {u_rival:.3g}",
+                     f"the law leaves at most 1/{resolution:g} of its separation from every rival unexplained; it "
+                     "fails where a rival does", window)
+
+
+def _law_criteria(t: np.ndarray, y: np.ndarray, law: Law, rel: float, resolution: float,
+                  window: tuple[float, float]) -> list[Criterion]:
     fit = fit_law(t, y, law)
-    rivals = {str(r): fit_law(t, y, r)["rel_rms"] for r in RIVALS if r.leading != law.leading}
-    closest = min(rivals, key=lambda name: rivals[name])
     return [
-        Criterion("slope", fit["a"] > 0, f"fit y = a ({law}) + c has a = {fit['a']:.4g}", "a > 0"),
-        Criterion("fit", fit["rel_rms"] <= rel, f"relative rms residual {fit['rel_rms']:.3g}",
-                  f"it is at most rel = {rel:g}"),
-        Criterion("rivals", rivals[closest] * rival_margin >= fit["rel_rms"],
-                  f"closest rival {closest} fits with residual {rivals[closest]:.3g}, the law with {fit['rel_rms']:.3g}",
-                  f"no rival's residual is below the law's / {rival_margin:g}"),
+        Criterion("slope", _outcome(fit["a"] > 0), f"fit y = a ({law}) + c has a = {fit['a']:.4g}", "a > 0", window),
+        Criterion("fit", _outcome(fit["rel_rms"] <= rel), f"relative rms residual {fit['rel_rms']:.3g}",
+                  f"it is at most rel = {rel:g}", window),
+        _rivals_criterion(t, y, law, resolution, window),
     ]
 
 
-def assert_grows_like(trajectory: Trajectory, quantity: str | Callable, law: str | float | Law, *, rel: float = 0.05,
-                      window: tuple[float, float | None] = (1e10, None), rival_margin: float = 1.1,
-                      criteria: Sequence[str] | None = None) -> None:
-    """Assert that ``quantity`` grows like ``law`` on ``window``: every criterion of :func:`check_growth`
-    (or only those named in ``criteria``) passes. The message names each failed criterion, with the
-    measured numbers and what would have passed.
+def check_growth(trajectory: Trajectory, quantity: str | Callable, law: str | float | Law, *, rel: float = 0.05,
+                 window: tuple[float, float | None] = (1e10, None), resolution: float = 3.0,
+                 extend: bool = True) -> list[Criterion]:
+    """Every criterion of "``quantity`` grows like ``law`` on ``window``", each checked on its own, each with an
+    outcome: :data:`PASSED`, :data:`FAILED` or :data:`INDISTINCT` (the window cannot tell the law from a rival).
 
-    Typical use: ``assert_grows_like(tr, "odds", qkdyn.derive(param).growth["odds"], window=(1e30, 1e40))``.
+    ``window`` = (t1, t2), t2 None: the last time; it must hold at least 10 rows (else ValueError). With
+    ``extend`` (default), where the trajectory runs past t2 and some criterion does not pass on [t1, t2], every
+    criterion is checked again on [t1, last time] and that verdict is the answer (later data are nearer the
+    asymptote); each criterion carries the window it was checked on. For a law given as text
+    (a :class:`~qkdyn.simulate.growth.Law`), with the fit y = a phi(t) + c on the window:
+
+    * ``slope``: a > 0 (the quantity grows with phi);
+    * ``fit``: the relative rms residual (to the spread of y) is at most ``rel``;
+    * ``rivals``: against each law of a different leading order among :data:`~qkdyn.simulate.growth.RIVALS`
+      (log log t, log t, log t log log t, (log t)^2, (log t)^2 log log t, (log t)^3). With the constant
+      fitted, the separation of the law phi from a rival psi on the window is s = |a| ||P_psi phi||, the rival's
+      residual were the data exactly the fitted law (P_psi removes the span of {psi, 1}); the law's residual
+      e_phi bounds how far the data's true residual against the rival can be from it: | ||e_psi|| - s |
+      <= ||e_phi|| (:func:`~qkdyn.simulate.growth.unexplained_shares`). So u = ||e_phi|| / s, the share of the
+      separation the law leaves unexplained, decides, and likewise the rival's share against the law: the
+      law passes when u <= 1/``resolution`` (default 3) against every rival (then every rival's residual is at
+      least ``resolution`` - 1 times the law's, whatever the corrections to the law), and fails when some
+      rival's share is <= 1/``resolution`` (the law's residual is then at least ``resolution`` - 1 times that
+      rival's); otherwise the data lie between the two shapes and the outcome is :data:`INDISTINCT`: the
+      corrections to the leading order that the law's own residual shows are as large as what tells the two
+      orders apart, and a rival fitting better is no evidence against the law. Each share is taken at its
+      worst over the window, its later half and half a window ahead at the rate it moves
+      (:func:`~qkdyn.simulate.growth.decisive_shares`), so that no verdict is drawn that the data are heading
+      away from (a slowly converging quantity still approaching its law). ``resolution`` must exceed 2 (then
+      at most one of the two verdicts holds).
+
+    For an exponent p, meaning (log t)^p: ``exponent``: the local exponent d log y / d log log t stays within
+    ``rel`` * max(|p|, 1) of p over the window; and ``rivals`` as above for the law (log t)^p.
     """
-    results = check_growth(trajectory, quantity, law, rel=rel, window=window, rival_margin=rival_margin)
+    if not resolution > 2:
+        raise ValueError(f"resolution must exceed 2 (else a law and its rival can both be decided), got {resolution}")
+    name, values = quantity_values(trajectory, quantity)
+    end = float(trajectory.t[-1])
+    t1, t2 = window[0], end if window[1] is None else window[1]
+    rows = (trajectory.t >= t1) & (trajectory.t <= t2)
+    if rows.sum() < 10:
+        raise ValueError(f"only {rows.sum()} rows of the trajectory lie in the window [{t1:g}, {t2:g}] for {name}; "
+                         "solve with more points or a longer t_max")
+
+    def criteria(upto: float) -> list[Criterion]:
+        inside = (trajectory.t >= t1) & (trajectory.t <= upto)
+        t, y = trajectory.t[inside], values[inside]
+        if not isinstance(law, (str, Law)):
+            return [_exponent_criterion(t, y, name, float(law), rel, (t1, upto)),
+                    _rivals_criterion(t, y, Law.log_power(float(law)), resolution, (t1, upto))]
+        return _law_criteria(t, y, law if isinstance(law, Law) else Law.parse(law), rel, resolution, (t1, upto))
+
+    results = criteria(t2)
+    if extend and t2 < end and not all(c.passed for c in results):
+        results = criteria(end)
+    return results
+
+
+def _skip(message: str) -> NoReturn:
+    """Skip an undecided check: inside a hypothesis test, reject the draw (hypothesis draws another and counts it
+    as invalid; its statistics show the event); otherwise skip the pytest test."""
+    try:
+        from hypothesis import event, reject
+        from hypothesis.control import currently_in_test_context
+    except ImportError:  # hypothesis is optional
+        pass
+    else:
+        if currently_in_test_context():
+            event("qkdyn.testing: the window cannot tell the law from a rival")
+            reject()
+    try:
+        import pytest
+    except ImportError:
+        raise CannotDistinguish(message) from None
+    pytest.skip(message)
+
+
+def assert_grows_like(trajectory: Trajectory, quantity: str | Callable, law: str | float | Law, *, rel: float = 0.05,
+                      window: tuple[float, float | None] = (1e10, None), resolution: float = 3.0, extend: bool = True,
+                      criteria: Sequence[str] | None = None, on_indistinct: str = "skip") -> None:
+    """Assert that ``quantity`` grows like ``law`` on ``window``: every criterion of :func:`check_growth`
+    (or only those named in ``criteria``) passes. A failed criterion raises AssertionError, whose message names
+    each failed criterion, with the measured numbers and what would have passed. Where none failed but the
+    window cannot tell the law from a rival (:data:`INDISTINCT`), ``on_indistinct`` decides: ``"skip"``
+    (default) rejects the draw inside a hypothesis test (hypothesis draws another) and skips a plain pytest
+    test; ``"fail"`` raises :class:`CannotDistinguish` (an AssertionError). A true law is never failed for a
+    rival that only fits as well as it does.
+
+    Typical use: ``assert_grows_like(tr, "odds", qkdyn.derive(param).growth["odds"], window=(1e100, 1e300))``
+    on a trajectory solved to ``t_max=1e300`` (late windows cost nothing in log time and separate the orders best).
+    """
+    if on_indistinct not in ("skip", "fail"):
+        raise ValueError(f"on_indistinct must be 'skip' or 'fail', got {on_indistinct!r}")
+    results = check_growth(trajectory, quantity, law, rel=rel, window=window, resolution=resolution, extend=extend)
+    t1, t2 = results[0].window
     if criteria is not None:
         unknown = set(criteria) - {c.name for c in results}
         if unknown:
             raise ValueError(f"unknown criteria {sorted(unknown)}; this law has {', '.join(c.name for c in results)}")
         results = [c for c in results if c.name in criteria]
-    failed = [c for c in results if not c.passed]
+    name = quantity if isinstance(quantity, str) else getattr(quantity, "__name__", "quantity")
+    shown = law if isinstance(law, (str, Law)) else Law.log_power(float(law))
+    where = f"{trajectory.param} (rho = {trajectory.setting.rho:g})"
+    failed = [c for c in results if c.outcome == FAILED]
     if failed:
-        name = quantity if isinstance(quantity, str) else getattr(quantity, "__name__", "quantity")
-        shown = law if isinstance(law, (str, Law)) else Law.log_power(float(law))
-        t2 = trajectory.t[-1] if window[1] is None else window[1]
         raise AssertionError(
-            f"{trajectory.param} (rho = {trajectory.setting.rho:g}): {name} does not grow like {shown} on t in "
-            f"[{window[0]:g}, {t2:g}]; " + "; ".join(f"criterion {c.name!r} failed: {c.measured} (passes if {c.needed})"
-                                                     for c in failed))
+            f"{where}: {name} does not grow like {shown} on t in [{t1:g}, {t2:g}]; "
+            + "; ".join(f"criterion {c.name!r} failed: {c.measured} (passes if {c.needed})" for c in failed))
+    undecided = [c for c in results if c.outcome == INDISTINCT]
+    if undecided:
+        message = (f"{where}: t in [{t1:g}, {t2:g}] cannot tell whether {name} grows like {shown}; "
+                   + "; ".join(f"criterion {c.name!r} cannot distinguish: {c.measured} (passes if {c.needed})"
+                               for c in undecided))
+        if on_indistinct == "fail":
+            raise CannotDistinguish(message)
+        _skip(message)
 
 
 def _register() -> None:

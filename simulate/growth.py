@@ -8,10 +8,16 @@ Two complementary measurements of how a positive quantity y(t) grows:
 * least-squares fits on a late window [t1, t2] of y = a phi(t) + c for the candidate families
   phi in {log t, log^2 t, log log t} and of log y = a log t + c (a power t^a); the family with the
   smallest relative residual wins.
+
+Laws written as text (:class:`Law`, as ``qkdyn derive`` prints them) are compared on a window by the
+separation between two laws' shapes and the share of it each leaves unexplained (:func:`unexplained_shares`,
+:func:`decisive_shares`): what decides whether a window can tell a law from a rival of another order at
+all (``qkdyn.testing.check_growth``).
 """
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 
 import numpy as np
@@ -136,10 +142,66 @@ RIVALS = tuple(Law.parse(text) for text in (
     "log log t", "log t", "log t log log t", "(log t)^2", "(log t)^2 log log t", "(log t)^3"))
 
 
+def _fit(phi: np.ndarray, y: np.ndarray) -> tuple[tuple[float, float], np.ndarray]:
+    """Least squares y = a phi + c: ((a, c), the residual vector). With the means removed (that fits c),
+    a = <phi, y> / <phi, phi> and the residual is y - a phi, both centred: one projection, no solver."""
+    phi_c, y_c = phi - phi.mean(), y - y.mean()
+    norm2 = float(phi_c @ phi_c)
+    a = float(phi_c @ y_c) / norm2 if norm2 > 0 else 0.0
+    return (a, float(y.mean() - a * phi.mean())), y_c - a * phi_c
+
+
 def fit_law(t: np.ndarray, y: np.ndarray, law: Law) -> dict:
     """Least squares y = a phi(t) + c; residual relative to the spread of y (as :func:`fit_families`)."""
-    basis = np.column_stack([law(t), np.ones_like(t)])
-    coef, *_ = np.linalg.lstsq(basis, y, rcond=None)
-    residual = y - basis @ coef
+    (a, c), residual = _fit(law(t), y)
     spread = max(np.ptp(y), 1e-300)
-    return {"a": float(coef[0]), "c": float(coef[1]), "rel_rms": float(np.sqrt(np.mean(residual**2)) / spread)}
+    return {"a": float(a), "c": float(c), "rel_rms": float(np.sqrt(np.mean(residual**2)) / spread)}
+
+
+def unexplained_shares(t: np.ndarray, y: np.ndarray, law: Law, rival: Law) -> tuple[float, float]:
+    """(u_law, u_rival): the share of the separation between two laws on the samples that each leaves unexplained.
+
+    Fit y = a phi(t) + c (the law) and y = b psi(t) + d (the rival), with residual vectors e_phi, e_psi. The
+    separation of the law from the rival is s_phi = |a| ||P_psi phi||, where P_psi removes the span of {psi, 1}:
+    it is the rival's residual were y exactly the fitted law. As y = a phi + c + e_phi, P_psi y = a P_psi phi
+    + P_psi e_phi and so, a projection being no longer than its argument,
+
+        | ||e_psi|| - s_phi | <= ||e_phi||,  and likewise  | ||e_phi|| - s_psi | <= ||e_psi||.
+
+    u_law = ||e_phi|| / s_phi and u_rival = ||e_psi|| / s_psi (inf where a separation is 0). When u_law <= 1/k
+    the rival's residual is at least (k - 1) times the law's, whatever the data: no correction to the law that
+    the law's own residual admits can make the rival fit better. Data exactly on the law have shares (0, 1 / cos
+    theta), theta the angle between the centred shapes; for two close shapes, data lying between them have shares
+    summing to about 1, and both near 1/2 mean that the window cannot tell the two laws apart.
+    """
+    phi, psi = law(t), rival(t)
+    (a, _), e_phi = _fit(phi, y)
+    (b, _), e_psi = _fit(psi, y)
+    s_phi = abs(a) * float(np.linalg.norm(_fit(psi, phi)[1]))
+    s_psi = abs(b) * float(np.linalg.norm(_fit(phi, psi)[1]))
+
+    def share(residual: np.ndarray, separation: float) -> float:
+        return float(np.linalg.norm(residual)) / separation if separation > 0 else math.inf
+
+    return share(e_phi, s_phi), share(e_psi, s_psi)
+
+
+def decisive_shares(t: np.ndarray, y: np.ndarray, law: Law, rival: Law) -> tuple[float, float]:
+    """The shares of :func:`unexplained_shares` that decide between ``law`` and ``rival``, allowing for the data's
+    drift: each the largest of its value on all the samples (t ascending), on their later half in log t (u_late)
+    and that value carried on half a window at the rate it moved from the earlier half (u_early):
+    2 u_late - u_early (infinite where a half's share is).
+
+    The laws are asymptotic. Where a slowly converging quantity is still approaching its law, the data move
+    toward the law's shape from one half of the window to the next, and a rival may yet fit the whole window
+    decisively better; a share decides only if it is small on the window, at its end and half a window
+    further at the rate it moves, so that a verdict the data are heading away from is not drawn.
+    """
+    later = np.log(t) >= 0.5 * (np.log(t[0]) + np.log(t[-1]))
+    whole, late, early = (unexplained_shares(t[rows], y[rows], law, rival) for rows in (slice(None), later, ~later))
+
+    def worst(i: int) -> float:
+        ahead = 2 * late[i] - early[i] if math.isfinite(late[i]) and math.isfinite(early[i]) else math.inf
+        return max(whole[i], late[i], ahead)
+
+    return worst(0), worst(1)
