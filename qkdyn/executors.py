@@ -12,16 +12,21 @@ write it under ``runs_dir`` (atomic), so an interrupted driver loses at most the
   end), or joins ``address``; each run is one task asking for its spec's CPUs and GPUs, so Ray
   places one run per GPU. Records travel back to the driver, which writes them; files a run draws
   (figures) land in ``runs_dir`` on the node that ran it, so a multi-node cluster wants a shared
-  ``runs_dir``. Ray is the optional extra ``qkdyn[ray]``.
+  ``runs_dir``. Ray is the optional extra ``qkdyn[ray]``. A given address is first probed
+  (:func:`check_ray`, a TCP connect bounded by :data:`RAY_CONNECT_TIMEOUT`): ``ray.init`` itself
+  retries an unreachable cluster for many minutes.
 """
 from __future__ import annotations
 
 import atexit
 import concurrent.futures
+import importlib.util
 import json
 import multiprocessing
 import os
+import socket
 import sys
+import urllib.parse
 from pathlib import Path
 from typing import Iterator
 
@@ -29,6 +34,10 @@ from qkdyn.errors import InputError
 from qkdyn.studies import Record, RunSpec, Study, die_with_parent, get, save
 
 EXECUTORS = ("local", "ray")
+#: seconds that :func:`check_ray` waits for a Ray cluster's address to accept a connection
+RAY_CONNECT_TIMEOUT = 15.0
+#: the port Ray listens on when an address names none: the GCS (``ray start --head``) or the Ray client (``ray://``)
+_RAY_PORTS = {"": 6379, "ray": 10001}
 
 
 def run_one(study_name: str, spec_json: str, runs_dir: str) -> dict:
@@ -103,11 +112,40 @@ def _kill_workers(pool: concurrent.futures.ProcessPoolExecutor) -> None:
         process.kill()
 
 
-def _ray(queue: list[tuple[Study, RunSpec]], runs_dir, address: str | None) -> Iterator[tuple[Study, Record]]:
+def check_ray(address: str | None, timeout: float = RAY_CONNECT_TIMEOUT) -> None:
+    """Raise :class:`InputError` (one line) unless Ray is installed and the Ray cluster at ``address`` accepts a
+    TCP connection within ``timeout`` seconds (``ray.init`` would retry an unreachable address for many minutes,
+    showing nothing): what the commands check before they create a folder or show a progress bar.
+
+    ``address`` is ``HOST:PORT`` (the cluster's GCS) or ``ray://HOST[:PORT]`` (the Ray client); None means the
+    ``RAY_ADDRESS`` environment variable, and with neither (a local cluster started here) or ``auto``/``local``
+    (resolved by Ray, which fails fast) nothing is probed. Only reachability is checked: a port that answers
+    but is no Ray cluster is left to Ray."""
+    if importlib.util.find_spec("ray") is None:
+        raise InputError("ray needs Ray: pip install 'qkdyn[ray]'", "executor")
+    flag = "--ray-address" if address else "RAY_ADDRESS"
+    address = address or os.environ.get("RAY_ADDRESS")
+    if not address or address in ("auto", "local"):
+        return
     try:
-        import ray
-    except ImportError:
-        raise InputError("--executor ray needs Ray: pip install 'qkdyn[ray]'", "executor")
+        parts = urllib.parse.urlsplit(address if "://" in address else f"//{address}")
+        host, port = parts.hostname, parts.port or _RAY_PORTS.get(parts.scheme)
+    except ValueError:
+        host = port = None
+    if not host or not port:
+        raise InputError(f"must be HOST:PORT or ray://HOST:PORT, not {address!r}", "ray_address")
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as exc:
+        reason = "no answer" if isinstance(exc, TimeoutError) else (exc.strerror or type(exc).__name__).lower()
+        raise InputError(f"cannot reach the Ray cluster at {address} within {timeout:g} s ({reason}; start one with "
+                         f"`ray start --head`, or leave out {flag} for a local one)") from None
+
+
+def _ray(queue: list[tuple[Study, RunSpec]], runs_dir, address: str | None) -> Iterator[tuple[Study, Record]]:
+    check_ray(address)
+    import ray
+
     started = not ray.is_initialized()
     if started:
         ray.init(address=address, include_dashboard=False, log_to_driver=False, configure_logging=False)

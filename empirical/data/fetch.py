@@ -14,6 +14,7 @@ Modules listed in :data:`SOURCE_MODULES` each define ``SOURCES: list[Source]``.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import importlib
@@ -26,7 +27,7 @@ import tarfile
 import tempfile
 import zipfile
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from qkdyn.errors import InputError
 
@@ -196,6 +197,27 @@ def is_cached(name: str) -> bool:
     return True
 
 
+@contextlib.contextmanager
+def _cache_folder(folder: Path) -> Iterator[None]:
+    """Create the cache ``folder`` (and its missing parents) for the block, which fetches into it; if the block
+    fails (offline, a hash mismatch), the folders made here are removed again when empty, so a failed fetch
+    leaves no empty cache behind."""
+    made = [p for p in (folder, *folder.parents) if not p.exists()]  # deepest first
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"the data cache {folder} (under $QKDYN_CACHE) is unusable: {exc.strerror or exc}")
+    try:
+        yield
+    except BaseException:
+        for path in made:
+            try:
+                path.rmdir()
+            except OSError:  # not empty: another fetch has written there meanwhile
+                break
+        raise
+
+
 def fetch(name: str) -> Path:
     """Return the prepared directory of source ``name``, fetching and preparing it if needed; a
     cached copy is verified against its manifest first."""
@@ -207,11 +229,7 @@ def fetch(name: str) -> Path:
     if (out / MANIFEST).exists():
         verify_cached(source, out)
         return out
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InputError(f"the data cache {out.parent} (under $QKDYN_CACHE) is unusable: {exc.strerror or exc}")
-    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
+    with _cache_folder(out.parent), tempfile.TemporaryDirectory(dir=out.parent) as tmp:
         tmp = Path(tmp)
         (tmp / "dl").mkdir()
         archive = _download(source, tmp / "dl")

@@ -48,19 +48,57 @@ def study_of(args: argparse.Namespace):
     return study
 
 
+def check_corpora(config, needed: set[str]) -> None:
+    """The corpora ``needed`` (by the runs to compute) of the study ``config`` usable before anything is created:
+    each a registry name or an existing regular file (not empty) or directory (holding a file). Then a registry
+    corpus not yet cached is fetched, so an offline machine fails with one line and no run folder made."""
+    from pathlib import Path
+
+    from qkdyn.empirical.data.fetch import fetch, is_cached
+    from qkdyn.empirical.data.sources_lm import SOURCES
+    from qkdyn.errors import InputError
+    from qkdyn.inputs import check_not_special
+
+    names = {source.name for source in SOURCES}
+    for corpus in sorted(needed - names):
+        field = "coherent" if corpus == config.coherent else "heterogeneous"
+        path = Path(corpus)
+        if not corpus:
+            raise InputError("must name a corpus (a registry name or a path)", field)
+        check_not_special(path, f"--{field}")
+        if not path.exists():
+            raise InputError(f"{corpus!r} is neither a corpus name ({', '.join(sorted(names))}) nor an existing path",
+                             field)
+        if path.is_file() and path.stat().st_size == 0:
+            raise InputError(f"{corpus} is an empty file", field)
+        if path.is_dir() and not any(p.is_file() and not p.name.startswith(".") for p in path.iterdir()):
+            raise InputError(f"{corpus} holds no corpus files", field)
+    for corpus in sorted(needed & names):
+        if not is_cached(corpus):
+            fetch(corpus)
+
+
 def run(args: argparse.Namespace) -> int:
     from qkdyn.errors import InputError
+    from qkdyn.executors import check_ray
     from qkdyn.runs import check_run_dir
     from qkdyn.studies import find
     from qkdyn.verify import drive
 
+    # everything is checked (and a missing registry corpus fetched) before a folder is made or a bar shown
     study = study_of(args)
     check_run_dir(args.out, "--out")
     check_run_dir(args.runs, "--runs")
     specs = study.plan(args.budget)
-    if not args.train and not find(study, specs, args.runs):
+    found = find(study, specs, args.runs)
+    if not args.train and not found:
         raise InputError(f"no finished runs of this study's configuration (budget {args.budget}) under "
                          f"{args.runs}/coupled; add --train to run the study")
+    if args.train:
+        if args.executor == "ray":
+            check_ray(args.ray_address)
+        check_corpora(study.config(args.budget), {s.params["data"] for s in specs if s not in found and (
+            s.params.get("kind") == "count" or s.params.get("task") == "lm")})
     claims = drive([study], args.budget, args.out, args.runs, executor=args.executor, workers=args.workers,
                    ray_address=args.ray_address, progress=not args.no_progress, compute=args.train,
                    title=f"{study.title}: study report",

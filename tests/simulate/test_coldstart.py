@@ -1,6 +1,7 @@
 """A cold start (qkdyn.simulate.coldstart): SciPy's DOP853 on the plain-Python right-hand side until the
 rent reaches a compilation, the same trajectories to the tolerance, and numba's cache read right."""
 import importlib
+import itertools
 import sys
 
 import numpy as np
@@ -14,6 +15,18 @@ from qkdyn.theory.kernels import has_machine_code
 from qkdyn.theory.setting import ALL_PARAMS, Setting
 
 OPTIONS = dict(t_max=1e12, points=40, at=(2.5,), record_losses=(0.3, 1e-3))
+#: settings of the cold-warm bound: the default, fast and slow QK, a small OV rate at half scale, few distinct tokens
+BOUND_SETTINGS = [Setting(), Setting(eta_qk=30.0), Setting(eta_qk=0.3), Setting(eta_ov=0.2, scale=0.5),
+                  Setting(distinct=2)]
+
+
+def assert_within_the_bound(cold_columns, warm_columns):
+    """Cold rows against warm ones within the stated bound (coldstart.COLUMN_BOUND and ENTRY_BOUND)."""
+    assert cold_columns.keys() == warm_columns.keys()
+    for name, warm in warm_columns.items():
+        difference = np.abs(np.asarray(cold_columns[name]) - warm)
+        assert difference.max() <= coldstart.COLUMN_BOUND * np.abs(warm).max(), name
+        assert np.all(difference <= coldstart.ENTRY_BOUND * (np.abs(warm) + 1e-12)), name
 
 
 @pytest.fixture
@@ -40,6 +53,18 @@ def test_a_cold_solve_runs_scipy_and_agrees_with_the_compiled_one(cold, param):
     for level, (t, state) in compiled.crossings.items():
         assert plain.crossings[level][0] == pytest.approx(t, rel=1e-8)
         np.testing.assert_allclose(plain.crossings[level][1], state, rtol=1e-8, atol=1e-12)
+
+
+@pytest.mark.parametrize("param", ALL_PARAMS)
+def test_cold_and_warm_rows_agree_within_the_stated_bound(cold, param):
+    """Whatever the cache state, a solve's rows (its CSV) are the compiled ones to the bound the docs state."""
+    for setting, horizon in itertools.product(BOUND_SETTINGS, (dict(t_max=1e15), dict(until_loss=1e-4))):
+        plain = solve(setting, param, points=100, **horizon)
+        cold.ready.add(param)
+        compiled = solve(setting, param, points=100, **horizon)
+        cold.ready.discard(param)
+        assert not plain.stats["compiled"] and compiled.stats["compiled"]
+        assert_within_the_bound(plain.columns(), compiled.columns())
 
 
 def test_the_rent_paid_switches_to_the_compiled_integrator(cold):
@@ -108,6 +133,12 @@ def test_qkdyn_solve_says_when_scipy_ran(cold, tmp_path, capsys):
     cold.ready.add("CACO")
     assert main(["solve", "--param", "CACO", "--t-max", "1e6", "--out", str(tmp_path / "warm.csv")]) == 0
     assert "SciPy" not in capsys.readouterr().err
+
+    def columns(name: str) -> dict:
+        table = np.genfromtxt(tmp_path / name, delimiter=",", names=True)
+        return {column: table[column] for column in table.dtype.names}
+
+    assert_within_the_bound(columns("cold.csv"), columns("warm.csv"))  # the CSV, whatever the cache state
 
 
 def test_a_c_callback_compiles_on_first_use_only():

@@ -56,6 +56,29 @@ def test_user_errors_are_one_line_exit_2(argv, message, tmp_path, capsys):
     assert message in err and err.count("\n") == 1
 
 
+@pytest.mark.parametrize("flags,message", [
+    (["--coherent", "no-such-corpus"], "--coherent 'no-such-corpus' is neither a corpus name"),
+    (["--heterogeneous", "no-such-corpus"], "--heterogeneous 'no-such-corpus' is neither a corpus name"),
+    (["--coherent", "{tmp}/empty.txt"], "empty.txt is an empty file"),
+    (["--coherent", "{tmp}/emptydir"], "emptydir holds no corpus files"),
+    (["--coherent", ""], "--coherent must name a corpus"),
+    ([], "cannot fetch pydocs"),  # the quick budget's registry corpus, with no registry client to fetch it
+])
+def test_train_checks_its_corpora_before_it_creates_anything(flags, message, tmp_path, monkeypatch, capsys):
+    """No run folder, figure folder, cache folder or progress bar before the corpora are known to be usable."""
+    monkeypatch.setenv("QKDYN_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("PATH", str(tmp_path / "no-clients"))  # as offline: npm, pip's registry and apt-get unreachable
+    (tmp_path / "empty.txt").write_bytes(b"")
+    (tmp_path / "emptydir").mkdir()
+    before = sorted(tmp_path.rglob("*"))
+    argv = ["compare-coupled", "--train", "--budget", "quick", "--runs", str(tmp_path / "runs"),
+            "--out", str(tmp_path / "fig"), *(flag.replace("{tmp}", str(tmp_path)) for flag in flags)]
+    assert _main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1, err
+    assert sorted(tmp_path.rglob("*")) == before
+
+
 def test_mqar_command_trains_and_reports(tmp_path, capsys):
     out = tmp_path / "mqar"
     assert _main(["mqar", "--task", "easy", "--out", str(out), "--max-steps", "3", "--batch-size", "4",
