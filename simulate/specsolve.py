@@ -5,7 +5,11 @@ output rows), on the numeric functions :mod:`qkdyn.theory.specnumeric` prints fr
 derivation; DOP853 is SciPy's here (there are no compiled kernels for a spec written as data), and
 LSODA, Radau and BDF take the derived Jacobian. The reported qk, ov and attn are the spec's own:
 qk = s (a - b), ov = u - w (token-weighted means with token weights), attn = the population mean of
-the attention mass on the distinct tokens (the query's own share is not counted).
+the attention mass on the distinct tokens (the query's own share is not counted). ``loss`` is the data
+loss L (cross-entropy, or the spec's square loss), and loss events (``until_loss``, ``record_losses``,
+matched loss) are levels of L; with weight decay the flow descends the objective L + P, and the
+penalty P = sum_c (lambda_c / 2) sum_i w_i x_i^2 and the objective are their own attributes and CSV
+columns (:mod:`qkdyn.theory.specflow`, step 4).
 """
 from __future__ import annotations
 
@@ -75,7 +79,8 @@ class SpecTrajectory(TrajectoryExports):
         p, functions = np.asarray(self.setting.numeric(), dtype=float), numeric(self.spec)
         qk, ov, attn = np.array([functions.features(x, p) for x in self.state.T]).reshape(-1, 3).T
         loss = np.array([float(functions.loss(x, p)) for x in self.state.T])
-        return {"qk": qk, "ov": ov, "attn": attn, "loss": loss}
+        penalty = np.array([float(_penalty(self.spec)(x, p)) for x in self.state.T])
+        return {"qk": qk, "ov": ov, "attn": attn, "loss": loss, "penalty": penalty, "objective": loss + penalty}
 
     @property
     def qk(self) -> np.ndarray:
@@ -91,7 +96,26 @@ class SpecTrajectory(TrajectoryExports):
 
     @property
     def loss(self) -> np.ndarray:
+        """The data loss L (cross-entropy, or the spec's square loss), without the weight-decay penalty."""
         return self._values["loss"]
+
+    @property
+    def penalty(self) -> np.ndarray:
+        """The weight decay P = sum_c (lambda_c / 2) sum_i w_i x_i^2 (0 without)."""
+        return self._values["penalty"]
+
+    @property
+    def objective(self) -> np.ndarray:
+        """L + P: what the flow descends (the loss itself without weight decay)."""
+        return self._values["objective"]
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """CSV columns: t, qk, ov, attn, loss, with weight decay penalty and objective, then the raw state."""
+        cols = super().columns()
+        if not _decayed(self.spec):
+            return cols
+        head = {name: cols.pop(name) for name in ("t", "qk", "ov", "attn", "loss")}
+        return {**head, "penalty": self.penalty, "objective": self.objective, **cols}
 
     def drifts(self) -> dict[str, float]:
         """Largest relative drift of every conserved polynomial the spec's derivation found (none with
@@ -112,7 +136,8 @@ class SpecTrajectory(TrajectoryExports):
                 value = lambdify([list(d.symbols), list(PARAMS)], invariant)
                 values = np.array([float(value(x, p)) for x in self.state.T])
                 degree = sp.Poly(invariant, *d.symbols).total_degree()
-                out[f"I_{circuit}{i + 1}"] = float(np.max(np.abs(values - values[0]) / np.maximum(x_scale**degree, 1e-300)))
+                scale = np.maximum(x_scale**degree, 1e-300)
+                out[f"I_{circuit}{i + 1}"] = float(np.max(np.abs(values - values[0]) / scale))
         return out
 
     @property
@@ -120,6 +145,23 @@ class SpecTrajectory(TrajectoryExports):
         """log(attn / (1 - attn)), from attn (the spec's attention need not be a logistic of qk)."""
         return np.log(self.attn) - np.log1p(-self.attn)
 
+
+
+def _decayed(spec: Spec) -> bool:
+    return any(cs.weight_decay for cs in (spec.qk, spec.ov))
+
+
+@functools.lru_cache(maxsize=None)
+def _penalty(spec: Spec):
+    """P(x, p) of ``spec`` as a numeric function (0 without weight decay, then no derivation is needed)."""
+    if not _decayed(spec):
+        return lambda x, p: 0.0
+    from qkdyn.theory.model import PARAMS
+    from qkdyn.theory.specflow import derive_spec
+    from qkdyn.theory.specnumeric import lambdify
+
+    d = derive_spec(spec)
+    return lambdify([list(d.symbols), list(PARAMS)], d.penalty)
 
 
 def solve_spec(setting: Setting, spec: Spec, *, t_max: float | None = None, until_loss: float | None = None,
@@ -135,6 +177,25 @@ def solve_spec(setting: Setting, spec: Spec, *, t_max: float | None = None, unti
         spec.name, _Field(spec), setting, t_max=t_max, until_loss=until_loss, points=points, at=at, rtol=rtol,
         atol=atol, method=method, record_losses=tuple(record_losses), kernels=False)
     return SpecTrajectory(spec, setting, times, state, variables, event_t, stats, crossings)
+
+
+def dense_spec(setting: Setting, spec: Spec, t_max: float, *, rtol: float = 1e-11, atol: float = 1e-14):
+    """The dense output of :func:`solve_spec`'s integration of ``spec`` to ``t_max`` (SciPy's DOP853 in log-time,
+    the same steps; LSODA where its step collapses, as there): a function of times t -> states (dim, len(t)), equal
+    to solve_spec's rows at their times. An event of any function of the state (qk reaching a value) is a root of
+    that function on it, found to the solver's accuracy."""
+    from qkdyn.simulate.solve import _scipy
+
+    spec.check_setting(setting)
+    field, p = _Field(spec), setting.numeric()
+    arguments = (field, p, field.init(p, setting.qk0, setting.ov0), float(np.log1p(t_max)), rtol, atol, np.empty(0),
+                 False)
+    run = _scipy(*arguments, "DOP853")
+    if run.status < 0:
+        run = _scipy(*arguments, "LSODA")
+    if run.status < 0:
+        raise RuntimeError(f"{spec.name}: integration failed: {run.message}")
+    return lambda t: run.dense(np.log1p(np.asarray(t, dtype=float)))
 
 
 @dataclasses.dataclass

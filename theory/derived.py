@@ -7,10 +7,20 @@ Phi(qk) - rho Psi(ov) = const, the rate factors M_c and the late-time laws.
 
 ``derive`` also takes a :class:`~qkdyn.theory.spec.Spec`: a spec that is the model of an exact form gets
 that form's result; any other spec its own reduced flow, conserved polynomials and exact rates M_c(x)
-(:mod:`qkdyn.theory.specflow`), with ``line``, ``laws`` and ``growth`` left empty and ``not_derived``
-saying, per closed form, what follows for it and what does not (:mod:`qkdyn.theory.specclosed`). For a
-spec, ``Derived.flow`` is its reduced flow as derived from its model definition (variables with their
-orbits, loss, right-hand sides, init, invariants and exact rates per circuit: :mod:`qkdyn.theory.specflow`).
+(:mod:`qkdyn.theory.specflow`), with ``laws`` and ``growth`` left empty and ``not_derived`` saying, per
+closed form, what follows for it and what does not (:mod:`qkdyn.theory.specclosed`). Its ``line`` is
+(Phi, Psi) as :class:`~qkdyn.theory.specclosed.LineCoordinate` callables, ``Phi(qk, setting)`` and
+``Psi(ov, setting)`` by quadrature along each circuit's curve from the setting's init (so
+Phi(qk) - rho Psi(ov) = 0 along the flow), exactly where ``not_derived`` says the line exists, else ().
+
+For a spec ``loss`` is the data loss L (cross-entropy or square) and ``penalty`` the weight decay
+P = sum_c (lambda_c / 2) sum_i w_i x_i^2; the flow descends L + P. With weight decay on a circuit its
+conserved polynomials I (homogeneous) obey dI/dt = -eta lambda deg(I) I, so ``invariants`` lists instead
+its rational first integrals R_cj = I_j^deg(I_0) / I_0^deg(I_j), and ``balances`` its factor balances
+B_cj = |W_j|^2 - |W_{j+1}|^2 (dB/dt = -2 eta lambda B): the balanced manifold, every B_cj = 0, where the
+canonical init lies, is invariant (:mod:`qkdyn.theory.specflow`, step 6). ``Derived.flow`` is the spec's
+reduced flow as derived from its model definition (variables with their orbits, loss, penalty,
+right-hand sides, init, invariants and exact rates per circuit).
 """
 from __future__ import annotations
 
@@ -43,13 +53,15 @@ class Derived:
     qk: sp.Expr                              # qk(x)
     ov: sp.Expr                              # ov(x)
     attn: sp.Expr                            # attn(qk)
-    loss: sp.Expr                            # L(qk, ov)
-    invariants: dict                         # name -> conserved polynomial of x
-    line: tuple[sp.Expr, sp.Expr]            # (Phi(qk), Psi(ov)): Phi - rho Psi is conserved
+    loss: sp.Expr                            # L(qk, ov): the data loss (cross-entropy, or a spec's square loss)
+    invariants: dict                         # name -> first integral of x: polynomial, rational with weight decay
+    line: tuple                              # (Phi, Psi), Phi(qk) - rho Psi(ov) conserved (module doc); () if none
     metric: tuple[sp.Expr, sp.Expr]          # (M_QK, M_OV): dqk/dt = -eta_QK M_QK dL/dqk, likewise ov
     laws: dict                               # "ov(t)", "qk(ov)" -> sympy Eq (leading-order, explicit constants)
     growth: dict                             # quantity -> growth in log t (text)
     not_derived: dict = dataclasses.field(default_factory=dict)  # closed form -> why (a spec without them)
+    penalty: sp.Expr = sp.S(0)               # a spec's weight decay P(x), added to the loss in the flow
+    balances: dict = dataclasses.field(default_factory=dict)  # name -> factor balance B(x) of a decayed circuit
     spec: Spec | None = dataclasses.field(default=None, compare=False, repr=False)  # what was derived, if a spec
 
     @property
@@ -103,7 +115,12 @@ def _derive_spec(spec) -> Derived:
             conserved[f"{circuit} (none listed)"] = found
         else:
             conserved.update({f"I_{circuit}{i + 1}": e for i, e in enumerate(found)})
+    for circuit, found in d.rational_integrals.items():
+        conserved.update({f"R_{circuit}{i + 1}": e for i, e in enumerate(found)})
+    balances = {f"B_{circuit}{i + 1}": b for circuit, found in d.balances.items()
+                if specflow._decay(spec, circuit) for i, b in enumerate(found)}
     return Derived(
         param=spec.name, variables=d.symbols, ode=dict(zip(d.symbols, d.rhs)), jacobian=d.jacobian, qk=d.qk, ov=d.ov,
-        attn=d.attn, loss=d.loss, invariants=conserved, line=(), metric=(d.metrics["QK"]["metric"], d.metrics["OV"]["metric"]),
-        laws={}, growth={}, not_derived=specclosed.statements(spec))
+        attn=d.attn, loss=d.loss, invariants=conserved, line=specclosed.line_coordinates(spec),
+        metric=(d.metrics["QK"]["metric"], d.metrics["OV"]["metric"]), laws={}, growth={},
+        not_derived=specclosed.statements(spec), penalty=d.penalty, balances=balances)

@@ -10,8 +10,9 @@ and says what does not, and why:
 1. *Reduction.* A line of the form Phi(qk) - rho Psi(ov) = const needs dL/dqk / dL/dov = (1 - alpha) ov,
    i.e. the population loss must be softplus(log(K-1) - alpha(qk) ov) of the spec's own (qk, ov).
    :func:`reduces` checks the spec's loss against that form at random points to 30 digits (a
-   non-identity differs at order one there). Weight decay, the square loss, self-attention and token
-   weights each break it: the loss then sees the state through more than (qk, ov).
+   non-identity differs at order one there). Weight decay (its penalty joins the loss in the flow), the
+   square loss, self-attention and token weights each break it: the flow then sees the state through
+   more than (qk, ov).
 2. *Rate of each circuit as a function of its feature.* Along the flow dqk/dt = -eta_QK M_QK(x) dL/dqk
    with the exact M_QK(x) = sum_i (dqk/dx_i)^2 / w_i (every spec: ``qkdyn.derive(spec).flow.metrics``). The
    line needs M_c to be a function of the feature along the flow. It is when M_c is constant, or when
@@ -19,8 +20,9 @@ and says what does not, and why:
    (:func:`degrees_of_freedom`: the Jacobian rank of the conserved polynomials at a random point): the
    state then moves on a curve fixed by the init, along which the feature is monotone, so M_c is a
    function of the feature there. Then the line exists with Phi = int (1 + (m/n) e^y) / M_QK(y) dy,
-   Psi = int y / M_OV(y) dy taken along that curve; no closed form of M_c(feature) is derived for it
-   (a quadrature along a solution gives Phi). With more freedom the line is not shown.
+   Psi = int y / M_OV(y) dy taken along that curve; no closed form of M_c(feature) is derived for it, and
+   ``qkdyn.derive(spec).line`` holds Phi and Psi as callables by quadrature along the curve
+   (:class:`LineCoordinate`, :func:`line_coordinates`). With more freedom the line is not shown.
 3. *Late-time laws* (dominant balance) need M_c(feature) in closed form with its leading power:
    derived for the exact forms; for any other spec the statement says so.
 4. *Matched loss:* closed form for the exact forms (:func:`qkdyn.sharpness`); ODE events otherwise
@@ -30,10 +32,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import Callable
 
 import numpy as np
 import sympy as sp
 
+from qkdyn.errors import InputError
 from qkdyn.theory.model import PARAMS, attention
 from qkdyn.theory.spec import NAMED, Spec
 
@@ -64,8 +68,8 @@ def reduces(spec: Spec) -> tuple[bool, str]:
 
     decayed = [c for c in ("QK", "OV") if _circuit_spec(spec, c).weight_decay > 0]
     if decayed:
-        return False, (f"weight decay on {' and '.join(decayed)} adds (lambda/2) sum_i w_i x_i^2 to the loss, which "
-                       "depends on the state beyond (qk, ov)")
+        return False, (f"weight decay on {' and '.join(decayed)} adds the penalty (lambda/2) sum_i w_i x_i^2 to the "
+                       "objective the flow descends, which depends on the state beyond (qk, ov)")
     d = derive_spec(spec)
     target = sp.log(1 + (PARAMS[0] - 1) * sp.exp(-attention(d.qk) * d.ov))
     for point in _random_points(d.symbols, 3, seed=0):
@@ -97,10 +101,37 @@ def degrees_of_freedom(spec: Spec, circuit: str) -> tuple[int | None, str]:
     return len(symbols) - rank, f"{len(symbols)} variables tied by {rank} independent conserved polynomials"
 
 
+def _slopes(d, circuit: str) -> tuple[list, list]:
+    """(the circuit's variables, [(df/dx_i) / w_i]) for f = qk or ov: the direction V every variable of the
+    circuit moves along (module docstring, step 2; :class:`LineCoordinate`)."""
+    feature = d.qk if circuit == "QK" else d.ov
+    chosen = [v for v in d.variables if v.circuit == circuit]
+    return chosen, [sp.diff(feature, v.symbol) / v.orbit for v in chosen]
+
+
+def _metric(d, circuit: str) -> sp.Expr:
+    """M_c(x) = sum_i (df/dx_i)^2 / w_i, unsimplified (``flow.metrics`` simplifies it, which takes minutes for
+    a coupled circuit)."""
+    chosen, slopes = _slopes(d, circuit)
+    return sum(slope**2 * v.orbit for v, slope in zip(chosen, slopes))
+
+
 def _metric_is_constant(spec: Spec, circuit: str) -> bool:
+    """Whether M_c(x) is free of the state: yes where its unsimplified sum is; no where that sum differs at
+    two random states by more than 1e-9 relative (in floats: a dependence shows at order one there); else
+    as the simplified M_c says."""
     from qkdyn.theory.specflow import derive_spec
+    from qkdyn.theory.specnumeric import lambdify
 
     d = derive_spec(spec)
+    metric = _metric(d, circuit)
+    if not metric.free_symbols & set(d.symbols):
+        return True
+    value = lambdify([list(d.symbols), list(PARAMS)], metric)
+    a, b = (float(value([float(point[x]) for x in d.symbols], [float(point[x]) for x in PARAMS]))
+            for point in _random_points(d.symbols, 2, seed=3))
+    if abs(a - b) > 1e-9 * max(abs(a), abs(b)):
+        return False
     return not (d.metrics[circuit]["metric"].free_symbols & set(d.symbols))
 
 
@@ -129,7 +160,79 @@ def line(spec: Spec) -> tuple[bool | None, str]:
     return True, ("exists: the loss is softplus(log(K-1) - alpha(qk) ov) and each circuit's state lies on a curve "
                   "fixed by its conserved quantities, so Phi(qk) - rho Psi(ov) = const along the flow from this init, "
                   "Phi = int (1 + (m/n) e^y) / M_QK(y) dy, Psi = int y / M_OV(y) dy along that curve; no closed form "
-                  "of M_c(feature) is derived for this spec (Phi by quadrature of M_c along a solution)")
+                  "of M_c(feature) is derived for this spec: derive(spec).line holds Phi and Psi by quadrature "
+                  "along the curve")
+
+
+@dataclasses.dataclass(frozen=True)
+class LineCoordinate:
+    """Phi (``circuit`` "QK") or Psi ("OV") of the first-integral line of a spec that is no exact form's
+    model, by quadrature: ``coordinate(value, setting)`` is the float (or array, over an array of values)
+
+        Phi(y) = int_{qk(x0)}^{y} (1 + (m/n) e^u) / M_QK(u) du,   Psi(y) = int_{ov(x0)}^{y} u / M_OV(u) du,
+
+    taken along the circuit's curve from the setting's init x0, so that Phi(qk) - rho Psi(ov) = 0 along
+    the flow. Where the loss reduces (module docstring, step 1) every variable of circuit c moves as
+    dx_i/dt = -eta_c (dL/df) V_i(x) with V_i = (1/w_i) df/dx_i (f = qk or ov): the state runs along the
+    integral curve of V through x0, on which df/dtau = sum_i (df/dx_i) V_i = M_c. With f as the
+    parameter, dx/df = V / M_c, and the integral is solved together with that curve (SciPy's DOP853,
+    rtol 1e-12). Valid where M_c > 0 between the init and ``value``."""
+
+    spec: Spec
+    circuit: str
+
+    def __repr__(self) -> str:
+        return f"LineCoordinate({self.spec.name!r}, {self.circuit!r})"
+
+    def __call__(self, value, setting):
+        from scipy.integrate import solve_ivp
+
+        from qkdyn.theory.specnumeric import numeric
+
+        rates, metric, indices = _curve(self.spec, self.circuit)
+        p = np.asarray(setting.numeric(), dtype=float)
+        x0 = numeric(self.spec).init(p, setting.qk0, setting.ov0)
+        f0 = float(numeric(self.spec).features(x0, p)[0 if self.circuit == "QK" else 1])
+        if not float(metric(x0[indices], p)) > 0:
+            raise InputError(f"M_{self.circuit} is 0 at the init of {self.spec.name!r} (a saddle): the line has no "
+                             "parameter there", "setting")
+        values = np.asarray(value, dtype=float)
+        out = np.zeros(values.shape)
+        for side in (values > f0, values < f0):
+            if side.any():
+                end = float(values[side].max() if values[side].max() > f0 else values[side].min())
+                run = solve_ivp(lambda f, y: rates(f, y[:-1], p) / float(metric(y[:-1], p)), (f0, end),
+                                np.append(x0[indices], 0.0), method="DOP853", rtol=1e-12, atol=1e-14,
+                                dense_output=True)
+                if run.status < 0:
+                    raise RuntimeError(f"{self.spec.name}: the quadrature of the {self.circuit} line failed: "
+                                       f"{run.message}")
+                out[side] = run.sol(values[side])[-1]
+        return out if values.ndim else float(out)
+
+
+@functools.lru_cache(maxsize=None)
+def _curve(spec: Spec, circuit: str) -> tuple[Callable, Callable, list[int]]:
+    """(rates(f, x_c, p) -> (V, g(f)), metric(x_c, p) -> M_c, the indices of the circuit's variables x_c in
+    the state) for :class:`LineCoordinate`, with g = 1 + (m/n) e^f (QK) or f (OV): dx_c/df = V / M_c and
+    d integral/df = g / M_c."""
+    from qkdyn.theory.model import m, n
+    from qkdyn.theory.specflow import derive_spec
+    from qkdyn.theory.specnumeric import lambdify
+
+    d = derive_spec(spec)
+    chosen, slopes = _slopes(d, circuit)
+    x = [v.symbol for v in chosen]
+    y = sp.Symbol("y", real=True)
+    rates = lambdify([y, x, list(PARAMS)], [*slopes, 1 + m / n * sp.exp(y) if circuit == "QK" else y])
+    metric = lambdify([x, list(PARAMS)], _metric(d, circuit))
+    return rates, metric, [d.variables.index(v) for v in chosen]
+
+
+def line_coordinates(spec: Spec) -> tuple:
+    """``qkdyn.derive(spec).line`` for a spec that is no exact form's model: (Phi, Psi) as
+    :class:`LineCoordinate` callables where :func:`line` says the line exists, else ()."""
+    return (LineCoordinate(spec, "QK"), LineCoordinate(spec, "OV")) if line(spec)[0] is True else ()
 
 
 def statements(spec: Spec) -> dict[str, str]:

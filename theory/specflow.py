@@ -25,12 +25,21 @@ Steps (symbols as in docs/setting.md; nothing circuit-specific is typed in):
 
    exact for every draw with uniform token weights (then g_d = m e^{s(a-b)}); with token weights the
    population loss is the exact finite sum over the multinomial count vectors of the m distinct draws.
-   Weight decay adds sum_c (lambda_c / 2) sum_i w_i x_i^2 (every entry of an orbit has the value x_i).
-5. *Flow.* dx_i/dt = -(eta_c / w_i) dL/dx_i (eq. (1) of :mod:`qkdyn.theory.model`).
-6. *Conserved polynomials* up to degree 2 (:func:`qkdyn.theory.invariants.conserved_polynomials`, with
-   the combinations of the collapsed entries the loss sees as features, found from the loss's own
-   translation symmetries by :mod:`qkdyn.theory.lossfeatures`); weight decay removes them (d I / dt gains
-   -eta_c lambda_c deg(I) I for a homogeneous I), and the derivation says so.
+   This L is the spec's ``loss`` (the data loss, docs/setting.md). Weight decay adds the *penalty*
+   P = sum_c (lambda_c / 2) sum_i w_i x_i^2 (every entry of an orbit has the value x_i); the flow
+   descends the *objective* L + P, and loss levels (events, matched loss) are levels of L.
+5. *Flow.* dx_i/dt = -(eta_c / w_i) d(L + P)/dx_i = -(eta_c / w_i) dL/dx_i - eta_c lambda_c x_i
+   (eq. (1) of :mod:`qkdyn.theory.model`).
+6. *Conserved polynomials* up to degree 2 of the flow of L (:func:`qkdyn.theory.invariants.conserved_polynomials`,
+   with the combinations of the collapsed entries the loss sees as features, found from the loss's own
+   translation symmetries by :mod:`qkdyn.theory.lossfeatures`); each is homogeneous. Weight decay on
+   circuit c adds -eta_c lambda_c sum_i x_i dI/dx_i = -eta_c lambda_c deg(I) I to dI/dt (Euler), so
+   I(t) = I(0) e^{-eta_c lambda_c deg(I) t}: no polynomial in them is conserved, but for two of them
+   I_a^deg(I_b) / I_b^deg(I_a) is a rational first integral, and the zero set of each is invariant.
+   The *factor balances* B_j = |W_j|^2 - |W_{j+1}|^2 (|W_j|^2 = sum over factor j's orbits of w_i x_i^2)
+   are such invariants: the loss sees a chain through products linear in each factor, so
+   sum_{i in j} x_i dL/dx_i is the same for every j and dB_j/dt = -2 eta_c lambda_c B_j; the canonical
+   init (imbalance 1) has every B_j = 0, so the balanced manifold is invariant with or without decay.
 7. *Rate factor* (A1): M_c(x) = sum_i (df/dx_i)^2 / w_i for f = qk = s (a - b) or ov = u - w, and
    R_c = M_c / M_c(collapsed form of the same circuit).
 
@@ -128,7 +137,7 @@ def _word(orbit: orbits.Orbit) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class SpecDerivation:
-    """Everything derived for one spec (module docstring): variables, entries, loss, flow, init."""
+    """Everything derived for one spec (module docstring): variables, entries, loss, penalty, flow, init."""
 
     spec: Spec
     entries: tuple[Entry, ...]
@@ -137,9 +146,15 @@ class SpecDerivation:
     qk: sp.Expr
     ov: sp.Expr
     attn: sp.Expr
-    loss: sp.Expr  # population loss of the model, plus weight decay
-    rhs: tuple
+    loss: sp.Expr  # the data loss L of the model (cross-entropy or square), without the penalty
+    penalty: sp.Expr  # weight decay: P = sum_c (lambda_c / 2) sum_i w_i x_i^2 (0 without)
+    rhs: tuple  # dx_i/dt = -(eta_c / w_i) d(L + P)/dx_i
     init: dict  # symbol -> initial value in terms of qk0, ov0 and the parameters
+
+    @property
+    def objective(self) -> sp.Expr:
+        """L + P: what the flow descends (module docstring, steps 4-5)."""
+        return self.loss + self.penalty
 
     @property
     def variables(self) -> tuple[Variable, ...]:
@@ -165,13 +180,11 @@ class SpecDerivation:
                        {v.symbol: self.init[v.symbol] for v in chosen})
 
     @functools.cached_property
-    def invariants(self) -> dict:
-        """circuit -> list of conserved polynomials up to degree 2, or a sentence saying why none."""
+    def homogeneous_invariants(self) -> dict:
+        """circuit -> the homogeneous polynomials I up to degree 2 conserved by the flow of the loss L alone
+        (module docstring, step 6), or a sentence saying why none were searched."""
         out = {}
         for circuit in ("QK", "OV"):
-            if _circuit_spec(self.spec, circuit).weight_decay > 0:
-                out[circuit] = "none: weight decay makes d I/dt = -eta lambda deg(I) I for a homogeneous I"
-                continue
             chosen = [v for v in self.variables if v.circuit == circuit]
             if not all(f.is_polynomial(*[v.symbol for v in chosen]) for f in self.seen[circuit]):
                 out[circuit] = ("not searched: the loss sees this circuit through non-polynomial features (the "
@@ -179,6 +192,55 @@ class SpecDerivation:
                 continue
             out[circuit] = invariants.conserved_polynomials([v.symbol for v in chosen], [v.orbit for v in chosen],
                                                             self.seen[circuit])
+        return out
+
+    @functools.cached_property
+    def invariants(self) -> dict:
+        """circuit -> its conserved polynomials up to degree 2 (:attr:`homogeneous_invariants`), or a sentence
+        saying why none is listed: not searched, or weight decay (then :attr:`rational_integrals` and
+        :attr:`balances` say what is conserved and what is invariant)."""
+        out = dict(self.homogeneous_invariants)
+        for circuit, found in out.items():
+            if _decay(self.spec, circuit) and not isinstance(found, str):
+                out[circuit] = ("no polynomial first integral: weight decay makes dI/dt = -eta lambda deg(I) I for "
+                                "every homogeneous invariant I of the flow without it, so no polynomial in them is "
+                                "conserved; the rational first integrals I_a^deg(I_b) / I_b^deg(I_a) are, and the "
+                                "balanced manifold (every factor balance 0) is invariant")
+        return out
+
+    @functools.cached_property
+    def rational_integrals(self) -> dict:
+        """circuit with weight decay -> its rational first integrals I_j^deg(I_0) / I_0^deg(I_j) (module
+        docstring, step 6) over the circuit's other homogeneous invariants I_j, I_0 the first one that is
+        not 0 at the canonical init (each a function of degree 0, conserved where I_0 != 0; one that is 0
+        at the init stays 0). Circuits without weight decay, or without two such invariants, are left out."""
+        from qkdyn.theory.specclosed import _random_points
+
+        point = next(_random_points((qk0, ov0), 1, seed=2))
+        out = {}
+        for circuit, found in self.homogeneous_invariants.items():
+            if not _decay(self.spec, circuit) or isinstance(found, str):
+                continue
+            at_init = [abs(complex(sp.N(I.xreplace(self.init).subs(point), 30))) for I in found]
+            reference = next((I for I, value in zip(found, at_init) if value > 1e-20), None)
+            if reference is None or len(found) < 2:
+                continue
+            degree = {I: sp.Poly(I, *self.circuit_symbols(circuit)).total_degree() for I in found}
+            out[circuit] = [I ** degree[reference] / reference ** degree[I] for I in found if I is not reference]
+        return out
+
+    @functools.cached_property
+    def balances(self) -> dict:
+        """circuit -> its factor balances B_j = |W_j|^2 - |W_{j+1}|^2, j = 1 .. L-1 (module docstring, step 6:
+        conserved by the flow of L, dB_j/dt = -2 eta_c lambda_c B_j with weight decay, all 0 at the
+        canonical init with imbalance 1); () for a collapsed or coupled circuit."""
+        out = {}
+        for circuit in ("QK", "OV"):
+            cs = _circuit_spec(self.spec, circuit)
+            norms = [sum(e.variable.orbit * e.variable.symbol**2 for e in self.entries
+                         if e.factor.circuit == circuit and e.factor.index == j)
+                     for j in range(cs.depth if cs.form == "factorized" else 0)]
+            out[circuit] = tuple(sp.expand(a - b) for a, b in zip(norms, norms[1:]))
         return out
 
     @functools.cached_property
@@ -200,6 +262,11 @@ class SpecDerivation:
 
 def _circuit_spec(spec: Spec, circuit: str) -> CircuitSpec:
     return spec.qk if circuit == "QK" else spec.ov
+
+
+def _decay(spec: Spec, circuit: str) -> sp.Expr:
+    """lambda_c as an exact number (0 without weight decay)."""
+    return sp.nsimplify(_circuit_spec(spec, circuit).weight_decay)
 
 
 def _rank(spec: Spec, circuit: str) -> int | None:
@@ -400,15 +467,13 @@ def derive_spec(spec: Spec) -> SpecDerivation:
         seen[c] = [f.xreplace(values) for f in lossfeatures.features(loss_e, list(holders[c].values()),
                                                                  list(holders[other].values()))]
     loss = loss_e.xreplace(values)
-    for circuit in ("QK", "OV"):
-        decay = sp.nsimplify(_circuit_spec(spec, circuit).weight_decay)
-        if decay:
-            loss += decay / 2 * sum(e.variable.orbit * e.variable.symbol**2 for e in entries
-                                    if e.variable.circuit == circuit)
-    rhs = tuple(-(ETA[e.variable.circuit] / e.variable.orbit) * sp.diff(loss, e.variable.symbol) for e in entries)
+    penalty = sum((_decay(spec, e.variable.circuit) / 2 * e.variable.orbit * e.variable.symbol**2 for e in entries),
+                  sp.S(0))
+    rhs = tuple(-(ETA[e.variable.circuit] / e.variable.orbit) * sp.diff(loss + penalty, e.variable.symbol)
+                for e in entries)
     init = {e.variable.symbol: _init_value(spec, e) for e in entries}
     return SpecDerivation(spec, entries, {"QK": qk_f, "OV": ov_f}, seen, qk.xreplace(values), ov.xreplace(values),
-                          attn.xreplace(values), loss, rhs, init)
+                          attn.xreplace(values), loss, penalty, rhs, init)
 
 
 def named(name: str) -> SpecDerivation:

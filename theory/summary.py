@@ -5,7 +5,6 @@ Each entry is a sympy expression (rendered as text or LaTeX by the caller) or a 
 from __future__ import annotations
 
 import sympy as sp
-
 from qkdyn.theory import invariants, model, sharpness
 from qkdyn.theory.derived import derive
 
@@ -42,12 +41,12 @@ def summarise(name: str) -> dict:
         "gradient_ratio dL/dqk / dL/dov": invariants.gradient_ratio(),
         "metric M_QK (rate of qk per -eta_QK dL/dqk)": derived.metric[0],
         "metric M_OV (rate of ov per -eta_OV dL/dov)": derived.metric[1],
-        "line": dict(zip(("Phi(qk)", "Psi(ov)"), derived.line)),
+        "line": dict(zip(("Phi(qk)", "Psi(ov)"), derived.line, strict=True)),
         "law ov(t)": derived.laws["ov(t)"],
         "law qk(ov)": derived.laws["qk(ov)"],
         "growth in log t": derived.growth,
         "line normal form: dPhi/dqk = A (m e^qk + n) / (n sqrt(qk^2 + beta^2)) (beta = 0: no root)":
-            dict(zip(("A", "beta"), sharpness.line_normal_form(name))),
+            dict(zip(("A", "beta"), sharpness.line_normal_form(name), strict=True)),
         "A4: d attn / d rho at fixed loss (implicit differentiation)": {
             "general": sharpness.a4_general(),
             "this parameterisation": sharpness.a4_derivative(name),
@@ -80,12 +79,20 @@ def summarise_spec(spec) -> dict:
         "variables": [{"name": v.name, "circuit": v.circuit, "orbit_size": v.orbit, "meaning": v.meaning}
                       for v in d.variables],
         "collapsed entries": {f"W_{c}[{key}]": value for c, entries in d.features.items() for key, value in entries.items()},
-        "qk": d.qk, "ov": d.ov, "attn": d.attn, "loss (with weight decay)": d.loss,
-        "ode": {v.name: rhs for v, rhs in zip(d.variables, d.rhs)},
+        "qk": d.qk, "ov": d.ov, "attn": d.attn, "loss": d.loss,
+        **({"penalty (weight decay)": d.penalty, "objective (loss + penalty: what the flow descends)": d.objective}
+           if d.penalty != 0 else {}),
+        "ode": {v.name: rhs for v, rhs in zip(d.variables, d.rhs, strict=True)},
         "initial_state": {sym.name: value for sym, value in d.init.items()},
         "conserved": {c: value if isinstance(value, str) else
                       {f"I_{c}{i + 1}": e for i, e in enumerate(value)} or "none up to degree 2"
                       for c, value in d.invariants.items()},
+        **({"rational first integrals (weight decay)": {f"R_{c}{i + 1}": e for c, found in d.rational_integrals.items()
+                                                        for i, e in enumerate(found)},
+            "balanced manifold (invariant: every balance 0)": {f"B_{c}{i + 1}": b for c, found in d.balances.items()
+                                                               if getattr(spec, c.lower()).weight_decay
+                                                               for i, b in enumerate(found)}}
+           if d.penalty != 0 else {}),
         "metric M_QK (rate of qk per -eta_QK dL/dqk)": d.metrics["QK"]["metric"],
         "metric M_OV (rate of ov per -eta_OV dL/dov)": d.metrics["OV"]["metric"],
         "rate factor R_QK (A1, against the collapsed QK circuit)": d.metrics["QK"]["rate_factor"],

@@ -10,6 +10,7 @@ import qkdyn
 from qkdyn.simulate.solve import Trajectory
 from qkdyn.simulate.specsolve import SpecTrajectory, solve_spec
 from qkdyn.theory import specflow
+from qkdyn.theory.model import ETA
 from repo_paths import ROOT
 
 SETTING = qkdyn.Setting(classes=3, distinct=2, commons=5)
@@ -76,6 +77,10 @@ def test_derive_of_a_spec_holds_what_derive_spec_gave():
     flow = specflow.derive_spec(DECAY)
     assert d.flow is flow  # the one derivation, cached per spec
     assert d.variables == flow.symbols and d.ode == dict(zip(flow.symbols, flow.rhs)) and d.loss == flow.loss
+    # the loss is the data loss, the weight decay its own penalty; the flow descends their sum
+    assert d.penalty == flow.penalty != 0 and flow.objective == flow.loss + flow.penalty
+    assert all(rhs == -(ETA[v.circuit] / v.orbit) * flow.objective.diff(v.symbol)
+               for v, rhs in zip(flow.variables, flow.rhs))
     assert qkdyn.derive(DECAY) is d
 
 
