@@ -25,6 +25,8 @@ as long as c keeps its sign, i.e. ov > 0). Hence
 Nothing here is assumed of the coupled circuit beyond its derived reduced flow (checked against
 autograd on the full matrices by :func:`qkdyn.check` in the test suite), so each claim can fail: a
 weight decay on QK or a square loss breaks the argument, and the same measurements then fail (tests).
+"At equal qk" is exact: each run's rows are compared with the rho = 1 run's states where it reaches their qk,
+located on the solver's dense output (:func:`reach`), so the agreement printed is the solver's own accuracy.
 CQ3 (A3's analogue) measures the late growth of e^qk and of the attention odds against (log t)^2 as A3
 does (the drift k of log(y / (log t)^2) in units of one factor log log t, over a late window), with the
 same measurement on CACO and FACO in the same window as the calibration. CQ4 (A4/A5's analogue)
@@ -43,18 +45,20 @@ from __future__ import annotations
 import dataclasses
 import math
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
-from scipy.interpolate import CubicSpline
 
 from qkdyn.claims import Claim, Precondition, combine, gate
 from qkdyn.simulate.claims_theory import drift
 from qkdyn.simulate.plotting import COLOURS, save, subplots
-from qkdyn.simulate.specsolve import solve_spec
+from qkdyn.simulate.specsolve import dense_spec, solve_spec
 from qkdyn.theory.setting import Setting
-from qkdyn.theory.spec import CircuitSpec, Spec
+from qkdyn.theory.spec import NAMED, CircuitSpec, Spec
 
-#: relative error below which a rho-independent quantity counts as the same (interpolation error ~1e-6)
+#: relative error below which a rho-independent quantity counts as the same (the measurement's own error, at
+#: exact qk events on the solver's dense output, is the solver's: 1e-13 to 3e-12 for R_QK, 1e-11 to 5e-10 on the line;
+#: weight decay or a square loss give 1e-3 and more)
 SAME = 1e-4
 #: CQ2's precondition: the line's largest relative error on CACO's exact line (the measurement's own error)
 RESOLVED = SAME / 10
@@ -95,7 +99,9 @@ def collapsed_metric(setting: Setting) -> tuple[float, float]:
 
 @dataclasses.dataclass
 class FlowPath:
-    """One solution of a spec at rate ratio rho: t, qk, ov, attn and R_QK along it."""
+    """One solution of a spec at rate ratio rho: t, qk, ov, attn and R_QK along it; ``at_qk`` (None for an exact
+    form solved by name): qk values on the rising prefix of the rows -> (ov, R_QK) at the states where the
+    solution reaches them (:func:`reach`)."""
 
     rho: float
     t: np.ndarray
@@ -103,11 +109,13 @@ class FlowPath:
     ov: np.ndarray
     attn: np.ndarray
     rate_factor: np.ndarray
+    at_qk: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]] | None = None
 
 
 def path(setting: Setting, spec: Spec | str, rho: float, t_max: float, points: int, at=()) -> FlowPath:
     """Solve ``spec`` (or one of the exact forms by name: its compiled solver and closed-form rate
-    factor) at eta_QK = rho eta_OV to ``t_max`` and read R_QK along the solution."""
+    factor) at eta_QK = rho eta_OV to ``t_max`` and read R_QK along the solution; for a spec, keep its dense
+    output to locate the states at given qk (:func:`reach`)."""
     changed = setting.replace(eta_qk=rho * setting.eta_ov)
     if isinstance(spec, str):
         from qkdyn.simulate.claims_theory import closed_rate_factors
@@ -118,35 +126,60 @@ def path(setting: Setting, spec: Spec | str, rho: float, t_max: float, points: i
     tr = solve_spec(changed, spec, t_max=t_max, points=points, at=at)
     from qkdyn.theory.specnumeric import numeric
 
-    factor = np.broadcast_to(numeric(spec).qk_metric(tr.state, np.array(setting.numeric())), tr.t.shape)
-    return FlowPath(rho, tr.t, tr.qk, tr.ov, tr.attn, factor / collapsed_metric(setting)[0])
+    functions, p, m_qk = numeric(spec), np.array(setting.numeric()), collapsed_metric(setting)[0]
+    dense = dense_spec(changed, spec, t_max)
+    factor = np.broadcast_to(functions.qk_metric(tr.state, p), tr.t.shape) / m_qk
+    n = _rising(tr.qk)
+
+    def at_qk(values):
+        x = reach(dense, lambda states: functions.features(states, p)[0], tr.t[:n], tr.qk[:n], values)
+        return functions.features(x, p)[1], np.broadcast_to(functions.qk_metric(x, p), np.shape(values)) / m_qk
+
+    return FlowPath(rho, tr.t, tr.qk, tr.ov, tr.attn, factor, at_qk)
 
 
-def _rising(reference: FlowPath) -> int:
-    """Length of the prefix of ``reference`` on which qk strictly increases (splines in qk need it)."""
-    falls = np.flatnonzero(np.diff(reference.qk) <= 0)
-    return int(falls[0]) + 1 if falls.size else len(reference.qk)
+def reach(dense, qk_of, t: np.ndarray, qk: np.ndarray, values) -> np.ndarray:
+    """The states (dim, len(values)) where a solution reaches each of ``values``: the roots of qk_of(dense(t)) - value
+    (``dense``: the solver's dense output, t -> states; ``qk_of``: states -> qk), each bracketed by the rows (t, qk,
+    qk strictly increasing) around it and bisected in t to the float resolution of its upper end."""
+    values = np.asarray(values, dtype=float)
+    i = np.clip(np.searchsorted(qk, values, side="right"), 1, len(qk) - 1)  # qk[i - 1] <= value < qk[i]
+    lo, hi = t[i - 1], t[i]
+    resolution = np.finfo(float).eps * hi
+    while np.any(hi - lo > resolution):
+        mid = 0.5 * (lo + hi)
+        below = qk_of(dense(mid)) < values
+        lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
+    return dense(0.5 * (lo + hi))
 
 
-def _at_equal_qk(reference: FlowPath, other: FlowPath, values_ref):
-    """(mask on ``other``, the reference quantity read at other's qk) on their common rising range, the
-    first 1% of the range left out (qk0 itself); a cubic spline in qk on the reference."""
-    n = _rising(reference)
-    qk = reference.qk[:n]
-    low = qk[0] + 0.01 * (qk[-1] - qk[0])
-    keep = (other.qk >= low) & (other.qk <= qk[-1])
-    return keep, CubicSpline(qk, np.asarray(values_ref)[:n])(other.qk[keep])
+def _rising(qk: np.ndarray) -> int:
+    """Length of the prefix of the rows ``qk`` on which qk strictly increases (to locate a qk value on it)."""
+    falls = np.flatnonzero(np.diff(qk) <= 0)
+    return int(falls[0]) + 1 if falls.size else len(qk)
 
 
-def _on(reference: FlowPath, other: FlowPath, values_ref, values_other) -> float:
-    """Largest relative difference of a quantity at equal qk on two paths (:func:`_at_equal_qk`)."""
-    keep, predicted = _at_equal_qk(reference, other, values_ref)
-    return float(np.max(np.abs(values_other[keep] - predicted) / np.maximum(np.abs(values_other[keep]), 1e-300)))
+def _at_equal_qk(reference: FlowPath, other: FlowPath):
+    """(mask on ``other``'s rows within the qk range of the reference's rising prefix, the reference's (ov, R_QK)
+    at the states where it reaches those rows' qk: exact events on its dense output, :func:`reach`). The first 1%
+    of the range is left out: there qk has hardly moved while ov grows, so ov at equal qk multiplies qk's own
+    integration error (2.6e-10 on CQ2's quick line at rho = 0.1, against 4e-11 beyond it)."""
+    qk = reference.qk[:_rising(reference.qk)]
+    keep = (other.qk >= qk[0] + 0.01 * (qk[-1] - qk[0])) & (other.qk <= qk[-1])
+    return keep, reference.at_qk(other.qk[keep])
+
+
+def _on(reference: FlowPath, other: FlowPath) -> float:
+    """Largest relative difference of R_QK at equal qk on two paths: ``other``'s rows against the reference where
+    it reaches their qk (:func:`_at_equal_qk`)."""
+    keep, (_, predicted) = _at_equal_qk(reference, other)
+    values = other.rate_factor[keep]
+    return float(np.max(np.abs(values - predicted) / np.maximum(np.abs(values), 1e-300)))
 
 
 def monotone(reference: FlowPath) -> bool:
     """qk strictly increasing along the whole path ("equal qk" is then one point of each path)."""
-    return _rising(reference) == len(reference.qk)
+    return _rising(reference.qk) == len(reference.qk)
 
 def _rhos(paths) -> list[float]:
     """The rate ratios of the path runs (those of the first spec), in increasing order."""
@@ -176,16 +209,16 @@ def _unmeasured(values: dict[str, float]) -> str:
 def measure_cq1(setting: Setting, paths: dict[str, dict[float, FlowPath]], faco: FlowPath) -> dict:
     """CQ1's evidence from the solutions of each coupled spec at every rho (``paths[name][1.0]`` the reference):
     per spec, the largest relative difference of R_QK at equal qk between the reference and each other rho
-    (:func:`_on`), R_QK's smallest step along the reference (positive: it grows with qk), R_QK at both ends, qk
-    at the end, the local exponent d log R / d log qk there and R_QK over factorized QK's factor at that qk;
-    and factorized QK's own exponent at its end (``faco``)."""
+    (:func:`_on`: each other run's rows against the reference's states located where it reaches their qk), R_QK's
+    smallest step along the reference (positive: it grows with qk), R_QK at both ends, qk at the end, the local
+    exponent d log R / d log qk there and R_QK over factorized QK's factor at that qk; and factorized QK's own
+    exponent at its end (``faco``)."""
     per_spec = {}
     for name, runs in paths.items():
         reference, others = runs[1.0], [r for rho, r in runs.items() if rho != 1.0]
         slope = np.gradient(np.log(reference.rate_factor), np.log(reference.qk))
         per_spec[name] = {
-            "max_rel_difference_at_equal_qk": {f"rho={o.rho:g}": _on(reference, o, reference.rate_factor,
-                                                                     o.rate_factor) for o in others},
+            "max_rel_difference_at_qk_events": {f"rho={o.rho:g}": _on(reference, o) for o in others},
             "smallest_factor_step": float(np.min(np.diff(reference.rate_factor))),
             "factor_at_start": float(reference.rate_factor[0]), "factor_at_end": float(reference.rate_factor[-1]),
             "qk_at_end": float(reference.qk[-1]), "local_exponent_at_end": float(slope[-1]),
@@ -202,13 +235,13 @@ _CQ1_READINGS = ("factor_at_start", "factor_at_end", "qk_at_end", "local_exponen
 
 def judge_cq1(evidence: dict) -> Claim:
     """CQ1 from :func:`measure_cq1`'s evidence. "R_QK is a function of qk" holds when every difference at equal
-    qk is below :data:`SAME`; "R_QK grows with qk" when R_QK's smallest step along every reference is
+    qk (exact qk events) is below :data:`SAME`; "R_QK grows with qk" when R_QK's smallest step along every reference is
     positive; a part with a value not measured (NaN) is inconclusive."""
     per_spec, faco_slope = evidence["per_spec"], evidence["factorized_local_exponent_at_end"]
     differences = {f"{name} R_QK difference at {label}": v for name, e in per_spec.items()
-                   for label, v in e["max_rel_difference_at_equal_qk"].items()}
+                   for label, v in e["max_rel_difference_at_qk_events"].items()}
     steps = {f"{name} R_QK step": e["smallest_factor_step"] for name, e in per_spec.items()}
-    reported = {name: {"max_rel_difference_at_equal_qk": e["max_rel_difference_at_equal_qk"],
+    reported = {name: {"max_rel_difference_at_qk_events": e["max_rel_difference_at_qk_events"],
                        "increasing_with_qk": None if math.isnan(e["smallest_factor_step"])
                        else e["smallest_factor_step"] > 0, **{k: e[k] for k in _CQ1_READINGS}}
                 for name, e in per_spec.items()}
@@ -217,9 +250,10 @@ def judge_cq1(evidence: dict) -> Claim:
              "R_QK grows with qk": _decide(steps, lambda v: v > 0)}
     summary = (
         "Along the coupled solutions (collapsed OV) at rho = 1 and at "
-        f"{', '.join(f'{r:g}' for r in evidence['rhos'] if r != 1)}, R_QK = M_QK / M_QK^collapsed read at equal qk "
-        f"differs by at most {_worst(differences.values()):.2g} (relative; it fails above {SAME:g}): one function of "
-        f"qk for every rho. It grows along the path in {growing} of {len(reported)} variants ("
+        f"{', '.join(f'{r:g}' for r in evidence['rhos'] if r != 1)}, R_QK = M_QK / M_QK^collapsed at equal qk "
+        "(each run's rows against the rho = 1 run's states where it reaches their qk, located on the solver's dense "
+        f"output) differs by at most {_worst(differences.values()):.2g} (relative; it fails above {SAME:g}): one "
+        f"function of qk for every rho. It grows along the path in {growing} of {len(reported)} variants ("
         + "; ".join(f"{n}: {e['factor_at_start']:.3g} -> {e['factor_at_end']:.3g} at qk = {e['qk_at_end']:.3g}, local "
                     f"exponent d log R / d log qk = {e['local_exponent_at_end']:.3g}, "
                     f"{e['factor_over_factorized_at_end']:.3g}x the factorized QK factor" for n, e in reported.items())
@@ -234,19 +268,21 @@ def judge_cq1(evidence: dict) -> Claim:
 def line_error(setting: Setting, reference: FlowPath, other: FlowPath) -> float:
     """Largest relative error of ov on ``other`` predicted by the line: rho Psi(ov) = Phi(qk) with Phi read
     off ``reference`` (rho = 1: Phi(qk) = Psi(ov_1(qk))), so ov = sqrt(ov0^2 + 2 M_OV Phi(qk) / rho)
-    (module docstring, CQ2)."""
+    (module docstring, CQ2); ov_1 at the states where ``reference`` reaches other's qk (:func:`_at_equal_qk`)."""
     m_ov = collapsed_metric(setting)[1]
-    keep, phi = _at_equal_qk(reference, other, (reference.ov**2 - setting.ov0**2) / (2 * m_ov))
+    keep, (ov_1, _) = _at_equal_qk(reference, other)
+    phi = (ov_1**2 - setting.ov0**2) / (2 * m_ov)
     predicted = np.sqrt(np.maximum(setting.ov0**2 + 2 * m_ov * phi / other.rho, 0.0))
     return float(np.max(np.abs(other.ov[keep] - predicted) / np.abs(other.ov[keep])))
 
 
 def measure_cq2(setting: Setting, paths: dict[str, dict[float, FlowPath]], control: dict[float, FlowPath]) -> dict:
     """CQ2's evidence: per coupled spec and rho other than 1, the line's error (:func:`line_error`, Phi from the
-    rho = 1 run); the same on ``control``, CACO's exact line (the error of the measurement itself); whether qk
+    rho = 1 run); the same on ``control``, CACO's exact line (its spec solved the same way: the error of the
+    measurement itself); whether qk
     rises along each spec's rho = 1 run (needed to read Phi as a function of qk)."""
     return {"rhos": _rhos(paths),
-            "max_rel_error": {name: {f"rho={r.rho:g}": line_error(setting, runs[1.0], r)
+            "max_rel_error_at_qk_events": {name: {f"rho={r.rho:g}": line_error(setting, runs[1.0], r)
                                      for rho, r in runs.items() if rho != 1.0} for name, runs in paths.items()},
             "control_CACO": {f"rho={r.rho:g}": line_error(setting, control[1.0], r)
                              for rho, r in control.items() if rho != 1.0},
@@ -258,7 +294,7 @@ def judge_cq2(evidence: dict) -> Claim:
     measurement resolves CACO's exact line (worst error below :data:`RESOLVED`) and every reference run's qk
     rises; inconclusive when a line error is not measured (NaN)."""
     control_error = _worst(evidence["control_CACO"].values())
-    errors = {f"{name} line error at {label}": v for name, e in evidence["max_rel_error"].items()
+    errors = {f"{name} line error at {label}": v for name, e in evidence["max_rel_error_at_qk_events"].items()
               for label, v in e.items()}
     worst = _worst(errors.values())
     pre = [Precondition("the measurement resolves an exact line (CACO, same grid)", control_error, "<", RESOLVED,
@@ -266,15 +302,16 @@ def judge_cq2(evidence: dict) -> Claim:
            Precondition("qk increases along every reference run", float(all(evidence["reference_rising"].values())),
                         ">", 0.5, "needed to read Phi as a function of qk")]
     verdict = _decide(errors, lambda v: v < SAME) if all(p.met for p in pre) else "inconclusive"
-    summary = (f"Phi(qk) = Psi(ov) read off the coupled solution at rho = 1 predicts rho Psi(ov) at equal qk on the "
+    summary = (f"Phi(qk) = Psi(ov) read off the coupled solution at rho = 1 predicts rho Psi(ov) at equal qk (the "
+               "rho = 1 run's states located where it reaches each row's qk, on the solver's dense output) on the "
                f"solutions at rho = {', '.join(f'{r:g}' for r in evidence['rhos'] if r != 1)} to {worst:.2g} "
                f"(relative; it fails above {SAME:g}); the same measurement on CACO's exact line: {control_error:.2g}. "
                "So in (rho Psi(ov), Phi(qk)) coordinates the coupled trajectories are again lines of slope 1, with "
                "Phi' = 1 / ((1 - attn) M_QK(qk)) set by the coupled rate factor of CQ1." + _unmeasured(errors))
     return Claim("CQ2", "With coupled QK the reduced dynamics keep A2's closed form: Phi(qk) - rho Psi(ov) is "
                  "conserved, Phi set by the coupled rate factor.", verdict,
-                 {"max_rel_error": evidence["max_rel_error"], "control_CACO": control_error}, summary,
-                 preconditions=pre)
+                 {"max_rel_error_at_qk_events": evidence["max_rel_error_at_qk_events"], "control_CACO": control_error},
+                 summary, preconditions=pre)
 
 
 def growth_k(t: np.ndarray, y_log: np.ndarray, window) -> float:
@@ -418,7 +455,7 @@ def measure(setting: Setting, cfg: dict, figures: Path) -> dict:
     specs = [coupled(**v) for v in cfg["variants"]]
     window, t_path = tuple(cfg["window"]), cfg["t_path"]
     runs = {s.name: {rho: path(setting, s, rho, t_path, cfg["points"]) for rho in cfg["rhos"]} for s in specs}
-    control = {rho: path(setting, "CACO", rho, t_path, cfg["points"]) for rho in cfg["rhos"]}
+    control = {rho: path(setting, NAMED["CACO"], rho, t_path, cfg["points"]) for rho in cfg["rhos"]}
     faco = path(setting, "FACO", 1.0, t_path, cfg["points"])
     late = {s.name: path(setting, s, 1.0, window[1], 50, at=window) for s in specs}
     cq4 = measure_cq4(setting, specs, cfg["sweep_rhos"], cfg["levels"], figures)

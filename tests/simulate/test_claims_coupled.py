@@ -16,7 +16,7 @@ import pytest
 from qkdyn.simulate import claims_coupled as cc
 from qkdyn.studies import json_default
 from qkdyn.theory.setting import Setting
-from qkdyn.theory.spec import CircuitSpec, Spec
+from qkdyn.theory.spec import NAMED, CircuitSpec, Spec
 
 RHOS = (0.1, 1.0, 10.0)
 
@@ -45,14 +45,18 @@ def setting():
 
 @pytest.fixture(scope="module")
 def control(setting):
-    return _runs(setting, "CACO")
+    return _runs(setting, NAMED["CACO"])
 
 
 def test_the_line_and_the_rate_factor_hold_for_coupled_qk(setting, control):
     runs = {"coupled": _runs(setting, cc.coupled(0.3))}
     cq1, cq2 = _cq1(setting, runs), _cq2(setting, runs, control)
     assert cq1.verdict == "holds" and cq2.verdict == "holds", (cq1.summary, cq2.summary)
-    assert cq2.evidence["control_CACO"] < 1e-6
+    # read at exact qk events on the dense output, the agreement is the solver's own (rtol 1e-11): ~1e-12 for R_QK,
+    # ~1e-10 on the line (a cubic spline in qk through the rows gave 2e-9 and 1e-8)
+    assert max(cq1.evidence["per_spec"]["coupled"]["max_rel_difference_at_qk_events"].values()) < 1e-10
+    assert max(cq2.evidence["max_rel_error_at_qk_events"]["coupled"].values()) < 1e-9
+    assert cq2.evidence["control_CACO"] < 1e-9
 
 
 def test_a_square_loss_keeps_r_a_function_of_qk_but_breaks_the_line(setting, control):
@@ -91,3 +95,13 @@ def test_matched_loss_sharpness_has_a_part_that_holds_and_one_that_fails(tmp_pat
     margins = claim.evidence["min_log_odds_margin"]["coupled/euler/linear/dt=0.2/A0=0.5"]
     assert margins["CACO"] > 1 and margins["MLP-only"] < 0
     assert np.isfinite([row["attn"] for row in claim.table]).all()
+
+
+def test_reach_locates_each_qk_value_to_the_float_resolution():
+    """reach on a dense output known in closed form (qk = log(1 + t), second coordinate t): the located states
+    are those at t = e^value - 1, bracketed by the rows and bisected to the float resolution, the ends included."""
+    t = np.concatenate([[0.0], np.geomspace(1e-2, 1e6, 30)])
+    values = np.concatenate([[0.0], np.linspace(0.05, 13.0, 9), [np.log1p(1e6)]])
+    states = cc.reach(lambda times: np.vstack([np.log1p(times), times]), lambda x: x[0], t, np.log1p(t), values)
+    assert np.allclose(states[0], values, rtol=1e-15, atol=1e-15)
+    assert np.allclose(states[1], np.expm1(values), rtol=1e-14, atol=1e-16)

@@ -17,12 +17,12 @@ def evidence() -> dict:
     """Evidence shaped as :func:`cc.measure` returns it, one coupled variant, on which every claim holds."""
     return {
         "CQ1": {"rhos": [0.1, 1.0, 10.0], "factorized_local_exponent_at_end": 1.0,
-                "per_spec": {NAME: {"max_rel_difference_at_equal_qk": {"rho=0.1": 2e-9, "rho=10": 1e-9},
+                "per_spec": {NAME: {"max_rel_difference_at_qk_events": {"rho=0.1": 2e-13, "rho=10": 1e-13},
                                     "smallest_factor_step": 1e-3, "factor_at_start": 0.08, "factor_at_end": 76.0,
                                     "qk_at_end": 13.0, "local_exponent_at_end": 1.03,
                                     "factor_over_factorized_at_end": 1.05}}},
-        "CQ2": {"rhos": [0.1, 1.0, 10.0], "max_rel_error": {NAME: {"rho=0.1": 5e-7, "rho=10": 3e-7}},
-                "control_CACO": {"rho=0.1": 3e-9, "rho=10": 2e-9}, "reference_rising": {NAME: True}},
+        "CQ2": {"rhos": [0.1, 1.0, 10.0], "max_rel_error_at_qk_events": {NAME: {"rho=0.1": 4e-11, "rho=10": 6e-11}},
+                "control_CACO": {"rho=0.1": 3e-11, "rho=10": 5e-10}, "reference_rising": {NAME: True}},
         "CQ3": {"k": {NAME: {"exp(qk)": 0.1, "odds": 0.2}}, "k_controls": {"CACO": 0.05, "FACO": 1.0},
                 "window": [1e20, 1e50]},
         # rows rho = 0.1, 1; columns loss 1e-2, 1e-3: coupled above every baseline and rising with rho
@@ -63,7 +63,7 @@ def _set(path, value):
 
 
 def _cq1_difference(value):
-    return _set(("per_spec", NAME, "max_rel_difference_at_equal_qk", "rho=10"), value)
+    return _set(("per_spec", NAME, "max_rel_difference_at_qk_events", "rho=10"), value)
 
 
 def _cq1_step(value):
@@ -86,8 +86,8 @@ def test_cq1_fails_when_both_parts_fail_and_reports_an_unmeasured_step_as_unknow
 
 
 @pytest.mark.parametrize("edit, verdict, met", [
-    (_set(("max_rel_error", NAME, "rho=10"), 1e-3), "fails", [True, True]),
-    (_set(("max_rel_error", NAME, "rho=10"), NAN), "inconclusive", [True, True]),
+    (_set(("max_rel_error_at_qk_events", NAME, "rho=10"), 1e-3), "fails", [True, True]),
+    (_set(("max_rel_error_at_qk_events", NAME, "rho=10"), NAN), "inconclusive", [True, True]),
     (_set(("control_CACO", "rho=0.1"), 1e-4), "inconclusive", [False, True]),  # the measurement resolves no line
     (_set(("control_CACO", "rho=0.1"), NAN), "inconclusive", [False, True]),
     (_set(("reference_rising", NAME), False), "inconclusive", [True, False])])
@@ -133,9 +133,12 @@ def test_cq4_is_inconclusive_where_attention_is_not_measured():
 
 
 def test_a_tolerance_is_read_when_judging(monkeypatch):
-    monkeypatch.setattr(cc, "SAME", 1e-9)
-    assert judged("CQ1").parts[SAME_PART] == "fails" and judged("CQ2").verdict == "fails"
-    monkeypatch.setattr(cc, "RESOLVED", 1e-9)
+    monkeypatch.setattr(cc, "SAME", 5e-11)
+    assert judged("CQ1").parts[SAME_PART] == "holds" and judged("CQ2").verdict == "fails"
+    monkeypatch.setattr(cc, "SAME", 1e-13)
+    assert judged("CQ1").parts[SAME_PART] == "fails"
+    monkeypatch.setattr(cc, "SAME", 1e-4)
+    monkeypatch.setattr(cc, "RESOLVED", 1e-10)
     assert judged("CQ2").verdict == "inconclusive"
     monkeypatch.setattr(cc, "FACTOR_THRESHOLD", 0.15)
     assert judged("CQ3").parts == {"exp(qk) ~ (log t)^2": "holds", "odds ~ (log t)^2": "fails"}
@@ -150,8 +153,9 @@ def test_the_judges_are_pure_and_read_a_stored_record(monkeypatch):
     import qkdyn.simulate.sharpness
     import qkdyn.simulate.solve
     import qkdyn.simulate.specsolve
-    for module, name in [(cc, n) for n in ("path", "solve_spec", "matched_loss", "growth_k", "line_error", "_on",
-                                           "drift", "plot_matched_loss", "save", "subplots", "measure")] + [
+    for module, name in [(cc, n) for n in ("path", "solve_spec", "dense_spec", "reach", "matched_loss", "growth_k",
+                                           "line_error", "_on", "drift", "plot_matched_loss", "save", "subplots",
+                                           "measure")] + [
             (qkdyn.simulate.solve, "solve"), (qkdyn.simulate.sharpness, "sharpness"),
             (qkdyn.simulate.specsolve, "spec_sharpness")]:
         monkeypatch.setattr(module, name, forbidden)
