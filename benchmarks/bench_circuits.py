@@ -27,7 +27,6 @@ def _step_seconds(model, opt, sched, ids, lengths, labels, steps: int) -> float:
 
 def main() -> None:
     import torch
-
     from qkdyn.empirical.circuits.models import Decoder, ModelConfig
     from qkdyn.empirical.circuits.optim import build_optimizer
 

@@ -19,17 +19,15 @@ minimal loop CPU (target: <= 1.1), and the same against the minimal loop given q
 """
 import os
 import resource
+import statistics
 import subprocess
 import sys
-import statistics
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
-
 import torch
-
 from qkdyn.empirical.coupled.attention import AttentionConfig
 from qkdyn.empirical.coupled.model import GPT, preset_config
 
@@ -128,9 +126,9 @@ def lm_process(steps: int = 30, rounds: int = 3) -> float:
           "interleaved rounds):")
     for name, runs in cpu.items():
         print(f"  {name:14s} {statistics.median(total[name]):6.2f} s ({statistics.median(s for _, s in runs):.2f} s system)")
-    ratio = statistics.median(a / b for a, b in zip(total["qkdyn lm"], total["minimal"]))
-    kept = statistics.median(a / b for a, b in zip(total["qkdyn lm"], total["minimal, kept"]))
-    allocator = statistics.median(a / b for a, b in zip(total["minimal"], total["minimal, kept"]))
+    ratio = statistics.median(a / b for a, b in zip(total["qkdyn lm"], total["minimal"], strict=True))
+    kept = statistics.median(a / b for a, b in zip(total["qkdyn lm"], total["minimal, kept"], strict=True))
+    allocator = statistics.median(a / b for a, b in zip(total["minimal"], total["minimal, kept"], strict=True))
     print(f"  allocator setting of qkdyn lm (keep_freed_memory): minimal / minimal kept = {allocator:.2f}")
     print(f"  qkdyn lm process / minimal loop = {ratio:.2f} ({'within' if ratio <= 1.1 else 'OVER'} the 1.1 target); "
           f"/ the minimal loop with kept freed memory = {kept:.2f}")

@@ -22,12 +22,12 @@ import statistics
 import time
 
 import numpy as np
-
-from benchmarks.bench_solve import first_call
 from qkdyn.simulate.claims_sharpness import sweep
 from qkdyn.simulate.sharpness import sharpness
 from qkdyn.theory.compiled import load
 from qkdyn.theory.setting import EXACT_PARAMS, Setting
+
+from benchmarks.bench_solve import first_call
 
 LEVELS = (0.5, 0.1, 1e-2, 1e-3)
 
@@ -66,9 +66,9 @@ def diffrax_solver(setting: Setting, rtol: float, atol: float):
     (t, attn) arrays; or None where jax/diffrax are not installed. One compiled program serves every
     form (the form enters through its constants only)."""
     try:
+        import diffrax
         import jax
         import jax.numpy as jnp
-        import diffrax
         import optimistix
     except ImportError:
         return None
@@ -123,7 +123,7 @@ def vs_diffrax(setting: Setting, rhos, levels, rounds: int = 5) -> None:
     peers, compile_s = {}, 0.0
     for rtol in (1e-10, 1e-12):
         peers[f"diffrax vmap rtol {rtol:.0e}"] = solver = diffrax_solver(setting, rtol, rtol * 1e-3)
-        seconds, _ = cpu(lambda: solver(rows[EXACT_PARAMS[0]]))
+        seconds, _ = cpu(lambda solver=solver: solver(rows[EXACT_PARAMS[0]]))
         compile_s += seconds
 
     def closed(param):
@@ -138,7 +138,7 @@ def vs_diffrax(setting: Setting, rhos, levels, rounds: int = 5) -> None:
     for _ in range(rounds):
         for param in EXACT_PARAMS:
             for name in sides:
-                fn = (lambda: closed(param)) if name == ours else (lambda: peers[name](rows[param]))
+                fn = (lambda param=param: closed(param)) if name == ours else (lambda param=param, name=name: peers[name](rows[param]))
                 # twice in a row, the second timed: each side's own cost, not that of recovering the caches
                 # and branch history the side before it left (jax's run before it slowed the closed form
                 # 1.3-1.7x; a 64 MB sweep of memory 1.1x); the first call's time is kept and printed too
@@ -155,14 +155,14 @@ def vs_diffrax(setting: Setting, rhos, levels, rounds: int = 5) -> None:
     for param in EXACT_PARAMS:
         print(f"    {param}:")
         for name in sides:
-            ratio = statistics.median(a / b for a, b in zip(times[param, name], times[param, ours]))
+            ratio = statistics.median(a / b for a, b in zip(times[param, name], times[param, ours], strict=True))
             tail = "" if name == ours else f"  diffrax/closed = {ratio:.2f}x"
             print(f"      {name:24s} {statistics.median(times[param, name]) * 1e3:8.1f} ms  "
                   f"max rel. error {errors[param, name]:.1e}{tail}")
         matched = [n for n in peers if errors[param, n] <= errors[param, ours]]
         best = matched[0] if matched else list(peers)[-1]
         matched_ratios[param] = best, bool(matched), statistics.median(
-            a / b for a, b in zip(times[param, best], times[param, ours]))
+            a / b for a, b in zip(times[param, best], times[param, ours], strict=True))
     for param, (best, matched, ratio) in matched_ratios.items():
         how = "at least as accurate" if matched else "the most accurate tried, still less accurate than the closed form"
         print(f"  {param}: closed form vs {best} ({how}): {ratio:.2f}x ({'meets' if ratio >= 10 else 'BELOW'} the 10x target)")
@@ -170,7 +170,7 @@ def vs_diffrax(setting: Setting, rhos, levels, rounds: int = 5) -> None:
         total = {name: [sum(table[param, name if name == ours else matched_ratios[param][0]][k] for param in EXACT_PARAMS)
                         for k in range(rounds)] for name in (ours, "peer")}
         return (statistics.median(total[ours]), statistics.median(total["peer"]),
-                statistics.median(a / b for a, b in zip(total["peer"], total[ours])))
+                statistics.median(a / b for a, b in zip(total["peer"], total[ours], strict=True)))
 
     closed_s, peer_s, ratio = whole_grid(times)
     print(f"  whole grid ({len(EXACT_PARAMS) * points} points): closed form {closed_s * 1e3:.1f} ms, "

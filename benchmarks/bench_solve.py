@@ -29,10 +29,9 @@ import tempfile
 import time
 
 import numpy as np
-from scipy.integrate import solve_ivp
-
 from qkdyn.simulate.solve import output_times, solve
 from qkdyn.theory.setting import Setting
+from scipy.integrate import solve_ivp
 
 T_MAX, POINTS, RTOL, ATOL, ROUNDS = 1e15, 200, 1e-11, 1e-14, 7
 # qkdyn at tighter tolerances, to compare at equal accuracy: steps of 2-2.5x in rtol, so that the loosest one
@@ -75,9 +74,9 @@ def rel_error(qk_ov: np.ndarray, reference: np.ndarray) -> float:
 def diffrax_solvers(setting: Setting, taus: np.ndarray):
     """(one solve, vmapped sweep over eta_QK), both jitted, or None where diffrax is not installed."""
     try:
+        import diffrax
         import jax
         import jax.numpy as jnp
-        import diffrax
     except ImportError:
         return None
     jax.config.update("jax_enable_x64", True)
@@ -117,12 +116,12 @@ def sweep(setting: Setting, taus: np.ndarray, y0: list, jitted) -> None:
         return lambda: [np.array([tr.qk, tr.ov]) for tr in solve(settings, "CACO", t_max=T_MAX, points=POINTS, rtol=rtol)]
 
     names = ["qkdyn.solve(list)", *(f"qkdyn(list) rtol {rtol:.0e}" for rtol in TIGHTER)]
-    sides = dict(zip(names, (ours(rtol) for rtol in (RTOL, *TIGHTER))))
+    sides = dict(zip(names, (ours(rtol) for rtol in (RTOL, *TIGHTER)), strict=True))
     sides["scipy LSODA loop"] = lambda: [solve_ivp(hand_field(s), (0.0, taus[-1]), y0, method="LSODA", rtol=RTOL,
                                                    atol=ATOL, t_eval=taus).y for s in settings]
     if jitted is not None:
         sides["diffrax Tsit5 vmap"] = lambda: list(jitted[1](SWEEP).transpose(0, 2, 1))
-    errors = {name: max(rel_error(out, ref) for out, ref in zip(fn(), references)) for name, fn in sides.items()}
+    errors = {name: max(rel_error(out, ref) for out, ref in zip(fn(), references, strict=True)) for name, fn in sides.items()}
     times = {name: [] for name in sides}
     for _ in range(SWEEP_ROUNDS):
         for name, fn in sides.items():
@@ -131,7 +130,7 @@ def sweep(setting: Setting, taus: np.ndarray, y0: list, jitted) -> None:
     print(f"sweep over {len(SWEEP)} values of eta_QK, per trajectory, CPU (median of {SWEEP_ROUNDS} interleaved rounds; "
           f"error: the largest over the {len(SWEEP)} trajectories):")
     for name in sides:
-        ratio = statistics.median(a / b for a, b in zip(times[name], times[names[0]]))
+        ratio = statistics.median(a / b for a, b in zip(times[name], times[names[0]], strict=True))
         tail = "" if name == names[0] else f"  peer/qkdyn = {ratio:.2f}x"
         print(f"  {name:22s} {statistics.median(times[name]) / len(SWEEP) * 1e3:8.3f} ms  max rel. error "
               f"{errors[name]:.1e}{tail}")
@@ -147,7 +146,7 @@ def equal_accuracy(times: dict, errors: dict, peer: str, ours: list[str]) -> Non
     if not matched:
         print(f"  at equal accuracy: no qkdyn tolerance tried reaches {peer}'s error {target:.1e}")
         return
-    ratio = statistics.median(a / b for a, b in zip(times[peer], times[matched[0]]))
+    ratio = statistics.median(a / b for a, b in zip(times[peer], times[matched[0]], strict=True))
     print(f"  at equal accuracy (qkdyn's loosest rtol with an error <= {peer}'s {target:.1e}: {matched[0]}): "
           f"{peer}/qkdyn = {ratio:.2f}x ({'at least as fast' if ratio >= 1 else 'BELOW the 1x target'})")
 
@@ -208,7 +207,7 @@ def main() -> None:
     ours = times["qkdyn.solve"]
     print(f"one solve, CACO to t=1e15 ({POINTS} rows), CPU time, median of {ROUNDS} interleaved rounds:")
     for name in sides:
-        ratio = statistics.median(a / b for a, b in zip(times[name], ours))
+        ratio = statistics.median(a / b for a, b in zip(times[name], ours, strict=True))
         tail = "" if name == "qkdyn.solve" else f"  peer/qkdyn = {ratio:.2f}x"
         print(f"  {name:18s} {statistics.median(times[name]) * 1e3:8.2f} ms  max rel. error {errors[name]:.1e}{tail}")
     if jitted is not None:

@@ -11,7 +11,6 @@ import statistics
 import time
 
 import torch
-
 from qkdyn.empirical.synthetic import experiment, stacked
 from qkdyn.empirical.synthetic.budgets import a6 as config
 from qkdyn.empirical.synthetic.claim_a6 import S6
@@ -43,7 +42,7 @@ def main(T: float = 10.0, rounds: int = 3) -> None:
             if name == "stacked":
                 together = rows
     worst = max(abs(g[k] - r[k]) / max(abs(r[k]), 1e-300) for a, rs in rows.items()
-                for g, r in zip(together[a], rs) for k in r if abs(r[k]) > 1e-12)
+                for g, r in zip(together[a], rs, strict=True) for k in r if abs(r[k]) > 1e-12)
     s, a = statistics.median(times["stacked"]), statistics.median(times["alone"])
     print(f"A6 gd_sgd runs ({len(runs)} runs, t <= {T:g}), CPU, median of {rounds} interleaved rounds: one at a time "
           f"{a:.2f} s, stacked {s:.2f} s: ratio {a / s:.2f} (rows equal to {worst:.1e} relative)")

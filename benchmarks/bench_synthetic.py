@@ -10,12 +10,11 @@
   per parameterisation: ratio = plain loop's CPU time / qkdyn.gd's (>= 1: qkdyn is at least as fast),
   median over interleaved rounds so that a shared machine's load falls on both alike.
 """
-import statistics
 import math
+import statistics
 import time
 
 import torch
-
 from qkdyn.empirical.synthetic import data, experiment, reduced, train
 from qkdyn.empirical.synthetic.model import cross_entropy
 from qkdyn.theory.setting import Setting

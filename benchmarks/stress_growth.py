@@ -30,10 +30,10 @@ from pathlib import Path
 
 import numpy as np
 from hypothesis import HealthCheck, Phase, given, seed, settings
+from qkdyn.simulate.growth import RIVALS, Law, local_exponent
 
 import qkdyn
 from qkdyn import testing
-from qkdyn.simulate.growth import RIVALS, Law, local_exponent
 
 OUT = Path(__file__).with_name("STRESS_GROWTH.md")
 T_MAX, POINTS, WINDOW = 1e300, 300, (1e100, 1e300)  # the documented call

@@ -14,8 +14,8 @@ import contextlib
 import os
 import re
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from qkdyn.errors import InputError
 

@@ -39,8 +39,9 @@ import os
 import re
 import stat
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from qkdyn.errors import InputError, flag_name
 
@@ -67,7 +68,7 @@ class Domain:
         try:
             value = self.convert(text)
         except (ValueError, TypeError):
-            raise argparse.ArgumentTypeError(f"not {self.words or _article(self.convert)}: {text!r}")
+            raise argparse.ArgumentTypeError(f"not {self.words or _article(self.convert)}: {text!r}") from None
         problem = self.problem(value)
         if problem:
             raise argparse.ArgumentTypeError(f"{problem}, got {text!r}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import csv
 import math
 import os
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -37,9 +37,9 @@ def parse_times(text: str | None) -> list[float]:
         try:
             value = parse_float(item)
         except ValueError:
-            raise InputError(f"--at expects comma-separated numbers, got {item!r}")
+            raise InputError(f"--at expects comma-separated numbers, got {item!r}") from None
         except ArgumentTypeError as exc:
-            raise InputError(f"--at time {exc}")
+            raise InputError(f"--at time {exc}") from None
         if not (math.isfinite(value) and value >= 0):
             raise InputError(f"--at times must be finite and non-negative, got {item!r}")
         values.append(value)

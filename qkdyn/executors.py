@@ -27,8 +27,8 @@ import os
 import socket
 import sys
 import urllib.parse
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from qkdyn.errors import InputError
 from qkdyn.studies import Record, RunSpec, Study, die_with_parent, get, save

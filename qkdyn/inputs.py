@@ -48,7 +48,7 @@ def read_bytes(path: str | os.PathLike, limit: int = MAX_BYTES, what: str = "dat
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
-        raise InputError(f"cannot read {what} file {path}: {exc.strerror or exc}")
+        raise InputError(f"cannot read {what} file {path}: {exc.strerror or exc}") from None
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode):  # before fdopen, which refuses a directory with its own error
         os.close(fd)
@@ -60,7 +60,7 @@ def read_bytes(path: str | os.PathLike, limit: int = MAX_BYTES, what: str = "dat
         try:
             data = fh.read(limit + 1)
         except OSError as exc:
-            raise InputError(f"cannot read {what} file {path}: {exc.strerror or exc}")
+            raise InputError(f"cannot read {what} file {path}: {exc.strerror or exc}") from None
     if len(data) > limit:  # grew while read
         raise InputError(f"{what} file {path} has more than the {limit} bytes this reader accepts")
     return data
@@ -71,5 +71,5 @@ def read_text(path: str | os.PathLike, limit: int = MAX_BYTES, what: str = "data
     try:
         return read_bytes(path, limit, what).decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InputError(f"{what} file {path} is not UTF-8 text (byte {exc.start})")
+        raise InputError(f"{what} file {path} is not UTF-8 text (byte {exc.start})") from None
 

@@ -86,7 +86,7 @@ class RunRecord:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data, source: str = "the run record") -> "RunRecord":
+    def from_dict(cls, data, source: str = "the run record") -> RunRecord:
         """The record of ``data`` (from ``source``); a record written before the schema (the old
         ``final.json`` of ``train-circuits``, ``result.json`` of ``lm``/``mqar``) is read through
         :func:`from_legacy`; anything else is one InputError naming ``source``. Keys beside the
@@ -139,7 +139,7 @@ class Restored:
     carried over and the trainer's own ``extra`` state (plain data)."""
 
     step: int
-    clock: "Clock"
+    clock: Clock
     extra: dict
 
 
@@ -154,12 +154,12 @@ class RunDir:
         self.checkpoint, self.metrics, self.result = (self.path / name for name in (CHECKPOINT, METRICS, RESULT))
         self.writer, self._lock_fd = writer, None
 
-    def __enter__(self) -> "RunDir":
+    def __enter__(self) -> RunDir:
         self._created = [p for p in (self.path, *self.path.parents) if not p.exists()]
         try:
             self.path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise InputError(f"cannot create {self.path}: {exc.strerror or exc}")
+            raise InputError(f"cannot create {self.path}: {exc.strerror or exc}") from None
         if self.writer:
             import fcntl
 
@@ -168,7 +168,7 @@ class RunDir:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
                 os.close(fd)
-                raise InputError(f"{self.path} is in use by another run (locked); wait for it or use another --out")
+                raise InputError(f"{self.path} is in use by another run (locked); wait for it or use another --out") from None
             self._lock_fd = fd
             remove_stale_temporaries(self.path)
         return self
@@ -213,7 +213,7 @@ class RunDir:
         except (KeyError, TypeError, ValueError, RuntimeError) as exc:
             raise InputError(f"{damaged} ({type(exc).__name__}); delete it or use another --out") from None
 
-    def save(self, step: int, model, optimizer, scheduler=None, data=None, device=None, clock: "Clock | None" = None,
+    def save(self, step: int, model, optimizer, scheduler=None, data=None, device=None, clock: Clock | None = None,
              extra: dict | None = None) -> None:
         """Write the checkpoint (atomic): format, configuration, step, the state dicts of the parts
         given, every RNG state, the clock's totals and the trainer's ``extra`` (plain data)."""
@@ -296,7 +296,7 @@ def first_difference(old, new, prefix: str = "") -> tuple[str, object, object] |
                 return found
         return None
     if isinstance(old, (list, tuple)) and isinstance(new, (list, tuple)) and len(old) == len(new):
-        for i, (a, b) in enumerate(zip(old, new)):
+        for i, (a, b) in enumerate(zip(old, new, strict=True)):
             found = first_difference(a, b, f"{prefix}{i}.")
             if found is not None:
                 return found
@@ -365,7 +365,7 @@ def load_state(path: Path) -> dict:
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # any unpickling / zip / EOF failure is a bad file, reported as one line
-        raise InputError(f"{path} is not a loadable checkpoint ({type(exc).__name__}); delete it or use another --out")
+        raise InputError(f"{path} is not a loadable checkpoint ({type(exc).__name__}); delete it or use another --out") from None
 
 
 class Clock:

@@ -65,7 +65,7 @@ def setting_from_args(args: argparse.Namespace) -> Setting:
 
 def warn_if_saddle(command: str, param: str, setting: Setting) -> None:
     """Warn (stderr) when a factorized circuit starts at 0: a saddle of the flow, it never moves."""
-    for circuit, is_factorized, value in zip(("QK", "OV"), factorized(param), (setting.qk0, setting.ov0)):
+    for circuit, is_factorized, value in zip(("QK", "OV"), factorized(param), (setting.qk0, setting.ov0), strict=True):
         if is_factorized and value == 0:
             sys.stderr.write(f"qkdyn {command}: warning: factorized {circuit} circuit starts at 0, a saddle "
                              "of the flow: it will not move\n")

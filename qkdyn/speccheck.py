@@ -106,7 +106,7 @@ def _check(spec, setting, points, t_flow, rtol, flow_rtol, seed, derivation) -> 
         grads = _gradients(embed(model, x), batch, eta)
         scale = max(float(np.abs(reduced).max()), 1e-300)
         covered = {key: np.zeros(g.shape, bool) for key, g in grads.items()}
-        for value, (name, (circuit, j, rows, cols)) in zip(reduced, where.items()):
+        for value, (name, (circuit, j, rows, cols)) in zip(reduced, where.items(), strict=True):
             err = float(np.abs(grads[(circuit, j)][rows, cols] - value).max()) / scale
             covered[(circuit, j)][rows, cols] = True
             rhs_error = max(rhs_error, err)
@@ -153,7 +153,7 @@ def _check_paper(setting, full_setting, points, t_flow, rtol, flow_rtol, seed) -
     where = orbit_entries(model)
 
     def features(values):  # (qk, ov) of a symmetric state given as orbit values
-        x = dict(zip(where, values))
+        x = dict(zip(where, values, strict=True))
         return np.array([s * (x["qk_distinct"] - x["qk_common"]), x["ov_own"] - x["ov_cross"]])
 
     rng = np.random.default_rng(seed)
@@ -204,7 +204,7 @@ def _full_flow(model, batch, eta, where, x0, t_flow) -> np.ndarray:
 
     def full_field(t, theta):
         with torch.no_grad():
-            for w, chunk in zip(params, np.split(theta, np.cumsum(sizes)[:-1])):
+            for w, chunk in zip(params, np.split(theta, np.cumsum(sizes)[:-1]), strict=True):
                 w.copy_(torch.as_tensor(chunk.reshape(w.shape)))
         model.zero_grad()
         model.loss(*batch).backward()
@@ -213,7 +213,7 @@ def _full_flow(model, batch, eta, where, x0, t_flow) -> np.ndarray:
     theta0 = np.concatenate([w.detach().numpy().ravel() for w in params])
     full = solve_ivp(full_field, (0, t_flow), theta0, method="DOP853", rtol=1e-10, atol=1e-12).y[:, -1]
     pieces = dict(zip([(c, j) for c in ("QK", "OV") for j in range(len(model.factors(c)))],
-                      [c.reshape(s) for c, s in zip(np.split(full, np.cumsum(sizes)[:-1]), shapes)]))
+                      [c.reshape(s) for c, s in zip(np.split(full, np.cumsum(sizes)[:-1]), shapes, strict=True)], strict=True))
     return np.array([pieces[(c, j)][rows, cols].mean() for c, j, rows, cols in where.values()])
 
 
@@ -223,7 +223,7 @@ def _flow(model, batch, eta, d, rhs, setting, p, where, t_flow):
 
     from qkdyn.theory.model import PARAMS, ov0, qk0
 
-    values = {**dict(zip(PARAMS, p.tolist())), qk0: setting.qk0, ov0: setting.ov0}
+    values = {**dict(zip(PARAMS, p.tolist(), strict=True)), qk0: setting.qk0, ov0: setting.ov0}
     x0 = np.array([float(d.init[v].subs(values)) for v in d.symbols])
     means = _full_flow(model, batch, eta, where, x0, t_flow)
     reduced = solve_ivp(lambda t, x: rhs(x, p), (0, t_flow), x0, method="DOP853", rtol=1e-10, atol=1e-12).y[:, -1]

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -167,7 +167,7 @@ def seeds_needed(kind: str, effect: float | None, spread: float, n: int | None =
     return lo
 
 
-def _with_power(c: "Comparison", kind: str, paper_effect: float | None) -> "Comparison":
+def _with_power(c: Comparison, kind: str, paper_effect: float | None) -> Comparison:
     paper = paper_effect if paper_effect is not None else c.smallest_effect if c.smallest_effect is not None else c.margin
     return dataclasses.replace(c, mde=detectable_effect(kind, c.spread, c.n), paper_effect=paper,
                                seeds_needed=seeds_needed(kind, paper, c.spread, c.n))

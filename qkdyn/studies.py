@@ -37,10 +37,10 @@ import json
 import math
 import re
 import shutil
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Iterable
+from typing import Any
 
 from qkdyn.claims import Claim
 from qkdyn.errors import InputError
@@ -116,7 +116,7 @@ class RunSpec:
         object.__setattr__(self, "gpus", float(self.gpus))
 
     @classmethod
-    def make(cls, study: str, name: str, *, cpus: float = 1.0, gpus: float = 0.0, **config) -> "RunSpec":
+    def make(cls, study: str, name: str, *, cpus: float = 1.0, gpus: float = 0.0, **config) -> RunSpec:
         return cls(study, name, tuple(config.items()), cpus, gpus)
 
     @property
@@ -147,7 +147,7 @@ class RunSpec:
         return hash(self._canonical)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "RunSpec":
+    def from_dict(cls, data: dict) -> RunSpec:
         """The spec ``data`` (as :meth:`to_dict` writes it); an InputError for anything else, unknown
         fields included (a misspelt field is refused, never ignored)."""
         if not isinstance(data, dict):
@@ -160,7 +160,7 @@ class RunSpec:
             return cls.make(data["study"], data["name"], cpus=data.get("cpus", 1.0), gpus=data.get("gpus", 0.0),
                             **data["config"])
         except (KeyError, TypeError, AttributeError) as exc:
-            raise InputError(f"not a run spec ({type(exc).__name__}: {exc})", "spec")
+            raise InputError(f"not a run spec ({type(exc).__name__}: {exc})", "spec") from None
 
 
 SPEC_FIELDS = frozenset({"study", "name", "config", "cpus", "gpus"})

@@ -108,7 +108,7 @@ class TheoryStudy(Study):
         elif spec.name == "coupled":
             from qkdyn.simulate import claims_coupled
 
-            cfg = {"variants": [dict(zip(claims_coupled.VARIANT_FIELDS, v)) for v in p["cq_variants"]],
+            cfg = {"variants": [dict(zip(claims_coupled.VARIANT_FIELDS, v, strict=True)) for v in p["cq_variants"]],
                    "rhos": p["cq_rhos"], "t_path": p["cq_t_path"], "points": p["cq_points"],
                    "window": p["cq_window"], "sweep_rhos": p["cq_sweep_rhos"], "levels": p["cq_levels"]}
             evidence = claims_coupled.measure(setting, cfg, scratch)

@@ -4,7 +4,7 @@ without case and with ``_`` read as ``-`` (``caco`` is nearest ``CACO``, ``--eta
 from __future__ import annotations
 
 import difflib
-from typing import Iterable
+from collections.abc import Iterable
 
 
 def _key(name) -> str:

@@ -18,8 +18,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from qkdyn.studies import VERIFY
 
@@ -30,7 +30,7 @@ def _make_dir(path: Path, flag: str) -> Path:
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise InputError(f"cannot create {flag} directory {path}: {exc.strerror}")
+        raise InputError(f"cannot create {flag} directory {path}: {exc.strerror}") from None
     return path
 
 
@@ -126,7 +126,7 @@ def _run_judge_render(plans, found, budget: str, figures: Path, runs_dir: Path, 
     from qkdyn.report import write_claims_report
     from qkdyn.studies import judge
 
-    missing = [[s for s in specs if s not in records] if compute else [] for (_, specs), records in zip(plans, found)]
+    missing = [[s for s in specs if s not in records] if compute else [] for (_, specs), records in zip(plans, found, strict=True)]
     judged: dict[int, tuple[list, list]] = {}
     context = {"budget": budget}
     outer = tqdm(total=len(plans), desc="studies", unit="study", position=0, file=sys.stderr, disable=not progress,
@@ -151,7 +151,7 @@ def _run_judge_render(plans, found, budget: str, figures: Path, runs_dir: Path, 
         for i in range(len(plans)):
             if not missing[i]:
                 conclude(i)
-        jobs = [(study, todo) for (study, _), todo in zip(plans, missing) if todo]
+        jobs = [(study, todo) for (study, _), todo in zip(plans, missing, strict=True) if todo]
         for study, record in execute_all(jobs, runs_dir, executor, workers, ray_address):
             i = index_of[id(study)]
             found[i][record.spec] = record

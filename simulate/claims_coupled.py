@@ -44,17 +44,17 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
-
-from qkdyn.claims import Claim, Precondition, combine, gate
 from qkdyn.simulate.claims_theory import drift
 from qkdyn.simulate.plotting import COLOURS, save, subplots
 from qkdyn.simulate.specsolve import dense_spec, solve_spec
 from qkdyn.theory.setting import Setting
 from qkdyn.theory.spec import NAMED, CircuitSpec, Spec
+
+from qkdyn.claims import Claim, Precondition, combine, gate
 
 #: relative error below which a rho-independent quantity counts as the same (the measurement's own error, at
 #: exact qk events on the solver's dense output, is the solver's: 1e-13 to 3e-12 for R_QK, 1e-11 to 5e-10 on the line;

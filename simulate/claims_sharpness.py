@@ -24,17 +24,17 @@ import math
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
-
 from qkdyn.simulate import phase
+from qkdyn.simulate.claims_theory import SCOPE
 from qkdyn.simulate.plotting import COLOURS, save, subplots
 from qkdyn.simulate.sharpness import initial_loss, sharpness
 from qkdyn.simulate.solve import solve
-from qkdyn.claims import Claim, combine, parts_from_checks
-from qkdyn.errors import InputError
-from qkdyn.simulate.claims_theory import SCOPE
 from qkdyn.theory.compiled import load
 from qkdyn.theory.setting import ALL_PARAMS, EXACT_PARAMS, Setting
+from tqdm import tqdm
+
+from qkdyn.claims import Claim, combine, parts_from_checks
+from qkdyn.errors import InputError
 
 
 @dataclasses.dataclass
@@ -148,7 +148,7 @@ def reached(setting: Setting, param: str, levels) -> dict:
         closed = sharpness(setting, param, setting.rho, np.array(levels)).t.ravel()
     except (InputError, RuntimeError) as exc:
         return {"outcome": "solver failed", "why": f"closed form failed where the ODE reached every level: {exc}"}
-    error = max(abs(c / ode[lv] - 1) if lv in ode else math.inf for c, lv in zip(closed, levels))
+    error = max(abs(c / ode[lv] - 1) if lv in ode else math.inf for c, lv in zip(closed, levels, strict=True))
     return {"outcome": "solved", "ode_times": [ode.get(lv) for lv in levels],
             "max_rel_time_difference_closed_form": float(error)}
 
@@ -260,7 +260,7 @@ def judge_a4(evidence: dict) -> Claim:
     per_param, monotone_all, reached_all = {}, True, True
     for param in EXACT_PARAMS:
         rows = {}
-        for level, values in zip(levels, evidence["attn"][param]):
+        for level, values in zip(levels, evidence["attn"][param], strict=True):
             a = np.asarray(values, dtype=float)
             monotone, reached_level = _non_decreasing(a), bool(np.all(np.isfinite(a)))
             monotone_all &= monotone
@@ -374,7 +374,7 @@ def judge_a5(evidence: dict) -> Claim:
     record = {"checks_at_every_level": passed, "rho_index_used_as_equal_rates": float(rhos[i_one]),
               "per_level": per_level, "ode_cross_check": {k: v for k, v in cross_check.items() if k != "per_param"},
               "phase_diagrams": phase_evidence}
-    summary = ("At matched loss (closed form) and rho = {:g}: ".format(rhos[i_one])
+    summary = (f"At matched loss (closed form) and rho = {rhos[i_one]:g}: "
                + "; ".join(f"{key.replace('_', ' ')}: {'yes' if ok else 'no'} (at every level)" if ok else
                            f"{key.replace('_', ' ')}: not at every level" for key, ok in passed.items()) + ".")
     summary += (" Decided by: attn at rho = 1 compared between forms at every level (the other order fails) and "

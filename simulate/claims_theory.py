@@ -20,13 +20,13 @@ import math
 from pathlib import Path
 
 import numpy as np
-
 from qkdyn.simulate import growth
 from qkdyn.simulate.plotting import COLOURS, save, subplots
 from qkdyn.simulate.solve import Trajectory, solve
-from qkdyn.claims import Claim, combine
 from qkdyn.theory.compiled import growth_in_log_t, load
 from qkdyn.theory.setting import ALL_PARAMS, Setting
+
+from qkdyn.claims import Claim, combine
 
 #: the scope every theorem of the report carries (claim SUB measures where it holds)
 SCOPE = ("Scope: exact for the reduced flow on the symmetric subspace; the full matrix model follows it only "
@@ -85,7 +85,7 @@ def measure_a1(setting: Setting, t_max: float, figures: Path, measure=None, poin
             ax.loglog(f["magnitude"][1:], f["closed"][1:], "-", lw=1, color="k")
             if m is not None:
                 ax.loglog(f["magnitude"][1:], m[1:], "o", ms=3, color=COLOURS[param], label=f"{param} measured (GD)")
-    for ax, circuit in zip(axes[0], ("QK", "OV")):
+    for ax, circuit in zip(axes[0], ("QK", "OV"), strict=True):
         ax.set(xlabel=f"|{circuit.lower()}|", ylabel=f"rate factor R_{circuit}",
                title=f"{circuit}: full-model GD (dots), derived (line)")
         if ax.get_legend_handles_labels()[0]:

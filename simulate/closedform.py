@@ -33,7 +33,6 @@ import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.extending import get_cython_function_address, intrinsic
-
 from qkdyn.simulate.integrate import _call_scalar
 from qkdyn.theory.kernels import cached_njit, expit
 

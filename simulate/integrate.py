@@ -39,10 +39,9 @@ import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
-from scipy.integrate._ivp import dop853_coefficients as _dop
-
 from qkdyn.simulate import dop853
 from qkdyn.theory.kernels import cached_njit, has_machine_code, lane_exp
+from scipy.integrate._ivp import dop853_coefficients as _dop
 
 _jit = cached_njit(error_model="numpy")  # cached in tree (qkdyn.theory.kernels.TreeCache)
 _STAGES = _dop.N_STAGES
@@ -81,7 +80,7 @@ def _call(typingctx, address, args):
 def _call_scalar(typingctx, address, x, p):
     """Call the C kernel at ``address`` as double(double *x, double *p)."""
     def codegen(context, builder, signature, args):
-        pointers = [context.make_array(t)(context, builder, v).data for t, v in zip(signature.args[1:], args[1:])]
+        pointers = [context.make_array(t)(context, builder, v).data for t, v in zip(signature.args[1:], args[1:], strict=True)]
         double = ir.DoubleType().as_pointer()
         kernel = builder.inttoptr(args[0], ir.FunctionType(ir.DoubleType(), [double] * 2).as_pointer())
         return builder.call(kernel, pointers)
@@ -422,7 +421,7 @@ def integrate_many(f, g, P, X0, tau_end, rtol, atol, levels, terminal):
         status, steps, nfev, event_tau, *table = _lockstep(f, g, combinations, block, np.ascontiguousarray(block.T),
                                                            y, tau_end, rtol, atol, levels, terminal)
         blocks.append((status, steps, nfev, event_tau, y.reshape(n, len(block)).T, *table))
-    joined = [parts[0] if len(parts) == 1 else np.concatenate(parts) for parts in zip(*blocks)]
+    joined = [parts[0] if len(parts) == 1 else np.concatenate(parts) for parts in zip(*blocks, strict=True)]
     joined[4], joined[7], joined[8] = (np.ascontiguousarray(joined[4]), joined[7].reshape(-1, n),
                                        joined[8].reshape(-1, _POWER, n))
     return (*joined, np.concatenate([[0], np.cumsum(joined[1])]))

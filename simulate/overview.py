@@ -4,7 +4,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-
 from qkdyn.simulate.plotting import COLOURS, save, subplots
 from qkdyn.simulate.solve import solve
 from qkdyn.theory.compiled import load
@@ -16,7 +15,7 @@ def trajectories_plot(setting: Setting, t_max: float, figures: Path) -> str:
     for param in ALL_PARAMS:
         tr = solve(setting, param, t_max=t_max, points=300)
         t = tr.t[1:]
-        for ax, values, name in zip(axes[0], (tr.qk, tr.ov, tr.attn, tr.loss), ("qk", "ov", "attn", "loss")):
+        for ax, values, name in zip(axes[0], (tr.qk, tr.ov, tr.attn, tr.loss), ("qk", "ov", "attn", "loss"), strict=True):
             ax.plot(t, values[1:], color=COLOURS[param], label=param)
             ax.set(xscale="log", xlabel="t", ylabel=name, title=name)
     axes[0, 3].set_yscale("log")

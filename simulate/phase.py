@@ -16,7 +16,6 @@ from pathlib import Path
 import matplotlib.colors
 import matplotlib.image
 import numpy as np
-
 from qkdyn.simulate.plotting import save, subplots
 from qkdyn.simulate.sharpness import sharpness
 from qkdyn.theory.setting import EXACT_PARAMS, Setting

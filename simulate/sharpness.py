@@ -40,17 +40,17 @@ import dataclasses
 import decimal
 import functools
 import math
-from typing import Mapping
+from collections.abc import Mapping
 
 import numpy as np
 from numpy.typing import ArrayLike
-
-from qkdyn.errors import InputError
 from qkdyn.simulate import closedform
 from qkdyn.simulate.grid import LabelledGrid, arrange
 from qkdyn.theory.compiled import Compiled, load
 from qkdyn.theory.setting import ALL_PARAMS, Setting
 from qkdyn.theory.spec import Spec
+
+from qkdyn.errors import InputError
 
 _INT_FIELDS = ("classes", "distinct", "commons", "m", "n")
 
@@ -131,7 +131,7 @@ class _Problem:
                     per_panel=per_panel, polish=polish)[2]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _log_split(classes: int) -> tuple[float, float]:
     """log K as hi + lo: hi the nearest double, lo its rounding error (from 40 decimal digits, stdlib)."""
     hi = math.log(classes)
@@ -184,7 +184,7 @@ def reachable_losses(setting: Setting, param: str) -> tuple[float, float]:
     return _reachable(_Problem(setting, param))
 
 
-def _reachable(problem: "_Problem") -> tuple[float, float]:
+def _reachable(problem: _Problem) -> tuple[float, float]:
     """(L_inf, L0): the levels the flow crosses are exactly those in the open interval.
 
     L_inf = 0, except for a factorized OV circuit started below 0: its factors shrink towards the saddle
@@ -238,7 +238,7 @@ def _settings(setting, shape_of_rest) -> tuple[tuple, list[Setting], np.ndarray]
     inverse = np.broadcast_to(np.asarray(inverse).reshape(fields_shape), shape)
     settings = []
     for row in unique:
-        values = dict(zip(names, row))
+        values = dict(zip(names, row, strict=True))
         for name in _INT_FIELDS:
             if values[name] != round(values[name]):
                 raise InputError(f"must be a positive integer, got {values[name]!r}", name)
@@ -310,7 +310,7 @@ def sharpness(setting: Setting | Mapping, param: str | Spec, rho: ArrayLike, los
                          f"after a time beyond the largest double (t > {np.finfo(float).max:.3g}); "
                          "without the time (time=False, --no-time) the state there is finite", "loss")
     attn = np.empty(rho_f.size)
-    for problem, mask in zip(problems, masks):
+    for problem, mask in zip(problems, masks, strict=True):
         attn[mask] = problem.alpha(qk[mask])
     out = {"qk": qk, "ov": ov, "attn": attn, "t": t}
     result = {key: value.reshape(shape) for key, value in out.items()}

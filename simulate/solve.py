@@ -20,17 +20,18 @@ import dataclasses
 import functools
 import math
 import time
-from typing import TYPE_CHECKING, Callable, Sequence, overload
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, overload
 
 import numpy as np
-from scipy.integrate import quad, solve_ivp
-
-from qkdyn.errors import InputError
 from qkdyn.simulate import integrate
 from qkdyn.simulate.coldstart import FIRST_SOLVES
 from qkdyn.theory.compiled import Compiled, load
 from qkdyn.theory.setting import ALL_PARAMS, Setting
 from qkdyn.theory.spec import Spec
+from scipy.integrate import quad, solve_ivp
+
+from qkdyn.errors import InputError
 
 if TYPE_CHECKING:
     from qkdyn.simulate.specsolve import SpecTrajectory
@@ -119,8 +120,10 @@ class Trajectory(TrajectoryExports):
 
     def invariants(self) -> dict[str, np.ndarray]:
         """The derived conserved polynomials of the reduced state (factor balances, mean modes)."""
-        values = self.compiled.invariants(self.state, self.setting.numeric())
-        return dict(zip(self.compiled.invariant_names, values))
+        names = self.compiled.invariant_names
+        if not names:  # (the generated function of a form without invariants returns a placeholder 0)
+            return {}
+        return dict(zip(names, self.compiled.invariants(self.state, self.setting.numeric()), strict=True))
 
     def line(self) -> tuple[np.ndarray, np.ndarray]:
         """(Phi(qk), Psi(ov)) along the trajectory: the first integral is Phi - rho Psi = const (claim A2).
@@ -131,7 +134,7 @@ class Trajectory(TrajectoryExports):
         p = self.setting.numeric()
         kappa = float(self.compiled.kappa(self.state[:, 0], p))
         pieces = [quad(lambda x: float(self.compiled.dphi(x, kappa, p)), a, b, epsabs=0, epsrel=1e-13, limit=200)[0]
-                  for a, b in zip(np.concatenate([[0.0], self.qk[:-1]]), self.qk)]
+                  for a, b in zip(np.concatenate([[0.0], self.qk[:-1]]), self.qk, strict=True)]
         return np.cumsum(pieces), self.compiled.psi(self.ov, p)
 
     def drifts(self) -> dict[str, float]:
@@ -142,7 +145,7 @@ class Trajectory(TrajectoryExports):
         """
         x_scale = np.max(np.abs(self.state), axis=0)
         out = {name: float(np.max(np.abs(values - values[0]) / np.maximum(x_scale**degree, 1e-300)))
-               for (name, values), degree in zip(self.invariants().items(), self.compiled.invariant_degrees)}
+               for (name, values), degree in zip(self.invariants().items(), self.compiled.invariant_degrees, strict=True)}
         phi, psi = self.line()
         line = phi - self.setting.rho * psi
         out["line"] = float(np.max(np.abs(line - line[0])) / np.max(np.maximum(np.abs(phi), self.setting.rho * np.abs(psi))))
@@ -356,7 +359,7 @@ def _start(compiled, setting: Setting, t_max, until_loss, at, record_losses) -> 
     return p, x0, levels, horizon
 
 
-def _sample(name: str, compiled, setting: Setting, run: "_Run", p, x0, horizon, until_loss, points, at, record_losses,
+def _sample(name: str, compiled, setting: Setting, run: _Run, p, x0, horizon, until_loss, points, at, record_losses,
             seconds: float, method: str, on_compiled: bool) -> tuple:
     """The rows of a finished integration: (times, state, variables, event_t, stats, crossings)."""
     times, query, crossed, event_t = _rows(name, compiled, setting, run, p, horizon, until_loss, points, at)
@@ -365,7 +368,7 @@ def _sample(name: str, compiled, setting: Setting, run: "_Run", p, x0, horizon, 
                      method, on_compiled)
 
 
-def _rows(name: str, compiled, setting: Setting, run: "_Run", p, horizon, until_loss, points, at) -> tuple:
+def _rows(name: str, compiled, setting: Setting, run: _Run, p, horizon, until_loss, points, at) -> tuple:
     """(times, their log-times, the indices of the crossed recorded levels, event_t) of a finished
     integration's rows: the queries of its dense output (the rows, and the crossings at
     run.event_tau[crossed]). A failed run, or an ``until_loss`` not reached, raises here."""
@@ -391,7 +394,7 @@ def _rows(name: str, compiled, setting: Setting, run: "_Run", p, horizon, until_
     return times, query, [i for i, tau in enumerate(recorded.tolist()) if math.isfinite(tau)], event_t
 
 
-def _labelled(compiled, run: "_Run", x0, times, event_t, state, crossed, at_crossings, record_losses, seconds: float,
+def _labelled(compiled, run: _Run, x0, times, event_t, state, crossed, at_crossings, record_losses, seconds: float,
               method: str, on_compiled: bool) -> tuple:
     """(times, state, variables, event_t, stats, crossings) from the dense states at the queries of
     :func:`_rows` (record_losses[crossed[j]] crossed at event_tau[crossed[j]], its state at_crossings[:, j]);
@@ -433,7 +436,7 @@ def solve_many(settings: Sequence[Setting], param: str, *, t_max, until_loss, po
         np.log(np.asarray(levels, dtype=float)), until_loss is not None)
     seconds = (time.perf_counter() - start) / len(settings)
     alone, runs, plans = {}, {}, {}
-    for i, (one, (p, x0, _, _)) in enumerate(zip(settings, starts)):
+    for i, (one, (p, _, _, _)) in enumerate(zip(settings, starts, strict=True)):
         if status[i] < 0:
             alone[i] = Trajectory(param, one, *integrate_flow(param, compiled, one, **options))
             continue
@@ -541,9 +544,9 @@ def _crossings_on_dense(sol, events, terminal) -> _Run:
     event_tau = np.full(len(events), np.nan)
     for i, event in enumerate(events):
         values = [g(event, tau) for tau in sol.t]
-        for a, b, ga, gb in zip(sol.t[:-1], sol.t[1:], values[:-1], values[1:]):
+        for a, b, ga, gb in zip(sol.t[:-1], sol.t[1:], values[:-1], values[1:], strict=True):
             if ga > 0 >= gb:
-                event_tau[i] = b if gb == 0 else brentq(lambda tau: g(event, tau), a, b, xtol=1e-14 * max(1.0, b))
+                event_tau[i] = b if gb == 0 else brentq(lambda tau, event=event: g(event, tau), a, b, xtol=1e-14 * max(1.0, b))
                 break
     status = 1 if terminal and len(events) and np.isfinite(event_tau[-1]) else sol.status
     return _Run(status, sol.message, len(sol.t) - 1, sol.nfev, sol.njev, event_tau, sol.y[:, -1], sol.sol)

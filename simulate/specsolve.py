@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
-
-from qkdyn.errors import InputError
 from qkdyn.simulate.solve import TrajectoryExports, integrate_flow
 from qkdyn.theory.setting import Setting
 from qkdyn.theory.spec import Spec
+
+from qkdyn.errors import InputError
 
 
 class _Field:
@@ -122,7 +122,6 @@ class SpecTrajectory(TrajectoryExports):
         weight decay or an MLP coupling): max_t |I(t) - I(0)| / max_t |x|^k for I of degree k, as
         :meth:`qkdyn.simulate.solve.Trajectory.drifts` (which also has the line, a closed form of the exact forms)."""
         import sympy as sp
-
         from qkdyn.theory.model import PARAMS
         from qkdyn.theory.specflow import derive_spec
         from qkdyn.theory.specnumeric import lambdify
@@ -151,7 +150,7 @@ def _decayed(spec: Spec) -> bool:
     return any(cs.weight_decay for cs in (spec.qk, spec.ov))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _penalty(spec: Spec):
     """P(x, p) of ``spec`` as a numeric function (0 without weight decay, then no derivation is needed)."""
     if not _decayed(spec):

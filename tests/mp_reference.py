@@ -132,7 +132,7 @@ class Reference:
         # pieces: thirds of [ov0, 0] and [0, ov*]; geometric in ov over the positive part (ov* may be
         # 1e60 ov0); halving towards ov*, where e^z grows fastest
         points = [self.ov0] + ([mp.mpf(0)] if self.ov0 < 0 < ov_star else []) + [ov_star]
-        pieces = {a + (b - a) * mp.mpf(j) / 3 for a, b in zip(points[:-1], points[1:]) for j in range(4)}
+        pieces = {a + (b - a) * mp.mpf(j) / 3 for a, b in zip(points[:-1], points[1:], strict=True) for j in range(4)}
         positive = max(self.ov0, ov_star / mp.mpf(10) ** 300) if ov_star > 0 else None
         if positive is not None and positive > 0:
             ratio = ov_star / positive
@@ -240,7 +240,7 @@ class TimeAlongQK:
             xs = [mid + half * y for y in nodes]
             slopes = [dphi(x) for x in xs]
             phis = [phi_a + half * mp.fdot(row, slopes) for row in spectral]
-            total = half * mp.fdot(weights, [dt(x, phi) for x, phi in zip(xs, phis)])
+            total = half * mp.fdot(weights, [dt(x, phi) for x, phi in zip(xs, phis, strict=True)])
             return total, phi_a + half * mp.fdot(weights, slopes)
 
         # pieces: halving towards both ends (1/alpha where attention starts tiny, e^z and 1/(1 - alpha) at
@@ -258,7 +258,7 @@ class TimeAlongQK:
         cuts = [x_s] + sorted(inside, key=lambda x: abs(x - x_s)) + [x_far]
         # a first pass for the scale of t and Phi at the cuts, then each piece refined to 1e-20 of that scale
         first, phi_at = [], [mp.mpf(0)]
-        for a, b in zip(cuts[:-1], cuts[1:]):
+        for a, b in zip(cuts[:-1], cuts[1:], strict=True):
             value, phi_b = piece(self.FINE, a, b, phi_at[-1])
             first.append(value)
             phi_at.append(phi_b)
@@ -267,7 +267,7 @@ class TimeAlongQK:
             raise ArithmeticError(f"the qk quadrature's Phi misses the far end: ov {ov_end} against {ov_far}")
         tol = mp.fsum(abs(v) for v in first) * mp.mpf(10) ** -20
         total, error = mp.mpf(0), mp.mpf(0)
-        stack = [(a, b, phi, value, 0) for a, b, phi, value in zip(cuts[:-1], cuts[1:], phi_at, first)]
+        stack = [(a, b, phi, value, 0) for a, b, phi, value in zip(cuts[:-1], cuts[1:], phi_at, first, strict=True)]
         while stack:
             a, b, phi_a, fine, depth = stack.pop()
             coarse, _ = piece(self.COARSE, a, b, phi_a)
@@ -283,7 +283,7 @@ class TimeAlongQK:
         return total
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _spectral_rule(n, prec):
     """Gauss-Legendre nodes y_i and weights w_i on [-1, 1], and S with int_{-1}^{y_i} p = sum_j S_ij p(y_j)
     for every polynomial p of degree < n: p = sum_k c_k P_k with c_k = (2k+1)/2 sum_j w_j P_k(y_j) p(y_j)
@@ -304,7 +304,7 @@ def _spectral_rule_now(n):
 
     at_nodes = [legendre(y) for y in nodes]
     spectral = []
-    for y, p in zip(nodes, at_nodes):
+    for y, p in zip(nodes, at_nodes, strict=True):
         integral = [y + 1] + [(p[k + 1] - p[k - 1]) / (2 * k + 1) for k in range(1, n)]
         spectral.append([weights[j] * mp.fsum((2 * k + 1) / mp.mpf(2) * integral[k] * at_nodes[j][k] for k in range(n))
                          for j in range(n)])

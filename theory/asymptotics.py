@@ -26,10 +26,9 @@ import dataclasses
 import functools
 
 import sympy as sp
-
 from qkdyn.theory.compiled import growth_in_log_t
 from qkdyn.theory.invariants import balanced_metric, line_coordinates
-from qkdyn.theory.model import K, Derivation, derive, eta_ov, eta_qk, m, n, ov, qk, t
+from qkdyn.theory.model import Derivation, K, derive, eta_ov, eta_qk, m, n, ov, qk, t
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +60,7 @@ def leading_power(metric: sp.Expr, x: sp.Symbol) -> tuple[int, sp.Expr]:
     raise ValueError(f"metric {metric} grows faster than linearly")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def ov_law(name: str) -> Law:
     """Late-time law of the output margin ov(t), with the constant shift of the margin where it has one:
     for a collapsed QK and a factorized OV circuit (CAFO) z = ov - delta with delta = (1 - alpha) ov ->
@@ -75,7 +74,7 @@ def ov_law(name: str) -> Law:
     return Law(ov, power, eta_ov * (K - 1) * coefficient * t * sp.exp(shift))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def qk_law(name: str) -> Law:
     """Late-time law of the attention gap qk as a function of the margin ov."""
     derivation = derive(name)

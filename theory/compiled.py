@@ -18,10 +18,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
-
 from qkdyn.theory.setting import ALL_PARAMS
 
 _VECTOR = ("features", "attention", "loss", "invariants", "metrics", "balanced_metrics", "kappa", "dphi", "psi",
@@ -93,7 +92,7 @@ class Compiled:
         return out
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load(name: str) -> Compiled:
     """The numeric functions of parameterisation ``name`` (one of ALL_PARAMS)."""
     if name not in ALL_PARAMS:

@@ -29,10 +29,10 @@ import functools
 from typing import TYPE_CHECKING
 
 import sympy as sp
-
-from qkdyn.errors import InputError
 from qkdyn.theory import asymptotics, invariants, model
 from qkdyn.theory.spec import NAMED, Spec
+
+from qkdyn.errors import InputError
 
 if TYPE_CHECKING:
     from qkdyn.theory.specflow import SpecDerivation
@@ -84,7 +84,7 @@ class Derived:
                          "qkdyn.theory.spec.paper_model(setting) returns (derive(qkdyn.SPECS['CACO']).flow)", "param")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def derive(param: str | Spec) -> Derived:
     """Derive everything for ``param``: a named form (CACO, FACO, CAFO, FAFO, paper) or a circuit spec
     (a :class:`~qkdyn.theory.spec.Spec`, e.g. ``qkdyn.SPECS["FACO"]`` or ``qkdyn.load_spec(path)``; see the
@@ -93,7 +93,7 @@ def derive(param: str | Spec) -> Derived:
         return dataclasses.replace(_derive_spec(param), spec=param)
     d = model.derive(param)
     return Derived(
-        param=param, variables=d.symbols, ode=dict(zip(d.symbols, d.rhs)), jacobian=d.jacobian,
+        param=param, variables=d.symbols, ode=dict(zip(d.symbols, d.rhs, strict=True)), jacobian=d.jacobian,
         qk=d.qk, ov=d.ov, attn=model.attention(model.qk), loss=model.reduced_loss(model.qk, model.ov),
         invariants=invariants.first_integrals(d), line=tuple(invariants.line_coordinates(d)),
         metric=(invariants.balanced_metric(d.qk_circuit), invariants.balanced_metric(d.ov_circuit)),
@@ -120,7 +120,7 @@ def _derive_spec(spec) -> Derived:
     balances = {f"B_{circuit}{i + 1}": b for circuit, found in d.balances.items()
                 if specflow._decay(spec, circuit) for i, b in enumerate(found)}
     return Derived(
-        param=spec.name, variables=d.symbols, ode=dict(zip(d.symbols, d.rhs)), jacobian=d.jacobian, qk=d.qk, ov=d.ov,
+        param=spec.name, variables=d.symbols, ode=dict(zip(d.symbols, d.rhs, strict=True)), jacobian=d.jacobian, qk=d.qk, ov=d.ov,
         attn=d.attn, loss=d.loss, invariants=conserved, line=specclosed.line_coordinates(spec),
         metric=(d.metrics["QK"]["metric"], d.metrics["OV"]["metric"]), laws={}, growth={},
         not_derived=specclosed.statements(spec), penalty=d.penalty, balances=balances)

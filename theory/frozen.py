@@ -32,7 +32,6 @@ import math
 
 import numpy as np
 import sympy as sp
-
 from qkdyn.theory.invariants import balanced_metric, metric_is_constant
 from qkdyn.theory.model import derive, eta_ov, m, n, ov, qk, reduced_loss
 from qkdyn.theory.setting import EXACT_PARAMS
@@ -50,7 +49,7 @@ class FrozenQK:
     G: sp.Expr  # an antiderivative of 1/g in z: G(z(t)) - G(z0) = t
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def derive_frozen_qk(name: str) -> FrozenQK:
     """Derive dov/dt at eta_QK = 0 from ``derive(name)`` (chain rule through the reduced state,
     on the balanced manifold for a factorized OV), then separate variables in z = alpha ov."""
@@ -59,7 +58,7 @@ def derive_frozen_qk(name: str) -> FrozenQK:
     d = derive(name)
     if metric_is_constant(d.ov_circuit):
         # chain rule through the OV variables of the derived ODE: the exact flow of the feature ov
-        dov = sum(sp.diff(d.ov, v.symbol) * rhs for v, rhs in zip(d.variables, d.rhs) if v.circuit == "OV")
+        dov = sum(sp.diff(d.ov, v.symbol) * rhs for v, rhs in zip(d.variables, d.rhs, strict=True) if v.circuit == "OV")
         u, w, _ = (v.symbol for v in d.ov_circuit.variables)
         dov = dov.subs(u, ov + w)  # the loss depends on u - w only
     else:  # balanced factors: dov/dt = -eta M_OV(ov) dL/dov with the derived closed-form metric

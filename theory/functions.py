@@ -23,8 +23,8 @@ class expit(sp.Function):  # noqa: N801 - mathematical name
         return 1 / (1 + sp.exp(-x))
 
     def _latex(self, printer, exp=None):
-        tex = r"\sigma\left(%s\right)" % printer._print(self.args[0])
-        return tex if exp is None else r"%s^{%s}" % (tex, exp)
+        tex = rf"\sigma\left({printer._print(self.args[0])}\right)"
+        return tex if exp is None else f"{tex}^{{{exp}}}"
 
 
 class softplus(sp.Function):  # noqa: N801 - mathematical name
@@ -37,5 +37,5 @@ class softplus(sp.Function):  # noqa: N801 - mathematical name
         return sp.log(1 + sp.exp(x))
 
     def _latex(self, printer, exp=None):
-        tex = r"\operatorname{softplus}\left(%s\right)" % printer._print(self.args[0])
-        return tex if exp is None else r"%s^{%s}" % (tex, exp)
+        tex = rf"\operatorname{{softplus}}\left({printer._print(self.args[0])}\right)"
+        return tex if exp is None else f"{tex}^{{{exp}}}"

@@ -40,7 +40,6 @@ import sys
 from pathlib import Path
 
 import sympy as sp
-
 from qkdyn.theory import asymptotics, codegen, invariants, model, sharpness
 from qkdyn.theory.setting import ALL_PARAMS
 

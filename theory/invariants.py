@@ -32,8 +32,7 @@ from __future__ import annotations
 import itertools
 
 import sympy as sp
-
-from qkdyn.theory.model import D, K, N, Circuit, Derivation, ov, qk, reduced_loss, s
+from qkdyn.theory.model import Circuit, D, Derivation, K, N, ov, qk, reduced_loss, s
 
 kappa = sp.Symbol("kappa", nonnegative=True)
 _y = sp.Symbol("y", real=True)
@@ -53,10 +52,10 @@ def _solve_homogeneous(symbols, orbits, features, degree: int) -> list[sp.Expr]:
     feature f in ``features`` (a basis): conserved whatever the loss does with the features."""
     monos = _monomials(symbols, degree)
     coeffs = sp.symbols(f"c0:{len(monos)}")
-    candidate = sum(c * mono for c, mono in zip(coeffs, monos))
+    candidate = sum(c * mono for c, mono in zip(coeffs, monos, strict=True))
     equations = []
     for feature in features:
-        lie = sp.expand(sum(sp.diff(candidate, x) * sp.diff(feature, x) / w for x, w in zip(symbols, orbits)))
+        lie = sp.expand(sum(sp.diff(candidate, x) * sp.diff(feature, x) / w for x, w in zip(symbols, orbits, strict=True)))
         equations += sp.Poly(lie, *symbols).coeffs() if lie != 0 else []
     matrix = sp.Matrix([[sp.diff(eq, c) for c in coeffs] for eq in equations]) if equations else \
         sp.zeros(0, len(coeffs))
@@ -72,7 +71,7 @@ def conserved_polynomials(symbols, orbits, features, max_degree: int = 2) -> lis
     for degree in range(1, max_degree + 1):
         monos = _monomials(symbols, degree)
 
-        def vector(expr):
+        def vector(expr, monos=monos):
             poly = sp.Poly(sp.expand(expr), *symbols)
             return [sp.simplify(poly.coeff_monomial(mono)) for mono in monos]
 
@@ -124,7 +123,7 @@ def _two_factor(circuit: Circuit) -> str | None:
     for ref in (qk_circuit("factorized"), ov_circuit("factorized")):
         same = len(ref.variables) == len(circuit.variables) and all(
             a.name == b.name and a.circuit == b.circuit and sp.simplify(a.orbit - b.orbit) == 0
-            for a, b in zip(ref.variables, circuit.variables))
+            for a, b in zip(ref.variables, circuit.variables, strict=True))
         if same and sp.expand(ref.feature - circuit.feature) == 0:
             return ref.variables[0].circuit
     return None

@@ -51,8 +51,13 @@ import numpy
 from llvmlite import ir
 from numba import njit, types
 from numba.core import config, sigutils
-from numba.core.caching import (CompileResultCacheImpl, FunctionCache, IndexDataCacheFile, _CacheLocator,
-                                _SourceFileBackedLocatorMixin)
+from numba.core.caching import (
+    CompileResultCacheImpl,
+    FunctionCache,
+    IndexDataCacheFile,
+    _CacheLocator,
+    _SourceFileBackedLocatorMixin,
+)
 from numba.core.ccallback import CFunc
 from numba.extending import intrinsic
 from scipy import special
@@ -369,6 +374,6 @@ def shaped(like, *values):
     """Each value as a new float array of the broadcast shape of the arguments ``like``."""
     shape = numpy.broadcast(*like).shape if like else ()
     out = tuple(numpy.empty(shape) for _ in values)
-    for target, value in zip(out, values):
+    for target, value in zip(out, values, strict=True):
         target[...] = value
     return out

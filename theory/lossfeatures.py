@@ -22,7 +22,6 @@ from fractions import Fraction
 
 import numpy as np
 import sympy as sp
-
 from qkdyn.theory.model import PARAMS
 
 _SAMPLE_PARAMS = {"K": (2.5, 6.0), "D": (1.5, 5.0), "N": (1.5, 5.0), "m": (1.5, 5.0), "n": (1.5, 5.0),

@@ -42,7 +42,6 @@ import dataclasses
 import functools
 
 import sympy as sp
-
 from qkdyn.theory.functions import expit, softplus
 from qkdyn.theory.setting import factorized
 
@@ -230,7 +229,7 @@ def circuits(name: str) -> tuple[Circuit, Circuit]:
     return qk_circuit(kind[qk_factorized]), ov_circuit(kind[ov_factorized])
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def derive(name) -> Derivation:
     """Derive the reduced gradient flow (1) and its Jacobian for parameterisation ``name``. A
     :class:`~qkdyn.theory.spec.Spec` that is an exact form's model gives that form's derivation, so every

@@ -62,7 +62,7 @@ class Orbit:
         return [i for i, t in enumerate(self.types) if attribute in ATTRIBUTES[t]]
 
     def class_of(self) -> dict[int, int]:
-        return dict(zip(self.positions("class"), self.classes))
+        return dict(zip(self.positions("class"), self.classes, strict=True))
 
 
 def growth_strings(length: int) -> list[tuple[int, ...]]:
@@ -83,7 +83,7 @@ def falling(x, p: int):
     return sp.Mul(*[x - j for j in range(p)])
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def enumerate_orbits(types: tuple[str, ...], fixed_within: int | None, rank: int | None,
                      hidden: int | None = None) -> tuple[Orbit, ...]:
     """Every orbit of index tuples of ``types`` (fixed_within: D when iota is a fixed label; rank: r;
@@ -92,10 +92,10 @@ def enumerate_orbits(types: tuple[str, ...], fixed_within: int | None, rank: int
     cpos, dpos = template.positions("class"), template.positions("within")
     out = []
     for classes in growth_strings(len(cpos)):
-        class_of = dict(zip(cpos, classes))
+        class_of = dict(zip(cpos, classes, strict=True))
         if fixed_within is None:
             withins = [w for w in growth_strings(len(dpos))
-                       if all(class_of[a] == class_of[b] for (a, wa), (b, wb) in itertools.combinations(zip(dpos, w), 2)
+                       if all(class_of[a] == class_of[b] for (a, wa), (b, wb) in itertools.combinations(zip(dpos, w, strict=True), 2)
                               if wa == wb)]
         else:
             withins = list(itertools.product(range(fixed_within), repeat=len(dpos)))
@@ -118,7 +118,7 @@ def size(orbit: Orbit, K, D, N, rank, fixed_within: bool, hidden=None):
         class_of = orbit.class_of()
         dpos = orbit.positions("within")
         for block in set(orbit.classes):
-            inside = {w for p, w in zip(dpos, orbit.within) if class_of[p] == block}
+            inside = {w for p, w in zip(dpos, orbit.within, strict=True) if class_of[p] == block}
             total *= falling(D, len(inside))
     return total
 
@@ -127,7 +127,7 @@ def restrict(orbit: Orbit, keep: tuple[int, ...], fixed_within: bool) -> Orbit:
     """The orbit of the sub-tuple at positions ``keep`` (uniform iota: the within string numbers token
     identities among distinct positions, so its restriction is again a growth string)."""
     def sub(attribute, values, canon=True):
-        positions = dict(zip(orbit.positions(attribute), values))
+        positions = dict(zip(orbit.positions(attribute), values, strict=True))
         kept = [positions[i] for i in keep if i in positions]
         return canonical(kept) if canon else tuple(kept)
 
@@ -159,7 +159,7 @@ def orbit_of(types: tuple[str, ...], values: tuple[tuple, ...], fixed_within: bo
     rinner: (rho,); hinner: (eta,); query, unit: ()). With uniform iota the within string numbers token identities (class,
     iota); with fixed iota it holds iota itself."""
     def of(attribute):
-        return [(i, v) for i, (t, v) in enumerate(zip(types, values)) if attribute in ATTRIBUTES[t]]
+        return [(i, v) for i, (t, v) in enumerate(zip(types, values, strict=True)) if attribute in ATTRIBUTES[t]]
 
     classes = canonical(v[0] for _, v in of("class"))
     within = [v[1] if fixed_within else (v[0], v[1]) for _, v in of("within")]

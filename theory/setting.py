@@ -100,7 +100,7 @@ class Setting:
             float(self.n), self.scale, self.eta_qk, self.eta_ov, self.b,
         )
 
-    def replace(self, **changes) -> "Setting":
+    def replace(self, **changes) -> Setting:
         """A copy with ``changes``; a new ``attn0`` (or ``qk0``) replaces the other way of setting the gap."""
         if "attn0" in changes and "qk0" not in changes:
             changes["qk0"] = _DEFAULT_QK0

@@ -44,7 +44,6 @@ from __future__ import annotations
 import functools
 
 import sympy as sp
-
 from qkdyn.theory import invariants, model
 from qkdyn.theory.model import K, eta_ov, m, n, ov, qk
 
@@ -54,7 +53,7 @@ u = sp.Symbol("u", real=True)
 z = sp.Symbol("z", positive=True)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def line_normal_form(name: str) -> tuple[sp.Expr, sp.Expr]:
     """(A, beta) with dPhi/dqk = A (m e^qk + n) / (n sqrt(qk^2 + beta^2)) (factorized QK) or
     A (m e^qk + n) / n (beta = 0: collapsed QK and paper); A, beta in the model parameters and kappa."""
@@ -166,7 +165,7 @@ def flow_lemmas(name: str) -> dict[str, bool]:
       for factors, :func:`qkdyn.theory.invariants.balanced_metric_residual`) and the line's
       integrands, Phi' dqk/dt - rho Psi' dov/dt = 0 using the true dL/dqk, dL/dov of eq. (2)."""
     d = model.derive(name)
-    rhs = dict(zip(d.symbols, d.rhs))
+    rhs = dict(zip(d.symbols, d.rhs, strict=True))
     slope = sp.diff(model.reduced_loss(qk, ov), ov)
     slope_x = slope.subs({qk: d.qk, ov: d.ov}, simultaneous=True)
     ov_vars = d.ov_circuit.variables
@@ -195,7 +194,7 @@ def flow_lemmas(name: str) -> dict[str, bool]:
             sp.simplify(ov_part - eta_ov * metric * slope_x**2) == 0,
         "balanced factors: M_c(x) equals its closed form on the balanced states": balanced,
         "the line Phi(qk) - rho Psi(ov) is a first integral of the flow":
-            sp.simplify((line.rewrite(sp.exp))) == 0,
+            sp.simplify(line.rewrite(sp.exp)) == 0,
     }
 
 

@@ -32,14 +32,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import sympy as sp
-
-from qkdyn.errors import InputError
 from qkdyn.theory.model import PARAMS, attention
 from qkdyn.theory.spec import NAMED, Spec
+
+from qkdyn.errors import InputError
 
 #: the parameter box the random points are drawn from (K > 2 so that log(K - 1) is not 0)
 _BOX = {"K": (2.5, 6.0), "D": (1.5, 5.0), "N": (1.5, 5.0), "m": (1.5, 5.0), "n": (1.5, 5.0), "s": (0.4, 1.6),
@@ -60,7 +60,7 @@ def _random_points(symbols, count: int, seed: int):
         yield point
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def reduces(spec: Spec) -> tuple[bool, str]:
     """(True, "") when the spec's population loss is softplus(log(K-1) - alpha(qk) ov) of its own qk, ov
     (module docstring, step 1); else (False, why)."""
@@ -82,7 +82,7 @@ def reduces(spec: Spec) -> tuple[bool, str]:
     return True, ""
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def degrees_of_freedom(spec: Spec, circuit: str) -> tuple[int | None, str]:
     """(n_c - k_c, description): the circuit's variables n_c less the functional rank k_c of its conserved
     polynomials (module docstring, step 2); (None, why) where they were not searched."""
@@ -113,7 +113,7 @@ def _metric(d, circuit: str) -> sp.Expr:
     """M_c(x) = sum_i (df/dx_i)^2 / w_i, unsimplified (``flow.metrics`` simplifies it, which takes minutes for
     a coupled circuit)."""
     chosen, slopes = _slopes(d, circuit)
-    return sum(slope**2 * v.orbit for v, slope in zip(chosen, slopes))
+    return sum(slope**2 * v.orbit for v, slope in zip(chosen, slopes, strict=True))
 
 
 def _metric_is_constant(spec: Spec, circuit: str) -> bool:
@@ -135,7 +135,7 @@ def _metric_is_constant(spec: Spec, circuit: str) -> bool:
     return not (d.metrics[circuit]["metric"].free_symbols & set(d.symbols))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def line(spec: Spec) -> tuple[bool | None, str]:
     """(exists, statement) for the first-integral line of ``spec`` (module docstring): True where it is
     derived or shown to exist, False where the loss does not reduce (no line of that form), None where
@@ -185,9 +185,8 @@ class LineCoordinate:
         return f"LineCoordinate({self.spec.name!r}, {self.circuit!r})"
 
     def __call__(self, value, setting):
-        from scipy.integrate import solve_ivp
-
         from qkdyn.theory.specnumeric import numeric
+        from scipy.integrate import solve_ivp
 
         rates, metric, indices = _curve(self.spec, self.circuit)
         p = np.asarray(setting.numeric(), dtype=float)
@@ -211,7 +210,7 @@ class LineCoordinate:
         return out if values.ndim else float(out)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _curve(spec: Spec, circuit: str) -> tuple[Callable, Callable, list[int]]:
     """(rates(f, x_c, p) -> (V, g(f)), metric(x_c, p) -> M_c, the indices of the circuit's variables x_c in
     the state) for :class:`LineCoordinate`, with g = 1 + (m/n) e^f (QK) or f (OV): dx_c/df = V / M_c and

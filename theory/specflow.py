@@ -53,12 +53,12 @@ import itertools
 import math
 
 import sympy as sp
-
-from qkdyn.errors import InputError
 from qkdyn.theory import invariants, lossfeatures, orbits
 from qkdyn.theory.functions import softplus
 from qkdyn.theory.model import ETA, PARAMS, Circuit, D, K, N, Variable, m, n, ov0, qk0, s
 from qkdyn.theory.spec import NAMED, CircuitSpec, Spec
+
+from qkdyn.errors import InputError
 
 ROWS = {"QK": "query", "OV": "label"}
 #: names of the factors of a chain of depth L (L = 1: the collapsed matrix)
@@ -222,7 +222,7 @@ class SpecDerivation:
             if not _decay(self.spec, circuit) or isinstance(found, str):
                 continue
             at_init = [abs(complex(sp.N(I.xreplace(self.init).subs(point), 30))) for I in found]
-            reference = next((I for I, value in zip(found, at_init) if value > 1e-20), None)
+            reference = next((I for I, value in zip(found, at_init, strict=True) if value > 1e-20), None)
             if reference is None or len(found) < 2:
                 continue
             degree = {I: sp.Poly(I, *self.circuit_symbols(circuit)).total_degree() for I in found}
@@ -240,7 +240,7 @@ class SpecDerivation:
             norms = [sum(e.variable.orbit * e.variable.symbol**2 for e in self.entries
                          if e.factor.circuit == circuit and e.factor.index == j)
                      for j in range(cs.depth if cs.form == "factorized" else 0)]
-            out[circuit] = tuple(sp.expand(a - b) for a, b in zip(norms, norms[1:]))
+            out[circuit] = tuple(sp.expand(a - b) for a, b in itertools.pairwise(norms))
         return out
 
     @functools.cached_property
@@ -418,7 +418,7 @@ def _count_vectors(spec: Spec):
     for combo in itertools.combinations_with_replacement(range(len(probs)), draws):
         counts = tuple(combo.count(i) for i in range(len(probs)))
         ways = sp.Integer(math.factorial(draws)) / sp.Mul(*[math.factorial(c) for c in counts])
-        out.append((counts, ways * sp.Mul(*[p**c for p, c in zip(probs, counts)])))
+        out.append((counts, ways * sp.Mul(*[p**c for p, c in zip(probs, counts, strict=True)])))
     return out
 
 
@@ -431,10 +431,10 @@ def population_loss(spec: Spec, qk_f: dict, ov_f: dict) -> tuple[sp.Expr, sp.Exp
     self_value = ov_f["query"] if spec.self_attention else sp.S(0)
     loss, attn = sp.S(0), sp.S(0)
     for counts, probability in _count_vectors(spec):
-        g = [c * sp.exp(s * (qk_f["distinct" + key] - b)) for c, key in zip(counts, keys)]
+        g = [c * sp.exp(s * (qk_f["distinct" + key] - b)) for c, key in zip(counts, keys, strict=True)]
         total = sum(g) + n + self_weight
-        own = (sum(gi * ov_f["own" + key] for gi, key in zip(g, keys)) + n * z + self_weight * self_value) / total
-        cross = (sum(gi * ov_f["cross" + key] for gi, key in zip(g, keys)) + n * z + self_weight * self_value) / total
+        own = (sum(gi * ov_f["own" + key] for gi, key in zip(g, keys, strict=True)) + n * z + self_weight * self_value) / total
+        cross = (sum(gi * ov_f["cross" + key] for gi, key in zip(g, keys, strict=True)) + n * z + self_weight * self_value) / total
         if spec.loss == "cross_entropy":
             one = softplus(sp.log(K - 1) - (own - cross))
         else:
@@ -444,14 +444,14 @@ def population_loss(spec: Spec, qk_f: dict, ov_f: dict) -> tuple[sp.Expr, sp.Exp
     if fixed:
         total = sum(sp.nsimplify(w) for w in spec.token_weights)
         probs = [sp.nsimplify(w) / total for w in spec.token_weights]
-        qk = s * (sum(p * qk_f["distinct" + k] for p, k in zip(probs, keys)) - b)
-        ov = sum(p * (ov_f["own" + k] - ov_f["cross" + k]) for p, k in zip(probs, keys))
+        qk = s * (sum(p * qk_f["distinct" + k] for p, k in zip(probs, keys, strict=True)) - b)
+        ov = sum(p * (ov_f["own" + k] - ov_f["cross" + k]) for p, k in zip(probs, keys, strict=True))
     else:
         qk, ov = s * (qk_f["distinct"] - b), ov_f["own"] - ov_f["cross"]
     return loss, attn, qk, ov
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def derive_spec(spec: Spec) -> SpecDerivation:
     """Derive the reduced flow of ``spec`` (module docstring); cached per spec. The implementation behind
     the public ``qkdyn.derive(spec).flow``, which callers outside the theory use."""

@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
-from scipy import special
-
 from qkdyn.theory.spec import Spec
+from scipy import special
 
 #: the stable primitives of :mod:`qkdyn.theory.functions` as NumPy functions (lambdify's first namespace)
 PRIMITIVES = {"expit": special.expit, "softplus": lambda x: np.logaddexp(0, x)}
@@ -68,7 +67,6 @@ def expressions(spec: Spec) -> tuple[tuple[str, ...], dict[str, tuple[list, obje
     (x the reduced state, p the parameters, w_i the orbit sizes): the flow dx/dt, the loss, (qk, ov, attn), the
     initial state, and M_QK(x) = sum_i (d qk / d x_i)^2 / w_i over the QK variables (docs/setting.md)."""
     import sympy as sp
-
     from qkdyn.theory.model import PARAMS, ov0, qk0
     from qkdyn.theory.specflow import derive_spec
 
@@ -80,7 +78,7 @@ def expressions(spec: Spec) -> tuple[tuple[str, ...], dict[str, tuple[list, obje
     return tuple(v.name for v in d.variables), outputs
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def numeric(spec: Spec) -> SpecNumeric:
     """The numeric functions of ``spec`` (cached per spec): the generated ones where
     :mod:`qkdyn.theory.generated.specs` lists the spec, else lambdified from its derivation."""
@@ -94,7 +92,7 @@ def numeric(spec: Spec) -> SpecNumeric:
     return SpecNumeric(spec, variables, **{name: lambdify(*outputs[name]) for name in FUNCTIONS})
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _jacobian(spec: Spec) -> Callable:
     from qkdyn.theory.model import PARAMS
     from qkdyn.theory.specflow import derive_spec

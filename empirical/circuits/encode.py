@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 
 import torch
-
 from qkdyn.empirical.circuits.vocab import Vocab
 from qkdyn.empirical.data.examples_circuits import Example, QAExample
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-
 from qkdyn.empirical.circuits import metrics
 from qkdyn.empirical.circuits.encode import QASequence, encode_qa, pad, qa_batch
 from qkdyn.empirical.circuits.models import Decoder
@@ -85,7 +84,7 @@ def authors_rows(model: Decoder, seqs: list[list[int]], max_len: int) -> list[np
 
 def authors_summary(model: Decoder, seqs: list[list[int]], examples: list, p_true: np.ndarray, cfg: RunConfig) -> dict:
     rows = authors_rows(model, seqs, cfg.max_len)
-    mass = np.array([metrics.authors_rationale_mass(r, e.rationales) for r, e in zip(rows, examples)])
+    mass = np.array([metrics.authors_rationale_mass(r, e.rationales) for r, e in zip(rows, examples, strict=True)])
     edges = metrics.AUTHORS_DTAP_EDGES.get(cfg.task, tuple(np.linspace(0, 1, 6)))
     return {"authors_attention_mass": float(mass.mean()), "authors_dtap_edges": list(edges),
             "authors_dtap_percent": metrics.authors_dtap(mass, p_true, edges).tolist()}
@@ -113,7 +112,7 @@ def attention_summary(mass: np.ndarray, confidence: np.ndarray, p_true: np.ndarr
 
 
 def _masses(rows: list[dict], rationales: list) -> dict[str, np.ndarray]:
-    return {m: np.array([metrics.rationale_mass(r[m], rat) for r, rat in zip(rows, rationales)]) for m in rows[0]}
+    return {m: np.array([metrics.rationale_mass(r[m], rat) for r, rat in zip(rows, rationales, strict=True)]) for m in rows[0]}
 
 
 def mean_mass(masses: np.ndarray, rationales: list) -> float:
@@ -130,7 +129,7 @@ def uniform_mass(reads: list[int], rationales: list) -> float:
     row at position r spreads 1 / (r + 1) over positions 0..r, so each example's mass is
     |rationale| / (r + 1), averaged over annotators as :func:`metrics.rationale_mass` does."""
     return mean_mass(np.array([metrics.rationale_mass(np.full(r + 1, 1.0 / (r + 1)), rat)
-                               for r, rat in zip(reads, rationales)]), rationales)
+                               for r, rat in zip(reads, rationales, strict=True)]), rationales)
 
 
 def uniform_rollout_mass(reads: list[int], rationales: list, n_layer: int) -> float:
@@ -143,7 +142,7 @@ def uniform_rollout_mass(reads: list[int], rationales: list, n_layer: int) -> fl
     for r in set(reads):
         u = np.tril(np.ones((r + 1, r + 1)))
         rows[r] = metrics.rollout([u / u.sum(axis=1, keepdims=True)] * n_layer)[r]
-    return mean_mass(np.array([metrics.rationale_mass(rows[r], rat) for r, rat in zip(reads, rationales)]), rationales)
+    return mean_mass(np.array([metrics.rationale_mass(rows[r], rat) for r, rat in zip(reads, rationales, strict=True)]), rationales)
 
 
 def evaluate_classifier(model: Decoder, examples: list, vocab: Vocab, cfg: RunConfig, full: bool) -> dict:
@@ -160,7 +159,7 @@ def evaluate_classifier(model: Decoder, examples: list, vocab: Vocab, cfg: RunCo
     masses = _masses(rows, rationales)
     primary = primary_method(cfg.n_layer)
     reads = model.readout_index(torch.tensor([len(s) for s in seqs])).tolist()
-    elsewhere = [tuple(tuple(p for p in r if p != read) for r in rat) for rat, read in zip(rationales, reads)]
+    elsewhere = [tuple(tuple(p for p in r if p != read) for r in rat) for rat, read in zip(rationales, reads, strict=True)]
     out = {
         "n": len(examples), "loss": float(-np.mean(np.log(np.maximum(p_true, 1e-12)))),
         "accuracy": metrics.accuracy(labels, pred), "macro_f1": metrics.macro_f1(labels, pred),
@@ -247,8 +246,8 @@ def evaluate_qa(model: Decoder, examples: list, vocab: Vocab, cfg: RunConfig, fu
                                          "rollout": uniform_rollout_mass(reads, spans, cfg.n_layer)}
     if full:
         predictions = [" ".join(a) for a in greedy_answers(model, [s.prompt for s in seqs], vocab, cfg.max_answer_len)]
-        out["exact_match"] = float(np.mean([metrics.squad_em(p, e.answers) for p, e in zip(predictions, examples)]))
-        out["f1"] = float(np.mean([metrics.squad_f1(p, e.answers) for p, e in zip(predictions, examples)]))
+        out["exact_match"] = float(np.mean([metrics.squad_em(p, e.answers) for p, e in zip(predictions, examples, strict=True)]))
+        out["f1"] = float(np.mean([metrics.squad_f1(p, e.answers) for p, e in zip(predictions, examples, strict=True)]))
         p_true = probs[np.arange(len(seqs)), [s.answer[0] for s in seqs]]
         out.update(attention_summary(masses[primary], probs.max(1), p_true, cfg))
     return out

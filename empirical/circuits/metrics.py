@@ -10,7 +10,7 @@ import math
 import re
 import string
 from collections import Counter
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -132,7 +132,7 @@ def eraser(predict_proba: Callable[[list[list[int]]], np.ndarray], inputs: Seque
     result: dict[str, float] = {}
     for f in fractions:
         removed, only = [], []
-        for x, imp, fixed in zip(inputs, importances, keep):
+        for x, imp, fixed in zip(inputs, importances, keep, strict=True):
             fixed = set(fixed)
             top = set(top_positions(imp, [p for p in range(len(x)) if p not in fixed], f))
             removed.append([t for p, t in enumerate(x) if p not in top])

@@ -20,10 +20,8 @@ cosine both ways, the momentum or Adam beta1 cycled 0.95 -> 0.85 -> 0.95).
 from __future__ import annotations
 
 import torch
-from torch import nn
-
 from qkdyn.empirical.schedule import cosine_with_warmup
-
+from torch import nn
 
 #: the parts a ``qk_params`` list may name, and the parameter-name test of each
 QK_PARTS = {

@@ -6,8 +6,8 @@ import textwrap
 from pathlib import Path
 
 import numpy as np
-
 from qkdyn.empirical.circuits.report import PRIMARY, ROLLOUT
+
 from qkdyn.figures import PALETTE, colorbar, plt, save_png
 from qkdyn.runs import read_metrics
 
@@ -40,7 +40,7 @@ def plot_all(task: str, results: dict[str, list[dict]], summary: dict, run_dirs:
     fig, axes = plt.subplots(rows, cols, figsize=(1.1 * len(arms) * cols + 0.8, 2.8 * rows), squeeze=False)
     for ax in axes.flat[len(panels):]:
         ax.remove()
-    for ax, (key, reading, uniform) in zip(axes.flat, panels):
+    for ax, (key, reading, uniform) in zip(axes.flat, panels, strict=True):
         ax.bar(range(len(arms)), [summary[m][key]["mean"] for m in arms],
                yerr=[summary[m][key]["std"] for m in arms], capsize=4, color=colours, alpha=0.7)
         for i, m in enumerate(arms):
@@ -72,7 +72,7 @@ def plot_all(task: str, results: dict[str, list[dict]], summary: dict, run_dirs:
     fig, axes = plt.subplots(rows, cols, figsize=(2.6 * cols + 0.8, 2.8 * rows), squeeze=False)
     for ax in axes.flat[len(arms):]:
         ax.remove()
-    for ax, m in zip(axes.flat, arms):
+    for ax, m in zip(axes.flat, arms, strict=True):
         heat = np.mean([r["test"]["dtap_percent"] for r in results[m]], axis=0)
         image = ax.imshow(heat.T, origin="lower", extent=[0, 1, 0, 1], vmin=0, vmax=100, cmap="viridis")
         step = 1 / heat.shape[0]

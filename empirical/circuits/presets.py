@@ -11,11 +11,26 @@ from __future__ import annotations
 
 import dataclasses
 
-from qkdyn.configflags import (at_least, check_config, choice, device, existing_path, flag, fraction,
-                               int_at_least, non_negative, non_negative_int, only_when, positive, positive_int,
-                               probability, text)
-from qkdyn.configflags import seed as seed_domain
 from qkdyn.empirical.circuits.vocab import SPECIALS
+
+from qkdyn.configflags import (
+    at_least,
+    check_config,
+    choice,
+    device,
+    existing_path,
+    flag,
+    fraction,
+    int_at_least,
+    non_negative,
+    non_negative_int,
+    only_when,
+    positive,
+    positive_int,
+    probability,
+    text,
+)
+from qkdyn.configflags import seed as seed_domain
 from qkdyn.errors import InputError
 
 TASKS = ("hatexplain", "sva", "squad", "brown-sva", "vader", "brown-qa")
@@ -205,7 +220,7 @@ def validate(cfg: RunConfig) -> None:
     try:
         parse_qk_params(cfg.qk_params)
     except ValueError as exc:
-        raise InputError(f"--qk-params: {exc}")
+        raise InputError(f"--qk-params: {exc}") from None
     unknown = [p for p in cfg.frozen.split(",") if p.strip() and p.strip() not in FROZEN_PARTS]
     if unknown:
         raise InputError(f"--frozen: unknown parts {unknown}; known: {', '.join(FROZEN_PARTS)}")

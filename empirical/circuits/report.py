@@ -94,7 +94,7 @@ def baseline_precondition(task: str, base: dict, key: str = PRIMARY, uniform_key
     """The same-lr arm has learned to attend: every seed's mass (``key``; default the primary) is more
     than :data:`BASELINE_MARGIN` from uniform attention's mass (``uniform_key``) on the same examples."""
     mass, uniform = base[key]["values"], base[uniform_key]["values"]
-    gaps = [abs(m - u) for m, u in zip(mass, uniform)]
+    gaps = [abs(m - u) for m, u in zip(mass, uniform, strict=True)]
     gap = math.nan if any(math.isnan(g) for g in gaps) else min(gaps)  # min() alone skips a later NaN
     return Precondition(
         f"{task}: the same-lr arm attends away from uniform{reading}", gap, ">", BASELINE_MARGIN,

@@ -213,18 +213,20 @@ class CircuitsStudy(Study):
     def check(self, spec):
         """Any valid RunConfig (compare-circuits plans from flags, not only from budgets)."""
         from qkdyn.empirical.circuits.presets import RunConfig, check_sizes, validate
+
         from qkdyn.errors import InputError
 
         try:
             cfg = RunConfig(**run_fields(spec))
         except TypeError as exc:
-            raise InputError(f"the spec is not a circuits run config: {exc}")
+            raise InputError(f"the spec is not a circuits run config: {exc}") from None
         validate(cfg)
         check_sizes(cfg)
 
     def measure(self, spec, scratch):
         from qkdyn.empirical.circuits.presets import RunConfig
         from qkdyn.empirical.circuits.train import train
+
         from qkdyn.runs import RunDir
 
         cfg = RunConfig(**run_fields(spec))
@@ -250,8 +252,9 @@ class CircuitsStudy(Study):
 
     def render(self, records, claims, figures: Path):
         """Figures and ``TASK.json`` (summary, per-seed values, notes) into ``figures``."""
-        from qkdyn import atomic
         from qkdyn.empirical.circuits import plots, report
+
+        from qkdyn import atomic
 
         results = self._results(records)
         dirs: dict[str, list[Path]] = {}
@@ -335,14 +338,14 @@ def write_report(out_dir: Path) -> dict:
     """report.md + report.json (every task's claims, by the one report writer, then its table) and
     README-section.md, all recomputed from the ``*.json`` task summaries in ``out_dir`` (per-seed
     values included), so the verdicts always follow the current rule. Returns {task: claims}."""
-    from qkdyn import atomic
     from qkdyn.empirical.circuits import report
-    from qkdyn.report import write_claims_report
-    from qkdyn.runs import read_json
-
     from qkdyn.empirical.circuits.presets import TASKS
     from qkdyn.empirical.circuits.tasks import is_qa
+
+    from qkdyn import atomic
     from qkdyn.errors import InputError
+    from qkdyn.report import write_claims_report
+    from qkdyn.runs import read_json
 
     payloads = []
     for path in (out_dir / f"{task}.json" for task in TASKS):  # only our summaries; other files are not ours

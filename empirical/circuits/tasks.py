@@ -4,8 +4,9 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from qkdyn.empirical.data.examples_circuits import Splits
 from qkdyn.empirical.circuits.presets import RunConfig
+from qkdyn.empirical.data.examples_circuits import Splits
+
 from qkdyn.errors import InputError
 
 #: task -> registry source used when --data is not given
@@ -45,7 +46,7 @@ def load_splits(cfg: RunConfig) -> Splits:
         raise
     except (KeyError, IndexError, TypeError, ValueError, AttributeError, csv.Error) as exc:
         detail = str(exc).splitlines()[0][:120] if str(exc) else ""
-        raise InputError(f"{path} is not valid {cfg.task} data ({type(exc).__name__}{': ' + detail if detail else ''})")
+        raise InputError(f"{path} is not valid {cfg.task} data ({type(exc).__name__}{': ' + detail if detail else ''})") from None
     if not splits.train or not splits.test:
         raise InputError(f"{path}: no training or no test examples for task {cfg.task}")
     return splits

@@ -35,7 +35,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
 from qkdyn.empirical import loop
 from qkdyn.empirical.circuits import evaluate
 from qkdyn.empirical.circuits.encode import classification_batch, qa_batch
@@ -44,6 +43,7 @@ from qkdyn.empirical.circuits.optim import build_optimizer
 from qkdyn.empirical.circuits.presets import RunConfig
 from qkdyn.empirical.circuits.tasks import is_qa, load_splits
 from qkdyn.empirical.circuits.vocab import Vocab
+
 from qkdyn.errors import InputError
 from qkdyn.runs import Clock, RunDir, RunRecord
 
@@ -180,7 +180,7 @@ class Run:
             running = restored.extra["running_loss"]
             self.running = float(running["sum"]), int(running["n"])
         except (KeyError, TypeError, ValueError) as exc:
-            raise InputError(f"{rundir.checkpoint} is damaged ({type(exc).__name__}); delete it or use another --out")
+            raise InputError(f"{rundir.checkpoint} is damaged ({type(exc).__name__}); delete it or use another --out") from None
         self.clock = restored.clock
         return restored.step
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Iterable
+from collections.abc import Iterable
 
 #: special tokens, always the first ids; ``<pad>`` is 0
 SPECIALS = ("<pad>", "<unk>", "<cls>", "<verb>", "<q>", "<c>", "<a>", "<eos>")
@@ -17,7 +17,7 @@ class Vocab:
         self.unk = self.stoi["<unk>"]
 
     @classmethod
-    def build(cls, token_lists: Iterable[Iterable[str]], max_size: int, min_count: int = 1) -> "Vocab":
+    def build(cls, token_lists: Iterable[Iterable[str]], max_size: int, min_count: int = 1) -> Vocab:
         """The ``max_size`` most frequent tokens seen at least ``min_count`` times (ties broken
         alphabetically, so the vocabulary is deterministic), after the specials."""
         counts = Counter(t for tokens in token_lists for t in tokens if t not in SPECIALS)

@@ -24,10 +24,10 @@ import json
 from pathlib import Path
 
 import torch
-
-from qkdyn import atomic
 from qkdyn.empirical.coupled.attention import CausalSelfAttention
 from qkdyn.empirical.coupled.configs import FLOW_KINDS
+
+from qkdyn import atomic
 
 FILE = "ablation.json"
 METRICS = ("val_loss", "mqar_acc")
@@ -67,6 +67,7 @@ def ablation_effects(model: torch.nn.Module, evaluate, device) -> dict:
 def write_ablations(out_dir: str | Path, model_cfg, evaluate, device: str = "cpu") -> dict:
     """Evaluate the run's final checkpoint as trained and ablated; write ``ablation.json`` (atomic)."""
     from qkdyn.empirical.coupled.model import GPT
+
     from qkdyn.runs import CHECKPOINT, load_state
 
     out = Path(out_dir)

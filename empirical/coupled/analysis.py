@@ -43,14 +43,15 @@ accuracy when attention, f or the whole flow is removed) beside its verdict.
 """
 from __future__ import annotations
 
+import itertools
 import math
 from collections import Counter
 
 import numpy as np
-
-from qkdyn.claims import Claim, Precondition, combine, gate
 from qkdyn.empirical.coupled.count_models import key as count_key
 from qkdyn.empirical.coupled.study import variant_label
+
+from qkdyn.claims import Claim, Precondition, combine, gate
 from qkdyn.stats import compare, compare_censored, compare_variance, sample_summary
 
 HEADLINE = math.log(1 / (1 - 0.066))  # the paper's 60M gain of coupled over standard, in log ppl
@@ -261,7 +262,7 @@ def tokens_to_match(standard_by_length: list[dict], target_loss: float) -> tuple
     if log_ppl(ordered[0]) <= target_loss:
         found = tokens_to_target(ordered[0]["evals"], math.exp(target_loss))
         return (found if found is not None else float(ordered[0]["tokens"])), "curve"
-    for short, long in zip(ordered, ordered[1:]):
+    for short, long in itertools.pairwise(ordered):
         a, b = log_ppl(short), log_ppl(long)
         if b <= target_loss < a:
             frac = (a - target_loss) / (a - b)
@@ -379,8 +380,8 @@ def analyse(runs: list[dict], coherent: str, heterogeneous: str, matched: dict[s
             preconditions=learnt, ablation=ablations({"coupled": cpl, "diff": diff}), scope=scope))
     std_h, cpl_h = R.get(heterogeneous, "standard"), R.get(heterogeneous, "coupled-euler")
     if std and cpl and std_h and cpl_h:
-        gap_c = dict(zip(*_seeds_and(cpl, std)))
-        gap_h = dict(zip(*_seeds_and(cpl_h, std_h)))
+        gap_c = dict(zip(*_seeds_and(cpl, std), strict=True))
+        gap_h = dict(zip(*_seeds_and(cpl_h, std_h), strict=True))
         seeds = sorted(set(gap_c) & set(gap_h))
         claims.append(_claim(
             "B8", f"Coupling helps on domain-coherent text more than on heterogeneous text ({coherent} vs "
@@ -431,7 +432,7 @@ def _efficiency(R: Runs, coherent: str, cpl: dict[int, dict], preconditions: lis
     censored = [r["read"].startswith("censored") for r in rows]
     comp = compare_censored(logs, censored, "increase", smallest_effect=SMALLEST["efficiency"])
     bound = (f" {sum(censored)} of {len(rows)} seeds censored at the longest length (standard never reached coupled's "
-             f"perplexity: ratio >= {min(r['ratio'] for r, c in zip(rows, censored) if c):.3g}); censored seeds are "
+             f"perplexity: ratio >= {min(r['ratio'] for r, c in zip(rows, censored, strict=True) if c):.3g}); censored seeds are "
              "judged by the sign test on their bounds only." if any(censored) else " No seed censored.")
     return _claim(
         "B6", f"Sample efficiency: standard attention needs more tokens (paper: 2.4x) to reach coupled attention's "

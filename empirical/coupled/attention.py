@@ -34,10 +34,10 @@ import math
 
 import torch
 import torch.nn.functional as F
-from torch import nn
-
 from qkdyn.empirical.coupled.configs import FLOW_KINDS, AttentionConfig  # noqa: F401 (re-exported: attention.AttentionConfig)
 from qkdyn.empirical.coupled.qk_flow import PerHeadMLP, integrate
+from torch import nn
+
 
 def extra_parameters(cfg: AttentionConfig, n_head: int, d_head: int) -> int:
     """Parameters one layer of ``cfg`` has beyond standard attention."""

@@ -7,8 +7,18 @@ from __future__ import annotations
 
 import dataclasses
 
-from qkdyn.configflags import (check_config, choice, device, flag, fraction, non_negative, non_negative_int,
-                               only_when, positive, positive_int)
+from qkdyn.configflags import (
+    check_config,
+    choice,
+    device,
+    flag,
+    fraction,
+    non_negative,
+    non_negative_int,
+    only_when,
+    positive,
+    positive_int,
+)
 from qkdyn.configflags import seed as seed_domain
 from qkdyn.errors import InputError
 

@@ -37,6 +37,7 @@ def lm_splits(data: str, tokenizer: str = "bpe", vocab_size: int = 8192, val_fra
     ``byte`` (UTF-8 bytes, vocabulary 256) or ``bpe`` (byte-level BPE of ``vocab_size`` learnt on the
     training split, :mod:`qkdyn.empirical.data.text_bpe`)."""
     from qkdyn.empirical.data.text_corpus import load_splits
+
     from qkdyn.errors import InputError
 
     if tokenizer not in TOKENIZERS:
@@ -52,7 +53,7 @@ def lm_splits(data: str, tokenizer: str = "bpe", vocab_size: int = 8192, val_fra
     return train, val, token_bytes, vocab_size
 
 
-def with_strength(evaluate, probe: "torch.Tensor"):
+def with_strength(evaluate, probe: torch.Tensor):
     """``evaluate`` plus the coupling strength of the model on the batch ``probe``
     (:func:`qkdyn.empirical.coupled.strength.measure`)."""
     from qkdyn.empirical.coupled.strength import measure

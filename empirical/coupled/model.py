@@ -30,11 +30,10 @@ import dataclasses
 import math
 
 import torch
-from torch import nn
-
 from qkdyn.empirical.coupled.attention import AttentionConfig, build_attention, extra_parameters
 from qkdyn.empirical.coupled.configs import FLOW_KINDS
 from qkdyn.empirical.coupled.lm_loss import linear_cross_entropy
+from torch import nn
 
 
 @dataclasses.dataclass(frozen=True)

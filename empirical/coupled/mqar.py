@@ -25,9 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-
 from qkdyn.empirical.coupled.configs import MQARPreset
-
 
 
 def _sample_without_replacement(rng: np.random.Generator, n: int, population: int, k: int,

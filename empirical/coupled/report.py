@@ -43,7 +43,7 @@ def write_plots(result: dict, out: Path) -> list[str]:
     if tables["perplexity"]:
         corpora = list(tables["perplexity"])
         fig, axes = plt.subplots(1, len(corpora), figsize=(3.4 * len(corpora), 3.2), squeeze=False)
-        for ax, corpus in zip(axes[0], corpora):
+        for ax, corpus in zip(axes[0], corpora, strict=True):
             table = tables["perplexity"][corpus]
             names = _variants(table)
             stats = [table[v]["val_ppl"] for v in names]
@@ -104,7 +104,7 @@ def write_plots(result: dict, out: Path) -> list[str]:
     if tables["mqar"]:
         tasks = sorted(tables["mqar"])
         fig, axes = plt.subplots(1, len(tasks), figsize=(3.4 * len(tasks), 3.0), squeeze=False)
-        for ax, task in zip(axes[0], tasks):
+        for ax, task in zip(axes[0], tasks, strict=True):
             table = tables["mqar"][task]
             names = _variants(table)
             settings = [k for k in table[names[0]] if k.startswith("acc_T")]

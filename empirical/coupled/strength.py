@@ -18,7 +18,6 @@ uncoupled controls). What the coupling changes in the loss is measured by ablati
 from __future__ import annotations
 
 import torch
-
 from qkdyn.empirical.coupled.attention import FlowAttention
 
 

@@ -34,9 +34,22 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from qkdyn.configflags import (check_config, choice, choice_list, device, flag, fraction, number_list, optional,
-                               positive, positive_int, positive_int_list, text)
 from qkdyn.empirical.coupled.configs import HORIZONS, MQAR_TASKS, PRESET_NAMES, AttentionConfig, TrainConfig
+
+from qkdyn.configflags import (
+    check_config,
+    choice,
+    choice_list,
+    device,
+    flag,
+    fraction,
+    number_list,
+    optional,
+    positive,
+    positive_int,
+    positive_int_list,
+    text,
+)
 from qkdyn.errors import InputError
 from qkdyn.runs import read_json, read_metrics
 from qkdyn.studies import RunSpec, Study
@@ -155,7 +168,7 @@ class CoupledRun:
         return {"kind": "train", **dataclasses.asdict(self)}
 
     @classmethod
-    def from_config(cls, config: dict) -> "CoupledRun":
+    def from_config(cls, config: dict) -> CoupledRun:
         """The run of a spec's config (:meth:`to_config`); each config checks its own fields, and a
         missing or unknown field is an InputError."""
         fields = {k: v for k, v in config.items() if k != "kind"}
@@ -163,7 +176,7 @@ class CoupledRun:
             return cls(**{**fields, "attention": AttentionConfig(**fields["attention"]),
                           "train": TrainConfig(**fields["train"])})
         except (KeyError, TypeError) as exc:
-            raise InputError(f"the spec is not a coupled-study run ({type(exc).__name__}: {exc})", "spec")
+            raise InputError(f"the spec is not a coupled-study run ({type(exc).__name__}: {exc})", "spec") from None
 
 
 def _on_cuda(device: str) -> bool:
@@ -378,7 +391,7 @@ class CoupledStudy(Study):
                     runs.append(as_run(r.result))
             except (KeyError, TypeError, AttributeError) as exc:
                 raise InputError(f"the record of run {r.spec.name} is damaged ({type(exc).__name__}: {exc}); delete "
-                                 f"{r.scratch}.json to run it again")
+                                 f"{r.scratch}.json to run it again") from None
         if study.trend:
             return trend(runs, study.coherent, counts)
         return analyse(runs, study.coherent, study.heterogeneous, matched_steps(study), counts)
@@ -409,6 +422,7 @@ def result_of(run_dir: Path) -> dict:
     evaluation curve (``details.evals``, from ``metrics.jsonl``) and the changes of its ablations
     (``details.ablation``, from ``ablation.json``)."""
     from qkdyn.empirical.coupled.ablation import FILE
+
     from qkdyn.runs import METRICS, RESULT, read_record
 
     record = read_record(run_dir / RESULT)

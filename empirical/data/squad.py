@@ -12,6 +12,7 @@ import hashlib
 from pathlib import Path
 
 from qkdyn.empirical.data.examples_circuits import QAExample, Splits, tokenize
+
 from qkdyn.errors import InputError
 
 

@@ -14,6 +14,7 @@ import io
 from pathlib import Path
 
 from qkdyn.empirical.data.examples_circuits import Example, Splits
+
 from qkdyn.errors import InputError
 
 CLASSES = ("singular", "plural")

@@ -108,8 +108,9 @@ def bpe_splits(train_bytes: np.ndarray, val_bytes: np.ndarray, vocab_size: int,
     the training bytes; cached (see the module docstring)."""
     if vocab_size < MIN_VOCAB:
         raise InputError(f"must be >= {MIN_VOCAB} for byte-level BPE, got {vocab_size}", "vocab_size")
-    from qkdyn import atomic
     from qkdyn.empirical.data.fetch import cache_dir, sha256_of
+
+    from qkdyn import atomic
 
     root = (cache or cache_dir() / "bpe") / f"{_digest(train_bytes, val_bytes)}-v{vocab_size}"
     if (root / "meta.json").exists():
@@ -121,7 +122,7 @@ def bpe_splits(train_bytes: np.ndarray, val_bytes: np.ndarray, vocab_size: int,
     tok = train_tokenizer(_text(train_bytes), vocab_size)
     arrays = (encode(tok, _text(train_bytes)), encode(tok, _text(val_bytes)), token_byte_lengths(tok))
     root.mkdir(parents=True, exist_ok=True)
-    for name, arr in zip(ARRAYS, arrays):
+    for name, arr in zip(ARRAYS, arrays, strict=True):
         with atomic.atomic_path(root / name) as tmp:
             with open(tmp, "wb") as fh:
                 np.save(fh, arr, allow_pickle=False)
@@ -140,6 +141,7 @@ ARRAYS = ("train.npy", "val.npy", "token_bytes.npy")
 def _read_cache(root: Path) -> tuple[str | None, tuple]:
     """(None, the cached arrays) if the cache in ``root`` verifies, else (what is wrong, ())."""
     from qkdyn.empirical.data.fetch import sha256_of
+
     from qkdyn.jsonio import read_json
 
     try:

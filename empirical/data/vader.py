@@ -55,7 +55,7 @@ def load(path: str | Path, max_len: int = 64, margin: float = 0.5) -> Splits:
             uid, mean, text = line.split("\t", 2)
             rating = float(mean)
         except ValueError:
-            raise InputError(f"{snippets}: line {number} is not id, mean rating, text")
+            raise InputError(f"{snippets}: line {number} is not id, mean rating, text") from None
         if not math.isfinite(rating):
             raise InputError(f"{snippets}: line {number}: the mean rating {mean!r} is not a finite number")
         if abs(rating) < margin:

@@ -44,10 +44,9 @@ import math
 
 import numpy as np
 import torch
-from torch import nn
-
 from qkdyn.empirical.synthetic.sampled import Batch, Factors, Task
 from qkdyn.theory.setting import factorized
+from torch import nn
 
 VOCAB = 50
 CLASSES = 4

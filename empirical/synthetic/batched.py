@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 import torch
-from torch import nn
-
 from qkdyn.empirical.synthetic.model import log_counts
 from qkdyn.empirical.synthetic.sampled import CHUNK, Batch, Result, Task, chunks, metrics, test_set
+from torch import nn
 
 
 def forward(factors, scale: float, queries: torch.Tensor, log_counts: torch.Tensor, slot: torch.Tensor):
@@ -80,7 +79,7 @@ def one_thread():
 
 
 def _stack(batches: list[Batch]) -> Batch:
-    return Batch(*(torch.stack(fields) for fields in zip(*batches)))
+    return Batch(*(torch.stack(fields) for fields in zip(*batches, strict=True)))
 
 
 def run(task: Task, arms: list[tuple[str, str, int]], test_size: int, perturb: int | None = None) -> dict:
@@ -135,7 +134,7 @@ def _run(task: Task, arms: list[tuple[str, str, int]], test_size: int, perturbed
         return [{k: v[i].numpy() for k, v in out.items()} for i in range(len(rows))]
 
     def finish(rows: torch.Tensor, step: int, running: torch.Tensor) -> None:
-        for row, final in zip(rows.tolist(), measure(rows)):
+        for row, final in zip(rows.tolist(), measure(rows), strict=True):
             i = int(alive[row])
             results[arms[i]] = Result(*arms[i], int(horizons[i]), step + 1, float(running[row]), at_level[i], final)
 
@@ -171,7 +170,7 @@ def _run(task: Task, arms: list[tuple[str, str, int]], test_size: int, perturbed
             new = (running[:, None] <= levels) & ~reached
             if bool(new.any()):
                 rows = torch.nonzero(new.any(dim=1))[:, 0]
-                for row, values in zip(rows.tolist(), measure(rows)):
+                for row, values in zip(rows.tolist(), measure(rows), strict=True):
                     i = int(alive[row])
                     for level in levels[new[row]].tolist():
                         at_level[i][level] = {k: float(np.nanmean(v)) for k, v in values.items()}
@@ -180,7 +179,7 @@ def _run(task: Task, arms: list[tuple[str, str, int]], test_size: int, perturbed
             if bool(stop.any()):
                 finish(torch.nonzero(stop)[:, 0], step, running)
             qk = qk_lr_a[:, step]
-            for p, rate in zip(params, (qk * train_a, qk, ov, ov_v)):
+            for p, rate in zip(params, (qk * train_a, qk, ov, ov_v), strict=True):
                 p.sub_(rate[:, None, None] * (p.grad if perturbed is None else perturbed(p.grad)))
                 p.grad = None
             done = ~stop & (horizon_a == step + 1)

@@ -23,16 +23,17 @@ Measurements (setting S6 = Setting(qk0=0.5, ov0=0.5), other fields default: the 
 """
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import numpy as np
 import torch
-
 from qkdyn.empirical.synthetic import experiment, observe, plots, reduced, stability, stacked, train
 from qkdyn.empirical.synthetic.model import PARAMS
 from qkdyn.simulate.solve import solve
-from qkdyn.claims import Claim, Precondition, combine, gate, parts_from_checks
 from qkdyn.theory.setting import Setting
+
+from qkdyn.claims import Claim, Precondition, combine, gate, parts_from_checks
 
 S6 = Setting(qk0=0.5, ov0=0.5)
 
@@ -166,7 +167,7 @@ def judge(cfg: dict, gd_sgd: dict, nonsym: dict, adam_rows: list[dict], long_row
     ratios = [r for rs in ev["gd_error_ratio"].values() for r in rs]
     order_ok = bool(ratios) and all(abs(r - 2) <= 0.3 for r in ratios)  # no ratio (one step size): not shown
     small_ok = all(e[-1] < 2e-3 for e in ev["gd_error"].values())
-    sgd_ok = len(ev["sgd_deviation"]) > 1 and all(a > b for a, b in zip(ev["sgd_deviation"], ev["sgd_deviation"][1:]))
+    sgd_ok = len(ev["sgd_deviation"]) > 1 and all(a > b for a, b in itertools.pairwise(ev["sgd_deviation"]))
     finest = {p: e[-1] for p, e in ev["gd_error"].items()}
     ev["long_horizon"] = {"setting": LONG, "rows": long_rows}
     a6_parts = parts_from_checks({"GD error is first order in the step": order_ok,
@@ -210,7 +211,7 @@ def adam_claim(cfg: dict, rows: list[dict], figure_files: list[str]) -> Claim:
     gaps = [abs(r["attn_adam"] - r["attn_ode"]) for r in rows]
     max_gap = float(np.max(gaps))  # NaN when any gap is (Python's max skips a NaN after the first entry)
     by_param = {p: [r for r in rows if r["param"] == p] for p in cfg["adam_params"]}
-    monotone = {p: all(b["attn_adam"] > a["attn_adam"] for a, b in zip(rs, rs[1:])) for p, rs in by_param.items()}
+    monotone = {p: all(b["attn_adam"] > a["attn_adam"] for a, b in itertools.pairwise(rs)) for p, rs in by_param.items()}
     lower = sum(r["attn_adam"] < r["attn_ode"] - 0.02 for r in rows)
     start = float(np.min([r["start_distance"] for r in rows]))  # NaN propagates: the precondition is then unmet
     preconditions = [

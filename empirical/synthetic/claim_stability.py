@@ -39,11 +39,11 @@ import math
 from pathlib import Path
 
 import numpy as np
-
-from qkdyn.claims import Claim, combine
 from qkdyn.empirical.synthetic import stability as st
 from qkdyn.simulate.plotting import save, subplots
 from qkdyn.theory.setting import factorized
+
+from qkdyn.claims import Claim, combine
 
 PARAMS = ("CACO", "FACO", "CAFO", "FAFO")
 
@@ -276,7 +276,7 @@ def judge(evidence: dict) -> Claim:
         f"symmetry-breaking directions along the reduced trajectory to loss {level:g}: EPS = {e['eps']:g} times the "
         "worst linear gain of the relative transverse size (the size a perturbation of relative size EPS would reach "
         f"if the flow stayed linear) stays below {st.TOLERANCE:g} for "
-        + "; ".join(f"{p} " + ", ".join(describe(s, b) for s, b in zip(shapes, boundaries[p])) for p in params)
+        + "; ".join(f"{p} " + ", ".join(describe(s, b) for s, b in zip(shapes, boundaries[p], strict=True)) for p in params)
         + f" (K,D,N; grid rho = {', '.join(f'{r:g}' for r in rhos)}). The largest transverse growth rate lambda(t) "
         f"is positive everywhere (max over the grids {max(np.max(v) for v in e['max_growth_rate'].values()):.2g}) "
         "and decays like the loss, so the linear gain grows like a power of t late in training: every boundary "
@@ -317,8 +317,8 @@ def _plot(evidence: dict, figures: Path) -> str:
     the validation runs' nonlinear sizes (markers: whether they follow the reduced flow), TOLERANCE dotted."""
     params = list(evidence["eps_x_linear_gain"])
     fig, axes = subplots(1, len(params), sharey=True)
-    for ax, param in zip(axes[0], params):
-        for shape, row in zip(evidence["shapes"], evidence["eps_x_linear_gain"][param]):
+    for ax, param in zip(axes[0], params, strict=True):
+        for shape, row in zip(evidence["shapes"], evidence["eps_x_linear_gain"][param], strict=True):
             ax.loglog(evidence["rhos"], np.clip(row, 1e-12, 1e12), "o-", label=f"K,D,N={tuple(shape)}")
         for r in (r for r in evidence["validation"] if r["param"] == param):
             ax.loglog(r["rho"], np.clip(r["nonlinear size"], 1e-12, 1e12),

@@ -26,11 +26,11 @@ import math
 from pathlib import Path
 
 import numpy as np
+from qkdyn.empirical.synthetic import authors, batched, clean, plots, sampled
+from qkdyn.empirical.synthetic.model import PARAMS
 
 from qkdyn import stats
 from qkdyn.claims import Claim, combine
-from qkdyn.empirical.synthetic import authors, batched, clean, plots, sampled
-from qkdyn.empirical.synthetic.model import PARAMS
 
 METRICS = ("attn_distinct", "attn_query_id", "separability", "p_true")
 #: the change in mean attention on the query's own id (faster QK vs equal) that counts as the shortcut acting
@@ -93,7 +93,7 @@ def _part(results, seeds, treat, control, level, claimed, metric="attn_distinct"
     if level is None:
         return "inconclusive", None, "no shared loss level"
     treated, controls = (_values(results, *arm, seeds, level, metric) for arm in (treat, control))
-    missing = [seed for seed, a, b in zip(seeds, treated, controls) if math.isnan(a) or math.isnan(b)]
+    missing = [seed for seed, a, b in zip(seeds, treated, controls, strict=True) if math.isnan(a) or math.isnan(b)]
     if missing:
         return "inconclusive", None, f"at loss {level:g}: {metric} not measured (NaN) for seeds {missing}"
     comparison = stats.compare(treated, controls, claimed, alpha=stats.ALPHA)

@@ -26,7 +26,6 @@ import math
 
 import numpy as np
 import torch
-
 from qkdyn.empirical.synthetic.layout import Layout
 from qkdyn.empirical.synthetic.model import DTYPE
 

@@ -19,11 +19,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import torch
-
 from qkdyn.empirical.synthetic import observe, reduced, stability, train
 from qkdyn.simulate.solve import solve
 

@@ -53,14 +53,15 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import math
 
 import numpy as np
 import torch
+from qkdyn.empirical.synthetic import authors
 from torch import nn
 
 from qkdyn.claims import Claim, combine
-from qkdyn.empirical.synthetic import authors
 from qkdyn.errors import InputError
 from qkdyn.stats import compare
 
@@ -179,7 +180,7 @@ def _grid(forms, alphas, seeds, steps: int, eval_size: int, checkpoints: int, pe
     sample = lambda size, generator: authors.sample(SEQ, size, generator)  # noqa: E731
     streams = [draw_chunks(sample, BATCH, seed) for seed in seeds]  # one training stream per seed, for every alpha
     evaluation = [authors.sample(SEQ, eval_size, torch.Generator().manual_seed(20_000 + seed)) for seed in seeds]
-    evaluation = Batch(*(torch.stack(f) for f in zip(*evaluation)))
+    evaluation = Batch(*(torch.stack(f) for f in zip(*evaluation, strict=True)))
     row_seed = torch.as_tensor([seeds.index(s) for _, _, s in keys])
     evaluation = Batch(*(f[row_seed] for f in evaluation))
     models = []
@@ -206,14 +207,14 @@ def _grid(forms, alphas, seeds, steps: int, eval_size: int, checkpoints: int, pe
         if step == steps:
             break
         if step % CHUNK == 0:
-            chunk = Batch(*(torch.stack(f) for f in zip(*(next(stream) for stream in streams))))
+            chunk = Batch(*(torch.stack(f) for f in zip(*(next(stream) for stream in streams), strict=True)))
         batch = Batch(*(f[row_seed, step % CHUNK] for f in chunk))
         value = _losses(factors, batch, alpha)
         if not bool(torch.isfinite(value).all()):
             raise InputError(f"SGD diverged at step {step} (lr {lr:.3g}): use more steps", "steps")
         value.sum().backward()
         with torch.no_grad():
-            for p, rate in zip(factors, rates):
+            for p, rate in zip(factors, rates, strict=True):
                 p.sub_(rate * (p.grad if perturbed is None else perturbed(p.grad)))
                 p.grad = None
     mass = (fixed_attention(evaluation, alpha[:, None, None]) * evaluation.distinct).sum(dim=-1).mean(dim=-1)
@@ -270,7 +271,7 @@ def embedded(tr, rows) -> list[torch.Tensor]:
     from qkdyn.empirical.synthetic.reduced import embed
 
     head = AttentionHead(tr.param, Layout.of(tr.setting), tr.setting.scale)
-    values = [embed(head, dict(zip(tr.variables, tr.state[:, i]))).label_values().detach().clone() for i in rows]
+    values = [embed(head, dict(zip(tr.variables, tr.state[:, i], strict=True))).label_values().detach().clone() for i in rows]
     O = torch.stack(values)
     V = torch.eye(O.shape[-1], dtype=O.dtype).expand(len(rows), -1, -1)
     return [V, O, O.new_zeros(O.shape[:2])]
@@ -349,7 +350,7 @@ def claim(runs: dict, curves: dict, rows: list[dict], plot: str) -> Claim:
     parts, stats, texts = {}, {}, []
     for f in forms:
         final = {a: [runs[(f, a, s)].loss[-1] for s in seeds] for a in alphas}
-        for lo, hi in zip(alphas, alphas[1:]):
+        for lo, hi in itertools.pairwise(alphas):
             c = compare(final[hi], final[lo], "decrease")
             key = f"{f}: loss at alpha {hi:g} < at {lo:g}"
             parts[key], stats[key] = c.verdict, c.as_dict()

@@ -22,7 +22,7 @@ class Layout:
     commons: int  # N
 
     @classmethod
-    def of(cls, setting) -> "Layout":
+    def of(cls, setting) -> Layout:
         return cls(setting.classes, setting.distinct, setting.commons)
 
     @property

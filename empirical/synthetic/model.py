@@ -19,10 +19,9 @@ evaluates the per-position definition literally; the tests prove the two equal.
 from __future__ import annotations
 
 import torch
-from torch import nn
-
 from qkdyn.empirical.synthetic.layout import Layout
 from qkdyn.theory.setting import factorized
+from torch import nn
 
 PARAMS = ("CACO", "FACO", "CAFO", "FAFO")
 #: every tensor of the synthetic model is float64 (round-off ~1e-16 for the exactness tests)

@@ -8,10 +8,9 @@ model. ``acc`` is the accuracy on a fixed sampled test batch.
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
-
 from qkdyn.empirical.synthetic import data, reduced
 from qkdyn.empirical.synthetic.model import AttentionHead, log_counts
 from qkdyn.theory.compiled import load
@@ -28,7 +27,7 @@ def observer(param: str, setting, test_size: int = 2048, seed: int = 12345) -> C
         x = reduced.read(model)
         qk, ov = (float(v) for v in compiled.features(x, p))
         row = {"qk": qk, "ov": ov, "attn": float(compiled.attention(qk, p)), "loss": float(compiled.loss(qk, ov, p))}
-        row.update(zip(compiled.variables, map(float, x)))
+        row.update(zip(compiled.variables, map(float, x), strict=True))
         row["acc"] = float((model.forward_log(log_c)[0].argmax(dim=1) == labels).double().mean())
         row["sym_dist"] = reduced.symmetric_distance(model)
         return row

@@ -16,7 +16,7 @@ from qkdyn.figures import colorbar, plt, save_png
 def overlay(curves: dict, path: Path) -> None:
     """curves[param] = {"ode": (t, qk, ov), "gd": (t, qk, ov), "sgd": (t, qk, ov), "h": h, "batch": B}."""
     fig, axes = plt.subplots(1, len(curves), figsize=(4 * len(curves), 3.4), squeeze=False)
-    for ax, (param, c) in zip(axes[0], curves.items()):
+    for ax, (param, c) in zip(axes[0], curves.items(), strict=True):
         t, qk, ov = c["ode"]
         ax.plot(t, qk, "C0-", label="qk (ODE)")
         ax.plot(t, ov, "C1-", label="ov (ODE)")
@@ -148,7 +148,7 @@ def fixed_attention(runs: dict, theory: dict, path: Path) -> None:
     fig, axes = plt.subplots(2, len(forms), figsize=(4.8 * len(forms), 6.4), squeeze=False)
     colours = plt.cm.viridis(np.linspace(0, 0.9, len(alphas)))
     for j, f in enumerate(forms):
-        for colour, a in zip(colours, alphas):
+        for colour, a in zip(colours, alphas, strict=True):
             sel = [runs[(f, a, s)] for s in seeds]
             t = sel[0].t
             axes[0][j].plot(t, np.mean([r.loss for r in sel], axis=0), color=colour, label=f"alpha={a:g}")

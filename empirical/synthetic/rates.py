@@ -19,10 +19,9 @@ the measured R_c.
 from __future__ import annotations
 
 import functools
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
-
 from qkdyn.empirical.synthetic import data
 from qkdyn.empirical.synthetic.stability import FullFlow
 from qkdyn.theory.compiled import load

@@ -25,7 +25,6 @@ import functools
 
 import numpy as np
 import torch
-
 from qkdyn.empirical.synthetic.layout import Layout
 from qkdyn.empirical.synthetic.model import AttentionHead
 from qkdyn.theory.setting import factorized
@@ -42,7 +41,7 @@ def _concat(blocks) -> tuple[np.ndarray, np.ndarray]:
     return np.concatenate([b[0] for b in blocks]), np.concatenate([b[1] for b in blocks])
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def orbits(param: str, lay: Layout) -> dict[str, Orbit]:
     """Reduced variable name -> the matrix entries sharing its value (names as in qkdyn.theory.model);
     built once per (param, layout): callers must not modify the arrays."""
@@ -83,7 +82,7 @@ def embed(model: AttentionHead, values: dict[str, float]) -> AttentionHead:
     return model
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _orbit_table(param: str, lay: Layout) -> tuple[tuple[str, ...], tuple, torch.Tensor, torch.Tensor]:
     """The orbits as index tensors, built once per (param, layout): (orbit names, per parameter
     (name, rows, cols), the orbit number of every gathered entry, the orbit sizes)."""
@@ -107,7 +106,7 @@ def orbit_values(param: str, lay: Layout, tensors: dict[str, torch.Tensor]) -> d
     names, gathers, orbit_of, sizes = _orbit_table(param, lay)
     entries = torch.cat([tensors[pname][rows, cols] for pname, rows, cols in gathers])
     sums = torch.zeros(len(names), dtype=entries.dtype).index_add_(0, orbit_of, entries)
-    return dict(zip(names, (sums / sizes).tolist()))
+    return dict(zip(names, (sums / sizes).tolist(), strict=True))
 
 
 def polar_gauge(model: AttentionHead) -> dict[str, torch.Tensor]:
@@ -166,7 +165,7 @@ def symmetric_distance(model: AttentionHead) -> float:
     return max(_orbit_residual(qk, *qk_orbit), _orbit_residual(ov, *ov_orbit))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _symmetric_orbits(lay: Layout) -> tuple[torch.Tensor, tuple, tuple]:
     """The context indices and, per circuit, (orbit number of each entry, flattened; orbit sizes) of the
     collapsed variables: QK distinct / common, OV own / cross / common. Built once per layout."""

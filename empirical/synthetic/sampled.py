@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable, Iterator, NamedTuple
+from collections.abc import Callable, Iterator
+from typing import NamedTuple
 
 import numpy as np
 import torch

@@ -19,13 +19,12 @@ import itertools
 
 import numpy as np
 import torch
-from torch import nn
-
 from qkdyn.empirical.coupled.qk_flow import integrate
 from qkdyn.empirical.synthetic.layout import Layout
 from qkdyn.empirical.synthetic.model import DTYPE
 from qkdyn.theory import orbits
 from qkdyn.theory.specflow import SpecDerivation, chain
+from torch import nn
 
 
 class SpecHead(nn.Module):
@@ -63,7 +62,7 @@ class SpecHead(nn.Module):
         cs = self.spec.qk
         if cs.form != "coupled":
             return self.product("QK")[self.layout.query]
-        W = dict(zip((f.name for f in self.chains["QK"]), self.factors("QK")))
+        W = dict(zip((f.name for f in self.chains["QK"]), self.factors("QK"), strict=True))
 
         def field(suffix: str):
             if cs.coupling == "linear":
@@ -143,6 +142,6 @@ def embed(model: SpecHead, values) -> SpecHead:
     other entries to 0."""
     for p in model.parameters():
         p.zero_()
-    for value, (circuit, j, rows, cols) in zip(values, orbit_entries(model).values()):
+    for value, (circuit, j, rows, cols) in zip(values, orbit_entries(model).values(), strict=True):
         model.factors(circuit)[j][rows, cols] = float(value)
     return model

@@ -40,14 +40,13 @@ import math
 
 import numpy as np
 import torch
-from scipy.integrate import solve_ivp
-
 from qkdyn.empirical.synthetic import data, reduced
 from qkdyn.empirical.synthetic.layout import Layout
 from qkdyn.empirical.synthetic.model import DTYPE, AttentionHead
 from qkdyn.simulate.solve import solve
 from qkdyn.theory.compiled import load
 from qkdyn.theory.setting import factorized
+from scipy.integrate import solve_ivp
 
 #: initial transverse perturbation (relative) and the relative size at which it counts as broken
 EPS, TOLERANCE = 1e-8, 1e-3
@@ -113,7 +112,7 @@ def generators(lay: Layout) -> list[np.ndarray]:
             p[a], p[b] = b, a
         return p
 
-    out = [swap([*zip(lay.distinct_of(k), lay.distinct_of(k + 1)), (lay.labels[k], lay.labels[k + 1])])
+    out = [swap([*zip(lay.distinct_of(k), lay.distinct_of(k + 1), strict=True), (lay.labels[k], lay.labels[k + 1])])
            for k in range(lay.classes - 1)]
     for k in range(lay.classes):
         d = lay.distinct_of(k)
@@ -205,7 +204,7 @@ class FullFlow:
         self.blocks = _blocks(param, lay, self.width)
         self.sizes = [len(r) * len(c) for _, r, c in self.blocks]
         self.eta = np.concatenate([np.full(size, setting.eta_qk if name in ("W_QK", "W_Q", "W_K") else setting.eta_ov)
-                                   for (name, _, _), size in zip(self.blocks, self.sizes)])
+                                   for (name, _, _), size in zip(self.blocks, self.sizes, strict=True)])
         counts, labels, weights = batch if batch is not None else data.count_support(setting)
         counts = counts[:, torch.as_tensor(ctx)]
         self.log_counts, self.labels, self.weights = torch.log(counts), labels, weights
@@ -219,7 +218,7 @@ class FullFlow:
 
     def split(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(a, B): scores of the context tokens (n_ctx,) and label values (K, n_ctx)."""
-        parts = dict(zip((b[0] for b in self.blocks), torch.split(theta, self.sizes)))
+        parts = dict(zip((b[0] for b in self.blocks), torch.split(theta, self.sizes), strict=True))
         shape = {name: (len(r), len(c)) for name, r, c in self.blocks}
         return self._function({name: v.reshape(shape[name]) for name, v in parts.items()})
 
@@ -249,7 +248,7 @@ class FullFlow:
         """The blocks of ``theta`` (..., len(theta)) as matrices (..., rows, columns)."""
         theta = np.asarray(theta, dtype=float)
         parts = np.split(theta, np.cumsum(self.sizes)[:-1], axis=-1)
-        return {name: v.reshape(*theta.shape[:-1], len(r), len(c)) for (name, r, c), v in zip(self.blocks, parts)}
+        return {name: v.reshape(*theta.shape[:-1], len(r), len(c)) for (name, r, c), v in zip(self.blocks, parts, strict=True)}
 
     def _forward(self, a: np.ndarray, B: np.ndarray):
         """Per count vector: attention p, label probabilities q, residual r = q - onehot(label); a (..., n_ctx),
@@ -345,12 +344,12 @@ class FullFlow:
         h_ff = self.function_hessian(a, B)
         s, n_ctx, K, r = self.setting.scale, a.shape[-1], B.shape[-2], self.width
         lead, size = a.shape[:-1], sum(self.sizes)
-        offsets = dict(zip((b[0] for b in self.blocks), np.cumsum([0, *self.sizes[:-1]])))
+        offsets = dict(zip((b[0] for b in self.blocks), np.cumsum([0, *self.sizes[:-1]]), strict=True))
         J = np.zeros((*lead, n_ctx + K * n_ctx, size))
         C = np.zeros((*lead, size, size))
         rows_a, rows_b = slice(0, n_ctx), slice(n_ctx, None)
         eye = lambda k: np.broadcast_to(np.eye(k), (*lead, k, k))  # noqa: E731
-        for name, width in zip(offsets, self.sizes):  # the blocks of J: df / d(the block's entries), row-major
+        for name, width in zip(offsets, self.sizes, strict=True):  # the blocks of J: df / d(the block's entries), row-major
             cols = slice(offsets[name], offsets[name] + width)
             J[..., {"W_QK": rows_a, "W_Q": rows_a, "W_K": rows_a}.get(name, rows_b), cols] = {
                 "W_QK": lambda: s * eye(n_ctx), "W_OV": lambda: eye(K * n_ctx),
@@ -384,7 +383,7 @@ class FullFlow:
         :func:`.reduced.embed` is linear, so theta = M x with M's columns the embedded unit vectors."""
         if not hasattr(self, "_embedding"):
             names = load(self.param).variables
-            self._embedding = np.stack([self._read(reduced.embed(self.model, dict(zip(names, np.eye(len(names))[i]))))
+            self._embedding = np.stack([self._read(reduced.embed(self.model, dict(zip(names, np.eye(len(names))[i], strict=True))))
                                         for i in range(len(names))], axis=1)
         return self._embedding @ np.asarray(x, dtype=float)
 
@@ -400,7 +399,7 @@ class FullFlow:
         with torch.no_grad():
             for p in self.model.parameters():
                 p.zero_()
-            for (name, r, c), part in zip(self.blocks, np.split(theta, np.cumsum(self.sizes)[:-1])):
+            for (name, r, c), part in zip(self.blocks, np.split(theta, np.cumsum(self.sizes)[:-1]), strict=True):
                 getattr(self.model, name)[np.ix_(r, c)] = torch.as_tensor(part.reshape(len(r), len(c)))
         return self.model
 
@@ -480,7 +479,7 @@ def linearisation(setting, until_loss: float, points: int = POINTS, param: str =
     propagator, log_gain = torch.eye(T.shape[1], dtype=DTYPE), [0.0]
     # exp(-S_k dt_k) of each step from the eigenpairs of the symmetric -(S_k + S_k+1) dt_k / 2, all in one call
     steps_w, steps_U = torch.linalg.eigh(-0.5 * torch.as_tensor(dt)[:, None, None] * (S_t[:-1] + S_t[1:]))
-    for w, U in zip(steps_w, steps_U):  # the product, renormalised at every step (it may exceed 1e300)
+    for w, U in zip(steps_w, steps_U, strict=True):  # the product, renormalised at every step (it may exceed 1e300)
         propagator = (U * torch.exp(w)) @ (U.T @ propagator)
         norm = float(torch.linalg.matrix_norm(propagator, ord=2))
         log_gain.append(log_gain[-1] + math.log(norm))
@@ -613,7 +612,7 @@ def perturbed_gd(setting, until_loss: float, step: float, eps: float = EPS, seed
     delta, direction = _perturbation(flow, theta, eps, seed)
     theta = theta + delta
     lr = step * flow.eta
-    for k in range(max_steps + 1):
+    for k in range(max_steps + 1):  # noqa: B007 - k, the steps taken, is read after the loop
         loss, gradient = flow.gradient(theta, with_loss=True)
         if loss < until_loss:
             break

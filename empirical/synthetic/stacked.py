@@ -29,10 +29,11 @@ import math
 from typing import NamedTuple
 
 import torch
+from qkdyn.empirical.synthetic import observe, reduced, train
+from qkdyn.empirical.synthetic.model import AttentionHead
+from qkdyn.empirical.synthetic.model import log_counts as log_counts_of
 from torch import nn
 
-from qkdyn.empirical.synthetic import observe, reduced, train
-from qkdyn.empirical.synthetic.model import AttentionHead, log_counts as log_counts_of
 from qkdyn.errors import InputError
 
 
@@ -102,7 +103,7 @@ def _program(setting, arms: list[Arm]) -> dict[Arm, list[dict]]:
     shapes = {tuple(p.shape for p in _pieces(m)) for m in models}
     if len(shapes) > 1:
         raise ValueError(f"the arms' models differ in shape ({len(shapes)} shapes): give them one inner width")
-    params = [torch.stack(piece).requires_grad_() for piece in zip(*(_pieces(m) for m in models))]
+    params = [torch.stack(piece).requires_grad_() for piece in zip(*(_pieces(m) for m in models), strict=True)]
     scale = models[0].scale
     sources = [train.batch_source(setting, arm.batch, arm.seed) for arm in arms]
     observers = {param: observe.observer(param, setting) for param in dict.fromkeys(arm.param for arm in arms)}
@@ -124,7 +125,7 @@ def _program(setting, arms: list[Arm]) -> dict[Arm, list[dict]]:
                 population = (torch.log(counts), labels, weights)
             log_counts, labels, weights = (f.expand(len(alive), *f.shape) for f in population)
         else:
-            counts, labels, weights = (torch.stack(f) for f in zip(*batches))
+            counts, labels, weights = (torch.stack(f) for f in zip(*batches, strict=True))
             log_counts = log_counts_of(counts)
         u, W, o, v = params
         attn = torch.softmax(scale * torch.bmm(u, W.transpose(1, 2)) + log_counts, dim=-1)
@@ -142,12 +143,12 @@ def _program(setting, arms: list[Arm]) -> dict[Arm, list[dict]]:
             break
         total.backward()
         with torch.no_grad():
-            for p, rate in zip(params, alive_rates):
+            for p, rate in zip(params, alive_rates, strict=True):
                 p.sub_(rate * p.grad)
                 p.grad = None
         if any(done):
             keep = torch.as_tensor([not d for d in done])
-            alive = [i for i, d in zip(alive, done) if not d]
+            alive = [i for i, d in zip(alive, done, strict=True) if not d]
             alive_rates = [r[keep] for r in alive_rates]
             params = [p[keep].detach().requires_grad_() for p in params]
     return {arm: rows[i] for i, arm in enumerate(arms)}

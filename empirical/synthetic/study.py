@@ -166,7 +166,8 @@ class FixedAttentionStudy(Study):
         return [fa.claim(runs, curves, fa.summary_table(runs, curves), self.plot)]
 
     def render(self, records, claims, figures: Path):
-        from qkdyn.empirical.synthetic import fixed_attention as fa, plots
+        from qkdyn.empirical.synthetic import fixed_attention as fa
+        from qkdyn.empirical.synthetic import plots
 
         copy_files(records, figures)
         runs = self.runs(records)

@@ -8,17 +8,17 @@ does not discretise this flow: its step is ~ lr sign(grad) whatever the gradient
 """
 from __future__ import annotations
 
-from typing import Callable, Iterable
-
 import math
+from collections.abc import Callable, Iterable
 
 import numpy as np
 import torch
-from tqdm import tqdm
-
 from qkdyn.empirical.synthetic import data
 from qkdyn.empirical.synthetic.model import AttentionHead, cross_entropy
+from tqdm import tqdm
+
 from qkdyn.errors import InputError
+
 
 class PlainSGD:
     """theta <- theta - lr_g grad_theta for every parameter of group g: ``torch.optim.SGD`` without

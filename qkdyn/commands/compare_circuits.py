@@ -7,7 +7,8 @@ import argparse
 
 from qkdyn.commands.circuits_flags import COMPARE_OWNED, add_config_arguments
 from qkdyn.commands.studyflags import add_budget_argument, add_executor_arguments
-from qkdyn.configflags import int_list, number_list, parser as parser_of, positive
+from qkdyn.configflags import int_list, number_list, positive
+from qkdyn.configflags import parser as parser_of
 from qkdyn.settingflags import non_negative_float
 
 HELP = "compare same-lr and faster-QK training over seeds: table, plots and verdict in figures/circuits/"
@@ -39,11 +40,10 @@ def run(args: argparse.Namespace) -> int:
     from qkdyn.configflags import check_applicable, values_from_args
     from qkdyn.empirical.circuits.presets import RunConfig
     from qkdyn.empirical.circuits.study import CircuitsStudy, write_report
+    from qkdyn.errors import InputError
     from qkdyn.runs import check_run_dir
     from qkdyn.studies import find
     from qkdyn.verify import drive
-
-    from qkdyn.errors import InputError
 
     for flag, values in (("--mults", args.mults), ("--seeds", args.seeds)):
         if values is not None and not values:

@@ -18,7 +18,7 @@ def _alphas(text: str) -> tuple[float, ...]:
     try:
         values = tuple(float(x) for x in text.split(","))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a comma-separated list of numbers: {text!r}")
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of numbers: {text!r}") from None
     if not values or not all(0 < a <= 1 for a in values) or list(values) != sorted(set(values)):
         raise argparse.ArgumentTypeError(f"alphas must be increasing values in (0, 1], got {text!r}")
     return values
@@ -43,11 +43,10 @@ def run(args: argparse.Namespace) -> int:
 
     from qkdyn.atomic import check_writable
     from qkdyn.csvio import write_columns
-    from qkdyn.empirical.synthetic import budgets, fixed_attention as fa
-    from qkdyn.empirical.synthetic import plots
-    from qkdyn.errors import InputError
-
+    from qkdyn.empirical.synthetic import budgets, plots
+    from qkdyn.empirical.synthetic import fixed_attention as fa
     from qkdyn.empirical.synthetic.authors import SEQ_LEN, VOCAB
+    from qkdyn.errors import InputError
     from qkdyn.memory import check_memory
     from qkdyn.runs import check_run_dir
 
@@ -61,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         figures.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise InputError(f"cannot create {figures}: {exc.strerror}", "figures")
+        raise InputError(f"cannot create {figures}: {exc.strerror}", "figures") from None
     forms = budgets.FORMS if args.forms == "both" else (args.forms,)
     seeds = list(range(args.seeds))
     runs = fa.grid(forms, args.alphas, seeds, args.steps, args.eval_size, max(args.checkpoints, 2))
@@ -72,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     for (form, alpha, seed), r in runs.items():
         th_loss, th_fall = curves[(form, alpha)]
         for i, t in enumerate(r.t):
-            for key, value in zip(cols, (float(form == "factorized"), alpha, seed, t, r.loss[i], r.fall[i], th_loss[i], th_fall[i])):
+            for key, value in zip(cols, (float(form == "factorized"), alpha, seed, t, r.loss[i], r.fall[i], th_loss[i], th_fall[i]), strict=True):
                 cols[key].append(value)
     write_columns(args.out, cols)
     verdict = fa.claim(runs, curves, fa.summary_table(runs, curves), "fixed_attention.png")

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import argparse
 
-from qkdyn.configflags import fraction, parser as parser_of
 from qkdyn.commands.coupled_flags import add_model_arguments, add_train_arguments, attention_config, train_config
+from qkdyn.configflags import fraction
+from qkdyn.configflags import parser as parser_of
 from qkdyn.settingflags import positive_int
 
 HELP = "train a GPT LM (BPE or byte tokens) with standard, coupled-QK, MLP-only or differential attention"
@@ -44,9 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from qkdyn.empirical.coupled.experiment import run_lm
-    from qkdyn.runs import pin_threads
-
     from qkdyn.errors import InputError
+    from qkdyn.runs import pin_threads
 
     if args.tokenizer == "byte" and args.vocab_size is not None:
         raise InputError("--vocab-size applies only with --tokenizer bpe (bytes have 256 tokens); leave it out")

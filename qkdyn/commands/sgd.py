@@ -40,7 +40,7 @@ def parse_batch(text: str) -> int | None:
     try:
         value = int(text)
     except ValueError:
-        raise InputError(f"--batch must be 'population' or a positive integer, got {text!r}")
+        raise InputError(f"--batch must be 'population' or a positive integer, got {text!r}") from None
     if value < 1:
         raise InputError(f"--batch must be 'population' or a positive integer, got {text!r}")
     return value

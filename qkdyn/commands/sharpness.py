@@ -31,9 +31,9 @@ def parse_list(text: str, field: str) -> list[float]:
         else:
             values = [parse_float(item) for item in text.split(",")]
     except ValueError:
-        raise InputError(f"expects comma-separated numbers or start:stop:num, got {text!r}", field)
+        raise InputError(f"expects comma-separated numbers or start:stop:num, got {text!r}", field) from None
     except ArgumentTypeError as exc:
-        raise InputError(str(exc), field)
+        raise InputError(str(exc), field) from None
     if len(parts) == 3:
         if not (math.isfinite(start) and math.isfinite(stop) and start > 0 and stop > 0 and num >= 1):
             raise InputError(f"start:stop:num needs positive finite ends and num >= 1, got {text!r}", field)
@@ -68,10 +68,9 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from qkdyn.atomic import atomic_path, check_writable
+    from qkdyn.configflags import GIVEN
     from qkdyn.memory import check_memory
     from qkdyn.simulate.sharpness import sharpness
-
-    from qkdyn.configflags import GIVEN
 
     if "eta_qk" in getattr(args, GIVEN, ()):
         raise InputError("is not used by sharpness (eta_QK = rho * eta_OV); give --rho instead", "eta_qk")

@@ -4,9 +4,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from qkdyn.configflags import fraction, parser as parser_of
-from qkdyn.settingflags import (add_setting_flags, finite_float, horizon, positive_int, setting_from_args,
-                                warn_if_saddle)
+from qkdyn.configflags import fraction
+from qkdyn.configflags import parser as parser_of
+from qkdyn.settingflags import add_setting_flags, finite_float, horizon, positive_int, setting_from_args, warn_if_saddle
 
 HELP = ("solve the reduced gradient-flow ODE (of --param P, or of a circuit spec --spec FILE) to --t-max or "
         "--until-loss and write a CSV")

@@ -5,11 +5,11 @@ import json
 
 import pytest
 import torch
-
 from qkdyn.empirical import loop
+from repo_paths import ROOT
+
 from qkdyn.errors import InputError
 from qkdyn.runs import Clock, RunDir
-from repo_paths import ROOT
 
 
 class Regression:

@@ -1,8 +1,9 @@
 """The docs travel with the repository: links resolve inside it, and the CLI reference is current."""
 import re
 
-from qkdyn.cli import reference
 from repo_paths import ROOT
+
+from qkdyn.cli import reference
 
 LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 

@@ -10,7 +10,6 @@ import sys
 import pytest
 from repo_paths import ROOT
 
-
 #: the public surface: the package's entry point, the testing helpers, figures, the result types' exports
 CHECKED = ["qkdyn/__init__.py", "qkdyn/testing.py", "qkdyn/figures.py", "qkdyn/report.py",
            "qkdyn/simulate/grid.py", "qkdyn/simulate/growth.py", "qkdyn/simulate/plotting.py",

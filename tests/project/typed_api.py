@@ -3,12 +3,12 @@ nothing runs it (pytest collects only test_*.py). Each ``assert_type`` fails the
 overloads give a wrong or a looser type (``Any`` included) for what it returns at run time."""
 from __future__ import annotations
 
-from typing_extensions import assert_type
-
-import qkdyn
 from qkdyn.simulate.solve import Trajectory
 from qkdyn.simulate.specsolve import SpecTrajectory
 from qkdyn.theory.specflow import SpecDerivation
+from typing_extensions import assert_type
+
+import qkdyn
 
 setting = qkdyn.Setting()
 spec = qkdyn.SPECS["FACO"]

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from repo_paths import ROOT
 
 import qkdyn
 from qkdyn.cli import main
-from repo_paths import ROOT
 
 LIGHT_IMPORT = ("import sys, time; t = time.perf_counter(); import qkdyn; dt = time.perf_counter() - t; "
                 "print(dt, *[m for m in ('torch', 'matplotlib') if m in sys.modules])")

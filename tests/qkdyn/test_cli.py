@@ -3,9 +3,9 @@ import csv
 import json
 
 import pytest
+from repo_paths import ROOT
 
 from qkdyn.cli import main
-from repo_paths import ROOT
 
 
 def run_cli(capsys, *argv):

@@ -209,9 +209,9 @@ def test_every_transformer_circuits_figure_renders_without_overlaps_and_with_lab
     the all-parameters controls, keyed by the report's arm labels); with 7 arms the bar panels and the
     heatmaps wrap onto rows, so no figure is more than 4 times as wide as it is high (unwrapped: 6.8)."""
     import matplotlib.image
+    from qkdyn.empirical.circuits import plots
 
     from qkdyn import atomic
-    from qkdyn.empirical.circuits import plots
 
     thresholds = list(np.linspace(0.0, 1.0, 11))
     arms = {"same lr": 1.0, **{f"{g} x{r:g}": r for g in ("QK", "all") for r in ratios}}

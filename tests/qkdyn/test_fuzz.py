@@ -29,9 +29,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from repo_paths import FIXTURES
 
 from qkdyn.cli import main
-from repo_paths import FIXTURES
 
 FIX = FIXTURES / "circuits"
 LINZEN = str(FIX / "linzen_agr.tsv")
@@ -710,7 +710,6 @@ def test_a_deep_or_huge_manifest_is_one_line(tmp_path, monkeypatch, capsys):
 def _forge(root: Path, name: str, array) -> None:
     """Replace a cached array and re-pin its hash in meta.json (what someone who can write the cache can do)."""
     import numpy as np
-
     from qkdyn.empirical.data.fetch import sha256_of
 
     if isinstance(array, bytes):
@@ -736,7 +735,6 @@ BPE_DAMAGE = {
 @pytest.mark.parametrize("damage", list(BPE_DAMAGE))
 def test_a_poisoned_bpe_cache_is_rejected_and_regenerated(damage, tmp_path, capsys):
     import numpy as np
-
     from qkdyn.empirical.data import text_bpe
 
     text = np.frombuffer(("the quick brown fox jumps over the lazy dog.\n" * 60).encode(), dtype=np.uint8)
@@ -748,10 +746,10 @@ def test_a_poisoned_bpe_cache_is_rejected_and_regenerated(damage, tmp_path, caps
     again = text_bpe.bpe_splits(train, val, 280, cache=tmp_path)
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "BPE token cache" in err and "regenerating" in err, err
-    for a, b in zip(clean, again):
+    for a, b in zip(clean, again, strict=True):
         assert a.dtype == b.dtype and np.array_equal(a, b)
     assert capsys.readouterr().err == "" and all(
-        np.array_equal(a, b) for a, b in zip(clean, text_bpe.bpe_splits(train, val, 280, cache=tmp_path)))
+        np.array_equal(a, b) for a, b in zip(clean, text_bpe.bpe_splits(train, val, 280, cache=tmp_path), strict=True))
 
 
 def test_the_json_reader_bounds_size_depth_and_names_the_file(tmp_path):
@@ -776,6 +774,7 @@ def test_the_json_reader_bounds_size_depth_and_names_the_file(tmp_path):
 
 def test_a_foreign_summary_in_the_compare_out_dir_is_one_line(tmp_path):
     from qkdyn.empirical.circuits.study import write_report
+
     from qkdyn.errors import InputError
 
     (tmp_path / "sva.json").write_text(json.dumps({"task": "sva", "summary": {}}))

@@ -1,9 +1,10 @@
 """The report reads as a person would write it: nothing cut off, shared facts once, long lists as tables."""
-from qkdyn.claims import Claim
 import json
 
-from qkdyn.report import _LAW_FIXES, claims_markdown, human
 from repo_paths import GOLDEN
+
+from qkdyn.claims import Claim
+from qkdyn.report import _LAW_FIXES, claims_markdown, human
 
 
 def comparison(effect, p, verdict="holds"):

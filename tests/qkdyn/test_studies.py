@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from qkdyn.cli import main
-from qkdyn.studies import Record, RunSpec, Study, get, judge
 from qkdyn.runs import RunRecord
+from qkdyn.studies import Record, RunSpec, Study, get, judge
 
 QKDYN = str(Path(sys.executable).with_name("qkdyn"))
 

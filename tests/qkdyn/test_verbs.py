@@ -5,13 +5,13 @@ import ast
 
 import numpy as np
 import pytest
-
-import qkdyn
 from qkdyn.simulate.solve import Trajectory
 from qkdyn.simulate.specsolve import SpecTrajectory, solve_spec
 from qkdyn.theory import specflow
 from qkdyn.theory.model import ETA
 from repo_paths import ROOT
+
+import qkdyn
 
 SETTING = qkdyn.Setting(classes=3, distinct=2, commons=5)
 #: a spec that is no exact form's model (weight decay), cheap to derive
@@ -65,7 +65,7 @@ def test_solve_takes_a_sweep_of_settings_for_a_list():
     assert isinstance(named, list) and [type(tr) for tr in named] == [Trajectory, Trajectory]
     specs = qkdyn.solve(tuple(settings), DECAY, t_max=1e4, points=10)
     assert isinstance(specs, list) and len(specs) == 2
-    for one, tr in zip(settings, specs):
+    for one, tr in zip(settings, specs, strict=True):
         same_trajectory(tr, solve_spec(one, DECAY, t_max=1e4, points=10))
     with pytest.raises(ValueError, match="Setting"):
         qkdyn.solve([SETTING, "CACO"], DECAY, t_max=1e4)
@@ -76,11 +76,11 @@ def test_derive_of_a_spec_holds_what_derive_spec_gave():
     assert d.spec is DECAY and d.param == "decay"
     flow = specflow.derive_spec(DECAY)
     assert d.flow is flow  # the one derivation, cached per spec
-    assert d.variables == flow.symbols and d.ode == dict(zip(flow.symbols, flow.rhs)) and d.loss == flow.loss
+    assert d.variables == flow.symbols and d.ode == dict(zip(flow.symbols, flow.rhs, strict=True)) and d.loss == flow.loss
     # the loss is the data loss, the weight decay its own penalty; the flow descends their sum
     assert d.penalty == flow.penalty != 0 and flow.objective == flow.loss + flow.penalty
     assert all(rhs == -(ETA[v.circuit] / v.orbit) * flow.objective.diff(v.symbol)
-               for v, rhs in zip(flow.variables, flow.rhs))
+               for v, rhs in zip(flow.variables, flow.rhs, strict=True))
     assert qkdyn.derive(DECAY) is d
 
 

@@ -40,10 +40,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from repo_paths import GOLDEN
 
 from qkdyn.claims import VERDICTS
 from qkdyn.cli import main
-from repo_paths import GOLDEN
 
 GOLDEN = GOLDEN / "verify_quick_claims.json"
 KEYS = ("id", "verdict", "parts", "summary", "evidence", "stats", "table")
@@ -82,7 +82,7 @@ def text_differences(a: str, b: str, where: str, slack: list[float] | None = Non
         return [f"{where}: text differs:\n  golden: {a}\n  now:    {b}"]
     out = []
     slack = slack or [0.0] * len(NUMBER.findall(a))
-    for x, y, allowed in zip(NUMBER.findall(a), NUMBER.findall(b), slack):
+    for x, y, allowed in zip(NUMBER.findall(a), NUMBER.findall(b), slack, strict=True):
         if not _close(float(x), float(y), max(_unit(x), _unit(y)), allowed):
             out.append(f"{where}: {x} became {y}")
     return out
@@ -98,7 +98,7 @@ def differences(golden, now, where: str, slack=None) -> list[str]:
     if isinstance(golden, list) and isinstance(now, list):
         if len(golden) != len(now):
             return [f"{where}: length {len(golden)} became {len(now)}"]
-        return [d for i, (g, n) in enumerate(zip(golden, now))
+        return [d for i, (g, n) in enumerate(zip(golden, now, strict=True))
                 for d in differences(g, n, f"{where}[{i}]", slack and slack[i])]
     if isinstance(golden, bool) or isinstance(now, bool) or golden is None or now is None:
         return [] if golden == now else [f"{where}: {golden!r} became {now!r}"]
@@ -264,7 +264,7 @@ def test_verify_quick_claims_match_the_golden_file(quick_report, roundoff_claims
     assert [c["id"] for c in now] == [c["id"] for c in golden]
     assert {"FA", "A4-sampled-authors", "A5-sampled-authors"} <= set(roundoff_claims)
     slack = {c["id"]: roundoff_slack(c, roundoff_claims[c["id"]]) for c in now if c["id"] in roundoff_claims}
-    problems = [d for g, n in zip(golden, now) for d in differences(g, n, g["id"], slack.get(g["id"]))]
+    problems = [d for g, n in zip(golden, now, strict=True) for d in differences(g, n, g["id"], slack.get(g["id"]))]
     assert not problems, "\n".join(problems[:30])
 
 

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from qkdyn.empirical.synthetic import fixed_attention as fa
 from qkdyn.empirical.synthetic.rates import gd_rate_factors
 from qkdyn.simulate import claims_sharpness, claims_theory
@@ -56,7 +55,7 @@ def test_a1_holds_with_the_full_models_update_and_fails_with_a_planted_wrong_rhs
         def wrong(flow, theta):  # the QK update 1% too fast for a factorized QK circuit
             field = flow.field(theta)
             qk = np.concatenate([np.full(size, name in ("W_Q", "W_K")) for (name, _, _), size in
-                                 zip(flow.blocks, flow.sizes)])
+                                 zip(flow.blocks, flow.sizes, strict=True)])
             return np.where(qk, 1.01 * field, field)
 
         planted = claims_theory.check_a1(SMALL, 1e15, Path(tmp), points=6,

@@ -12,11 +12,11 @@ import json
 
 import numpy as np
 import pytest
-
 from qkdyn.simulate import claims_coupled as cc
-from qkdyn.studies import json_default
 from qkdyn.theory.setting import Setting
 from qkdyn.theory.spec import NAMED, CircuitSpec, Spec
+
+from qkdyn.studies import json_default
 
 RHOS = (0.1, 1.0, 10.0)
 

@@ -6,7 +6,6 @@ import json
 
 import numpy as np
 import pytest
-
 from qkdyn.simulate.sharpness import sharpness
 from qkdyn.theory.setting import ALL_PARAMS, Setting
 from repo_paths import GOLDEN

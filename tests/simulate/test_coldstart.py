@@ -6,7 +6,6 @@ import sys
 
 import numpy as np
 import pytest
-
 from qkdyn.simulate import coldstart, integrate
 from qkdyn.simulate import solve as solve_module
 from qkdyn.simulate.solve import solve
@@ -81,7 +80,7 @@ def test_the_rent_paid_switches_to_the_compiled_integrator(cold):
 def test_a_cold_sweep_is_its_cold_solves_one_at_a_time(cold):
     settings = [Setting(), Setting(eta_ov=2.0), Setting(scale=0.5)]
     sweep = solve(settings, "FAFO", until_loss=1e-2, points=20)
-    for setting, tr in zip(settings, sweep):
+    for setting, tr in zip(settings, sweep, strict=True):
         alone = solve(setting, "FAFO", until_loss=1e-2, points=20)
         assert not tr.stats["compiled"]
         np.testing.assert_array_equal(tr.state, alone.state)
@@ -145,7 +144,6 @@ def test_a_c_callback_compiles_on_first_use_only():
     import ctypes
 
     from numba import types
-
     from qkdyn.theory.kernels import c_callback
 
     @c_callback(types.float64(types.float64), cache=False)

@@ -3,9 +3,8 @@ tables bit for bit."""
 import ctypes
 
 import numpy as np
-from scipy.integrate._ivp import dop853_coefficients as dop
-
 from qkdyn.simulate import dop853, stagegen
+from scipy.integrate._ivp import dop853_coefficients as dop
 
 
 def test_the_generated_module_is_current():

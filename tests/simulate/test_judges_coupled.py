@@ -5,8 +5,8 @@ import dataclasses
 import json
 
 import pytest
-
 from qkdyn.simulate import claims_coupled as cc
+
 from qkdyn.studies import json_default
 
 NAME, CONTROL = "coupled/euler/linear/dt=0.2/A0=0.5", "MLP-only/linear/dt=0.2/A0=0.5"

@@ -7,10 +7,10 @@ import math
 
 import numpy as np
 import pytest
-
 from qkdyn.simulate import claims_sharpness as cs
-from qkdyn.studies import json_default
 from qkdyn.theory.setting import ALL_PARAMS, EXACT_PARAMS, Setting
+
+from qkdyn.studies import json_default
 
 HARD = "CACO ov0=-0.5 rho=1"
 PLOTS = {"attn_vs_loss": "a4_attn_vs_loss.png", "attn_at_matched_loss": "a4_a5_attn_at_matched_loss.png",

@@ -6,7 +6,6 @@ import json
 import math
 
 import pytest
-
 from qkdyn.simulate import claims_theory as ct
 
 NAN = float("nan")

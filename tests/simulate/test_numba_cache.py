@@ -17,10 +17,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-import qkdyn
 import qkdyn.simulate
 import qkdyn.theory
+
+import qkdyn
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "geteuid"), reason="POSIX owners and modes")
 

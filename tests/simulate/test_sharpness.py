@@ -7,16 +7,16 @@ import pytest
 import sympy as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from qkdyn import testing
-from qkdyn.cli import main
-from qkdyn.errors import InputError
 from qkdyn.simulate.sharpness import sharpness
 from qkdyn.simulate.solve import solve
 from qkdyn.theory import asymptotics
 from qkdyn.theory import sharpness as theory
 from qkdyn.theory.compiled import load
 from qkdyn.theory.setting import ALL_PARAMS, Setting
+
+from qkdyn import testing
+from qkdyn.cli import main
+from qkdyn.errors import InputError
 
 settings_strategy = st.builds(
     Setting,
@@ -65,7 +65,7 @@ def test_paper_form_matches_qkdyn_solve(tmp_path, capsys):
     assert main(["sharpness", *flags, "--rho", "0.01,1,100", "--loss", "1e-4", "--out", str(out)]) == 0
     rows = list(csv.DictReader(out.open()))
     assert list(rows[0]) == ["param", "rho", "loss", "qk", "ov", "attn", "t"]
-    for row, rho in zip(rows, ("0.01", "1", "100")):
+    for row, rho in zip(rows, ("0.01", "1", "100"), strict=True):
         solved = tmp_path / f"solve{rho}.csv"
         assert main(["solve", *flags, "--eta-qk", rho, "--until-loss", "1e-4", "--points", "2", "--out", str(solved)]) == 0
         last = list(csv.DictReader(solved.open()))[-1]

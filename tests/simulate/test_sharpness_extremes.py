@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
-
 from mp_reference import reference
-from qkdyn.cli import main
-from qkdyn.errors import InputError
 from qkdyn.simulate.sharpness import reachable_losses, sharpness
 from qkdyn.simulate.solve import solve
 from qkdyn.theory.compiled import load
 from qkdyn.theory.setting import Setting
+
+from qkdyn.cli import main
+from qkdyn.errors import InputError
 
 DOUBLE_MAX = np.finfo(float).max
 
@@ -388,7 +388,7 @@ def test_frozen_closed_form_matches_mpmath_to_1e300(setting):
     with mp.workdps(40):
         a = 1 / (1 + setting.n / (setting.m * mp.exp(setting.qk0)))
         k1, z0 = setting.classes - 1, a * setting.ov0
-        for t, value in zip(times, got):
+        for t, value in zip(times, got, strict=True):
             c = mp.exp(z0) + k1 * z0 + setting.eta_ov * a * a * mp.mpf(t) / setting.distinct
-            z = mp.findroot(lambda z: (mp.exp(z) + k1 * z) / c - 1, mp.log(c) if c > 3 else z0, tol=mp.mpf(10) ** -35)
+            z = mp.findroot(lambda z, c=c: (mp.exp(z) + k1 * z) / c - 1, mp.log(c) if c > 3 else z0, tol=mp.mpf(10) ** -35)
             assert value == pytest.approx(float(z / a), rel=1e-10)

@@ -1,13 +1,14 @@
 """Long-horizon integration: conservation, balance, finiteness, output rows, events."""
-import qkdyn
 import numpy as np
 import pytest
 from hypothesis import given, settings
-
-from qkdyn import testing
-from qkdyn.errors import InputError
 from qkdyn.simulate.solve import solve
 from qkdyn.theory.setting import ALL_PARAMS, EXACT_PARAMS, Setting
+
+import qkdyn
+from qkdyn import testing
+from qkdyn.errors import InputError
+
 
 @pytest.mark.parametrize("param", EXACT_PARAMS)
 @settings(max_examples=6)
@@ -129,7 +130,6 @@ def test_frozen_qk_ov_matches_the_closed_form(param, attn0, ov0):
 
 def test_frozen_qk_law_is_derived_from_the_model():
     import sympy as sp
-
     from qkdyn.theory.frozen import alpha, derive_frozen_qk, z
     from qkdyn.theory.model import D, K, eta_ov
 
@@ -144,7 +144,6 @@ def test_frozen_qk_law_is_derived_from_the_model():
 @pytest.mark.parametrize("param", ["CAFO", "FAFO"])
 def test_frozen_qk_factorized_ov_follows_its_separated_law(param):
     import sympy as sp
-
     from qkdyn.theory.frozen import alpha, derive_frozen_qk, z
     from qkdyn.theory.model import PARAMS
 
@@ -205,7 +204,7 @@ def test_a_sweep_integrated_in_one_compiled_loop_equals_its_solves_bit_for_bit(p
     as each setting alone, with exact output times and a level that is never reached."""
     settings = [Setting(eta_qk=rho, ov0=ov0) for rho, ov0 in ((0.1, 0.01), (3.0, 0.2), (30.0, 0.05))]
     options = dict(t_max=1e9, points=30, at=(2.5, 1e3), record_losses=(0.5, 1e-300))
-    for setting, tr in zip(settings, solve(settings, param, **options)):
+    for setting, tr in zip(settings, solve(settings, param, **options), strict=True):
         assert tr.features is not None  # the sweep's (qk, ov), computed for all of them at once
         alone = solve(setting, param, **options)
         assert np.array_equal(tr.t, alone.t) and np.array_equal(tr.state, alone.state)
@@ -243,12 +242,12 @@ def test_a_sweep_wider_than_a_block_of_lanes_equals_its_solves_bit_for_bit():
 
     rng = np.random.default_rng(5)
     settings = [Setting(eta_qk=float(rho), ov0=float(ov0)) for rho, ov0 in
-                zip(np.geomspace(0.01, 100, LANES + 5), rng.uniform(0.01, 0.5, LANES + 5))]
+                zip(np.geomspace(0.01, 100, LANES + 5), rng.uniform(0.01, 0.5, LANES + 5), strict=True)]
     settings[3] = settings[3].replace(eta_qk=0.0)
     options = dict(t_max=1e12, points=17, record_losses=(0.3,))
     sweep = solve(settings, "CAFO", **options)
     assert len({tr.stats["steps"] for tr in sweep}) > 5
-    for setting, tr in zip(settings, sweep):
+    for setting, tr in zip(settings, sweep, strict=True):
         alone = solve(setting, "CAFO", **options)
         assert np.array_equal(tr.state, alone.state) and tr.crossings.keys() == alone.crossings.keys()
         assert np.array_equal(tr.qk, alone.qk) and np.array_equal(tr.ov, alone.ov) and np.array_equal(tr.t, alone.t)

@@ -12,11 +12,11 @@ in test_solve.py.
 import numpy as np
 import pytest
 from hypothesis import assume, given, settings
-
-from qkdyn import testing
 from qkdyn.simulate import growth
 from qkdyn.simulate.solve import solve
 from qkdyn.theory.setting import Setting
+
+from qkdyn import testing
 
 #: the laws' property tests draw from qkdyn.testing, narrowed to the range the laws are stated for
 settings_strategy = testing.setting_strategy(scale=(0.5, 2.0), eta_qk=1.0, qk0=(0.001, 0.5), ov0=(0.001, 0.5))

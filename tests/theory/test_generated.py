@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 import sympy as sp
 from numba import njit
-
 from qkdyn.simulate.solve import solve
 from qkdyn.theory import generate, model
 from qkdyn.theory.compiled import load
@@ -32,7 +31,7 @@ def test_compiled_kernels_equal_the_sympy_expressions_on_random_states(param):
     for _ in range(3):
         setting = Setting(eta_qk=float(rng.uniform(0.1, 5)), scale=float(rng.uniform(0.5, 2)))
         p, x = setting.numeric(), rng.normal(size=len(d.symbols))
-        values = {**dict(zip(model.PARAMS, p)), **dict(zip(d.symbols, x))}
+        values = {**dict(zip(model.PARAMS, p, strict=True)), **dict(zip(d.symbols, x, strict=True))}
         rhs, jac = compiled.rhs(x, p), compiled.jac(x, p)
         exact_rhs = np.array([_exact(e, values) for e in d.rhs])
         exact_jac = np.array([[_exact(e, values) for e in row] for row in d.jacobian.tolist()])
@@ -70,7 +69,7 @@ def test_the_lanes_kernel_is_the_field_lane_by_lane(param):
     states = rng.normal(size=(37, compiled.dim)) * 3
     scales = np.exp(rng.uniform(-5, 30, 37))
     together = _lanes_field(compiled, settings, states, scales)
-    for l, (setting, x, scale) in enumerate(zip(settings, states, scales)):
+    for l, (setting, x, scale) in enumerate(zip(settings, states, scales, strict=True)):
         expected = compiled.rhs(x, setting.numeric()) * scale
         np.testing.assert_allclose(together[:, l], expected, rtol=1e-14, atol=1e-15 * np.abs(expected).max())
         assert np.array_equal(together[:, l], _lanes_field(compiled, [setting], [x], [scale])[:, 0])
@@ -84,7 +83,7 @@ def test_psi_gain_is_the_difference_of_psi_to_round_off_even_for_tiny_steps(para
 
     compiled, setting = load(param), Setting(classes=7, distinct=3)
     _, psi = invariants.line_coordinates(model.derive(param))
-    values = dict(zip(model.PARAMS, setting.numeric()))
+    values = dict(zip(model.PARAMS, setting.numeric(), strict=True))
     for a, s in ((1.7, 2.3e-14), (0.4, -1e-9), (3.0, 5.0), (0.0, 0.25)):
         exact = float(sp.N((psi.subs(model.ov, sp.Rational(a) + sp.Rational(s)) - psi.subs(model.ov, sp.Rational(a)))
                            .subs(values), 40))
@@ -117,7 +116,7 @@ def test_compiled_dop853_agrees_with_scipy_lsoda(param):
 def test_a_sweep_equals_its_one_at_a_time_solves():
     settings = [Setting(eta_qk=rho) for rho in (0.1, 1.0, 7.0)]
     sweep = solve(settings, "FACO", until_loss=1e-3, record_losses=[0.3], points=25)
-    for setting, tr in zip(settings, sweep):
+    for setting, tr in zip(settings, sweep, strict=True):
         alone = solve(setting, "FACO", until_loss=1e-3, record_losses=[0.3], points=25)
         assert np.array_equal(tr.state, alone.state) and np.array_equal(tr.t, alone.t)
         assert tr.event_t == alone.event_t and tr.crossings[0.3][0] == alone.crossings[0.3][0]
@@ -131,7 +130,7 @@ def test_generated_frozen_time_equals_the_sympy_law(param):
 
     law, setting = sharpness.frozen_time_law(param), Setting(classes=5, distinct=7, eta_ov=2.0)
     alpha0, z0 = sharpness.FROZEN_START
-    values = dict(zip(model.PARAMS, setting.numeric()))
+    values = dict(zip(model.PARAMS, setting.numeric(), strict=True))
     for z, a0, start in ((0.7, 0.3, 0.05), (4.0, 0.9, 1.2), (25.0, 0.5, 0.01)):
         exact = float(sp.N(law.subs({**values, sharpness.z: z, alpha0: a0, z0: start}), 40))
         assert float(load(param).frozen_time(z, a0, start, setting.numeric())) == pytest.approx(exact, rel=1e-12)
@@ -147,9 +146,10 @@ def test_committed_spec_module_equals_what_the_derivations_generate_now():
 def test_generated_spec_functions_equal_the_sympy_expressions_on_random_states():
     """Every spec of the coupled claims: its committed functions (what numeric(spec) returns; no derivation is
     done for it) against its derived expressions in 40-digit arithmetic, at random states and settings."""
-    from qkdyn import generate_specs
     from qkdyn.theory import specflow, specnumeric
     from qkdyn.theory.generated.specs import SPECS
+
+    from qkdyn import generate_specs
 
     def derive(spec):
         raise AssertionError(f"{spec.name} was derived: numeric() should have found its generated functions")
@@ -167,7 +167,7 @@ def test_generated_spec_functions_equal_the_sympy_expressions_on_random_states()
         setting = Setting(eta_qk=float(rng.uniform(0.1, 5)), scale=float(rng.uniform(0.5, 2)))
         p, x = setting.numeric(), 0.5 * rng.normal(size=len(variables))
         (x_symbols, p_symbols), _ = outputs["rhs"]
-        values = {**dict(zip(p_symbols, p)), **dict(zip(x_symbols, x))}
+        values = {**dict(zip(p_symbols, p, strict=True)), **dict(zip(x_symbols, x, strict=True))}
         for name in ("rhs", "loss", "features", "qk_metric"):
             exprs = outputs[name][1]
             exact = np.array([_exact(e, values) for e in (exprs if isinstance(exprs, list) else [exprs])])
@@ -175,5 +175,5 @@ def test_generated_spec_functions_equal_the_sympy_expressions_on_random_states()
             np.testing.assert_allclose(got, exact, rtol=1e-12, atol=1e-15 * max(np.abs(exact).max(), 1e-300),
                                        err_msg=f"{spec.name}: {name}")
         (_, qk0, ov0), init = outputs["init"]
-        exact = np.array([_exact(e, {**dict(zip(p_symbols, p)), qk0: 0.3, ov0: 0.7}) for e in init])
+        exact = np.array([_exact(e, {**dict(zip(p_symbols, p, strict=True)), qk0: 0.3, ov0: 0.7}) for e in init])
         np.testing.assert_allclose(functions.init(p, 0.3, 0.7), exact, rtol=1e-12, atol=1e-15)

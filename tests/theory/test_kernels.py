@@ -3,7 +3,6 @@ import math
 
 import numpy as np
 from numba import njit
-
 from qkdyn.theory.kernels import _EXP2_TABLE, lane_exp
 
 

@@ -5,12 +5,13 @@ import dataclasses
 
 import numpy as np
 import pytest
-
-import qkdyn
 from qkdyn.theory.compiled import load
 from qkdyn.theory.model import PARAMS
-from qkdyn.theory.spec import NAMED, CircuitSpec as C, Spec
+from qkdyn.theory.spec import NAMED, Spec
+from qkdyn.theory.spec import CircuitSpec as C
 from qkdyn.theory.specnumeric import lambdify, numeric
+
+import qkdyn
 
 #: FACO with weight decay 1e-3 on its QK factors
 FACO_DECAY = dataclasses.replace(NAMED["FACO"], name="faco_decay", qk=C("factorized", weight_decay=1e-3))

@@ -3,11 +3,12 @@ of any spec come from the spec itself (theory/specclosed.py, theory/invariants.p
 import numpy as np
 import pytest
 import sympy as sp
+from qkdyn.theory import derived, invariants, model, specclosed, specflow
+from qkdyn.theory.spec import NAMED, Spec
+from qkdyn.theory.spec import CircuitSpec as C
 from scipy.interpolate import CubicSpline
 
 import qkdyn
-from qkdyn.theory import derived, invariants, model, specclosed, specflow
-from qkdyn.theory.spec import NAMED, CircuitSpec as C, Spec
 
 DEPTH3 = Spec("depth3_qk", qk=C("factorized", depth=3))
 UNBALANCED = Spec("unbalanced_qk", qk=C("factorized", imbalance=1.5))
@@ -23,7 +24,7 @@ def test_a_depth3_qk_circuit_gets_its_own_rate_factor_not_the_depth2_one():
         invariants.balanced_metric(d.circuit("QK"))
     with pytest.raises(invariants.NotDerived):
         invariants.kappa_of(d.circuit("QK"))
-    p = dict(zip(model.PARAMS, SETTING.numeric()))
+    p = dict(zip(model.PARAMS, SETTING.numeric(), strict=True))
     x0 = {v: e.subs({**p, model.qk0: SETTING.qk0, model.ov0: SETTING.ov0}) for v, e in d.init.items()}
     depth3 = float(d.metrics["QK"]["rate_factor"].subs({**p, **x0}))
     faco = specflow.named("FACO")
@@ -35,7 +36,7 @@ def test_a_depth3_qk_circuit_gets_its_own_rate_factor_not_the_depth2_one():
         {**p, model.qk: SETTING.qk0, invariants.kappa: kappa0}))
     assert abs(depth3 / depth2 - 1) > 0.1, (depth3, depth2)
     # the depth-3 factor is the chain rule of the derived flow (itself checked against autograd in test_specs)
-    qk_rate = sum(sp.diff(d.qk, v.symbol) * rhs for v, rhs in zip(d.variables, d.rhs) if v.circuit == "QK")
+    qk_rate = sum(sp.diff(d.qk, v.symbol) * rhs for v, rhs in zip(d.variables, d.rhs, strict=True) if v.circuit == "QK")
     slope = sp.diff(model.reduced_loss(model.qk, model.ov), model.qk).subs({model.qk: d.qk, model.ov: d.ov})
     collapsed = invariants.metric(model.qk_circuit("collapsed"))
     measured = float((qk_rate / (-model.eta_qk * collapsed * slope)).subs({**p, **x0}).rewrite(sp.exp))

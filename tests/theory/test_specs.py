@@ -7,14 +7,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 import sympy as sp
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from qkdyn.theory import invariants, model, orbits, specflow
+from qkdyn.theory.compiled import load
+from qkdyn.theory.spec import NAMED, Spec, from_dict
+from qkdyn.theory.spec import CircuitSpec as C
+from repo_paths import ROOT
 
 import qkdyn
 from qkdyn.errors import InputError
-from qkdyn.theory import invariants, model, orbits, specflow
-from qkdyn.theory.compiled import load
-from qkdyn.theory.spec import NAMED, CircuitSpec as C, Spec, from_dict
-from repo_paths import ROOT
 
 #: the variants issue 18 names, each one spec (small enough that its check takes seconds)
 VARIANTS = {
@@ -42,7 +44,7 @@ def test_named_specs_rebuild_todays_derivation(name):
     right-hand side as the committed generated module at random points; the same invariant space."""
     d, old = specflow.named(name), model.derive(name)
     assert [(v.name, v.circuit) for v in d.variables] == [(v.name, v.circuit) for v in old.variables]
-    assert all(sp.simplify(a.orbit - b.orbit) == 0 for a, b in zip(d.variables, old.variables))
+    assert all(sp.simplify(a.orbit - b.orbit) == 0 for a, b in zip(d.variables, old.variables, strict=True))
     entries = {**old.qk_circuit.entries, **old.ov_circuit.entries}
     mine = {"a": d.features["QK"]["distinct"], "b": d.features["QK"]["common"], "u": d.features["OV"]["own"],
             "w": d.features["OV"]["cross"], "z": d.features["OV"]["common"]}
@@ -53,7 +55,7 @@ def test_named_specs_rebuild_todays_derivation(name):
     assert isinstance(d.loss, type(old.loss)) and sp.simplify((argument - old.loss.args[0]).rewrite(sp.exp)) == 0
     # the ODEs, symbolically: both are dx_i/dt = -(eta_c / w_i) softplus'(arg) d arg/dx_i with equal args
     # (above) and equal w_i, so they agree iff every d arg/dx_i agrees (rational in the exponentials)
-    for v, mine_rhs, old_rhs in zip(d.variables, d.rhs, old.rhs):
+    for v, mine_rhs, old_rhs in zip(d.variables, d.rhs, old.rhs, strict=True):
         eta = model.ETA[v.circuit]
         assert mine_rhs == -(eta / v.orbit) * sp.diff(d.loss, v.symbol)
         assert old_rhs == -(eta / v.orbit) * sp.diff(old.loss, v.symbol)
@@ -80,7 +82,7 @@ def test_named_specs_find_todays_invariants(name):
         orbit = [v.orbit for v in circuit.variables]
         for invariant in named_.values():  # today's named invariants are conserved for the spec's features
             for feature in d.seen[circuit.variables[0].circuit]:
-                lie = sum(sp.diff(invariant, x) * sp.diff(feature, x) / w for x, w in zip(symbols, orbit))
+                lie = sum(sp.diff(invariant, x) * sp.diff(feature, x) / w for x, w in zip(symbols, orbit, strict=True))
                 assert sp.expand(sp.together(lie).as_numer_denom()[0]) == 0
 
 
@@ -244,9 +246,9 @@ def test_coupled_invariants_are_conserved_along_the_flow_and_the_mlp_is_not_sear
     found = d.invariants["QK"]
     assert len(found) >= 3
     for I in found:
-        lie = sum(sp.diff(I, v.symbol) * rhs for v, rhs in zip(d.variables, d.rhs))
+        lie = sum(sp.diff(I, v.symbol) * rhs for v, rhs in zip(d.variables, d.rhs, strict=True))
         assert abs(float(lie.subs({v.symbol: 0.3 + 0.1 * i for i, v in enumerate(d.variables)}).subs(
-            dict(zip(model.PARAMS, (3, 2, 4, 3, 5, 0.7, 1.3, 0.6, 1.0)))).rewrite(sp.exp).evalf())) < 1e-12
+            dict(zip(model.PARAMS, (3, 2, 4, 3, 5, 0.7, 1.3, 0.6, 1.0), strict=True))).rewrite(sp.exp).evalf())) < 1e-12
     assert "not searched" in specflow.derive_spec(VARIANTS["coupled_euler_mlp_dt"]).invariants["QK"]
 
 
@@ -255,7 +257,7 @@ def test_depth3_balance_invariants_are_found():
     d = specflow.derive_spec(VARIANTS["depth3_qk"])
     p, mid, kd, kc = (sp.Symbol(x, real=True) for x in ("q_query", "qkm1_diag", "k_distinct", "k_common"))
     found = d.invariants["QK"]
-    lie = lambda I: sum(sp.diff(I, v.symbol) * rhs for v, rhs in zip(d.variables, d.rhs))
+    lie = lambda I: sum(sp.diff(I, v.symbol) * rhs for v, rhs in zip(d.variables, d.rhs, strict=True))
     for I in (p**2 - mid**2, mid**2 - model.K * model.D * kd**2 - model.N * kc**2):
         assert sp.simplify(lie(I)) == 0
     assert len(found) == 3  # the key mean mode and the two balances

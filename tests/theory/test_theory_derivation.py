@@ -6,7 +6,6 @@ import pytest
 import sympy as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from qkdyn.theory import invariants, model
 from qkdyn.theory.compiled import load
 from qkdyn.theory.setting import EXACT_PARAMS, Setting
@@ -62,7 +61,7 @@ def test_generated_rhs_is_the_metric_gradient_of_the_loss(param, setting, seed):
     compiled, p = load(param), setting.numeric()
     d = model.derive(param)
     x = np.random.default_rng(seed).normal(0, 1, len(d.symbols))
-    weights = [float(v.orbit.subs(dict(zip(model.PARAMS, p)))) for v in d.variables]
+    weights = [float(v.orbit.subs(dict(zip(model.PARAMS, p, strict=True)))) for v in d.variables]
     etas = [setting.eta_qk if v.circuit == "QK" else setting.eta_ov for v in d.variables]
 
     def loss(y):
@@ -90,7 +89,7 @@ def test_balanced_init_gives_the_requested_gap_and_margin(param):
     x0 = compiled.init(p, setting.qk0, setting.ov0)
     qk, ov = compiled.features(x0, p)
     assert (float(qk), float(ov)) == pytest.approx((0.3, 0.7), rel=1e-14)
-    values = dict(zip(compiled.invariant_names, compiled.invariants(x0, p)))
+    values = dict(zip(compiled.invariant_names, compiled.invariants(x0, p), strict=True))
     for name in ("qk_balance", "ov_balance"):
         if name in values:
             assert abs(float(values[name])) < 1e-14 * np.max(np.abs(x0)) ** 2  # round-off, relative

@@ -5,11 +5,11 @@ import re
 import tarfile
 
 import pytest
-
 from qkdyn.empirical.data import brown, hatexplain, squad, sva, vader
 from qkdyn.empirical.data.examples_circuits import tokenize
-from qkdyn.errors import InputError
 from repo_paths import FIXTURES, ROOT
+
+from qkdyn.errors import InputError
 
 FIX = FIXTURES / "circuits"
 HANDCHECK = ROOT / "empirical" / "circuits" / "brown_sva_handcheck.tsv"  # package data
@@ -32,7 +32,7 @@ def test_hatexplain_majority_labels_undecided_and_rationales():
         assert hatexplain.CLASSES[e.label] == max(set(a["label"] for a in post["annotators"]),
                                                   key=[a["label"] for a in post["annotators"]].count)
         assert len(e.rationales) == len([m for m in post["rationales"] if any(m)])
-        for r, mask in zip(e.rationales, post["rationales"]):
+        for r, mask in zip(e.rationales, post["rationales"], strict=True):
             assert list(r) == [i for i, f in enumerate(mask) if f]
     assert hatexplain.majority_label([{"label": "normal"}, {"label": "offensive"}, {"label": "hatespeech"}]) is None
 
@@ -73,7 +73,7 @@ def test_squad_windows_spans_and_unanswerable(tmp_path, v2):
         first, last = e.answer_span
         assert " ".join(e.context[first: last + 1]) == " ".join(t for t, _, _ in tokenize(e.answers[0]))
     narrow = [e for _, e in squad.examples_from(raw, window=5)]
-    assert all(len(n.context) < len(w.context) for n, w in zip(narrow, examples))
+    assert all(len(n.context) < len(w.context) for n, w in zip(narrow, examples, strict=True))
     splits = squad.load(FIX / "squad")
     assert len(splits.test) == 8 and len(splits.train) + len(splits.dev) == 24
 
@@ -85,7 +85,7 @@ def test_squad_needs_train_and_dev_files(tmp_path):
 
 def _handcheck_rows():
     header, *rows = HANDCHECK.read_text().splitlines()
-    return [dict(zip(header.split("\t"), r.split("\t"))) for r in rows]
+    return [dict(zip(header.split("\t"), r.split("\t"), strict=True)) for r in rows]
 
 
 def test_brown_heuristic_reproduces_the_hand_checked_sample():
@@ -243,6 +243,7 @@ def test_brown_qa_candidates_follow_the_rules():
 
 def test_brown_qa_malformed_items_are_a_user_error(tmp_path):
     from qkdyn.empirical.data import brown_qa
+
     from qkdyn.errors import InputError
 
     bad = tmp_path / "qa.jsonl"

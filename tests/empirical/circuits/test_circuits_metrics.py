@@ -4,7 +4,6 @@ import math
 
 import numpy as np
 import pytest
-
 from qkdyn.empirical.circuits import metrics as M
 
 
@@ -70,7 +69,7 @@ def _brute_force(inputs, importances, keep, fractions):
     the right size and pick the one with the largest total importance (first by position order)."""
     comp = {f: [] for f in fractions}
     suff = {f: [] for f in fractions}
-    for x, imp, fixed in zip(inputs, importances, keep):
+    for x, imp, fixed in zip(inputs, importances, keep, strict=True):
         full = _toy_model([x])[0]
         y = int(np.argmax(full))
         cand = [p for p in range(len(x)) if p not in fixed]

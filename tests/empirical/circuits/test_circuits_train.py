@@ -8,16 +8,16 @@ import sys
 import numpy as np
 import pytest
 import torch
-
-from qkdyn.claims import VERDICTS
 from qkdyn.empirical.circuits.models import Decoder, ModelConfig
 from qkdyn.empirical.circuits.optim import build_optimizer, qk_multiplier, qk_parameter_names
-from qkdyn.empirical.schedule import cosine_with_warmup
 from qkdyn.empirical.circuits.presets import PRESETS, resolve
 from qkdyn.empirical.circuits.train import Run, train
+from qkdyn.empirical.schedule import cosine_with_warmup
+from repo_paths import FIXTURES
+
+from qkdyn.claims import VERDICTS
 from qkdyn.cli import main
 from qkdyn.errors import InputError
-from repo_paths import FIXTURES
 
 FIX = FIXTURES / "circuits"
 DATA = {"vader": FIX / "vader", "hatexplain": FIX / "hatexplain", "sva": FIX / "linzen_agr.tsv", "squad": FIX / "squad"}

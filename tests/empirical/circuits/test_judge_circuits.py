@@ -14,9 +14,9 @@ import math
 from pathlib import Path
 
 import pytest
-
 from qkdyn.empirical.circuits import report
 from qkdyn.empirical.circuits.study import TARGET_LOSS, CircuitsStudy
+
 from qkdyn.runs import RunRecord
 from qkdyn.studies import Record, judge
 

@@ -4,9 +4,14 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-
-from qkdyn.empirical.coupled.attention import (AttentionConfig, CausalSelfAttention, DifferentialAttention,
-                                         build_attention, extra_parameters, lambda_init_for)
+from qkdyn.empirical.coupled.attention import (
+    AttentionConfig,
+    CausalSelfAttention,
+    DifferentialAttention,
+    build_attention,
+    extra_parameters,
+    lambda_init_for,
+)
 from qkdyn.empirical.coupled.model import GPT, count_parameters, preset_config
 from qkdyn.empirical.coupled.qk_flow import PerHeadMLP, euler_step, integrate, leapfrog_step
 

@@ -3,18 +3,17 @@ import json
 import math
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
-
-from pathlib import Path
-
-from qkdyn.cli import main
 from qkdyn.empirical.coupled.analysis import tokens_to_match, tokens_to_target
 from qkdyn.empirical.coupled.study import CoupledStudy
-from qkdyn.studies import Record
-from qkdyn.runs import RunRecord
 from repo_paths import ROOT
+
+from qkdyn.cli import main
+from qkdyn.runs import RunRecord
+from qkdyn.studies import Record
 
 
 def _main(argv):
@@ -31,8 +30,9 @@ def test_help_does_not_import_torch():
 
 
 def test_variant_names_of_the_command_match_the_study():
-    from qkdyn.commands.compare_coupled import VARIANTS
     from qkdyn.empirical.coupled.study import LM_VARIANTS
+
+    from qkdyn.commands.compare_coupled import VARIANTS
 
     assert VARIANTS == tuple(LM_VARIANTS)
 
@@ -355,9 +355,10 @@ def test_scale_trend_at_toy_size(tmp_path, monkeypatch, capsys):
 
 
 def test_gpu_budget_runs_at_toy_size_on_cpu(tmp_path, monkeypatch):
+    from qkdyn.empirical.coupled.study import BUDGETS
+
     from qkdyn.cli import build_parser
     from qkdyn.commands.compare_coupled import study_of
-    from qkdyn.empirical.coupled.study import BUDGETS
 
     plan = BUDGETS["gpu"]
     assert plan.compile and plan.variants == ("standard", "coupled-euler", "mlp-only-q")

@@ -4,12 +4,12 @@ import re
 import numpy as np
 import pytest
 import torch
-
 from qkdyn.empirical.coupled.lm_data import LMBatches, LMEvaluator
 from qkdyn.empirical.data.sources_lm import SOURCES
 from qkdyn.empirical.data.text_bytes import decode, encode
 from qkdyn.empirical.data.text_corpus import load_splits
 from qkdyn.empirical.data.text_markup import detag_brown, strip_wikitext
+
 from qkdyn.errors import InputError
 
 
@@ -51,7 +51,7 @@ def test_batches_are_shifted_seeded_and_resumable():
     expected = a.next_step()
     b = LMBatches(tokens, 8, batch_size=3, grad_accum=2, seed=99)
     b.load_state_dict(state)
-    assert all(torch.equal(p[0], q[0]) for p, q in zip(b.next_step(), expected))
+    assert all(torch.equal(p[0], q[0]) for p, q in zip(b.next_step(), expected, strict=True))
 
 
 def test_ranks_split_the_accumulated_batch():
@@ -112,7 +112,7 @@ def test_bpe_is_trained_cached_and_deterministic(tmp_path, monkeypatch):
     train, val = data[:-400], data[-400:]
     a = text_bpe.bpe_splits(train, val, 300, cache=tmp_path / "a")
     b = text_bpe.bpe_splits(train, val, 300, cache=tmp_path / "b")
-    assert all(np.array_equal(x, y) for x, y in zip(a, b))
+    assert all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
     (dir_a,), (dir_b,) = (tmp_path / "a").iterdir(), (tmp_path / "b").iterdir()
     assert (dir_a / "tokenizer.json").read_text() == (dir_b / "tokenizer.json").read_text()
     ids_train, ids_val, token_bytes = a
@@ -127,7 +127,7 @@ def test_bpe_is_trained_cached_and_deterministic(tmp_path, monkeypatch):
     assert tok.decode(list(map(int, ids_train))) + tok.decode(list(map(int, ids_val))) == TEXT
     monkeypatch.setattr(text_bpe, "train_tokenizer", lambda *a: pytest.fail("the cache was not used"))
     c = text_bpe.bpe_splits(train, val, 300, cache=tmp_path / "a")
-    assert all(np.array_equal(x, y) for x, y in zip(a, c))
+    assert all(np.array_equal(x, y) for x, y in zip(a, c, strict=True))
     with pytest.raises(InputError):
         text_bpe.bpe_splits(train, val, 100, cache=tmp_path / "a")
 

@@ -4,7 +4,6 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-
 from qkdyn.empirical.coupled import lm_loss
 from qkdyn.empirical.coupled.attention import AttentionConfig
 from qkdyn.empirical.coupled.model import GPT, preset_config
@@ -27,7 +26,7 @@ def test_loss_and_both_gradients_equal_the_full_logits_cross_entropy(monkeypatch
     chunked = lm_loss.linear_cross_entropy(hidden, weight, targets)
     assert chunked.item() == pytest.approx(full.item(), rel=1e-6)
     for want, got in zip(torch.autograd.grad(3.0 * full, (hidden, weight)),
-                         torch.autograd.grad(3.0 * chunked, (hidden, weight))):  # the incoming gradient scales
+                         torch.autograd.grad(3.0 * chunked, (hidden, weight)), strict=True):  # the incoming gradient scales
         assert torch.allclose(got, want, rtol=1e-5, atol=1e-7)
     hidden.grad = None
     with torch.no_grad():  # evaluation: the loss alone

@@ -1,7 +1,6 @@
 """GPT presets: parameter counts (closed form vs meta-device models), forward pass and loss masking."""
 import pytest
 import torch
-
 from qkdyn.empirical.coupled.attention import AttentionConfig
 from qkdyn.empirical.coupled.model import GPT, INITS, PRESETS, count_parameters, preset_config
 

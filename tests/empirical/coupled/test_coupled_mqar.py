@@ -1,7 +1,6 @@
 """MQAR generator: Zoology semantics, seeding, power-law gaps, batches and the accuracy metric."""
 import numpy as np
 import torch
-
 from qkdyn.empirical.coupled.configs import MQAR_PRESETS as PRESETS
 from qkdyn.empirical.coupled.mqar import MQARBatches, MQAREvaluator, generate
 
@@ -16,7 +15,7 @@ def test_semantics_of_a_batch():
     for i in range(200):
         pos = np.flatnonzero(y[i] != -100)
         assert len(pos) == kv and pos.min() >= 2 * kv and (pos % 2 == 0).all()
-        pairs = dict(zip(keys[i], values[i]))
+        pairs = dict(zip(keys[i], values[i], strict=True))
         assert [pairs[k] for k in x[i, pos]] == list(y[i, pos])  # the label is the queried key's value
         assert sorted(x[i, pos]) == sorted(keys[i])  # every key is queried once
 
@@ -31,7 +30,7 @@ def test_fillers_are_random_tokens_not_zeros():
 def test_seeded_and_power_law_gaps():
     a = generate(10, 128, 8, 256, np.random.default_rng(3))
     b = generate(10, 128, 8, 256, np.random.default_rng(3))
-    assert all(np.array_equal(p, q) for p, q in zip(a, b))
+    assert all(np.array_equal(p, q) for p, q in zip(a, b, strict=True))
     _, y = generate(2000, 128, 4, 256, np.random.default_rng(4))
     gaps = (np.argwhere(y != -100)[:, 1] - 8) // 2
     counts = np.bincount(gaps, minlength=56)
@@ -59,7 +58,7 @@ def test_batches_cycle_settings_and_resume():
 def test_evaluator_scores_an_oracle_perfectly_and_chance_poorly():
     preset = PRESETS["easy"]
     evaluator = MQAREvaluator(preset, n_test=16, seed=0)
-    answers = {tuple(row.tolist()): lab for x, y in evaluator.sets.values() for row, lab in zip(x, y)}
+    answers = {tuple(row.tolist()): lab for x, y in evaluator.sets.values() for row, lab in zip(x, y, strict=True)}
 
     class Oracle(torch.nn.Module):
         def forward(self, x):

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from qkdyn.empirical.coupled.model import GPT, preset_config
 from qkdyn.empirical.coupled.train import TrainConfig, lr_at, make_optimizer
 from repo_paths import ROOT

@@ -7,11 +7,11 @@ import math
 import numpy as np
 import pytest
 import torch
-
 from qkdyn.empirical.coupled.attention import AttentionConfig, build_attention
 from qkdyn.empirical.coupled.model import GPT, count_parameters, preset_config
-from qkdyn.errors import InputError
 from test_coupled_cli import _main  # qkdyn in this process, torch's thread count restored
+
+from qkdyn.errors import InputError
 
 
 def _corpus(tmp_path):
@@ -171,7 +171,7 @@ def test_fixed_horizon_takes_n_steps_of_dt_over_n_and_step_horizon_n_steps_of_dt
             outs[horizon] = attn.transform_qk(q, k)
             dt = attn.dt / 5 if horizon == "fixed" else attn.dt
             want = integrate(q, k, attn.field, dt, "euler", 5)
-        assert all(torch.equal(a, b) for a, b in zip(outs[horizon], want)), horizon
+        assert all(torch.equal(a, b) for a, b in zip(outs[horizon], want, strict=True)), horizon
     one = build_attention(AttentionConfig(kind="coupled", steps=1, horizon="fixed"), 64, 4, 1)
     with torch.no_grad():
         assert torch.equal(one.transform_qk(q, k)[0], q + one.dt.view(-1, 1, 1) * k)  # n = 1: both readings agree
@@ -234,5 +234,5 @@ def test_mqar_runs_are_keyed_by_their_models_init_and_language_models_are_not(mo
     assert {run_record(r).get("init") for r in runs} == {configs.MQAR_INIT, None}  # recorded for MQAR only
     names = [r.name for r in runs]
     monkeypatch.setattr(configs, "MQAR_INIT", "nanogpt")
-    for run, before in zip(runs, names):
+    for run, before in zip(runs, names, strict=True):
         assert (run.name == before) == (run.task == "lm"), before

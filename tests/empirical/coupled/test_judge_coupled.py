@@ -14,9 +14,9 @@ import math
 from pathlib import Path
 
 import pytest
-
 from qkdyn.empirical.coupled.analysis import ATTENTION_FLOOR
 from qkdyn.empirical.coupled.study import LM_VARIANTS, CoupledRun, CoupledStudy, matched_steps
+
 from qkdyn.runs import RunRecord
 from qkdyn.studies import Record, judge
 

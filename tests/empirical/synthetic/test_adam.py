@@ -8,8 +8,8 @@ import sys
 import numpy as np
 import pytest
 import torch
-
-from qkdyn.empirical.synthetic import claim_a6, experiment, reduced, stability as st
+from qkdyn.empirical.synthetic import claim_a6, experiment, reduced
+from qkdyn.empirical.synthetic import stability as st
 from qkdyn.theory.setting import Setting
 
 SMALL = Setting(classes=2, distinct=2, commons=2, m=2, n=4, qk0=0.5, ov0=0.5)
@@ -114,11 +114,11 @@ def test_plain_adam_is_torch_adam_to_the_last_bit(param):
     generator = torch.Generator().manual_seed(0)
     for step in range(40):
         counts, labels, weights = data.sample(setting, 16, generator)
-        for model, optimizer in zip(models, optimizers):
+        for model, optimizer in zip(models, optimizers, strict=True):
             optimizer.zero_grad(set_to_none=True)
             cross_entropy(model.forward_log(torch.log(counts))[0], labels, weights).backward()
             if step == 3:  # one step with a missing gradient: the state of that parameter must not move
                 model.circuit_parameters("OV")[0].grad = None
             optimizer.step()
-        for a, b in zip(models[0].parameters(), models[1].parameters()):
+        for a, b in zip(models[0].parameters(), models[1].parameters(), strict=True):
             assert torch.equal(a, b), step

@@ -5,10 +5,10 @@ import csv
 import numpy as np
 import pytest
 import torch
-
-from qkdyn.cli import main
 from qkdyn.empirical.synthetic import authors, budgets
 from qkdyn.empirical.synthetic import fixed_attention as fa
+
+from qkdyn.cli import main
 
 
 def test_attention_is_alpha_on_distinct_positions_uniformly():
@@ -44,7 +44,6 @@ def _loss_at_attention():
     """The model's population loss (theory.model.model_loss, from the token counts) with the attention set to
     alpha (s = 1, b = 0, a = log(alpha n / (m (1 - alpha)))), per OV circuit, and its feature ov."""
     import sympy as sp
-
     from qkdyn.theory import model
 
     alpha = sp.Symbol("alpha", positive=True)
@@ -61,7 +60,6 @@ def test_fixed_weight_derivative_of_the_model_loss_is_ov_times_one_minus_e_to_mi
     """(FW) of the module docstring from the model's definition: -dL/dalpha with every OV entry (or factor)
     held is ov (1 - e^{-L}), ov the product's margin u - w, for both OV forms (sympy, at random states)."""
     import sympy as sp
-
     from qkdyn.theory import model
 
     alpha, circuit, loss = _loss_at_attention()[form]

@@ -22,10 +22,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from qkdyn.claims import VERDICTS
 from qkdyn.empirical.synthetic import claim_a6, stability
 from qkdyn.empirical.synthetic import fixed_attention as fa
+
+from qkdyn.claims import VERDICTS
 from qkdyn.studies import Record, get, judge
 
 NAN = math.nan
@@ -57,7 +57,7 @@ def _nonsym():
 def _long(follows=(True, True)):
     return [{"rho": rho, "steps": 10_000, "t": 200.0, "t_ode": 200.0, "time_error": 1e-4 if ok else 0.1,
              "distance_from_subspace": 1e-4 if ok else 0.5, "linearised_prediction": 1e-4,
-             "deviation": 1e-4 if ok else 0.5, "follows": ok} for rho, ok in zip(claim_a6.LONG["rhos"], follows)]
+             "deviation": 1e-4 if ok else 0.5, "follows": ok} for rho, ok in zip(claim_a6.LONG["rhos"], follows, strict=True)]
 
 
 def _adam_row(param="CACO", rho=1.0, adam_max=2e-6, gd_max=1e-6, start=1e-6, gap=0.001):

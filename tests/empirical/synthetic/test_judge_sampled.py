@@ -8,10 +8,10 @@ import types
 
 import numpy as np
 import pytest
-
-from qkdyn import stats
 from qkdyn.empirical.synthetic import batched, claims_sampled, plots, sampled
 from qkdyn.empirical.synthetic.model import PARAMS
+
+from qkdyn import stats
 from qkdyn.studies import json_default
 
 SCHEDULES = ("equal", "qkfast", "ramp")

@@ -8,10 +8,11 @@ import types
 
 import numpy as np
 import pytest
-
-from qkdyn.empirical.synthetic import claim_stability as cs, stability as st
-from qkdyn.studies import json_default
+from qkdyn.empirical.synthetic import claim_stability as cs
+from qkdyn.empirical.synthetic import stability as st
 from repo_paths import GOLDEN
+
+from qkdyn.studies import json_default
 
 BOUNDED = "bounded region: the full model follows the reduced flow"
 BEYOND = "beyond the boundary: the full model leaves the reduced flow"

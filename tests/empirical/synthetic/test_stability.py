@@ -3,11 +3,11 @@ the symmetric subspace, the linearised transverse flow against perturbed nonline
 import numpy as np
 import pytest
 import torch
-from torch.func import grad, jacrev
-
-from qkdyn.empirical.synthetic import claim_stability, stability as st
+from qkdyn.empirical.synthetic import claim_stability
+from qkdyn.empirical.synthetic import stability as st
 from qkdyn.theory.compiled import load
 from qkdyn.theory.setting import Setting
+from torch.func import grad, jacrev
 
 
 @pytest.fixture(autouse=True)
@@ -42,7 +42,7 @@ def test_hessians_of_a_batch_of_states_are_each_states_hessian(param):
     thetas = np.random.default_rng(5).standard_normal((6, sum(flow.sizes)))
     batch = flow.hessian(thetas)
     assert batch.shape == (6, len(flow.eta), len(flow.eta))
-    for theta, hessian in zip(thetas, batch):
+    for theta, hessian in zip(thetas, batch, strict=True):
         assert np.allclose(hessian, flow.hessian(theta), rtol=1e-13, atol=1e-15)
     a, B = flow.function(thetas)
     loss, d_a, d_B = flow.function_gradient(a, B)

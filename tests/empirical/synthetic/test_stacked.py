@@ -1,17 +1,17 @@
 """The stacked GD / SGD program of the full model: every run's rows equal its run alone, to round-off."""
 import pytest
-
 from qkdyn.empirical.synthetic import experiment, stacked
 from qkdyn.empirical.synthetic.model import PARAMS
-from qkdyn.errors import InputError
 from qkdyn.theory.setting import Setting
+
+from qkdyn.errors import InputError
 
 SETTING = Setting(qk0=0.5, ov0=0.5, eta_qk=3.0)
 
 
 def assert_rows_equal(got, reference, tol=1e-10):
     assert [r["step"] for r in got] == [r["step"] for r in reference]
-    for g, r in zip(got, reference):
+    for g, r in zip(got, reference, strict=True):
         assert list(g) == list(r)
         for key, value in r.items():
             assert g[key] == pytest.approx(value, rel=tol, abs=1e-14), key

@@ -4,7 +4,6 @@ import math
 import numpy as np
 import pytest
 import torch
-
 from qkdyn.empirical.synthetic import authors, batched, sampled
 from qkdyn.empirical.synthetic.model import PARAMS
 

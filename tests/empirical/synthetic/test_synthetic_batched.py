@@ -6,7 +6,6 @@ from collections import deque
 import numpy as np
 import pytest
 import torch
-
 from qkdyn.empirical.synthetic import authors, batched, clean, sampled
 from qkdyn.empirical.synthetic.model import PARAMS
 

@@ -1,7 +1,6 @@
 """The clean sampled generator: weighted token sampler with the query counted, identity init, DTAP bins."""
 import numpy as np
 import torch
-
 from qkdyn.empirical.synthetic import batched, clean, reduced, sampled
 from qkdyn.empirical.synthetic.model import PARAMS
 

@@ -1,7 +1,6 @@
 """A6 on the full matrix model: GD converges to the ODE at first order in h; SGD approaches the flow as
 the batch grows."""
 import pytest
-
 from qkdyn.empirical.synthetic.experiment import flow_error, run, sgd_deviation
 from qkdyn.empirical.synthetic.model import PARAMS
 from qkdyn.theory.setting import Setting

@@ -8,7 +8,6 @@
 import numpy as np
 import pytest
 import torch
-
 from qkdyn.empirical.synthetic import data, reduced
 from qkdyn.empirical.synthetic.layout import Layout
 from qkdyn.empirical.synthetic.model import PARAMS, AttentionHead, cross_entropy
@@ -52,7 +51,7 @@ def test_count_support_equals_brute_force(param):
 def test_mean_counts_exact_on_symmetric_subspace(param):
     compiled = load(param)
     x = np.random.default_rng(2).normal(size=len(compiled.variables))
-    model = reduced.embed(AttentionHead(param, Layout.of(TINY), TINY.scale), dict(zip(compiled.variables, x)))
+    model = reduced.embed(AttentionHead(param, Layout.of(TINY), TINY.scale), dict(zip(compiled.variables, x, strict=True)))
     exact, g_exact = loss_and_grad(model, lambda: model(data.count_support(TINY)[0])[0], *data.count_support(TINY)[1:])
     counts, labels, weights = data.mean_counts(TINY)
     mean, g_mean = loss_and_grad(model, lambda: model(counts)[0], labels, weights)
@@ -68,7 +67,7 @@ def test_read_inverts_embed_and_design_init(param):
     x = np.abs(np.random.default_rng(3).normal(size=len(compiled.variables)))
     if factorized(param)[1]:  # polar gauge domain: o_own >= o_cross
         x[-5], x[-4] = x[-5] + x[-4], x[-4] / 2
-    model = reduced.embed(AttentionHead(param, Layout.of(TINY), TINY.scale), dict(zip(compiled.variables, x)))
+    model = reduced.embed(AttentionHead(param, Layout.of(TINY), TINY.scale), dict(zip(compiled.variables, x, strict=True)))
     assert np.allclose(reduced.read(model), x, rtol=0, atol=1e-13)
     assert reduced.symmetric_distance(model) < 1e-14
     model = reduced.new_model(param, Setting())

@@ -9,8 +9,8 @@ loss (every count vector with its probability) at a representative entry of each
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
-
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from qkdyn.empirical.synthetic import data, reduced
 from qkdyn.empirical.synthetic.layout import Layout
 from qkdyn.empirical.synthetic.model import PARAMS, AttentionHead, cross_entropy
@@ -42,11 +42,11 @@ def test_reduced_rhs_equals_autograd(param, case):
     setting, x = case
     compiled = load(param)
     x = x[: len(compiled.variables)]
-    model = reduced.embed(AttentionHead(param, Layout.of(setting), setting.scale), dict(zip(compiled.variables, x)))
+    model = reduced.embed(AttentionHead(param, Layout.of(setting), setting.scale), dict(zip(compiled.variables, x, strict=True)))
     grads = population_gradient(model, setting)
     eta = {"QK": setting.eta_qk, "OV": setting.eta_ov}
     full = []
-    for name, (pname, rows, cols) in reduced.orbits(param, model.layout).items():
+    for pname, rows, cols in reduced.orbits(param, model.layout).values():
         circuit = "QK" if pname in ("W_QK", "W_Q", "W_K") else "OV"
         full.append(-eta[circuit] * float(grads[pname][rows[0], cols[0]]))
     rhs = compiled.rhs(x, setting.numeric())
