@@ -101,3 +101,34 @@ def test_run_refuses_a_spec_with_unknown_fields_or_deep_nesting(capsys):
         assert main(["run", "theory", "--spec", text, "--runs", "unused"]) == 2
         err = capsys.readouterr().err
         assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_verify_over_a_traversing_record_is_one_line_and_touches_nothing(tmp_path, capsys):
+    """The same refusal through `qkdyn verify --runs` (the path the docs recommend for shared folders)."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    runs = tmp_path / "runs"
+    path = _theory_record(runs, {"files": ["../../victim.txt"]})
+    code = main(["verify", "--quick", "--skip-empirical", "--no-progress", "--runs", str(runs),
+                 "--figures", str(tmp_path / "fig")])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1 and str(path) in err
+    assert victim.read_text() == "precious" and not (tmp_path / "fig" / "report.md").exists()
+
+
+@pytest.mark.parametrize("case", ["deep toml", "directory as spec", "directory as data"])
+def test_unreadable_inputs_are_one_line(tmp_path, capsys, case):
+    if case == "deep toml":
+        spec = tmp_path / "deep.toml"
+        spec.write_text("a = " + "[" * 100_000)
+        argv = ["derive", "--spec", str(spec)]
+    elif case == "directory as spec":
+        (tmp_path / "d.json").mkdir()
+        argv = ["derive", "--spec", str(tmp_path / "d.json")]
+    else:
+        (tmp_path / "data").mkdir()
+        argv = ["train-circuits", "--task", "vader", "--data", str(tmp_path / "data"), "--out", str(tmp_path / "o")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not (tmp_path / "o").exists()
