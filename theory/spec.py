@@ -33,8 +33,11 @@ plus what the rest of the model does:
   1.0), normalised; they fix D = len(token_weights) and need ``context_distinct`` (= m), because the
   population loss is then an exact finite sum over the count vectors of the m distinct draws.
 
-Specs are frozen and hashable (derivations are cached per spec). :func:`load` reads one from a small
-TOML or JSON file; every error in it is an :class:`~qkdyn.errors.InputError` naming the field.
+Every size and number is bounded before any derivation (:data:`MAX_DEPTH`, :data:`MAX_EVALUATIONS`,
+:data:`MAX_TOKEN_WEIGHTS`, :data:`MAX_COUNT_VECTORS`, :data:`MIXED_LIMITS`, :data:`RANGES`: limits chosen
+from measured derivation times, docs/derivation.md section 6). Specs are frozen and hashable (derivations
+are cached per spec). :func:`load` reads one from a small TOML or JSON file; every error in it is an
+:class:`~qkdyn.errors.InputError` naming the field.
 :data:`NAMED` holds the four exact forms of ``qkdyn.PARAMS`` as specs. ``paper``, the authors'
 two-variable system, is the CACO spec at the authors' constants: :func:`paper_model` maps a setting
 to that model's (its (qk, ov) flow is the authors' form exactly; ``qkdyn.check("paper")`` tests it).
@@ -55,20 +58,77 @@ INTEGRATORS = ("euler", "leapfrog")
 COUPLINGS = ("linear", "mlp")
 
 
+#: Size limits, checked before any derivation: within them every spec derives (``qkdyn derive --spec``:
+#: flow, conserved polynomials, rates) in about a minute of one core and under 200 MiB. Measured on the
+#: project's 2-core machine (CPU seconds of a fresh ``qkdyn derive --spec`` process; docs/derivation.md
+#: section 6 has the table):
+#:   depth, class-aligned QK / OV: 4 -> 18 / 26 s, 5 -> 81 / 54 s; rank inner (r >= L - 1): 4 -> 6 s,
+#:     5 -> 11 s, 6 -> 29 s (r = 2); rank 1: 12 -> 11 s, 13 -> 18 s and 0.8 GiB, 14 -> out of 4 GiB;
+#:     both class-aligned at depth 4 with self_attention: 40 s
+#:   coupled steps (field evaluations: a leapfrog step is two): linear 4 -> 12 s, 6 -> 27 s, 8 -> 49 s;
+#:     MLP flow alone 4 -> 1.5 s, 8 -> 16 s, 10 -> 63 s; at 4 evaluations with self_attention, learn_dt
+#:     and a depth-4 class-aligned OV: 41-43 s. rank and hidden only enter as numbers (64 and 64: 1.6 s)
+#:   token weights, collapsed circuits: D = 10, m = 1 (the authors' weights): 48-58 s, 59 s with
+#:     self_attention; count vectors C(D+m-1, m): 17 -> 13 s, 36 -> 35 s, 45 -> 36 s
+#:   token weights with factorized or coupled circuits multiply: D = 2, m = 2 with both circuits
+#:     class-aligned at depth 3 and self_attention 33 s; D = 3 there > 120 s; with a coupled QK at 4
+#:     evaluations 61 s
+#: No size bounds one case: a coupled MLP field at 2 or more evaluations (examples/specs/coupled_leapfrog.json)
+#: spends minutes in the closed-form statements (its flow alone, what ``qkdyn solve`` needs, takes 1.5 s).
+MAX_DEPTH = 4
+MAX_RANK = 64
+MAX_HIDDEN = 64
+#: a coupled QK's evaluations of its field f: ``steps`` (Euler) or 2 ``steps`` (leapfrog)
+MAX_EVALUATIONS = 4
+MAX_TOKEN_WEIGHTS = 10
+MAX_CONTEXT_DISTINCT = 64
+#: the multinomial count vectors C(D + m - 1, m) of the m distinct draws over D token weights
+MAX_COUNT_VECTORS = 36
+#: the tighter limits on a spec with token weights and a factorized or coupled circuit (the costs multiply)
+MIXED_LIMITS = {"depth": 3, "evaluations": 2, "token_weights": 2, "count_vectors": 3}
+#: [low, high] of each number (a spec's numbers become exact rationals: far outside these the init or
+#: the flow overflows; below 1e-17 a number rounds to 0)
+RANGES = {"imbalance": (1e-3, 1e3), "weight_decay": (1e-12, 10.0), "dt": (1e-4, 1.0), "coupling_init": (1e-4, 10.0),
+          "token_weights": (1e-6, 1e6)}
+#: why each limit: the derivation's cost, or (rank, hidden: they enter the flow as factors) its numbers
+SLOW = "more takes over a minute to derive"
+FACTOR = "it enters the flow as a factor; a huge one overflows it"
+
+
+def _shown(value) -> str:
+    """``repr(value)``, shortened to one readable line (a 4000-digit integer, a long string)."""
+    try:
+        text = repr(value)
+    except ValueError:  # an integer beyond Python's string conversion limit
+        return "an integer of more than 4300 digits"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _choice(value, choices, field) -> None:
     if value not in choices:
-        raise InputError(f"must be one of {', '.join(choices)}, got {value!r}", field)
+        raise InputError(f"must be one of {', '.join(choices)}, got {_shown(value)}", field)
 
 
-def _integer(value, field, low) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise InputError(f"must be an integer >= {low}, got {value!r}", field)
+def _integer(value, field, low, high=None, why=SLOW) -> None:
+    """InputError unless ``value`` is an integer in [low, high] (no upper bound when ``high`` is None);
+    ``why`` says why the upper bound."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+        bound = f">= {low}" if high is None else f"from {low} to {high} ({why})"
+        raise InputError(f"must be an integer {bound}, got {_shown(value)}", field)
 
 
-def _number(value, field, positive: bool) -> None:
+def _number(value, field, zero: bool = False) -> None:
+    """InputError unless ``value`` is a finite number in ``RANGES[field]`` (or 0 where ``zero``)."""
+    low, high = RANGES[field.rsplit(".", 1)[-1]]
     ok = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
-    if not ok or (value <= 0 if positive else value < 0):
-        raise InputError(f"must be a {'positive' if positive else 'non-negative'} finite number, got {value!r}", field)
+    if not ok or not (low <= value <= high or (zero and value == 0)):
+        raise InputError(f"must be {'0 or ' if zero else ''}a finite number from {low:g} to {high:g}, got "
+                         f"{_shown(value)}", field)
+
+
+def _evaluations(cs) -> int:
+    """How often a coupled circuit's integrator evaluates its field f (a leapfrog step: twice)."""
+    return cs.steps * (2 if cs.integrator == "leapfrog" else 1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,20 +153,23 @@ class CircuitSpec:
 
     def __post_init__(self) -> None:
         _choice(self.form, FORMS, "form")
-        _integer(self.depth, "depth", 2)
         _choice(self.inner, INNER, "inner")
-        _integer(self.rank, "rank", 1)
-        _integer(self.steps, "steps", 1)
-        _integer(self.hidden, "hidden", 1)
-        _number(self.coupling_init, "coupling_init", positive=True)
         _choice(self.integrator, INTEGRATORS, "integrator")
         _choice(self.coupling, COUPLINGS, "coupling")
-        _number(self.imbalance, "imbalance", positive=True)
-        _number(self.weight_decay, "weight_decay", positive=False)
-        _number(self.dt, "dt", positive=True)
+        _integer(self.depth, "depth", 2, MAX_DEPTH)
+        _integer(self.rank, "rank", 1, MAX_RANK, FACTOR)
+        _integer(self.hidden, "hidden", 1, MAX_HIDDEN, FACTOR)
+        _integer(self.steps, "steps", 1)
+        if _evaluations(self) > MAX_EVALUATIONS:
+            raise InputError(f"must be at most {MAX_EVALUATIONS} Euler or {MAX_EVALUATIONS // 2} leapfrog steps "
+                             f"({SLOW}), got {self.steps} {self.integrator} steps", "steps")
+        _number(self.coupling_init, "coupling_init")
+        _number(self.imbalance, "imbalance")
+        _number(self.weight_decay, "weight_decay", zero=True)
+        _number(self.dt, "dt")
         for flag in ("learn_dt", "uncoupled"):
             if not isinstance(getattr(self, flag), bool):
-                raise InputError(f"must be true or false, got {getattr(self, flag)!r}", flag)
+                raise InputError(f"must be true or false, got {_shown(getattr(self, flag))}", flag)
         if self.uncoupled and self.integrator != "euler":
             raise InputError("must be false with the leapfrog integrator: the MLP-only control has no coupled "
                              "field for a symplectic step (paper B updates q and k each from itself)", "uncoupled")
@@ -144,12 +207,15 @@ class Spec:
         if self.token_weights is not None:
             weights = self.token_weights
             if isinstance(weights, (str, bytes)) or not hasattr(weights, "__iter__"):
-                raise InputError(f"must be a list of positive numbers, got {weights!r}", "token_weights")
+                raise InputError(f"must be a list of positive numbers, got {_shown(weights)}", "token_weights")
             weights = tuple(weights)
-            for w in weights:
-                _number(w, "token_weights", positive=True)
             if not weights:
                 raise InputError("must list at least one weight", "token_weights")
+            if len(weights) > MAX_TOKEN_WEIGHTS:
+                raise InputError(f"must list at most {MAX_TOKEN_WEIGHTS} weights ({SLOW}), got {len(weights)}",
+                                 "token_weights")
+            for w in weights:
+                _number(w, "token_weights")
             object.__setattr__(self, "token_weights", weights)
             if self.context_distinct is None:
                 raise InputError("is required with token_weights (the number m of distinct draws: the population "
@@ -158,7 +224,33 @@ class Spec:
             if self.token_weights is None:
                 raise InputError("is only used with token_weights (otherwise m comes from the setting)",
                                  "context_distinct")
-            _integer(self.context_distinct, "context_distinct", 1)
+            _integer(self.context_distinct, "context_distinct", 1, MAX_CONTEXT_DISTINCT, "m! enters the loss")
+            self._check_mixed_size()
+
+    def _check_mixed_size(self) -> None:
+        """The count-vector limit, and the tighter ones of :data:`MIXED_LIMITS` where token weights meet
+        a factorized or coupled circuit (module comment at the limits)."""
+        d, m = len(self.token_weights), self.context_distinct
+        vectors = math.comb(d + m - 1, m)
+        plain = [c for c in ("qk", "ov") if getattr(self, c).form != "collapsed"]
+        mixed = f" with token_weights and a {getattr(self, plain[0]).form} {plain[0]} circuit" if plain else ""
+        limit = MIXED_LIMITS["count_vectors"] if plain else MAX_COUNT_VECTORS
+        if plain and d > MIXED_LIMITS["token_weights"]:
+            raise InputError(f"must list at most {MIXED_LIMITS['token_weights']} weights with a "
+                             f"{getattr(self, plain[0]).form} {plain[0]} circuit ({SLOW}), got {d}", "token_weights")
+        if vectors > limit:
+            raise InputError(f"must leave at most {limit} count vectors C(D+m-1, m) of the m distinct draws over "
+                             f"the D token weights{mixed} ({SLOW}), got C({d}+{m}-1, {m}) = {vectors}",
+                             "context_distinct")
+        for circuit in plain:
+            cs = getattr(self, circuit)
+            if cs.form == "factorized" and cs.depth > MIXED_LIMITS["depth"]:
+                raise InputError(f"must be at most {MIXED_LIMITS['depth']} with token_weights ({SLOW}), got "
+                                 f"{cs.depth}", f"{circuit}.depth")
+            if cs.form == "coupled" and _evaluations(cs) > MIXED_LIMITS["evaluations"]:
+                raise InputError(f"must be at most {MIXED_LIMITS['evaluations']} Euler or "
+                                 f"{MIXED_LIMITS['evaluations'] // 2} leapfrog step with token_weights ({SLOW}), "
+                                 f"got {cs.steps} {cs.integrator} steps", f"{circuit}.steps")
 
     def check_setting(self, setting) -> None:
         """InputError where ``setting`` contradicts the spec (D and m fixed by token weights)."""
@@ -251,14 +343,14 @@ def load(path) -> Spec:
             raise InputError("is TOML, which needs Python >= 3.11 (tomllib); write it as JSON", "spec") from None
         try:
             record = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
+        except ValueError as exc:  # TOMLDecodeError, or an integer of over 4300 digits
             raise InputError(f"is not valid TOML: {path}: {exc}", "spec") from None
         except RecursionError:
             raise InputError(f"is not valid TOML: {path}: it nests deeper than the parser recurses", "spec") from None
     else:
         try:
             record = json.loads(text)
-        except (json.JSONDecodeError, RecursionError) as exc:
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError, or an integer of over 4300 digits
             raise InputError(f"is not valid JSON: {path}: {exc}", "spec") from None
     if isinstance(record, dict):
         record.setdefault("name", path.stem)
