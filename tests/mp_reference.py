@@ -267,7 +267,7 @@ class TimeAlongQK:
             raise ArithmeticError(f"the qk quadrature's Phi misses the far end: ov {ov_end} against {ov_far}")
         tol = mp.fsum(abs(v) for v in first) * mp.mpf(10) ** -20
         total, error = mp.mpf(0), mp.mpf(0)
-        stack = [(a, b, phi, value, 0) for a, b, phi, value in zip(cuts[:-1], cuts[1:], phi_at, first, strict=True)]
+        stack = [(a, b, phi, value, 0) for a, b, phi, value in zip(cuts[:-1], cuts[1:], phi_at, first, strict=False)]
         while stack:
             a, b, phi_a, fine, depth = stack.pop()
             coarse, _ = piece(self.COARSE, a, b, phi_a)

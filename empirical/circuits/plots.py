@@ -40,7 +40,7 @@ def plot_all(task: str, results: dict[str, list[dict]], summary: dict, run_dirs:
     fig, axes = plt.subplots(rows, cols, figsize=(1.1 * len(arms) * cols + 0.8, 2.8 * rows), squeeze=False)
     for ax in axes.flat[len(panels):]:
         ax.remove()
-    for ax, (key, reading, uniform) in zip(axes.flat, panels, strict=True):
+    for ax, (key, reading, uniform) in zip(axes.flat[:len(panels)], panels, strict=True):
         ax.bar(range(len(arms)), [summary[m][key]["mean"] for m in arms],
                yerr=[summary[m][key]["std"] for m in arms], capsize=4, color=colours, alpha=0.7)
         for i, m in enumerate(arms):
@@ -72,7 +72,7 @@ def plot_all(task: str, results: dict[str, list[dict]], summary: dict, run_dirs:
     fig, axes = plt.subplots(rows, cols, figsize=(2.6 * cols + 0.8, 2.8 * rows), squeeze=False)
     for ax in axes.flat[len(arms):]:
         ax.remove()
-    for ax, m in zip(axes.flat, arms, strict=True):
+    for ax, m in zip(axes.flat[:len(arms)], arms, strict=True):
         heat = np.mean([r["test"]["dtap_percent"] for r in results[m]], axis=0)
         image = ax.imshow(heat.T, origin="lower", extent=[0, 1, 0, 1], vmin=0, vmax=100, cmap="viridis")
         step = 1 / heat.shape[0]

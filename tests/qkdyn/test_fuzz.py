@@ -63,7 +63,7 @@ STUDY = ["compare-coupled", "--runs", "runs", "--out", "figs"]
 CASES: list[tuple[str, list[str]]] = [
     ("no command", []), ("unknown command", ["bogus"]),
     ("derive no param", ["derive"]), ("derive bad param", ["derive", "--param", "XYZ"]),
-    ("derive lower-case param", ["derive", "--param", "caco"]),
+    ("derive misspelt lower-case param", ["derive", "--param", "cacoo"]),  # case alone is accepted (test_cli)
     ("derive bad format", ["derive", "--param", "CACO", "--format", "pdf"]),
     ("derive unknown flag", ["derive", "--param", "CACO", "--bogus"]),
     ("solve no horizon", ["solve", "--param", "CACO", "--out", "o.csv"]),
