@@ -45,6 +45,8 @@ class Source:
     sha256:   hash of the archive the registry serves for that spec.
     prepare:  (unpacked_dir, out_dir) -> None, writes the loader-ready files into out_dir.
     summary:  one line for ``qkdyn data list``.
+    format:   the version of what ``prepare`` writes, recorded in the manifest: raised whenever ``prepare``
+              changes what it writes, so a cache prepared by an older qkdyn is prepared again, not read.
     """
 
     name: str
@@ -53,6 +55,7 @@ class Source:
     sha256: str
     prepare: Callable[[Path, Path], None]
     summary: str
+    format: int = 1
 
 
 def cache_dir() -> Path:
@@ -133,7 +136,7 @@ def write_manifest(source: Source, prepared: Path) -> None:
     """Record ``source``'s pin and the size and sha256 of every file under ``prepared``."""
     files = {str(p.relative_to(prepared)): {"size": p.stat().st_size, "sha256": sha256_of(p)}
              for p in sorted(prepared.rglob("*")) if p.is_file() and p.name != MANIFEST}
-    record = {"package": source.package, "archive_sha256": source.sha256, "files": files}
+    record = {"package": source.package, "archive_sha256": source.sha256, "format": source.format, "files": files}
     (prepared / MANIFEST).write_text(json.dumps(record, indent=1) + "\n")
 
 
@@ -155,6 +158,9 @@ def _read_manifest(source: Source, out: Path) -> dict:
         raise InputError(f"{path} is not a manifest of this program (it must list every prepared file); {again}")
     if record.get("package") != source.package or record.get("archive_sha256") != source.sha256:
         raise InputError(f"{path} names {record.get('package')!r}, not the pinned {source.package}; {again}")
+    if record.get("format", 1) != source.format:
+        raise InputError(f"{path}: prepared in format {record.get('format', 1)!r}, this qkdyn reads format "
+                         f"{source.format}; {again}")
     root = out.resolve()
     for relative, pin in files.items():
         inside = (out / relative).resolve()
@@ -218,15 +224,26 @@ def _cache_folder(folder: Path) -> Iterator[None]:
         raise
 
 
+def _older_format(source: Source, out: Path) -> bool:
+    """Whether the cache ``out`` holds ``source`` as an older ``prepare`` wrote it (its manifest's format,
+    1 when it has none, below the source's): prepared again from the pinned archive, never read."""
+    from qkdyn.jsonio import read_json
+
+    record = read_json(out / MANIFEST, f"delete {out} to fetch {source.name} again", limit=MANIFEST_BYTES,
+                       what="manifest")
+    found = record.get("format", 1) if isinstance(record, dict) else None
+    return isinstance(found, int) and found < source.format
+
+
 def fetch(name: str) -> Path:
-    """Return the prepared directory of source ``name``, fetching and preparing it if needed; a
-    cached copy is verified against its manifest first."""
+    """Return the prepared directory of source ``name``, fetching and preparing it if needed (again when
+    the cache is of an older format); a cached copy is verified against its manifest first."""
     sources = all_sources()
     if name not in sources:
         raise InputError(f"unknown data set {name!r}; known: {', '.join(sorted(sources)) or 'none'}")
     source = sources[name]
     out = cache_dir() / name
-    if (out / MANIFEST).exists():
+    if (out / MANIFEST).exists() and not _older_format(source, out):
         verify_cached(source, out)
         return out
     with _cache_folder(out.parent), tempfile.TemporaryDirectory(dir=out.parent) as tmp:
