@@ -90,12 +90,11 @@ def _handcheck_rows():
 
 def test_brown_heuristic_reproduces_the_hand_checked_sample():
     rows = _handcheck_rows()
-    assert len(rows) == 30
+    assert len(rows) >= 100  # issue 42: at least 100 items; their error rates: tests/.../test_handcheck.py
     for row in rows:
         items = {i["verb"]: i for i in brown.derive_items(brown.parse_tagged(row["tagged_sentence"]))}
         assert int(row["subject"]) == items[int(row["verb"])]["subject"], row["uid"]
         assert row["correct"] in ("yes", "no")
-    assert sum(r["correct"] == "no" for r in rows) == 3  # the error rate documented in BROWN_SVA.md
 
 
 def test_brown_heuristic_on_constructed_sentences():
