@@ -11,6 +11,14 @@ the *last padded position* (every sequence padded to ``max_len``; here pad keys 
 models they are not), the mass is averaged over 3 annotator slots
 (:func:`~qkdyn.empirical.circuits.metrics.authors_rationale_mass`), and the DTAP heatmap uses their 3 x 3
 bins (:data:`~qkdyn.empirical.circuits.metrics.AUTHORS_DTAP_EDGES`; 5 x 5 for other tasks).
+
+A full evaluation also records the evidence the report's nulls and subsets are computed from, so a judge
+can split the items without retraining (:func:`item_evidence`): per item the read-out position, the
+rationale without it, the model's mass on that rationale and on the token just before the read-out, the
+item's score, and the task's per-item flags (:func:`qkdyn.empirical.circuits.tasks.item_flags`); beside
+them the content-free (positional) read-out rows' masses over all items
+(:func:`~qkdyn.empirical.circuits.metrics.positional_masses`), and for classifiers ERASER once more with a
+content-free ranking, the most recent positions first (``eraser_recency``: the null of the attention ranking).
 """
 from __future__ import annotations
 
@@ -42,6 +50,20 @@ def _rows(atts: list[torch.Tensor], b: int, length: int, r: int) -> dict[str, np
         return {"head_mean": maps[0][r]}
     return {"layer_average": metrics.layer_average(maps)[r], "layer_maxpool": metrics.layer_maxpool(maps)[r],
             "rollout": metrics.rollout(maps)[r]}
+
+
+@torch.no_grad()
+def attention_maps(model: Decoder, seqs: list[list[int]]) -> list[np.ndarray]:
+    """Every layer's and head's attention on each id sequence of ``seqs``, in batches: one array
+    (n_layer, n_head, T, T) per sequence, T its length."""
+    model.eval()
+    dev, maps = device_of(model), []
+    for start in range(0, len(seqs), EVAL_BATCH):
+        ids, lengths = pad(seqs[start: start + EVAL_BATCH])
+        _, atts = model(ids.to(dev), lengths.to(dev))
+        stacked = torch.stack(atts, dim=1).float().cpu().numpy()  # (B, n_layer, H, T, T)
+        maps += [stacked[b, :, :, :n, :n] for b, n in enumerate(lengths.tolist())]
+    return maps
 
 
 @torch.no_grad()
@@ -145,11 +167,31 @@ def uniform_rollout_mass(reads: list[int], rationales: list, n_layer: int) -> fl
     return mean_mass(np.array([metrics.rationale_mass(rows[r], rat) for r, rat in zip(reads, rationales, strict=True)]), rationales)
 
 
+def item_evidence(examples: list, reads: list[int], rationales: list, masses: np.ndarray, rows: list[dict],
+                  primary: str, scores: np.ndarray, flags: dict[str, list]) -> dict:
+    """Per-item evidence of a split, lists in item order: ``uid``, ``read`` (read-out position r),
+    ``rationale`` (per annotator, the read-out position left out), ``mass`` (the primary row's mass on that
+    rationale; NaN: no rationale), ``mass_previous`` (the primary row's mass on position r - 1; NaN when r = 0),
+    ``score`` (accuracy 0/1 or F1) and ``flags`` (task-specific, :func:`~qkdyn.empirical.circuits.tasks.item_flags`)."""
+    return {"uid": [e.uid for e in examples], "read": list(map(int, reads)),
+            "rationale": [[list(map(int, r)) for r in rat] for rat in rationales],
+            "mass": [float(m) for m in masses],
+            "mass_previous": [float(row[primary][r - 1]) if r > 0 else float("nan") for row, r in zip(rows, reads, strict=True)],
+            "score": [float(x) for x in scores], "flags": flags}
+
+
+def recency_importance(length: int) -> np.ndarray:
+    """A content-free importance over ``length`` positions: the later, the more important (the ranking a
+    previous-token head would give)."""
+    return np.arange(length, dtype=float)
+
+
 def evaluate_classifier(model: Decoder, examples: list, vocab: Vocab, cfg: RunConfig, full: bool) -> dict:
     """Loss, accuracy, macro-F1 and mean rationale mass (also without the read-out position, which
     is part of the agreement rationales), each beside uniform attention's mass on the same examples
     (:func:`uniform_mass`); with ``full`` also AC/ACMC/DTAP and ERASER
-    (importance = the primary read-out attention row; the read-out token is never removed)."""
+    (importance = the primary read-out attention row; the read-out token is never removed), its recency-ranked
+    null, the positional nulls and the per-item evidence (module docstring)."""
     seqs = [vocab.encode(e.tokens) for e in examples]
     labels = np.array([e.label for e in examples])
     probs, rows = forward_all(model, seqs)
@@ -160,21 +202,29 @@ def evaluate_classifier(model: Decoder, examples: list, vocab: Vocab, cfg: RunCo
     primary = primary_method(cfg.n_layer)
     reads = model.readout_index(torch.tensor([len(s) for s in seqs])).tolist()
     elsewhere = [tuple(tuple(p for p in r if p != read) for r in rat) for rat, read in zip(rationales, reads, strict=True)]
+    without = _masses(rows, elsewhere)[primary]
     out = {
         "n": len(examples), "loss": float(-np.mean(np.log(np.maximum(p_true, 1e-12)))),
         "accuracy": metrics.accuracy(labels, pred), "macro_f1": metrics.macro_f1(labels, pred),
         "attention_mass": mean_mass(masses[primary], rationales), "attention_method": primary,
         "attention_mass_by_method": {m: mean_mass(v, rationales) for m, v in masses.items()},
-        "attention_mass_without_readout": mean_mass(_masses(rows, elsewhere)[primary], elsewhere),
+        "attention_mass_without_readout": mean_mass(without, elsewhere),
         "uniform_mass": uniform_mass(reads, rationales),
         "uniform_mass_without_readout": uniform_mass(reads, elsewhere),
     }
     if full:
+        from qkdyn.empirical.circuits.tasks import item_flags
+
         out.update(attention_summary(masses[primary], probs.max(1), p_true, cfg))
-        out["eraser"] = metrics.eraser(lambda xs: forward_all(model, xs)[0], seqs, [r[primary] for r in rows],
-                                       [[r] for r in reads])
-        out["comprehensiveness"] = out["eraser"][f"comprehensiveness@{metrics.AUTHORS_FRACTION:g}"]
-        out["sufficiency"] = out["eraser"][f"sufficiency@{metrics.AUTHORS_FRACTION:g}"]
+        predict = lambda xs: forward_all(model, xs)[0]  # noqa: E731
+        at = f"@{metrics.AUTHORS_FRACTION:g}"
+        for name, importances in (("", [r[primary] for r in rows]), ("_recency", [recency_importance(len(s)) for s in seqs])):
+            faithfulness = metrics.eraser(predict, seqs, importances, [[r] for r in reads])
+            out.update({f"eraser{name}": faithfulness, f"comprehensiveness{name}": faithfulness[f"comprehensiveness{at}"],
+                        f"sufficiency{name}": faithfulness[f"sufficiency{at}"]})
+        out["positional"] = metrics.positional_masses(reads, elsewhere)
+        out["items"] = item_evidence(examples, reads, elsewhere, without, rows, primary, (pred == labels).astype(float),
+                                     item_flags(cfg, examples))
         if cfg.metrics == "authors":
             out.update(authors_summary(model, seqs, examples, p_true, cfg))
     return out
@@ -247,7 +297,10 @@ def evaluate_qa(model: Decoder, examples: list, vocab: Vocab, cfg: RunConfig, fu
     if full:
         predictions = [" ".join(a) for a in greedy_answers(model, [s.prompt for s in seqs], vocab, cfg.max_answer_len)]
         out["exact_match"] = float(np.mean([metrics.squad_em(p, e.answers) for p, e in zip(predictions, examples, strict=True)]))
-        out["f1"] = float(np.mean([metrics.squad_f1(p, e.answers) for p, e in zip(predictions, examples, strict=True)]))
+        scores = np.array([metrics.squad_f1(p, e.answers) for p, e in zip(predictions, examples, strict=True)])
+        out["f1"] = float(np.mean(scores))
         p_true = probs[np.arange(len(seqs)), [s.answer[0] for s in seqs]]
         out.update(attention_summary(masses[primary], probs.max(1), p_true, cfg))
+        out["positional"] = metrics.positional_masses(reads, spans)
+        out["items"] = item_evidence(examples, reads, spans, masses[primary], rows, primary, scores, {})
     return out

@@ -86,6 +86,57 @@ def dtap_histogram(mass: np.ndarray, p_true: np.ndarray, bins: int = 5) -> np.nd
     return 100.0 * counts / max(1, keep.sum())
 
 
+# --- content-free attention: the positional nulls beside every attention metric ---------------
+def rationale_weights(rationales: Sequence[Sequence[Sequence[int]]], width: int) -> np.ndarray:
+    """(items, width): W[i, j] = the mass a read-out row one-hot at position j puts on item i's rationale,
+    i.e. :func:`rationale_mass` of that row: the share of item i's annotators (those with a non-empty
+    rationale) whose rationale holds j; a row of NaN where the item has no rationale."""
+    weights = np.zeros((len(rationales), width))
+    for i, rat in enumerate(rationales):
+        marked = [r for r in rat if len(r)]
+        if not marked:
+            weights[i] = math.nan
+        for r in marked:
+            weights[i, list(r)] += 1.0 / len(marked)
+    return weights
+
+
+def positional_masses(reads: Sequence[int], rationales: Sequence[Sequence[Sequence[int]]]) -> dict[str, float]:
+    """The mean rationale mass, over the items that have a rationale, of read-out rows that read no content
+    (item i read out at position r_i, its causal row over positions 0..r_i; ``rationales`` as for
+    :func:`rationale_mass`, e.g. with the read-out position left out):
+
+    - ``uniform``: 1 / (r + 1) on every position;
+    - ``previous_token``: one-hot at r - 1 (a previous-token head; at r itself when r = 0);
+    - ``best_offset``: the best fixed relative offset, one-hot at max(r - k, 0) (as far back as the row
+      reaches), k >= 1 the offset with the largest mean mass over these items (``best_offset_k``);
+    - ``best_absolute``: the best fixed absolute position, one-hot at p where p <= r, else at r (the read-out
+      itself, the one key a causal row always has), p >= 0 the position with the largest mean mass
+      (``best_absolute_p``).
+
+    Ties go to the smaller k or p. The best offset and position are chosen on the very items they are scored
+    on, so they are the most a head of that kind can reach there (an upper bound for a positional head).
+    ``n``: the items with a rationale; every mass NaN (and k, p -1) when there is none."""
+    reads_ = np.asarray(reads, dtype=int)
+    width = 1 + max([int(reads_.max(initial=0))] + [p for rat in rationales for r in rat for p in r])
+    weights = rationale_weights(rationales, width)
+    has = ~np.isnan(weights[:, 0]) if len(reads_) else np.zeros(0, dtype=bool)
+    weights, reads_ = weights[has], reads_[has]
+    if not len(reads_):
+        return {"n": 0, "uniform": math.nan, "previous_token": math.nan, "best_offset": math.nan,
+                "best_offset_k": -1, "best_absolute": math.nan, "best_absolute_p": -1}
+    rows = np.arange(len(reads_))
+    causal = np.arange(width)[None, :] <= reads_[:, None]
+    uniform = float(np.mean((weights * causal).sum(axis=1) / (reads_ + 1)))
+    span = max(1, int(reads_.max()))
+    offsets = np.array([weights[rows, np.maximum(reads_ - k, 0)].mean() for k in range(1, span + 1)])
+    absolute = np.array([weights[rows, np.where(p <= reads_, p, reads_)].mean() for p in range(span + 1)])
+    k, p = int(np.argmax(offsets)), int(np.argmax(absolute))
+    return {"n": int(len(reads_)), "uniform": uniform, "previous_token": float(offsets[0]),
+            "best_offset": float(offsets[k]), "best_offset_k": k + 1,
+            "best_absolute": float(absolute[p]), "best_absolute_p": p}
+
+
 # --- the authors' definitions (``--metrics authors``) ------------------------------------------
 #: their DTAP bin edges (the ``hist2d`` calls of the heatmap notebooks): 3 x 3 cells, last edge 1.1
 AUTHORS_DTAP_EDGES = {"hatexplain": (0.0, 0.33, 0.66, 1.1), "sva": (0.0, 0.1, 0.5, 1.1)}

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 from qkdyn.empirical.circuits.report import PRIMARY, ROLLOUT
+from qkdyn.empirical.circuits.tasks import SUBSETS
 
 from qkdyn.figures import PALETTE, colorbar, plt, save_png
 from qkdyn.runs import read_metrics
@@ -15,6 +16,8 @@ from qkdyn.runs import read_metrics
 MAX_WIDTH = 12.0
 #: heatmaps per row of the DTAP figure
 DTAP_COLUMNS = 4
+#: line styles of the nulls drawn across a bar panel (uniform attention, previous-token head, best offset)
+NULL_STYLES = ("--", ":", "-.")
 #: what a training-log key means, for the axis labels
 READINGS = {"dev_accuracy": "dev accuracy", "dev_loss": "dev loss",
             "dev_attention_mass": "dev attention mass on rationale",
@@ -24,32 +27,42 @@ READINGS = {"dev_accuracy": "dev accuracy", "dev_loss": "dev loss",
 def plot_all(task: str, results: dict[str, list[dict]], summary: dict, run_dirs: dict[str, list[Path]],
              performance_key: str, out_dir: Path) -> list[str]:
     """Every arm (keys: the report's arm labels, e.g. ``same lr``, ``QK x30``, ``all x30``, drawn in the
-    given order): bars (performance and attention mass, the rollout mass too for several layers, mean ±
-    std, dots: seeds, dashed: uniform attention's mass), AC curves, mean DTAP heatmaps, and dev curves
-    during training. Returns the written paths."""
+    given order): bars (performance and attention mass, the rollout mass too for several layers, the mass on
+    each of the task's deciding subsets where measured; mean ± std, dots: seeds; lines across: the nulls,
+    uniform attention dashed, a previous-token head dotted, the best fixed offset dash-dotted), AC curves, mean
+    DTAP heatmaps, and dev curves during training. Returns the written paths."""
     arms = list(results)
     paths = []
 
-    panels = [(performance_key, f"test {performance_key}", None),
-              (PRIMARY, "test attention mass on rationale\n(read-out position left out)", "uniform_mass_without_readout")]
+    panels = [(performance_key, f"test {performance_key}", {}),
+              (PRIMARY, "test attention mass on rationale\n(read-out position left out)",
+               {"uniform attention": "uniform_mass_without_readout", "previous-token head": "positional.previous_token",
+                "best fixed offset": "positional.best_offset"})]
     if all(ROLLOUT in summary[m] for m in arms):  # several layers: the rollout reading beside the layer average
-        panels.append((ROLLOUT, "test attention mass on rationale\n(attention rollout)", "uniform_mass_by_method.rollout"))
+        panels.append((ROLLOUT, "test attention mass on rationale\n(attention rollout)",
+                       {"uniform attention": "uniform_mass_by_method.rollout"}))
+    for name in SUBSETS.get(task, {}):  # the items a sharpening claim is decided on, where measured
+        if all(f"attention_mass@{name}" in summary[m] for m in arms):
+            panels.append((f"attention_mass@{name}", f"test attention mass on rationale\n({name} items)",
+                           {"uniform attention": f"uniform@{name}", "previous-token head": f"previous_token@{name}",
+                            "best fixed offset": f"best_offset@{name}"}))
     colours = [PALETTE[i % (len(PALETTE) - 1)] for i in range(len(arms))]  # as the curves; the last (black): uniform
     cols = max(1, min(len(panels), int(MAX_WIDTH // (1.1 * len(arms) + 0.8))))  # panels wrap onto rows
     rows = -(-len(panels) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(1.1 * len(arms) * cols + 0.8, 2.8 * rows), squeeze=False)
     for ax in axes.flat[len(panels):]:
         ax.remove()
-    for ax, (key, reading, uniform) in zip(axes.flat[:len(panels)], panels, strict=True):
+    for ax, (key, reading, nulls) in zip(axes.flat[:len(panels)], panels, strict=True):
         ax.bar(range(len(arms)), [summary[m][key]["mean"] for m in arms],
                yerr=[summary[m][key]["std"] for m in arms], capsize=4, color=colours, alpha=0.7)
         for i, m in enumerate(arms):
             ax.scatter([i] * summary[m][key]["n"], summary[m][key]["values"], color="k", s=8, zorder=3)
-        if uniform and all(uniform in summary[m] for m in arms):
-            ax.axhline(np.mean([summary[m][uniform]["mean"] for m in arms]), color=PALETTE[-1], ls="--",
-                       label="uniform attention")
-            ax.set_ylim(top=1.15 * ax.get_ylim()[1])  # headroom: the legend above the bars
-            ax.legend(loc="upper left")
+        drawn = [(label, null) for label, null in nulls.items() if all(null in summary[m] for m in arms)]
+        for (label, null), style in zip(drawn, NULL_STYLES, strict=False):
+            ax.axhline(np.mean([summary[m][null]["mean"] for m in arms]), color=PALETTE[-1], ls=style, label=label)
+        if drawn:
+            ax.set_ylim(top=(1.1 + 0.12 * len(drawn)) * ax.get_ylim()[1])  # headroom: the legend above the bars
+            ax.legend(loc="upper left", fontsize=7)
         ax.set_xticks(range(len(arms)), [textwrap.fill(m, 12) for m in arms])  # long arm names on 2 lines
         ax.tick_params(axis="x", labelsize=8)
         ax.set(xlabel="arm (learning rates)", ylabel=f"{reading}\n(mean ± sd, dots: seeds)")

@@ -2,10 +2,13 @@
 
 ``paper-<task>`` (the equal-rate arm) and ``paper-<task>-faster`` (the faster-QK arm) follow the
 authors' notebooks, whose two arms differ in more than the QK rate (weight decay, base rate, epochs,
-the frozen MLP of the faster HateXplain arm); docs/authors-experiments.md lists every field with its
-notebook cell and what remains different, with the reason. ``cpu-*`` presets are sized so that one run
-of the CPU study takes about a minute on one core; ``tiny`` is for tests. Any field can be overridden
-from the command line.
+the frozen MLP of the faster HateXplain arm), as do ``paper-hatexplain-4layer[-faster]`` (their 4-layer
+HateXplain notebooks); ``paper-hatexplain-faster-mlp`` (the 1-layer faster arm with its MLP trained, as
+the 4-layer notebook groups it) and ``paper-squad-qk20``, ``paper-squad-slow-rest`` (faster QK alone,
+and the SQuAD faster arm's slower everything else alone) are qkdyn's readings of those arms.
+docs/authors-experiments.md lists every field with its notebook cell and what remains different, with
+the reason. ``cpu-*`` presets are sized so that one run of the CPU study takes about a minute on one
+core; ``tiny`` is for tests. Any field can be overridden from the command line.
 """
 from __future__ import annotations
 
@@ -132,6 +135,9 @@ class RunConfig:
 _HATEXPLAIN = dict(  # HateXplain_{Same_LR,Faster_QK_LR}_Final_Config.ipynb: model cells 6-22, training cell 60
     task="hatexplain", d_model=64, n_head=4, head_dim=64, n_layer=1, d_mlp=256, max_len=128, vocab_size=30522,
     optimizer="adamw", lr=5e-5, warmup_frac=0.1, epochs=30, batch_size=32, grad_clip=1.0, seed=NOTEBOOK_SEEDS[0])
+#: the two HateXplain arms: same (AdamW over every parameter, Same cell 60) and faster (Faster cell 60)
+_HATEXPLAIN_SAME = dict(_HATEXPLAIN, weight_decay=1e-4, qk_params="q,k,tok_emb")
+_HATEXPLAIN_FASTER = dict(_HATEXPLAIN, weight_decay=1e-3, qk_lr_mult=30, qk_params="q,k,tok_emb")
 _SVA = dict(  # {Baseline,Faster}_SVA_Train+heatmap+Eval.ipynb: block cell 12, padding cells 20/33, training cell 49
     task="sva", d_model=64, n_head=4, head_dim=64, n_layer=1, d_mlp=0, residual=False, max_len=128,
     optimizer="sgd", lr=5e-4, momentum=0.99, weight_decay=1e-5, warmup_frac=0.1, epochs=15, batch_size=32,
@@ -140,26 +146,43 @@ _SQUAD = dict(  # GPT2-Squad-QA_Same.ipynb cell 4 (constants, model, loop, optim
     task="squad", d_model=300, n_head=6, n_layer=6, d_mlp=1200, layernorm=True, max_len=256, vocab_size=30000,
     max_answer_len=50, squad_window=200, optimizer="adamw", weight_decay=0.05, batch_size=32, accum_steps=2,
     grad_clip=0.5, dropout=0.2, label_smoothing=0.1, schedule="onecycle", schedule_span=2.0, tie_embeddings=True,
-    init="xavier", emb_lr_mult=0.1, qk_params="q,k,q_bias,k_bias", seed=NOTEBOOK_SEEDS[0])
+    init="xavier", emb_lr_mult=0.1, qk_params="q,k,q_bias,k_bias", seed=NOTEBOOK_SEEDS[0])  # emb: the faster arm's
+#: the same SQuAD arm as its notebook runs without GloVe: one group (GPT2-Squad-QA_Same.ipynb cell 4, the
+#: ``else`` branch of ``if pretrained_embeddings is not None``)
+_SQUAD_SAME = dict(_SQUAD, lr=5e-4, epochs=70, warmup_frac=1000 / (_SQUAD_BATCHES * 70), emb_lr_mult=1.0)
 
 PRESETS: dict[str, dict] = {
     # HateXplain. Same arm: AdamW over every parameter, weight decay 1e-4. Faster arm: weight decay 1e-3,
     # token embedding + W_Q, W_K at 30x, their biases and the positions at 1x, and the MLP left out of the
-    # optimiser: it stays at its initialisation (`frozen`; `--frozen ""` trains it, `--frozen mlp` freezes
-    # it in the same arm too).
-    "paper-hatexplain": dict(_HATEXPLAIN, weight_decay=1e-4, qk_params="q,k,tok_emb"),
-    "paper-hatexplain-faster": dict(_HATEXPLAIN, weight_decay=1e-3, qk_lr_mult=30, qk_params="q,k,tok_emb",
-                                    frozen="mlp"),
+    # optimiser: it stays at its initialisation (`frozen`, as the 1-layer cell 60 is written).
+    # `paper-hatexplain-faster-mlp` is the other reading of that arm: the MLP trained at 1x, as the 4-layer
+    # notebook's groups have it (`--frozen mlp` freezes it in the same arm too).
+    "paper-hatexplain": dict(_HATEXPLAIN_SAME),
+    "paper-hatexplain-faster": dict(_HATEXPLAIN_FASTER, frozen="mlp"),
+    "paper-hatexplain-faster-mlp": dict(_HATEXPLAIN_FASTER),
+    # HateXplain_{Same_LR-4-Layers,Faster_QK_LR_Final_4-Layers}.ipynb: the 1-layer cells with n_layers=4
+    # (cell 60); the faster arm's groups are built per block (W_Q, W_K of every block at 30x, b_Q, b_K at 1x)
+    # and include each block's MLP at 1x, so its MLP trains.
+    "paper-hatexplain-4layer": dict(_HATEXPLAIN_SAME, n_layer=4),
+    "paper-hatexplain-4layer-faster": dict(_HATEXPLAIN_FASTER, n_layer=4),
     # SVA: both arms SGD momentum 0.99 over every parameter used; faster arm: embeddings, positions, Q/K
     # weights and biases at 100x.
     "paper-sva": dict(_SVA, qk_params="q,k,q_bias,k_bias,tok_emb,pos_emb"),
     "paper-sva-faster": dict(_SVA, qk_lr_mult=100, qk_params="q,k,q_bias,k_bias,tok_emb,pos_emb"),
     # SQuAD: OneCycleLR whose cycle counts batches (len(loader) x epochs) while it steps once per two
     # batches (accumulation 2), so half the cycle runs; warm-up WARMUP_STEPS = 1000 of that cycle. Same arm
-    # lr 5e-4, 70 epochs; faster arm lr 5e-5, q/k weights and biases x20, 100 epochs; both train the
-    # (tied) token embedding at 0.1x without weight decay.
-    "paper-squad": dict(_SQUAD, lr=5e-4, epochs=70, warmup_frac=1000 / (_SQUAD_BATCHES * 70)),
+    # lr 5e-4, 70 epochs, and without GloVe (as here) one AdamW group over every parameter: the token
+    # embedding at 1x with weight decay (their runs loaded GloVe, which adds a 0.1x embedding group without
+    # decay: `--emb-lr-mult 0.1`). Faster arm lr 5e-5, q/k weights and biases x20, the token embedding at
+    # 0.1x without decay whether or not GloVe is loaded, 100 epochs. Against the same arm that is QK x2,
+    # every other rate /10 (the embedding /100): mainly "slower everything else".
+    "paper-squad": dict(_SQUAD_SAME),
     "paper-squad-faster": dict(_SQUAD, lr=5e-5, epochs=100, warmup_frac=1000 / (_SQUAD_BATCHES * 100), qk_lr_mult=20),
+    # qkdyn's arms that separate the two changes of the faster arm, each against paper-squad at its length:
+    # QK x20 alone (every other rate as the same arm), and QK x2 with every other rate /10 (the embedding
+    # included; the faster arm's rates without its 100 epochs and its embedding group).
+    "paper-squad-qk20": dict(_SQUAD_SAME, qk_lr_mult=20),
+    "paper-squad-slow-rest": dict(_SQUAD_SAME, lr=5e-5, qk_lr_mult=20),
     # CPU study presets (about one minute per run on one core).
     "cpu-brown-sva": dict(task="brown-sva", d_model=64, n_head=4, n_layer=1, d_mlp=0, max_len=32,
                           vocab_size=8000, optimizer="adamw", lr=1e-3, warmup_frac=0.1, epochs=3,

@@ -8,7 +8,9 @@ run's scratch directory) that trains to the stated criterion: until its running 
 the target (:data:`TARGET_LOSS` per task, ``target_loss`` to override), within a cap of
 ``max_epochs`` epochs (:data:`MAX_EPOCHS` per task, else 12), so the arms are compared at matched training loss. The claims
 (:func:`qkdyn.empirical.circuits.report.claims`) are judged from the records' test metrics, with the
-preconditions there (baseline away from uniform attention, every run at the target loss);
+preconditions there (baseline away from uniform attention, every run at the target loss), the positional
+nulls beside them and, where the task names subsets, decided on the items where positional heads fail, split
+from the per-item evidence each record carries (:func:`qkdyn.empirical.circuits.evaluate.item_evidence`);
 ``render`` draws the figures and writes the task's summary ``TASK.json``, which
 ``qkdyn compare-circuits`` gathers over tasks into ``report.md``.
 
@@ -22,12 +24,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from importlib import resources
 from pathlib import Path
 
 from qkdyn.studies import RunSpec, Study
 
-HANDCHECK = "brown_sva_handcheck.tsv"  # package data: 30 hand-checked Brown SVA items
 #: the stated training criterion per task for the cpu budget: stop once the running training loss
 #: (mean over the evaluation interval) is below this, a target every compared arm can reach within the
 #: cap (an arm that misses it makes the claim inconclusive, it is not hidden). brown-sva: 0.12, not 0.1:
@@ -49,20 +49,12 @@ DEFAULT_MAX_EPOCHS = 12.0
 ARMS = {"qk": lambda r: (r, 1.0, False), "all": lambda r: (1.0, r, False), "qk-noemb": lambda r: (r, 1.0, True)}
 
 
-def handcheck_rows() -> list[list[str]]:
-    """The hand-checked Brown SVA items (tab-separated, header dropped)."""
-    text = resources.files("qkdyn.empirical.circuits").joinpath(HANDCHECK).read_text()
-    return [line.split("\t") for line in text.splitlines()[1:] if line]
-
-
 def task_notes(task: str) -> list[str]:
     """Caveats printed under the task's table; numbers are computed here, not typed in."""
     if task == "brown-sva":
-        rows = handcheck_rows()
-        wrong = sum(r[3] == "no" for r in rows)
-        return [f"Rationales (subject head) come from a heuristic over Brown POS tags; on {len(rows)} hand-checked "
-                f"items {wrong} were wrong ({100 * wrong / len(rows):.0f}%; qkdyn/empirical/circuits/{HANDCHECK}). "
-                "Labels are the corpus's own verb tags.",
+        from qkdyn.empirical.circuits.handcheck import summary_line
+
+        return [summary_line() + " Labels are the corpus's own verb tags.",
                 "The rationale is {subject head, read-out <verb> position}, so attention of the read-out token "
                 "to itself counts as rationale mass."]
     if task == "brown-qa":
@@ -197,11 +189,18 @@ class CircuitsStudy(Study):
         return [f"REDUCED from the {budget} budget: " + "; ".join(out) + "."] if out else []
 
     def claim_ids(self, budget):
+        """Per faster ratio R: ``QK xR`` (and w/o embedding), ``QK xR beyond all xR`` where the plan has the
+        all-parameters arm, ``QK xR faithfulness`` for classifiers; on a negative control only ``QK xR no
+        sharpening`` (and w/o embedding) (:mod:`qkdyn.empirical.circuits.report`)."""
         from qkdyn.empirical.circuits.report import arm_key
+        from qkdyn.empirical.circuits.tasks import NEGATIVE_CONTROLS, is_qa
 
-        keys = {(arm, mult) for _, arm, mult in self.configs(budget) if mult != 1.0}
-        ids = [f"{self.task} {arm_key(arm, m)}" for arm, m in sorted(keys) if arm != "all"]
-        ids += [f"{self.task} QK x{m:g} beyond all x{m:g}" for arm, m in sorted(keys) if arm == "all"]
+        keys = sorted({(arm, mult) for _, arm, mult in self.configs(budget) if mult != 1.0})
+        if self.task in NEGATIVE_CONTROLS:
+            return tuple(f"{self.task} {arm_key(arm, m)} no sharpening" for arm, m in keys if arm != "all")
+        ids = [f"{self.task} {arm_key(arm, m)}" for arm, m in keys if arm != "all"]
+        ids += [f"{self.task} QK x{m:g} beyond all x{m:g}" for arm, m in keys if arm == "all"]
+        ids += [] if is_qa(self.task) else [f"{self.task} QK x{m:g} faithfulness" for arm, m in keys if arm == "qk"]
         return tuple(ids)
 
     def plan(self, budget):
@@ -252,7 +251,7 @@ class CircuitsStudy(Study):
 
     def render(self, records, claims, figures: Path):
         """Figures and ``TASK.json`` (summary, per-seed values, notes) into ``figures``."""
-        from qkdyn.empirical.circuits import plots, report
+        from qkdyn.empirical.circuits import plots, plots_heads, report
 
         from qkdyn import atomic
 
@@ -262,6 +261,7 @@ class CircuitsStudy(Study):
             dirs.setdefault(report.arm_key(r.spec.params["arm"], float(r.spec.params["ratio"])), []).append(r.scratch)
         summary = report.summarize(results)
         paths = plots.plot_all(self.task, results, summary, dirs, self.performance_key, Path(figures))
+        paths += plots_heads.plot_heads(self.task, results, dirs, Path(figures))
         first = results["same lr"][0]
         cfg = first["config"]
         target = cfg["target_loss"]
@@ -337,10 +337,11 @@ SUMMARY_KEYS = frozenset({"task", "arms", "summary", "notes", "plots"})
 def write_report(out_dir: Path) -> dict:
     """report.md + report.json (every task's claims, by the one report writer, then its table) and
     README-section.md, all recomputed from the ``*.json`` task summaries in ``out_dir`` (per-seed
-    values included), so the verdicts always follow the current rule. Returns {task: claims}."""
+    values included), so the verdicts always follow the current rule; a negative control's claims print
+    their power against its reference task's effect when that task is in the report. Returns {task: claims}."""
     from qkdyn.empirical.circuits import report
     from qkdyn.empirical.circuits.presets import TASKS
-    from qkdyn.empirical.circuits.tasks import is_qa
+    from qkdyn.empirical.circuits.tasks import NEGATIVE_CONTROLS, is_qa
 
     from qkdyn import atomic
     from qkdyn.errors import InputError
@@ -354,13 +355,14 @@ def write_report(out_dir: Path) -> dict:
             if not isinstance(payload, dict) or not SUMMARY_KEYS <= payload.keys() or payload["task"] not in TASKS:
                 raise InputError(f"{path} is not a compare-circuits summary; delete it or use another --out")
             payloads.append(payload)
-    task_claims, sections = {}, []
-    for p in payloads:
-        summary = p["summary"]
+    task_claims: dict[str, list] = {}
+    for p in sorted(payloads, key=lambda p: p["task"] in NEGATIVE_CONTROLS):  # a control's reference task first
+        reference = task_claims.get(NEGATIVE_CONTROLS.get(p["task"], ""), [])
         key = p.get("performance_key", "f1" if is_qa(p["task"]) else "accuracy")
-        task_claims[p["task"]] = report.claims(p["task"], summary, key, p.get("acc_tolerance", 0.01),
-                                               p.get("target_loss", 0.0))
-        sections.append(report.markdown(p["task"], summary, p["notes"], p["plots"]))
+        task_claims[p["task"]] = report.claims(p["task"], p["summary"], key, p.get("acc_tolerance", 0.01),
+                                               p.get("target_loss", 0.0), report.reference_effects(reference))
+    task_claims = {p["task"]: task_claims[p["task"]] for p in payloads}
+    sections = [report.markdown(p["task"], p["summary"], p["notes"], p["plots"]) for p in payloads]
     atomic.write_text(out_dir / "README-section.md", report.readme_section(payloads, task_claims))
     write_claims_report(
         out_dir, [c for claims in task_claims.values() for c in claims],

@@ -1,7 +1,18 @@
-"""From a run configuration to the task's train/dev/test examples."""
+"""From a run configuration to the task's train/dev/test examples, what each task can speak for, and the
+per-item facts its claims split the test items by.
+
+Roles (read by the report, :mod:`qkdyn.empirical.circuits.report`):
+
+- :data:`SUBSETS`: the items a task's sharpening claims are decided on, where content-free (positional)
+  attention fails; the all-items number stays beside as a secondary line;
+- :data:`NEGATIVE_CONTROLS`: tasks where uniform attention is optimal, so the theory predicts that faster
+  QK does not change what the model attends to; their claims are "no sharpening";
+- :data:`COPY_TESTS`: what a QA task tests, in words, where it is not the paper's task.
+"""
 from __future__ import annotations
 
 import csv
+import functools
 from pathlib import Path
 
 from qkdyn.empirical.circuits.presets import RunConfig
@@ -13,6 +24,20 @@ from qkdyn.errors import InputError
 FETCHED = {"brown-sva": "brown", "vader": "vader", "brown-qa": "brown-qa"}
 #: the extractive question-answering tasks (generation: EM / F1, attention on the answer span)
 QA_TASKS = ("squad", "brown-qa")
+#: task -> {subset: what its items are}: the items a sharpening claim is decided on (positional heads fail there)
+SUBSETS = {"brown-sva": {
+    "non-adjacent": "the rationale (subject head) is not the token just before the read-out, so a previous-token "
+                    "head puts no mass on it",
+    "attractor": "a noun (or subject pronoun) of the other number stands between the subject head and the verb "
+                 "(the corpus's own Brown tags), so the nearest noun is the wrong cue"}}
+#: negative controls, task -> the task whose effect their power is printed against: tasks where uniform attention
+#: is optimal (vader: a 1-layer causal model read out at the last token with uniform attention reads the
+#: bag-of-words mean, the best strategy for lexicon sentiment)
+NEGATIVE_CONTROLS = {"vader": "brown-sva"}
+#: QA tasks that test something else than the paper's SQuAD claim: what they speak for
+COPY_TESTS = {"brown-qa": "a 2-layer copy test: the cloze question is the answer's own neighbours in the passage, so "
+                          "matching and copying solve it; it speaks for \"faster QK sharpens a 2-layer copy circuit\", "
+                          "not for the paper's SQuAD claim"}
 
 
 def is_qa(task: str) -> bool:
@@ -68,3 +93,34 @@ def _load(cfg: RunConfig, path: Path) -> Splits:
     else:
         splits = squad.load(path, cfg.squad_window)
     return splits
+
+
+@functools.lru_cache(maxsize=2)
+def _brown_attractors(path: str) -> dict[str, bool | None]:
+    """uid -> whether the item has an attractor, for every item of a prepared brown-sva file (None: the item
+    carries no tags)."""
+    from qkdyn.empirical.circuits.handcheck import has_attractor
+
+    from qkdyn.jsonio import loads, read_lines
+
+    file = Path(path) / "items.jsonl" if Path(path).is_dir() else Path(path)
+    flags: dict[str, bool | None] = {}
+    for number, line in read_lines(file):
+        item = loads(line, str(file), number)
+        tags = item.get("tags")
+        flags[str(item.get("uid"))] = (has_attractor(tags, item["subject"], item["verb"])
+                                       if isinstance(tags, list) else None)
+    return flags
+
+
+def item_flags(cfg: RunConfig, examples: list) -> dict[str, list]:
+    """Per-item facts the subsets of :data:`SUBSETS` need beyond positions, in ``examples``' order: for
+    brown-sva ``attractor`` (a noun or subject pronoun of the other number between the subject head and the
+    verb, by the corpus's Brown tags: :func:`qkdyn.empirical.circuits.handcheck.has_attractor`), present only
+    when every item's prepared record carries its tags (``tags``, the prefix's); else, and for other tasks,
+    nothing."""
+    if cfg.task != "brown-sva":
+        return {}
+    known = _brown_attractors(str(data_path(cfg)))
+    flags = [known.get(e.uid) for e in examples]
+    return {"attractor": flags} if all(f is not None for f in flags) else {}

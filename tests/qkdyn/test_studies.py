@@ -239,16 +239,17 @@ def _circuits_records(study, gain, all_gain=0.0, uniform=0.1, loss=1.0):
 def test_circuits_claims_are_judged_from_records_alone():
     from qkdyn.empirical.circuits.study import CircuitsStudy
 
-    study = CircuitsStudy(task="vader", seeds=(0, 1, 2))  # quick: target loss 50, control arm all x30
+    study = CircuitsStudy(task="sva", seeds=(0, 1, 2))  # quick: target loss 50, control arm all x30
     specs = study.plan("quick")
     assert {(s.params["arm"], s.params["ratio"]) for s in specs} == {("qk", 1.0), ("qk", 30.0), ("all", 30.0)}
-    sharper, beyond = judge(study, "quick", specs, _circuits_records(study, gain=0.2))
-    assert sharper.id == "vader QK x30" and sharper.parts["sharper attention"] == "holds"
-    assert beyond.id == "vader QK x30 beyond all x30" and beyond.verdict == "holds"
+    sharper, beyond, faithful = judge(study, "quick", specs, _circuits_records(study, gain=0.2))
+    assert sharper.id == "sva QK x30" and sharper.parts["sharper attention"] == "holds"
+    assert beyond.id == "sva QK x30 beyond all x30" and beyond.verdict == "holds"
+    assert faithful.id == "sva QK x30 faithfulness" and faithful.verdict == "inconclusive"  # no ERASER recorded
     assert sharper.stats["attention mass (primary)"]["mde"] > 0  # the detectable effect beside the verdict
-    flat, _ = judge(study, "quick", specs, _circuits_records(study, gain=-0.2))
+    flat, _, _ = judge(study, "quick", specs, _circuits_records(study, gain=-0.2))
     assert flat.parts["sharper attention"] != "holds"
-    _, everything = judge(study, "quick", specs, _circuits_records(study, gain=0.2, all_gain=0.2))
+    _, everything, _ = judge(study, "quick", specs, _circuits_records(study, gain=0.2, all_gain=0.2))
     assert everything.verdict != "holds"  # faster everything sharpens as much: not a QK effect
 
 
@@ -257,12 +258,11 @@ def test_circuits_baseline_at_uniform_or_off_target_is_inconclusive():
     nor can runs that stopped above the target training loss (not at matched loss)."""
     from qkdyn.empirical.circuits.study import CircuitsStudy
 
-    study = CircuitsStudy(task="vader", seeds=(0, 1, 2))
+    study = CircuitsStudy(task="sva", seeds=(0, 1, 2))
     specs = study.plan("quick")
     for records, unmet in ((_circuits_records(study, gain=0.2, uniform=0.2), "attends away from uniform"),
                            (_circuits_records(study, gain=0.2, loss=60.0), "reached the target training loss")):
-        sharper, beyond = judge(study, "quick", specs, records)
-        for claim in (sharper, beyond):
+        for claim in judge(study, "quick", specs, records):
             assert claim.verdict == "inconclusive" and all(v == "inconclusive" for v in claim.parts.values())
             assert [p["name"] for p in claim.preconditions if not p["met"]][0].endswith(unmet)
 

@@ -128,3 +128,24 @@ def test_authors_dtap_uses_their_bins():
     hist = M.authors_dtap(mass, p_true, M.AUTHORS_DTAP_EDGES["hatexplain"])
     assert hist.shape == (3, 3) and hist.sum() == pytest.approx(100)
     assert hist[0, 0] == 25 and hist[1, 0] == 25 and hist[2, 2] == 50  # 1.0 falls in the last bin (edge 1.1)
+
+
+def test_positional_nulls_on_a_hand_made_example():
+    """Four items (read-out r, rationales read-out excluded): r = 3 subject at 1; r = 2 subject at 1 (the token
+    before the read-out); r = 4 with two annotators, {0} and {0, 3} (one-hot weights: position 0 -> 1,
+    position 3 -> 1/2); r = 1 without a rationale (left out). By hand over the three:
+    uniform (1/4 + 1/3 + (1/5 + 2/5) / 2) / 3; previous token (0 + 1 + 1/2) / 3 = 1/2;
+    offsets k = 1..4: 1/2, 1/3, 0, 1/3 (k = 4 is clipped to position 0 in every item) -> best k = 1;
+    absolute p = 0..4: 1/3, 2/3, 0, 1/6 (p = 3 beyond item two's read-out falls on it: 0), 0 -> best p = 1."""
+    nulls = M.positional_masses([3, 2, 4, 1], [((1,),), ((1,),), ((0,), (0, 3)), ((),)])
+    assert nulls == pytest.approx({"n": 3, "uniform": (1 / 4 + 1 / 3 + 0.3) / 3, "previous_token": 0.5,
+                                   "best_offset": 0.5, "best_offset_k": 1, "best_absolute": 2 / 3,
+                                   "best_absolute_p": 1})
+    # without the adjacent item the previous-token head fails; offset 2 and position 0 tie with offset 4 / p 1
+    far = M.positional_masses([3, 4], [((1,),), ((0,), (0, 3))])
+    assert far == pytest.approx({"n": 2, "uniform": (1 / 4 + 0.3) / 2, "previous_token": 0.25, "best_offset": 0.5,
+                                 "best_offset_k": 2, "best_absolute": 0.5, "best_absolute_p": 0})
+    empty = M.positional_masses([2], [((),)])
+    assert empty["n"] == 0 and math.isnan(empty["best_offset"]) and empty["best_offset_k"] == -1
+    np.testing.assert_allclose(M.rationale_weights([((0,), (0, 3)), ((),)], 5)[0], [1, 0, 0, 0.5, 0])
+    assert np.isnan(M.rationale_weights([((),)], 3)).all()

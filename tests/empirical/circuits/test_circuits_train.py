@@ -98,10 +98,13 @@ def test_resume_refuses_a_checkpoint_of_another_configuration(tmp_path):
         train(tiny(max_steps=2, lr=0.5), tmp_path, progress=False)
 
 
-@pytest.mark.parametrize("preset", ["paper-hatexplain", "paper-hatexplain-faster", "paper-sva", "paper-sva-faster",
-                                    "paper-squad", "paper-squad-faster", "cpu-vader"])
+@pytest.mark.parametrize("preset", ["paper-hatexplain", "paper-hatexplain-faster", "paper-hatexplain-faster-mlp",
+                                    "paper-hatexplain-4layer", "paper-hatexplain-4layer-faster", "paper-sva",
+                                    "paper-sva-faster", "paper-squad", "paper-squad-faster", "paper-squad-qk20",
+                                    "paper-squad-slow-rest", "cpu-vader"])
 def test_presets_build_and_take_one_optimisation_step(preset):
-    """The paper-scale recipes on fixture data (cpu-brown-sva: test_brown_task_trains)."""
+    """The paper-scale recipes on fixture data (cpu-brown-sva: test_brown_task_trains); the MLP moves
+    exactly where the preset trains it."""
     task = PRESETS[preset]["task"]
     cfg = resolve(task, preset, {"data": str(DATA[task]), "vocab_size": min(PRESETS[preset].get("vocab_size", 10000), 500)})
     run = Run(cfg)
@@ -119,6 +122,9 @@ def test_presets_build_and_take_one_optimisation_step(preset):
     assert math.isfinite(loss.item())
     changed = {n for n, p in run.model.named_parameters() if not torch.equal(p, before[n])}
     assert any(".attn.q." in n for n in changed) and any(".attn.v." in n for n in changed)
+    assert {n.split(".")[1] for n in changed if n.startswith("blocks.")} == {str(layer) for layer in range(cfg.n_layer)}
+    if cfg.d_mlp > 0:
+        assert any(".mlp." in n for n in changed) == ("mlp" not in cfg.frozen)
     ratio = run.opt.param_groups[0]["lr"] / run.opt.param_groups[1]["lr"]
     assert ratio == pytest.approx(cfg.qk_lr_mult)
 
@@ -126,6 +132,7 @@ def test_presets_build_and_take_one_optimisation_step(preset):
 #: the notebooks' QK parameter groups, by name (one-layer models: block 0)
 NOTEBOOK_QK_GROUPS = {
     "paper-hatexplain-faster": {"tok_emb.weight", "blocks.0.attn.q.weight", "blocks.0.attn.k.weight"},
+    "paper-hatexplain-4layer-faster": {"tok_emb.weight"} | {f"blocks.{l}.attn.{m}.weight" for l in range(4) for m in "qk"},
     "paper-sva-faster": {"tok_emb.weight", "pos_emb.weight", "blocks.0.attn.q.weight", "blocks.0.attn.k.weight",
                          "blocks.0.attn.q.bias", "blocks.0.attn.k.bias"},
     "paper-squad-faster": {f"blocks.{l}.attn.{m}.{p}" for l in range(6) for m in "qk" for p in ("weight", "bias")},
@@ -142,6 +149,7 @@ def test_notebook_presets_have_their_qk_groups_and_arms(preset):
     assert groups["qk"] == NOTEBOOK_QK_GROUPS[preset]
     same = resolve(task, preset.removesuffix("-faster"), {"data": str(DATA[task]), "vocab_size": 200})
     assert same.qk_lr_mult == 1 and cfg.qk_lr_mult == {"hatexplain": 30, "sva": 100, "squad": 20}[task]
+    assert same.n_layer == cfg.n_layer
     if task == "squad":  # the faster arm: 10x lower base rate, more epochs, embedding at 0.1x without decay
         assert (cfg.lr, cfg.epochs, same.lr, same.epochs) == (5e-5, 100, 5e-4, 70)
         emb = next(g for g in run.opt.param_groups if g["name"] == "emb")
@@ -149,6 +157,9 @@ def test_notebook_presets_have_their_qk_groups_and_arms(preset):
         assert emb["lr"] / run.opt.param_groups[1]["lr"] == pytest.approx(0.1)
     if task == "hatexplain":
         assert (cfg.weight_decay, same.weight_decay, cfg.head_dim) == (1e-3, 1e-4, 64)
+        mlp = {n for n in named.values() if ".mlp." in n}
+        trained = {named[id(p)] for g in run.opt.param_groups for p in g["params"]}
+        assert mlp and (mlp <= trained) == (cfg.n_layer == 4)  # the 4-layer notebook's groups hold every MLP
     if task == "sva":
         assert not cfg.residual and cfg.head_dim == 64 and cfg.grad_clip == 0 and cfg.weight_decay == 1e-5
 
@@ -244,16 +255,17 @@ def test_cli_compare_writes_table_plots_and_verdict(tmp_path):
     payload = json.loads((out / "vader.json").read_text())
     assert payload["arms"] == ["same lr", "QK x30"] and payload["seeds"] == [0, 1]
     claims = json.loads((out / "report.json").read_text())["claims"]
-    assert [c["id"] for c in claims] == ["vader QK x30"]
+    assert [c["id"] for c in claims] == ["vader QK x30 no sharpening"]  # vader is the negative control
     assert claims[0]["verdict"] in VERDICTS and set(claims[0]["stats"]) == {
-        "attention mass (primary)", "attention mass with the read-out position", "accuracy"}
+        "attention mass (primary)", "attention mass with the read-out position"}
     assert claims[0]["stats"]["attention mass (primary)"]["n"] == 2  # paired over the two seeds
     assert payload["summary"]["QK x30"]["accuracy"]["n"] == 2
     assert [p["name"].split(":")[1].strip() for p in claims[0]["preconditions"]] == [
-        "the same-lr arm attends away from uniform", "every compared run reached the target training loss"]
+        "the same-lr arm attends at uniform (the negative control's regime)",
+        "every compared run reached the target training loss"]
     text = (out / "report.md").read_text()
     assert "PROXY" in text and "REDUCED from the quick budget: no control arms" in text
-    assert "uniform attention's mass" in text
+    assert "uniform attention's mass" in text and "previous-token head's mass" in text  # the nulls beside
     assert "at most 50, within a cap of 6 steps (" in text and "4 of 4 runs reached it" in text  # the quick target
     assert "claim" in (out / "README-section.md").read_text()
     assert all((out / p).stat().st_size > 0 for p in payload["plots"])
@@ -281,6 +293,11 @@ NOTEBOOK_RECIPES = {
     "hatexplain-same": {"weight_decay": 1e-4, "qk_lr_mult": 1.0, "frozen": ""},  # Same cell 60: AdamW(model.parameters())
     "hatexplain-faster": {"weight_decay": 1e-3, "qk_lr_mult": 30.0, "qk_params": "q,k,tok_emb",
                           "frozen": "mlp"},  # Faster cell 60: 11 groups, no MLP group; b_Q, b_K, pos_embed at 1x
+    # HateXplain_{Same_LR-4-Layers,Faster_QK_LR_Final_4-Layers}: the 1-layer cells but n_layers=4 (cell 60); the
+    # faster arm's groups per block: W_Q, W_K 30x, b_Q, b_K, W_V, b_V, W_O, b_O 1x, block.mlp.parameters() 1x
+    "hatexplain-4layer": {"n_layer": 4},
+    "hatexplain-4layer-same": {"weight_decay": 1e-4, "qk_lr_mult": 1.0, "frozen": ""},
+    "hatexplain-4layer-faster": {"weight_decay": 1e-3, "qk_lr_mult": 30.0, "qk_params": "q,k,tok_emb", "frozen": ""},
     "sva": {  # SVA cell 49 (training loop); block cell 12 (no residual, MLP commented out); cells 20, 33
         "d_model": 64, "n_head": 4, "head_dim": 64, "n_layer": 1, "d_mlp": 0, "residual": False,
         "max_len": 128, "batch_size": 32,  # cell 20 returnMask max_length = 128; cell 33 DataLoader(batch_size=32)
@@ -300,21 +317,47 @@ NOTEBOOK_RECIPES = {
         "emb_lr_mult": 0.1,  # both arms: token embedding at BASE_LR * 0.1, weight_decay 0
         "seed": 1234,
     },
-    # WARMUP_STEPS = 1000 of len(loader) x NUM_EPOCHS, len(loader) = 60000 / 32 (TRAIN_SUBSET_SIZE, BATCH_SIZE)
-    "squad-same": {"lr": 5e-4, "epochs": 70, "qk_lr_mult": 1.0, "warmup_frac": 1000 / (1875 * 70)},
+    # WARMUP_STEPS = 1000 of len(loader) x NUM_EPOCHS, len(loader) = 60000 / 32 (TRAIN_SUBSET_SIZE, BATCH_SIZE);
+    # the same arm without GloVe: AdamW(model.parameters(), BASE_LR, weight_decay=WEIGHT_DECAY), one group
+    "squad-same": {"lr": 5e-4, "epochs": 70, "qk_lr_mult": 1.0, "warmup_frac": 1000 / (1875 * 70), "emb_lr_mult": 1.0},
     "squad-faster": {"lr": 5e-5, "epochs": 100, "qk_lr_mult": 20.0, "warmup_frac": 1000 / (1875 * 100),
-                     "qk_params": "q,k,q_bias,k_bias"},  # 'q_linear' in n or 'k_linear' in n: weights and biases
+                     "qk_params": "q,k,q_bias,k_bias",  # 'q_linear' in n or 'k_linear' in n: weights and biases
+                     "emb_lr_mult": 0.1},  # Faster cell 5: token embedding at BASE_LR * 0.1, weight_decay 0, always
 }
 
 
-@pytest.mark.parametrize("task", ["hatexplain", "sva", "squad"])
-def test_paper_presets_equal_the_notebook_cells(task):
-    for arm, preset in (("same", f"paper-{task}"), ("faster", f"paper-{task}-faster")):
+@pytest.mark.parametrize("recipe", ["hatexplain", "hatexplain-4layer", "sva", "squad"])
+def test_paper_presets_equal_the_notebook_cells(recipe):
+    task = recipe.split("-")[0]
+    for arm, preset in (("same", f"paper-{recipe}"), ("faster", f"paper-{recipe}-faster")):
         cfg = resolve(task, preset, {})
-        expected = {**NOTEBOOK_RECIPES[task], **NOTEBOOK_RECIPES[f"{task}-{arm}"]}
+        expected = {**NOTEBOOK_RECIPES[task], **NOTEBOOK_RECIPES[recipe], **NOTEBOOK_RECIPES[f"{recipe}-{arm}"]}
         got = {field: getattr(cfg, field) for field in expected}
         assert got == pytest.approx(expected), preset
     assert NOTEBOOK_RECIPES["squad-same"]["warmup_frac"] == pytest.approx(0.0076, abs=1e-4)  # "about 0.8%"
+
+
+def test_squad_arms_separate_faster_qk_from_slower_everything_else():
+    """Peak rate of each part over the same arm's: the notebook's faster arm is QK x2 with every other
+    rate /10 (the token embedding /100, without decay); qkdyn's arms split it into QK x20 alone and QK x2
+    with every other rate /10, both at the same arm's length."""
+    def rates(preset):
+        cfg = resolve("squad", preset, {"data": str(DATA["squad"]), "vocab_size": 200, "n_layer": 1, "d_model": 12,
+                                        "n_head": 2, "d_mlp": 8})
+        run = Run(cfg)
+        part = {id(p): n.split(".")[-2] if n.startswith("blocks.") else n for n, p in run.model.named_parameters()}
+        return cfg, {part[id(p)]: g["max_lr"] for g in run.opt.param_groups for p in g["params"]}
+
+    same_cfg, same = rates("paper-squad")
+    assert len(set(same.values())) == 1  # one group without GloVe
+    expected = {"paper-squad-faster": (2, 0.1, 0.01), "paper-squad-qk20": (20, 1, 1),
+                "paper-squad-slow-rest": (2, 0.1, 0.1)}
+    for preset, (qk, rest, emb) in expected.items():
+        cfg, got = rates(preset)
+        ratio = {part: got[part] / same[part] for part in got}
+        expect = {part: qk if part in ("q", "k") else emb if part == "tok_emb.weight" else rest for part in ratio}
+        assert ratio == pytest.approx(expect), preset
+        assert (cfg.epochs == same_cfg.epochs) == (preset != "paper-squad-faster")
 
 
 def test_frozen_mlp_stays_at_its_initialisation_and_both_readings_run():
