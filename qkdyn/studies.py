@@ -164,6 +164,9 @@ class RunSpec:
 
 
 SPEC_FIELDS = frozenset({"study", "name", "config", "cpus", "gpus"})
+#: the spec fields that request resources (how a run is scheduled, not which run it is): a record is the
+#: record of a spec whatever these were when it was planned (a run planned on a GPU machine is found on a CPU one)
+RESOURCE_FIELDS = frozenset({"cpus", "gpus"})
 #: a file name a record may list: letters, digits, ``_``, ``-`` and ``.``, not starting with ``.``
 PLAIN_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 #: keys that carry a judgement, never evidence: a record holding one was not written by a measure
@@ -215,6 +218,15 @@ def check_record(data, where: str) -> dict:
         raise InputError(f"{where}: the record lists {bad!r} among its files; only plain file names (no folder, "
                          f"no '..') are allowed; {hint}")
     return data
+
+
+def _run_identity(spec) -> str | None:
+    """The canonical JSON (as :meth:`RunSpec.to_json`) of a spec as a record holds it
+    (:meth:`RunSpec.to_dict`) less its resource requests (:data:`RESOURCE_FIELDS`); None for anything
+    but a JSON object."""
+    if not isinstance(spec, dict):
+        return None
+    return json.dumps({k: v for k, v in spec.items() if k not in RESOURCE_FIELDS}, sort_keys=True, separators=(",", ":"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -283,8 +295,10 @@ class Study:
 
     def check(self, spec: RunSpec) -> None:
         """InputError unless ``spec`` is a run this study can make: by default, a run of its plan at
-        some budget (a spec from elsewhere, or edited, is refused before anything runs)."""
-        if not any(spec in self.plan(b) for b in BUDGETS):
+        some budget, whatever resources either asked for (a spec from elsewhere, or edited, is refused
+        before anything runs)."""
+        identity = _run_identity(spec.to_dict())
+        if not any(_run_identity(s.to_dict()) == identity for b in BUDGETS for s in self.plan(b)):
             raise InputError(f"the spec {spec.name!r} is not a run of study {self.name}'s plan at any budget "
                              f"({', '.join(BUDGETS)}); list them with `qkdyn plan {self.name}`")
 
@@ -297,14 +311,16 @@ class Study:
         return Path(runs_dir) / spec.study / f"{spec.name}.json"
 
     def load(self, spec: RunSpec, runs_dir: Path) -> Record | None:
-        """The finished record of ``spec`` under ``runs_dir``, or None (missing, or another spec's)."""
+        """The finished record of ``spec`` under ``runs_dir``, or None (missing, or another spec's). The
+        record's spec must be ``spec`` exactly (study, name, config) but for the resources it asked for
+        (:data:`RESOURCE_FIELDS`), which do not change what the run is."""
         from qkdyn.runs import read_json
 
         path = self.record_path(spec, runs_dir)
         if not path.exists():
             return None
         data = check_record(read_json(path), str(path))
-        if data["spec"] != json.loads(spec.to_json()):
+        if _run_identity(data["spec"]) != _run_identity(spec.to_dict()):
             return None
         return Record(spec, data["result"], path.with_suffix(""))
 

@@ -1,6 +1,8 @@
 """What a trained model's parts change: the same checkpoint evaluated with a part removed.
 
-For a finished run, :func:`write_ablations` loads the final checkpoint (``checkpoint.pt``) and evaluates
+At every evaluation of a run, :func:`with_ablations` adds to the row the changes under each
+ablation, computed on the row's own evaluator (``ablation``: ``{what: {metric: change}}``), so what
+each part does is traced over training. For a finished run, :func:`write_ablations` loads the final checkpoint (``checkpoint.pt``) and evaluates
 it on the run's own evaluation set (the whole validation split for language modelling, the fixed
 test set for MQAR) as trained and under each ablation of
 :data:`qkdyn.empirical.coupled.attention.ABLATIONS` that applies to its variant (every module gets
@@ -22,12 +24,16 @@ from __future__ import annotations
 import contextlib
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 from qkdyn.empirical.coupled.attention import CausalSelfAttention
 from qkdyn.empirical.coupled.configs import FLOW_KINDS
 
 from qkdyn import atomic
+
+if TYPE_CHECKING:
+    from qkdyn.empirical.coupled.model import GPT
 
 FILE = "ablation.json"
 METRICS = ("val_loss", "mqar_acc")
@@ -52,16 +58,27 @@ def ablated(model: torch.nn.Module, what: str | None):
 
 
 @torch.no_grad()
-def ablation_effects(model: torch.nn.Module, evaluate, device) -> dict:
+def ablation_effects(model: GPT, evaluate, device) -> dict:
     """``{"full": metrics, <ablation>: metrics, ..., "delta": {<ablation>: {metric: change}}}``."""
     model.eval()
+    whats = applicable(model.cfg.attention.kind)
     out = {"full": evaluate(model, device)}
-    for what in applicable(model.cfg.attention.kind):
+    for what in whats:
         with ablated(model, what):
             out[what] = evaluate(model, device)
-    out["delta"] = {what: {k: out[what][k] - out["full"][k] for k in METRICS if k in out["full"]}
-                    for what in applicable(model.cfg.attention.kind)}
+    out["delta"] = {what: {k: out[what][k] - out["full"][k] for k in METRICS if k in out["full"]} for what in whats}
     return out
+
+
+def with_ablations(evaluate):
+    """``evaluate(model, device) -> metrics`` plus ``ablation``: the changes ``delta`` of
+    :func:`ablation_effects` on the same evaluator (the row's metrics are its ``full`` evaluation)."""
+
+    def run(model, device) -> dict:
+        effects = ablation_effects(model, evaluate, device)
+        return {**effects["full"], "ablation": effects["delta"]}
+
+    return run
 
 
 def write_ablations(out_dir: str | Path, model_cfg, evaluate, device: str = "cpu") -> dict:

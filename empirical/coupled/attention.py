@@ -4,8 +4,10 @@
 * ``coupled``   - paper B: after the Q/K projections, (q, k) follow ``steps`` steps of the flow
   dq/dt = k, dk/dt = f(q) (:mod:`qkdyn.empirical.coupled.qk_flow`, Euler or kick-drift-kick leapfrog),
   then standard attention scores (q', k'). f is a per-head two-layer SiLU MLP without bias
-  (``hidden`` units). dt is one learnable scalar per head, used as is (no positivity constraint:
-  dt = 0 is the identity and negative dt integrates backwards), initialised to ``dt_init``.
+  (``hidden`` units, or d_head with ``field_width`` "head"; ``field_gain`` 0 starts its output layer
+  at zero, so the flow starts as the drift q' = q + dt k). dt is one learnable scalar per head, used
+  as is (no positivity constraint: dt = 0 is the identity and negative dt integrates backwards),
+  initialised to ``dt_init``.
 * ``mlp-only``  - the uncoupled control, reading (a): q and k are each updated from themselves only,
   q <- q + dt g(q), k <- k + dt h(k) for ``steps`` steps, with two per-head MLPs of ``hidden // 2``
   units each, so the parameter count equals the coupled variant's.
@@ -26,7 +28,12 @@ MLP-only: no update); "flow" - dt = 0 (q' = q, k' = k: standard attention on the
   of two softmax maps, softmax(q1 k1^T) - lambda softmax(q2 k2^T), applied to values of twice the
   head width; lambda = exp(lq1.lk1) - exp(lq2.lk2) + lambda_init with
   lambda_init = 0.8 - 0.6 exp(-0.3 (layer - 1)); each head's output is RMS-normalised and scaled
-  by (1 - lambda_init). Same projection shapes as standard attention.
+  by (1 - lambda_init). Same projection shapes as standard attention. The RMSNorm's gain starts at
+  the size of a standard head's output at initialisation (:meth:`DifferentialAttention.match_standard_scale`,
+  called by the model after its init) instead of the reference's 1: under the language models'
+  N(0, 0.02^2) init a gain of 1 made the attention output 12-18x standard attention's (measured at
+  ``tiny`` on ``pydocs`` bytes), i.e. Differential Attention started with a far larger residual
+  branch than the model it is compared with.
 """
 from __future__ import annotations
 
@@ -42,7 +49,7 @@ from torch import nn
 def extra_parameters(cfg: AttentionConfig, n_head: int, d_head: int) -> int:
     """Parameters one layer of ``cfg`` has beyond standard attention."""
     if cfg.kind in FLOW_KINDS:
-        return n_head * (2 * d_head * cfg.hidden + 1)  # MLP weights + dt, equal for both
+        return n_head * (2 * d_head * cfg.field_hidden(d_head) + 1)  # MLP weights + dt, equal for every flow
     if cfg.kind == "diff":
         return 4 * d_head + 2 * d_head  # lambda_{q1,k1,q2,k2} + RMSNorm weight
     return 0
@@ -90,9 +97,9 @@ class FlowAttention(CausalSelfAttention):
     """Attention whose (q, k) are moved by a per-head flow before scoring.
 
     When ``probe`` is a list, each forward appends the flow's size on that batch (see
-    :mod:`qkdyn.empirical.coupled.strength`): ``coupling`` = mean over (batch, head, token) of
-    |dt f(q)| / |dt k| on the first step (coupled only), and ``qk_change`` = mean of
-    |(q', k') - (q, k)| / |(q, k)| over the whole flow.
+    :mod:`qkdyn.empirical.coupled.strength`): ``qk_change`` = mean over (batch, head, token) of
+    |(q', k') - (q, k)| / |(q, k)| over the whole flow, ``dt_per_head`` = the learnt dt of each
+    head, and what :meth:`probe_extra` adds.
     """
 
     probe: list | None = None
@@ -102,6 +109,7 @@ class FlowAttention(CausalSelfAttention):
         self.steps = cfg.steps
         self.fixed_horizon = cfg.horizon == "fixed"
         self.dt = nn.Parameter(torch.full((n_head,), float(cfg.dt_init)))
+        self.hidden = cfg.field_hidden(self.d_head)
 
     def step_size(self) -> torch.Tensor:
         """The time step of one integration step: dt, or dt / n at a fixed horizon."""
@@ -126,7 +134,8 @@ class FlowAttention(CausalSelfAttention):
             with torch.no_grad():
                 before = torch.cat([q, k], -1).float().norm(dim=-1)
                 moved = torch.cat([q1 - q, k1 - k], -1).float().norm(dim=-1)
-                entry = {"qk_change": float((moved / before.clamp_min(1e-12)).mean())}
+                entry = {"qk_change": float((moved / before.clamp_min(1e-12)).mean()),
+                         "dt_per_head": self.dt.detach().float().cpu().tolist()}
                 self.probe.append({**entry, **self.probe_extra(q, k)})
         return q1, k1
 
@@ -141,7 +150,7 @@ class CoupledQKAttention(FlowAttention):
     def __init__(self, d_model: int, n_head: int, cfg: AttentionConfig):
         super().__init__(d_model, n_head, cfg)
         self.integrator = cfg.integrator
-        self.field = PerHeadMLP(n_head, self.d_head, cfg.hidden, cfg.field_gain)
+        self.field = PerHeadMLP(n_head, self.d_head, self.hidden, cfg.field_gain)
 
     def own_fields(self) -> tuple:
         return (self.field,)
@@ -151,10 +160,13 @@ class CoupledQKAttention(FlowAttention):
 
     def probe_extra(self, q, k) -> dict:
         """On the probe batch, means over (batch, head, token): ``coupling`` = |h| |f(q)| / |k| and
-        ``field_ratio`` = |f(q)| / |k|."""
+        ``field_ratio`` = |f(q)| / |k|; ``field_ratio_per_head`` = the mean of |h f(q)| / |k| over
+        (batch, token) for each head (the per-head coupling: their mean is ``coupling``)."""
         ratio = self.fields()[0](q).float().norm(dim=-1) / k.float().norm(dim=-1).clamp_min(1e-12)
         h = self.step_size().abs().float().view(1, -1, 1)  # (batch, head, token)
-        return {"coupling": float((h * ratio).mean()), "field_ratio": float(ratio.mean())}
+        per_head = (h * ratio).mean(dim=(0, 2))
+        return {"coupling": float(per_head.mean()), "field_ratio": float(ratio.mean()),
+                "field_ratio_per_head": per_head.cpu().tolist()}
 
 
 class MLPOnlyAttention(FlowAttention):
@@ -162,8 +174,10 @@ class MLPOnlyAttention(FlowAttention):
 
     def __init__(self, d_model: int, n_head: int, cfg: AttentionConfig):
         super().__init__(d_model, n_head, cfg)
-        self.field_q = PerHeadMLP(n_head, self.d_head, cfg.hidden // 2, cfg.field_gain)
-        self.field_k = PerHeadMLP(n_head, self.d_head, cfg.hidden // 2, cfg.field_gain)
+        if self.hidden % 2:
+            raise ValueError(f"mlp-only splits f's hidden width between q and k: it must be even, got {self.hidden}")
+        self.field_q = PerHeadMLP(n_head, self.d_head, self.hidden // 2, cfg.field_gain)
+        self.field_k = PerHeadMLP(n_head, self.d_head, self.hidden // 2, cfg.field_gain)
 
     def own_fields(self) -> tuple:
         return self.field_q, self.field_k
@@ -181,7 +195,7 @@ class SharedMLPOnlyAttention(FlowAttention):
 
     def __init__(self, d_model: int, n_head: int, cfg: AttentionConfig):
         super().__init__(d_model, n_head, cfg)
-        self.field = PerHeadMLP(n_head, self.d_head, cfg.hidden, cfg.field_gain)
+        self.field = PerHeadMLP(n_head, self.d_head, self.hidden, cfg.field_gain)
 
     def own_fields(self) -> tuple:
         return (self.field,)
@@ -222,6 +236,25 @@ class DifferentialAttention(CausalSelfAttention):
         self.lambda_q1, self.lambda_k1, self.lambda_q2, self.lambda_k2 = (
             nn.Parameter(torch.randn(self.d_head) * 0.1) for _ in range(4))
         self.subln = nn.RMSNorm(2 * self.d_head, eps=1e-5)
+
+    @torch.no_grad()
+    def match_standard_scale(self, block_size: int) -> None:
+        """Set the RMSNorm gain so that the attention output starts at the RMS of a standard head's
+        output at initialisation.
+
+        At init the queries and keys are small, so every softmax map is close to uniform over the
+        causal context: a standard head's output at position t is the mean of t + 1 values. For block
+        inputs of unit RMS per coordinate (the pre-attention LayerNorm's output) a value coordinate has
+        RMS s_v = ||W_V||_F / sqrt(d_model) (W_V this layer's value projection), and the mean of t + 1
+        independent ones RMS s_v / sqrt(t + 1); averaged over the positions t < T of a block, the
+        standard output's RMS is s = s_v sqrt(H_T / T) (H_T the T-th harmonic number). Here
+        (a1 - lambda a2) is RMS-normalised, so the output's RMS is gain x (1 - lambda_init): the gain is
+        s / (1 - lambda_init). (Tokens that repeat make real values correlated and the standard output a
+        little larger: measured within 1.7x of this at ``tiny``.) The shared weights are unchanged."""
+        w_v = self.c_attn.weight[2 * self.c_proj.in_features:]
+        harmonic = sum(1.0 / t for t in range(1, block_size + 1))
+        standard_rms = float(w_v.norm()) / math.sqrt(w_v.shape[0]) * math.sqrt(harmonic / block_size)
+        self.subln.weight.fill_(standard_rms / (1 - self.lambda_init))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.ablation == "attention":

@@ -27,6 +27,8 @@ KINDS = ("standard", "coupled", "mlp-only", "mlp-only-shared", "mlp-only-q", "di
 FLOW_KINDS = ("coupled", "mlp-only", "mlp-only-shared", "mlp-only-q")
 #: what n integration steps span: n dt ("step") or dt ("fixed": n steps of dt / n)
 HORIZONS = ("step", "fixed")
+#: the hidden width of the flow's per-head MLPs: ``hidden`` units, or as wide as the head (d_head)
+FIELD_WIDTHS = ("hidden", "head")
 #: the keys of :data:`qkdyn.empirical.coupled.model.PRESETS` (a torch module; a test checks they agree)
 PRESET_NAMES = ("tiny", "1M", "4M", "60M", "150M", "350M")
 
@@ -72,6 +74,10 @@ def _flows(cfg) -> bool:
     return cfg.kind in FLOW_KINDS
 
 
+def _fixed_width(cfg) -> bool:
+    return cfg.kind in FLOW_KINDS and cfg.field_width == "hidden"
+
+
 _FLOWS_WORDS = f"with --attention {', '.join(FLOW_KINDS)}"
 
 
@@ -87,18 +93,27 @@ class AttentionConfig:
     horizon: str = dataclasses.field(default="step", metadata=only_when(choice(
         HORIZONS, "n steps of dt (step: horizon n dt) or of dt/n (fixed: horizon dt)"), _flows, _FLOWS_WORDS))
     hidden: int = dataclasses.field(default=4, metadata=only_when(positive_int(
-        "hidden width of the per-head MLP f (4: ~0.1%% overhead at 60M)", flag="--coupling-hidden"), _flows,
-        _FLOWS_WORDS))
+        "hidden width of the per-head MLP f (4: ~0.1%% overhead at 60M)", flag="--coupling-hidden"), _fixed_width,
+        f"{_FLOWS_WORDS} and --field-width hidden"))
+    field_width: str = dataclasses.field(default="hidden", metadata=only_when(choice(
+        FIELD_WIDTHS, "hidden width of f: --coupling-hidden units, or head (d_head units: f as wide as the head)"),
+        _flows, _FLOWS_WORDS))
     dt_init: float = dataclasses.field(default=0.1, metadata=only_when(positive(
         "initial per-head step dt > 0"), _flows, _FLOWS_WORDS))
     field_gain: float = dataclasses.field(default=1.0, metadata=only_when(non_negative(
-        "init scale of f: W1 ~ N(0, 1/d_head), W2 ~ N(0, gain^2/hidden) (1: |f(q)|/|k| ~ 0.5)"), _flows, _FLOWS_WORDS))
+        "init scale of f: W1 ~ N(0, 1/d_head), W2 ~ N(0, gain^2/hidden) (1: |f(q)|/|k| ~ 0.5; 0: f's output "
+        "layer zero, the flow starts as the drift q += dt k)"), _flows, _FLOWS_WORDS))
 
     def __post_init__(self):
         check_config(self)
-        if self.kind == "mlp-only" and self.hidden % 2:
+        if self.kind == "mlp-only" and self.field_width == "hidden" and self.hidden % 2:
             raise InputError("must be even for mlp-only (it splits the hidden width between q and k), "
                              f"got {self.hidden}", "coupling_hidden")
+
+    def field_hidden(self, d_head: int) -> int:
+        """The hidden width of the flow's per-head MLP f for heads of width ``d_head``: ``hidden``, or
+        ``d_head`` when ``field_width`` is "head"."""
+        return d_head if self.field_width == "head" else self.hidden
 
 
 @dataclasses.dataclass(frozen=True)

@@ -53,33 +53,41 @@ def lm_splits(data: str, tokenizer: str = "bpe", vocab_size: int = 8192, val_fra
     return train, val, token_bytes, vocab_size
 
 
-def with_strength(evaluate, probe: torch.Tensor):
-    """``evaluate`` plus the coupling strength of the model on the batch ``probe``
+def evaluation_row(evaluate, probe: torch.Tensor):
+    """What every evaluation of a run logs: ``evaluate``'s metrics, the changes under each applicable
+    ablation on the same evaluator (:func:`qkdyn.empirical.coupled.ablation.with_ablations`) and the
+    coupling strength of the model on the batch ``probe``, per head too
     (:func:`qkdyn.empirical.coupled.strength.measure`)."""
+    from qkdyn.empirical.coupled.ablation import with_ablations
     from qkdyn.empirical.coupled.strength import measure
 
+    evaluate_ablated = with_ablations(evaluate)
+
     def run(model, device) -> dict:
-        return {**evaluate(model, device), **measure(model, probe.to(device))}
+        return {**evaluate_ablated(model, device), **measure(model, probe.to(device))}
 
     return run
 
 
 def run_lm(data: str, preset: str, attention: AttentionConfig, cfg: TrainConfig, out_dir: str,
            block_size: int | None = None, eval_tokens: int | None = None, val_fraction: float = 0.05,
-           tokenizer: str = "bpe", vocab_size: int = 8192):
-    """Train an LM of shape ``preset`` on corpus ``data`` (name or path) with ``tokenizer`` tokens,
-    evaluated on the whole validation split (or its first ``eval_tokens`` tokens)."""
+           tokenizer: str = "bpe", vocab_size: int = 8192, n_head: int | None = None):
+    """Train an LM of shape ``preset`` (with ``n_head`` heads instead of the preset's when given) on corpus
+    ``data`` (name or path) with ``tokenizer`` tokens, evaluated on the whole validation split (or its
+    first ``eval_tokens`` tokens)."""
     from qkdyn.empirical.coupled.lm_data import LMBatches, LMEvaluator
     from qkdyn.empirical.data.text_bytes import VOCAB_SIZE
 
     overrides = {"vocab_size": VOCAB_SIZE if tokenizer == "byte" else vocab_size, "attention": attention}
     if block_size:
         overrides["block_size"] = block_size
+    if n_head:
+        overrides["n_head"] = n_head
     model_cfg = preset_config(preset, **overrides)
     check_sizes(model_cfg, cfg)
     train_tokens, val_tokens, token_bytes, _ = lm_splits(data, tokenizer, vocab_size, val_fraction)
     evaluator = LMEvaluator(val_tokens, model_cfg.block_size, eval_tokens, token_bytes=token_bytes)
-    evaluate = with_strength(evaluator, evaluator.x[:8])
+    evaluate = evaluation_row(evaluator, evaluator.x[:8])
 
     def make_batches(seed, rank, world):
         return LMBatches(train_tokens, model_cfg.block_size, cfg.batch_size, cfg.grad_accum, seed, rank, world)
@@ -116,7 +124,7 @@ def run_mqar(task: str, preset: str, attention: AttentionConfig, cfg: TrainConfi
     # the fixed test set: int64 inputs and labels of n_test sequences per setting, built with a copy each
     check_memory(32 * n_test * sum(t for t, _ in mqar.settings), f"{n_test} test sequences per setting", "n_test")
     evaluator = MQAREvaluator(mqar, n_test, cfg.seed)
-    evaluate = with_strength(evaluator, next(iter(evaluator.sets.values()))[0][:8])
+    evaluate = evaluation_row(evaluator, next(iter(evaluator.sets.values()))[0][:8])
 
     def make_batches(seed, rank, world):
         return MQARBatches(mqar, cfg.batch_size, cfg.grad_accum, seed, rank, world)

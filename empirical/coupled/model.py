@@ -30,7 +30,12 @@ import dataclasses
 import math
 
 import torch
-from qkdyn.empirical.coupled.attention import AttentionConfig, build_attention, extra_parameters
+from qkdyn.empirical.coupled.attention import (
+    AttentionConfig,
+    DifferentialAttention,
+    build_attention,
+    extra_parameters,
+)
 from qkdyn.empirical.coupled.configs import FLOW_KINDS
 from qkdyn.empirical.coupled.lm_loss import linear_cross_entropy
 from torch import nn
@@ -88,7 +93,8 @@ def flops_per_token(cfg: GPTConfig) -> float:
     (two maps, each weighting values of width d_model); the flow variants add, per layer, head and
     step, 2 x 2 d_head hidden per evaluation of a per-head MLP of ``hidden`` units (one for Euler
     and the mlp-only controls (a) and (c), two for kick-drift-kick leapfrog and control (b)) and
-    2 d_head per axpy (two; one for control (c), which moves q only). Elementwise work (SiLU,
+    2 d_head per axpy (two; one for control (c), which moves q only); ``hidden`` is d_head for f as
+    wide as the head (``field_width`` "head"). Elementwise work (SiLU,
     softmax, norms) is left out alike for every variant.
     """
     d, att = cfg.d_model, cfg.attention
@@ -99,7 +105,7 @@ def flops_per_token(cfg: GPTConfig) -> float:
         d_head = d // cfg.n_head
         evals = 2 if (att.kind == "coupled" and att.integrator == "leapfrog") or att.kind == "mlp-only-shared" else 1
         axpys = 1 if att.kind == "mlp-only-q" else 2
-        per_step = evals * 4 * d_head * att.hidden + axpys * 2 * d_head
+        per_step = evals * 4 * d_head * att.field_hidden(d_head) + axpys * 2 * d_head
         forward += cfg.n_layer * cfg.n_head * att.steps * per_step
     return 3.0 * forward
 
@@ -144,6 +150,9 @@ class GPT(nn.Module):
             self.lm_head.weight = self.wte.weight
         if not self.wte.weight.is_meta:
             self._init_shared_weights(torch.Generator().manual_seed(shared_seed))
+            for block in self.blocks:  # after the values' init, which sets it (draws nothing)
+                if isinstance(block.attn, DifferentialAttention):
+                    block.attn.match_standard_scale(cfg.block_size)
 
     @torch.no_grad()
     def _init_shared_weights(self, generator: torch.Generator) -> None:

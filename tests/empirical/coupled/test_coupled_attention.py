@@ -179,7 +179,7 @@ def test_coupling_strength_at_default_init_is_above_the_floor_and_the_old_init_w
         block.attn.field.load_state_dict(old.state_dict())
     assert measure(model, x)["field_ratio"] < 0.01
     assert measure(_gpt(AttentionConfig()), x) == {}
-    assert set(measure(_gpt(AttentionConfig(kind="mlp-only")), x)) == {"qk_change"}
+    assert set(measure(_gpt(AttentionConfig(kind="mlp-only")), x)) == {"qk_change", "dt_per_head"}
 
 
 def test_coupling_strength_scales_with_the_field_gain():

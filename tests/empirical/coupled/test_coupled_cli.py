@@ -9,7 +9,6 @@ import pytest
 import torch
 from qkdyn.empirical.coupled.analysis import tokens_to_match, tokens_to_target
 from qkdyn.empirical.coupled.study import CoupledStudy
-from repo_paths import ROOT
 
 from qkdyn.cli import main
 from qkdyn.runs import RunRecord
@@ -309,7 +308,8 @@ def test_compare_writes_report_plots_and_readme_section(tmp_path, capsys):
                    _fake_result("wiki", {"kind": "standard"}, 0, 1.0), Path())
     save(other, runs)
     flags = ["--coherent", "wiki", "--heterogeneous", "web", "--seeds", "4", "--lm-steps", "10", "--sweep-steps", "7",
-             "--sweep-horizons", "step", "--mqar-steps", "10", "--efficiency-budgets", "1.2,3", "--budget", "cpu"]
+             "--sweep-horizons", "step", "--mqar-steps", "10", "--efficiency-budgets", "1.2,3", "--budget", "cpu",
+             "--variants", ",".join(FAKE_STUDY["variants"])]
     assert _main(["compare-coupled", "--runs", str(runs), "--out", str(out), "--no-progress", *flags]) == 0
     for name in ("report.md", "report.json", "README-section.md", "perplexity_by_variant.png",
                  "sample_efficiency.png", "coupling_steps.png", "coupling_strength.png", "mqar_accuracy.png"):
@@ -352,48 +352,3 @@ def test_scale_trend_at_toy_size(tmp_path, monkeypatch, capsys):
     assert (out / "scale_trend.png").stat().st_size > 0 and len(report["claims"]) == 2
     assert all(len(c["preconditions"]) == 3 for c in report["claims"])  # each size's own floor and attention use
     assert len(list((runs / "coupled").glob("*/result.json"))) == 2 * 2 * 2  # presets x seeds x (standard, coupled)
-
-
-def test_gpu_budget_runs_at_toy_size_on_cpu(tmp_path, monkeypatch):
-    from qkdyn.empirical.coupled.study import BUDGETS
-
-    from qkdyn.cli import build_parser
-    from qkdyn.commands.compare_coupled import study_of
-
-    plan = BUDGETS["gpu"]
-    assert plan.compile and plan.variants == ("standard", "coupled-euler", "mlp-only-q")
-    args = build_parser().parse_args(["compare-coupled", "--budget", "gpu", "--device", "cpu", "--seeds", "2"])
-    study = study_of(args)  # the budget, with the flags given explicitly on top
-    config = study.config("gpu")
-    assert (config.preset, config.device, config.seeds, config.lm_steps) == (plan.preset, "cpu", 2, plan.lm_steps)
-    assert not config.heterogeneous and not config.mqar_tasks
-    assert all(s.gpus == 0 for s in study.plan("gpu"))  # on the CPU no run asks for a GPU
-    with monkeypatch.context() as cuda:  # as on a GPU machine: the plan compiles there, three runs per GPU
-        cuda.setattr(torch.cuda, "is_available", lambda: True)
-        runs = [s for s in CoupledStudy(overrides={"seeds": 2}).plan("gpu") if s.params["kind"] == "train"]
-        assert runs and all(s.params["train"]["compile"] and s.gpus == pytest.approx(1 / 3) for s in runs)
-    # torch.compile only on CUDA
-    assert not any(s.params["train"]["compile"] for s in study.plan("gpu") if s.params["kind"] == "train")
-
-    monkeypatch.setenv("QKDYN_CACHE", str(tmp_path / "cache"))
-    runs, out = tmp_path / "runs", tmp_path / "gpu"
-    assert _main(["compare-coupled", "--train", "--budget", "gpu", "--model", "tiny", "--device", "cpu",
-                  "--coherent", _corpus(tmp_path), "--runs", str(runs), "--out", str(out), "--no-progress", *TOY]) == 0
-    results = [json.loads(p.read_text()) for p in (runs / "coupled").glob("*/result.json")]
-    assert sorted(r["config"]["model"]["attention"]["kind"] for r in results) == ["coupled"] * 2 + ["mlp-only-q"] * 2 + ["standard"] * 2
-    claims = json.loads((out / "report.json").read_text())["claims"]
-    assert [c["id"] for c in claims] == ["B1", "B2", "B3"] and (out / "README-section.md").exists()
-
-
-def test_the_gpu_script_plans_the_gpu_budget(tmp_path):
-    import os
-
-    script = ROOT / "scripts" / "coupled_gpu.sh"
-    env = {**os.environ, "PYTHON": sys.executable, "RUNS": str(tmp_path / "runs"), "QKDYN_CACHE": str(tmp_path / "c")}
-    done = subprocess.run(["bash", str(script), "plan"], capture_output=True, text=True, env=env)
-    assert done.returncode == 0, done.stderr
-    runs = [json.loads(line) for line in done.stdout.splitlines()]
-    names = [r["name"] for r in runs]
-    assert names[0].startswith("count-pydocs-byte") and len(names) == 1 + 3 * 3  # count models, 3 variants x 3 seeds
-    assert all("-4M-" in n for n in names[1:]) and not (tmp_path / "runs").exists()  # planning writes nothing
-    assert subprocess.run(["bash", str(script), "bogus"], capture_output=True, env=env).returncode == 2

@@ -160,7 +160,7 @@ def test_brown_tags_are_removed():
 
 def test_lm_sources_are_pinned_and_do_not_clash_with_circuits_names():
     names = [s.name for s in SOURCES]
-    assert set(names) == {"wiki", "pydocs", "kerneldocs", "brown-learned", "brown-full", "nlp-corpus"}
+    assert set(names) == {"wiki", "pydocs", "kerneldocs", "kernel", "brown-learned", "brown-full", "nlp-corpus"}
     assert not {"brown", "vader"} & set(names)
     assert all(re.fullmatch(r"[0-9a-f]{64}", s.sha256) for s in SOURCES)
 

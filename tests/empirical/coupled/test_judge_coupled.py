@@ -10,11 +10,12 @@ are holds, fails or inconclusive, never partial.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
 import pytest
-from qkdyn.empirical.coupled.analysis import ATTENTION_FLOOR
+from qkdyn.empirical.coupled.paper_effects import ATTENTION_FLOOR
 from qkdyn.empirical.coupled.study import LM_VARIANTS, CoupledRun, CoupledStudy, matched_steps
 
 from qkdyn.runs import RunRecord
@@ -35,9 +36,9 @@ COUNTS = {"unigram_ppl": 60.0, "bigram_ppl": 20.0, "discount": 0.7, "train_token
 ABLATION = {"attention": 1.0, "field": 0.2, "flow": 0.25}  # attention matters, f acts (change of val loss)
 MQAR_KEYS = {"easy": ("acc_T64_kv4", "acc_T64_kv8"), "medium": ("acc_T128_kv8", "acc_T128_kv16")}
 #: the scenario every claim holds in: coupled 0.9x standard on the coherent corpus, 1.1x on the heterogeneous
-#: one; leapfrog and n = 7 as Euler n = 1; MLP-only readings at standard's level with 10% seed noise;
-#: Differential Attention at standard's; standard trained 1.2x / 3x longer reaches 9.8 / 8.9 (coupled's ~9.0
-#: between); MQAR coupled at 1.0, standard at 0.8
+#: one; leapfrog, n = 7, coupled-wide and coupled-identity as Euler n = 1; MLP-only readings at standard's level
+#: with 10% seed noise; Differential Attention at standard's; standard trained 1.2x / 3x longer reaches 9.8 / 8.9
+#: (coupled's ~9.0 between); MQAR coupled at 1.0, standard at 0.8
 HOLDS = dict(coupled=1.0 * 0.9, coupled_noise=0.0, hetero=1.1, leapfrog=1.0, sweep={"step": 1.0, "fixed": 1.0},
              mlp={"mlp-only": 1.0, "mlp-only-shared": 1.0, "mlp-only-q": 1.0},
              mlp_noise={"mlp-only": 0.1, "mlp-only-shared": -0.1, "mlp-only-q": 0.09}, mlp_pattern=NOISE, diff=1.0,
@@ -68,6 +69,8 @@ def _value(run, s) -> float:
     if run.data == "web":
         return base * _at(s["hetero"], seed) * (1 + 1e-4 * e)
     coupled = base * _at(s["coupled"], seed) * (1 + _at(s["coupled_noise"], seed) * e) * (1 + 1e-4 * e)
+    if variant in ("coupled-wide", "coupled-identity"):  # the widened and identity-started f: as coupled Euler
+        return coupled
     if variant == "coupled-euler":
         return coupled if run.attention.steps == 1 else coupled * _at(s["sweep"][run.attention.horizon], seed) * 1.0001
     if variant == "coupled-leapfrog":
@@ -78,9 +81,10 @@ def _value(run, s) -> float:
 
 
 def _result(run, value, ablation, parameters=100) -> dict:
-    """The record of a finished run (summary, evaluation curve, ablations) with final value ``value``."""
-    att = {"kind": run.attention.kind, "integrator": run.attention.integrator, "steps": run.attention.steps,
-           "horizon": run.attention.horizon, "hidden": 4, "dt_init": 0.1, "field_gain": 1.0}
+    """The record of a finished run (summary, evaluation curve, ablations) with final value ``value``: its
+    whole attention config, its heads (the preset's 4 unless the run sets them: B7's grid) and learning rate,
+    as a real record carries them (so B7's grid and the widened and identity-started variants stay apart)."""
+    att = dataclasses.asdict(run.attention)
     flow = att["kind"] not in ("standard", "diff")
     steps = run.train.max_steps
     if run.task == "lm":
@@ -93,9 +97,9 @@ def _result(run, value, ablation, parameters=100) -> dict:
     metric, sign = ("val_loss", 1.0) if run.task == "lm" else ("mqar_acc", -0.1)
     whats = ("attention", "field", "flow") if flow else ("attention",)
     config = {"task": run.task, "data": run.data, "mqar": run.data, "preset": run.preset, "tokenizer": "bpe",
-              "n_test": 16, "model": {"attention": att, "vocab_size": 300, "block_size": 16, "n_layer": 2, "n_head": 4,
-                                      "d_model": 64},
-              "train": {"seed": run.train.seed, "max_steps": steps, "batch_size": 4}}
+              "n_test": 16, "model": {"attention": att, "vocab_size": 300, "block_size": 16, "n_layer": 2,
+                                      "n_head": run.n_head or 4, "d_model": 64},
+              "train": {"seed": run.train.seed, "max_steps": steps, "batch_size": 4, "lr": run.train.lr}}
     details = {"tokens": 100 * steps, "tokens_per_s": 1e4, "evals": evals,
                "ablation": {w: {metric: sign * _at(ablation[w], run.train.seed)} for w in whats}}
     return RunRecord(run.task, config, steps, parameters, {"wall": 1.0, "cpu": NAN}, final, details).to_dict()

@@ -7,6 +7,7 @@ import statistics
 
 import pytest
 from qkdyn.empirical.coupled import pilot
+from repo_paths import ROOT
 
 from qkdyn.stats import detectable_effect
 
@@ -76,3 +77,13 @@ def test_write_reads_a_runs_folder(tmp_path):
     assert out["rows"][1]["seeds"] == []  # no 3000-step runs: an empty row, not an error
     text = (tmp_path / "out" / "pilot.md").read_text()
     assert "| 1200 | 3 |" in text and "Chosen for the `cpu` budget: 1200 steps" in text
+
+
+def test_the_cpu_budget_is_what_the_committed_pilot_chose():
+    from qkdyn.empirical.coupled.study import BUDGETS
+
+    committed = json.loads((ROOT / "figures" / "coupled" / "pilot" / "pilot.json").read_text())
+    chosen, cpu = committed["chosen"], BUDGETS["cpu"]
+    assert cpu.lm_steps == chosen["steps"] and cpu.seeds >= chosen["seeds"]
+    assert cpu.lm_steps // cpu.evals_per_run == 150  # the pilot's evaluation interval
+    assert pilot.choose(committed["rows"]) == chosen  # the table still gives its choice under today's rule
