@@ -17,7 +17,7 @@ read-out position (the reading with it is reported beside it):
 - ``TASK QK xR``: the mass rises against the same-lr arm (``"increase"``; where the task is one of the
   paper's own, an interval below the paper's gain :data:`PAPER_MASS_GAIN` counts as ``fails``) and the
   accuracy (F1 for QA) is not lower by more than ``acc_tolerance`` (``"no-worse"``). Where the task names
-  subsets (:data:`qkdyn.empirical.circuits.tasks.SUBSETS`: the items where positional heads fail, e.g.
+  subsets (:data:`qkdyn.empirical.circuits.tasks.SUBSETS`: the items a previous-token head cannot explain, e.g.
   brown-sva's non-adjacent and attractor items), the sharpening is decided on each subset (one part each,
   the mass averaged over the subset's items from the records' per-item evidence) and the all-items mass
   is a secondary line; a subset the records cannot split makes its part ``inconclusive``;
@@ -347,8 +347,9 @@ def sharpening_claims(task: str, summary: dict, performance_key: str, acc_tolera
             if copy:
                 evidence[f"{performance_key} cost"] = (f"{perf.effect:+.4f} (95% CI [{perf.interval[0]:+.4f}, "
                                                        f"{perf.interval[1]:+.4f}]), {label} minus same lr")
-            where = ("" if not subsets else f"; decided on the {' and the '.join(subsets)} items, where positional "
-                     "heads fail, the all-items mass beside")
+            names = [name.removesuffix(" items") for name in subsets]
+            where = ("" if not subsets else f"; decided on the {' and the '.join(names)} items, where a previous-token "
+                     "head puts no mass on the rationale (every positional null beside), the all-items mass beside")
             out.append(_claim(
                 f"{task} {label}", f"Raising the learning rate of {group} {mult:g}x sharpens attention on rationales "
                 f"(read-out position left out{'; layer average and rollout' if rollout else ''}{where}) without "

@@ -9,7 +9,7 @@ the target (:data:`TARGET_LOSS` per task, ``target_loss`` to override), within a
 ``max_epochs`` epochs (:data:`MAX_EPOCHS` per task, else 12), so the arms are compared at matched training loss. The claims
 (:func:`qkdyn.empirical.circuits.report.claims`) are judged from the records' test metrics, with the
 preconditions there (baseline away from uniform attention, every run at the target loss), the positional
-nulls beside them and, where the task names subsets, decided on the items where positional heads fail, split
+nulls beside them and, where the task names subsets, decided on the items a previous-token head cannot explain, split
 from the per-item evidence each record carries (:func:`qkdyn.empirical.circuits.evaluate.item_evidence`);
 ``render`` draws the figures and writes the task's summary ``TASK.json``, which
 ``qkdyn compare-circuits`` gathers over tasks into ``report.md``.

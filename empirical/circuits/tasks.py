@@ -3,8 +3,9 @@ per-item facts its claims split the test items by.
 
 Roles (read by the report, :mod:`qkdyn.empirical.circuits.report`):
 
-- :data:`SUBSETS`: the items a task's sharpening claims are decided on, where content-free (positional)
-  attention fails; the all-items number stays beside as a secondary line;
+- :data:`SUBSETS`: the items a task's sharpening claims are decided on, where a previous-token head puts no
+  mass on the rationale (the other content-free nulls, a fixed offset or position, are printed beside); the
+  all-items number stays beside as a secondary line;
 - :data:`NEGATIVE_CONTROLS`: tasks where uniform attention is optimal, so the theory predicts that faster
   QK does not change what the model attends to; their claims are "no sharpening";
 - :data:`COPY_TESTS`: what a QA task tests, in words, where it is not the paper's task.
@@ -24,7 +25,8 @@ from qkdyn.errors import InputError
 FETCHED = {"brown-sva": "brown", "vader": "vader", "brown-qa": "brown-qa"}
 #: the extractive question-answering tasks (generation: EM / F1, attention on the answer span)
 QA_TASKS = ("squad", "brown-qa")
-#: task -> {subset: what its items are}: the items a sharpening claim is decided on (positional heads fail there)
+#: task -> {subset: what its items are}: the items a sharpening claim is decided on (a previous-token head fails
+#: there; the other positional nulls are printed beside, not excluded)
 SUBSETS = {"brown-sva": {
     "non-adjacent": "the rationale (subject head) is not the token just before the read-out, so a previous-token "
                     "head puts no mass on it",
