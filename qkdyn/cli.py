@@ -33,6 +33,7 @@ COMMANDS: dict[str, str] = {
     "lm": "qkdyn.commands.lm",
     "mqar": "qkdyn.commands.mqar",
     "compare-coupled": "qkdyn.commands.compare_coupled",
+    "warm": "qkdyn.commands.warm",
 }
 
 

@@ -247,3 +247,13 @@ def test_help_names_no_file_a_pip_install_lacks(capsys):
     subcommands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     for help_text in [text, *(sub.format_help() for sub in subcommands.choices.values())]:
         assert "docs/" not in help_text and "README" not in help_text
+
+
+def test_warm_runs_the_install_warm_up(monkeypatch, capsys):
+    """``qkdyn warm`` is the warm-up ``make install`` runs (qkdyn.simulate.warm), with a line first."""
+    import qkdyn.simulate.warm as warm
+
+    calls = []
+    monkeypatch.setattr(warm, "main", lambda: calls.append(1) or 0)
+    assert main(["warm"]) == 0 and calls == [1]
+    assert "compiling the kernels of every form" in capsys.readouterr().err

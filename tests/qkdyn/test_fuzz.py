@@ -163,6 +163,7 @@ _FA_SPEC = ('{"study": "fixed-attention", "name": "collapsed", "config": {"alpha
 CASES += [
     ("plan unknown study", ["plan", "bogus"]), ("plan unknown budget", ["plan", "theory", "--budget", "big"]),
     ("plan runs is a file", ["plan", "theory", "--runs", "afile"]),
+    ("warm takes no arguments", ["warm", "--fast"]),
     ("run spec not JSON", ["run", "theory", "--spec", "{"]), ("run spec not a spec", ["run", "theory", "--spec", "[]"]),
     ("run spec of another study", ["run", "theory", "--spec", _FA_SPEC]),
     ("run spec edited", ["run", "fixed-attention", "--spec", _FA_SPEC.replace("250", "-3")]),
