@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: verify verify-quick test test-fast bench docs install clean
+.PHONY: verify verify-quick test test-fast typecheck bench docs install clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,11 @@ test: $(STAMP)
 # the suite without the tests marked slow (pyproject's `slow` marker); CI runs `make test`
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest tests -n auto --dist loadgroup -m "not slow"
+
+# mypy as pyproject's [tool.mypy] configures it (the public API, theory/ and simulate/), on the package tree
+# the docs hook lays out (build/api-tree); the test suite runs the same check (tests/project/test_types.py)
+typecheck: $(STAMP)
+	$(BIN)/python docs/_hooks/package_tree.py && $(BIN)/mypy
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks

@@ -26,7 +26,8 @@ Nothing here is assumed of the coupled circuit beyond its derived reduced flow (
 autograd on the full matrices by :func:`qkdyn.check` in the test suite), so each claim can fail: a
 weight decay on QK or a square loss breaks the argument, and the same measurements then fail (tests).
 "At equal qk" is exact: each run's rows are compared with the rho = 1 run's states where it reaches their qk,
-located on the solver's dense output (:func:`reach`), so the agreement printed is the solver's own accuracy.
+located on the solver's dense output (:mod:`qkdyn.simulate.flowpaths`, which solves the specs over rho), so the
+agreement printed is the solver's own accuracy.
 CQ3 (A3's analogue) measures the late growth of e^qk and of the attention odds against (log t)^2 as A3
 does (the drift k of log(y / (log t)^2) in units of one factor log log t, over a late window), with the
 same measurement on CACO and FACO in the same window as the calibration. CQ4 (A4/A5's analogue)
@@ -42,15 +43,13 @@ and returns only the measured quantities, JSON-serialisable, as a run record sto
 """
 from __future__ import annotations
 
-import dataclasses
 import math
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 from qkdyn.simulate.claims_theory import drift
+from qkdyn.simulate.flowpaths import FlowPath, line_error, monotone, path, rate_factor_difference
 from qkdyn.simulate.plotting import COLOURS, save, subplots
-from qkdyn.simulate.specsolve import dense_spec, solve_spec
 from qkdyn.theory.setting import Setting
 from qkdyn.theory.spec import NAMED, CircuitSpec, Spec
 
@@ -91,95 +90,6 @@ def control_of(spec: Spec) -> Spec:
     return coupled(qk.dt, coupling=qk.coupling, coupling_init=qk.coupling_init, uncoupled=True)
 
 
-def collapsed_metric(setting: Setting) -> tuple[float, float]:
-    """(M_QK^collapsed, M_OV) of collapsed circuits (module docstring)."""
-    K, D, N = setting.classes, setting.distinct, setting.commons
-    return setting.scale**2 * (1 / (K * D) + 1 / N), 1 / (K * D) + 1 / (K * (K - 1) * D)
-
-
-@dataclasses.dataclass
-class FlowPath:
-    """One solution of a spec at rate ratio rho: t, qk, ov, attn and R_QK along it; ``at_qk`` (None for an exact
-    form solved by name): qk values on the rising prefix of the rows -> (ov, R_QK) at the states where the
-    solution reaches them (:func:`reach`)."""
-
-    rho: float
-    t: np.ndarray
-    qk: np.ndarray
-    ov: np.ndarray
-    attn: np.ndarray
-    rate_factor: np.ndarray
-    at_qk: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]] | None = None
-
-
-def path(setting: Setting, spec: Spec | str, rho: float, t_max: float, points: int, at=()) -> FlowPath:
-    """Solve ``spec`` (or one of the exact forms by name: its compiled solver and closed-form rate
-    factor) at eta_QK = rho eta_OV to ``t_max`` and read R_QK along the solution; for a spec, keep its dense
-    output to locate the states at given qk (:func:`reach`)."""
-    changed = setting.replace(eta_qk=rho * setting.eta_ov)
-    if isinstance(spec, str):
-        from qkdyn.simulate.claims_theory import closed_rate_factors
-        from qkdyn.simulate.solve import solve
-
-        tr = solve(changed, spec, t_max=t_max, points=points, at=at)
-        return FlowPath(rho, tr.t, tr.qk, tr.ov, tr.attn, closed_rate_factors(tr)["QK"]["closed"])
-    tr = solve_spec(changed, spec, t_max=t_max, points=points, at=at)
-    from qkdyn.theory.specnumeric import numeric
-
-    functions, p, m_qk = numeric(spec), np.array(setting.numeric()), collapsed_metric(setting)[0]
-    dense = dense_spec(changed, spec, t_max)
-    factor = np.broadcast_to(functions.qk_metric(tr.state, p), tr.t.shape) / m_qk
-    n = _rising(tr.qk)
-
-    def at_qk(values):
-        x = reach(dense, lambda states: functions.features(states, p)[0], tr.t[:n], tr.qk[:n], values)
-        return functions.features(x, p)[1], np.broadcast_to(functions.qk_metric(x, p), np.shape(values)) / m_qk
-
-    return FlowPath(rho, tr.t, tr.qk, tr.ov, tr.attn, factor, at_qk)
-
-
-def reach(dense, qk_of, t: np.ndarray, qk: np.ndarray, values) -> np.ndarray:
-    """The states (dim, len(values)) where a solution reaches each of ``values``: the roots of qk_of(dense(t)) - value
-    (``dense``: the solver's dense output, t -> states; ``qk_of``: states -> qk), each bracketed by the rows (t, qk,
-    qk strictly increasing) around it and bisected in t to the float resolution of its upper end."""
-    values = np.asarray(values, dtype=float)
-    i = np.clip(np.searchsorted(qk, values, side="right"), 1, len(qk) - 1)  # qk[i - 1] <= value < qk[i]
-    lo, hi = t[i - 1], t[i]
-    resolution = np.finfo(float).eps * hi
-    while np.any(hi - lo > resolution):
-        mid = 0.5 * (lo + hi)
-        below = qk_of(dense(mid)) < values
-        lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
-    return dense(0.5 * (lo + hi))
-
-
-def _rising(qk: np.ndarray) -> int:
-    """Length of the prefix of the rows ``qk`` on which qk strictly increases (to locate a qk value on it)."""
-    falls = np.flatnonzero(np.diff(qk) <= 0)
-    return int(falls[0]) + 1 if falls.size else len(qk)
-
-
-def _at_equal_qk(reference: FlowPath, other: FlowPath):
-    """(mask on ``other``'s rows within the qk range of the reference's rising prefix, the reference's (ov, R_QK)
-    at the states where it reaches those rows' qk: exact events on its dense output, :func:`reach`). The first 1%
-    of the range is left out: there qk has hardly moved while ov grows, so ov at equal qk multiplies qk's own
-    integration error (2.6e-10 on CQ2's quick line at rho = 0.1, against 4e-11 beyond it)."""
-    qk = reference.qk[:_rising(reference.qk)]
-    keep = (other.qk >= qk[0] + 0.01 * (qk[-1] - qk[0])) & (other.qk <= qk[-1])
-    return keep, reference.at_qk(other.qk[keep])
-
-
-def _on(reference: FlowPath, other: FlowPath) -> float:
-    """Largest relative difference of R_QK at equal qk on two paths: ``other``'s rows against the reference where
-    it reaches their qk (:func:`_at_equal_qk`)."""
-    keep, (_, predicted) = _at_equal_qk(reference, other)
-    values = other.rate_factor[keep]
-    return float(np.max(np.abs(values - predicted) / np.maximum(np.abs(values), 1e-300)))
-
-
-def monotone(reference: FlowPath) -> bool:
-    """qk strictly increasing along the whole path ("equal qk" is then one point of each path)."""
-    return _rising(reference.qk) == len(reference.qk)
 
 def _rhos(paths) -> list[float]:
     """The rate ratios of the path runs (those of the first spec), in increasing order."""
@@ -209,16 +119,16 @@ def _unmeasured(values: dict[str, float]) -> str:
 def measure_cq1(setting: Setting, paths: dict[str, dict[float, FlowPath]], faco: FlowPath) -> dict:
     """CQ1's evidence from the solutions of each coupled spec at every rho (``paths[name][1.0]`` the reference):
     per spec, the largest relative difference of R_QK at equal qk between the reference and each other rho
-    (:func:`_on`: each other run's rows against the reference's states located where it reaches their qk), R_QK's
-    smallest step along the reference (positive: it grows with qk), R_QK at both ends, qk at the end, the local
-    exponent d log R / d log qk there and R_QK over factorized QK's factor at that qk; and factorized QK's own
-    exponent at its end (``faco``)."""
+    (:func:`~qkdyn.simulate.flowpaths.rate_factor_difference`: each other run's rows against the reference's
+    states located where it reaches their qk), R_QK's smallest step along the reference (positive: it grows with
+    qk), R_QK at both ends, qk at the end, the local exponent d log R / d log qk there and R_QK over factorized
+    QK's factor at that qk; and factorized QK's own exponent at its end (``faco``)."""
     per_spec = {}
     for name, runs in paths.items():
         reference, others = runs[1.0], [r for rho, r in runs.items() if rho != 1.0]
         slope = np.gradient(np.log(reference.rate_factor), np.log(reference.qk))
         per_spec[name] = {
-            "max_rel_difference_at_qk_events": {f"rho={o.rho:g}": _on(reference, o) for o in others},
+            "max_rel_difference_at_qk_events": {f"rho={o.rho:g}": rate_factor_difference(reference, o) for o in others},
             "smallest_factor_step": float(np.min(np.diff(reference.rate_factor))),
             "factor_at_start": float(reference.rate_factor[0]), "factor_at_end": float(reference.rate_factor[-1]),
             "qk_at_end": float(reference.qk[-1]), "local_exponent_at_end": float(slope[-1]),
@@ -265,22 +175,12 @@ def judge_cq1(evidence: dict) -> Claim:
                  {"per_spec": reported, "factorized_local_exponent_at_end": faco_slope}, summary, parts=parts)
 
 
-def line_error(setting: Setting, reference: FlowPath, other: FlowPath) -> float:
-    """Largest relative error of ov on ``other`` predicted by the line: rho Psi(ov) = Phi(qk) with Phi read
-    off ``reference`` (rho = 1: Phi(qk) = Psi(ov_1(qk))), so ov = sqrt(ov0^2 + 2 M_OV Phi(qk) / rho)
-    (module docstring, CQ2); ov_1 at the states where ``reference`` reaches other's qk (:func:`_at_equal_qk`)."""
-    m_ov = collapsed_metric(setting)[1]
-    keep, (ov_1, _) = _at_equal_qk(reference, other)
-    phi = (ov_1**2 - setting.ov0**2) / (2 * m_ov)
-    predicted = np.sqrt(np.maximum(setting.ov0**2 + 2 * m_ov * phi / other.rho, 0.0))
-    return float(np.max(np.abs(other.ov[keep] - predicted) / np.abs(other.ov[keep])))
-
 
 def measure_cq2(setting: Setting, paths: dict[str, dict[float, FlowPath]], control: dict[float, FlowPath]) -> dict:
-    """CQ2's evidence: per coupled spec and rho other than 1, the line's error (:func:`line_error`, Phi from the
-    rho = 1 run); the same on ``control``, CACO's exact line (its spec solved the same way: the error of the
-    measurement itself); whether qk
-    rises along each spec's rho = 1 run (needed to read Phi as a function of qk)."""
+    """CQ2's evidence: per coupled spec and rho other than 1, the line's error
+    (:func:`~qkdyn.simulate.flowpaths.line_error`, Phi from the rho = 1 run); the same on ``control``, CACO's
+    exact line (its spec solved the same way: the error of the measurement itself); whether qk rises along each
+    spec's rho = 1 run (needed to read Phi as a function of qk)."""
     return {"rhos": _rhos(paths),
             "max_rel_error_at_qk_events": {name: {f"rho={r.rho:g}": line_error(setting, runs[1.0], r)
                                      for rho, r in runs.items() if rho != 1.0} for name, runs in paths.items()},
@@ -311,7 +211,7 @@ def judge_cq2(evidence: dict) -> Claim:
     return Claim("CQ2", "With coupled QK the reduced dynamics keep A2's closed form: Phi(qk) - rho Psi(ov) is "
                  "conserved, Phi set by the coupled rate factor.", verdict,
                  {"max_rel_error_at_qk_events": evidence["max_rel_error_at_qk_events"], "control_CACO": control_error},
-                 summary, preconditions=pre)
+                 summary, preconditions=[p.as_dict() for p in pre])
 
 
 def growth_k(t: np.ndarray, y_log: np.ndarray, window) -> float:
@@ -354,7 +254,7 @@ def judge_cq3(evidence: dict) -> Claim:
                + _unmeasured({k: v for ks in readings.values() for k, v in ks.items()}))
     return Claim("CQ3", "With coupled QK, e^qk and the attention odds grow like (log t)^2 (A3's reading that holds for "
                  "collapsed QK).", combine(parts), {"k": measured, "k_controls": controls, "window": list(window)},
-                 summary, parts=parts, preconditions=pre)
+                 summary, parts=parts, preconditions=[p.as_dict() for p in pre])
 
 
 def matched_loss(setting: Setting, spec: Spec, rhos, levels) -> np.ndarray:
@@ -424,7 +324,7 @@ def judge_cq4(evidence: dict) -> Claim:
                  "paper B's MLP-only control at the same rates, and larger rho sharpens it (A4/A5's analogues, over "
                  "rho, dt and the coupling strength).", combine(parts),
                  {"min_log_odds_margin": margins, "larger_rho_sharper": ordered}, summary, list(evidence["plots"]),
-                 table, parts=parts, preconditions=pre)
+                 table, parts=parts, preconditions=[p.as_dict() for p in pre])
 
 
 def plot_matched_loss(rhos, levels, base: dict, solved: dict, figures: Path) -> str:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from qkdyn.simulate import phase
@@ -76,6 +77,7 @@ def closed_form_sweep(setting: Setting, rhos, levels, curve_rhos=(0.01, 0.1, 1.0
     attn, times, curves = {}, {}, {}
     for param in EXACT_PARAMS:
         result = sharpness(setting, param, rhos[:, None], np.array(levels)[None, :])
+        assert result.t is not None  # time=True (the default) computes t
         attn[param] = {level: result.attn[:, j] for j, level in enumerate(levels)}
         times[param] = {level: result.t[:, j] for j, level in enumerate(levels)}
         grid = np.geomspace(initial_loss(setting, param) * (1 - 1e-9), levels[-1], 120)
@@ -145,10 +147,11 @@ def reached(setting: Setting, param: str, levels) -> dict:
         return {"outcome": "solver failed", "why": f"ODE solver failed: {exc}"}
     ode = {levels[0]: tr.event_t, **{lv: t for lv, (t, _) in tr.crossings.items()}}
     try:
-        closed = sharpness(setting, param, setting.rho, np.array(levels)).t.ravel()
+        closed_t = sharpness(setting, param, setting.rho, np.array(levels)).t
     except (InputError, RuntimeError) as exc:
         return {"outcome": "solver failed", "why": f"closed form failed where the ODE reached every level: {exc}"}
-    error = max(abs(c / ode[lv] - 1) if lv in ode else math.inf for c, lv in zip(closed, levels, strict=True))
+    assert closed_t is not None  # time=True (the default) computes t
+    error = max(abs(c / ode[lv] - 1) if lv in ode else math.inf for c, lv in zip(closed_t.ravel(), levels, strict=True))
     return {"outcome": "solved", "ode_times": [ode.get(lv) for lv in levels],
             "max_rel_time_difference_closed_form": float(error)}
 
@@ -352,12 +355,13 @@ def judge_a5(evidence: dict) -> Claim:
     rhos, levels, attn = np.asarray(evidence["rhos"], dtype=float), evidence["levels"], evidence["attn"]
     cross_check, phase_evidence = evidence["ode_cross_check"], evidence["phase_diagrams"]
     i_one = int(np.argmin(np.abs(np.log(rhos))))
-    per_level, checks = {}, {}
+    per_level: dict[str, dict[str, Any]] = {}
+    checks: dict[str, list[bool]] = {}
     for j, level in enumerate(levels):
         at_one = {param: float(attn[param][j][i_one]) for param in EXACT_PARAMS}
         fafo = np.asarray(attn["FAFO"][j], dtype=float)
         crossing = rhos[np.argmax(fafo >= at_one["CACO"])] if np.any(fafo >= at_one["CACO"]) else None
-        row = {
+        row: dict[str, Any] = {
             "attn_at_rho_1": at_one,
             "FACO_sharper_than_CACO": at_one["FACO"] > at_one["CACO"],
             "CAFO_softer_than_CACO": at_one["CAFO"] < at_one["CACO"],

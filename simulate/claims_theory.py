@@ -316,9 +316,9 @@ def judge_a3(evidence: dict) -> Claim:
     per_param, verdicts, confirmed, nan = {}, {}, {}, []
     for param, measured in evidence["per_param"].items():
         readings = measured["readings"]
-        judged = judge_growth(t1, t2, *({name: readings[name][key] for name in READINGS}
-                                        for key in ("log_y", "derived_log_y", "derived_log_y_far")), claimed,
-                              far_window=tuple(evidence["far_window"]))
+        measured_y, derived_y, far_y = ({name: readings[name][key] for name in READINGS}
+                                         for key in ("log_y", "derived_log_y", "derived_log_y_far"))
+        judged = judge_growth(t1, t2, measured_y, derived_y, far_y, claimed, far_window=tuple(evidence["far_window"]))
         rows = {name: {**judged[name], "local_exponent": readings[name]["local_exponent"],
                        "best_family_on_1e10..1e15": growth.best_family(readings[name]["fits"]),
                        "fits": readings[name]["fits"]} for name in READINGS}

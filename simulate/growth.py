@@ -31,7 +31,8 @@ FAMILIES = {
 
 def local_exponent(t: np.ndarray, log_y: np.ndarray) -> np.ndarray:
     """p(t) = d log y / d log log t by centred differences (t > 1 only)."""
-    return np.gradient(log_y, np.log(np.log(t)))
+    exponent: np.ndarray = np.gradient(log_y, np.log(np.log(t)))
+    return exponent
 
 
 def fit_families(t: np.ndarray, y: np.ndarray) -> dict[str, dict]:
@@ -120,7 +121,8 @@ class Law:
         """phi(t) (t > e^e, where log log log t is defined)."""
         L = np.log(np.asarray(t, dtype=float))
         LL = np.log(L)
-        return sum(c * L**p * LL**q * np.log(LL) ** r for c, p, q, r in self.terms)
+        value: np.ndarray = sum(c * L**p * LL**q * np.log(LL) ** r for c, p, q, r in self.terms)
+        return value
 
     def __str__(self) -> str:
         def power(base: str, exponent: float) -> str:

@@ -9,7 +9,8 @@ as literals, :mod:`qkdyn.simulate.dop853`, the same arithmetic as a loop over Sc
 through their addresses, compiled and cached on their own), the right-hand side a compiled kernel of
 :mod:`qkdyn.theory.generated` called through its C address (so a call from Python costs no more than
 its arguments' conversion, and one compiled integrator serves every form). Every accepted step stores its 7th-order
-dense interpolant (three extra stages), so output rows are read off afterwards at any tau.
+dense interpolant (three extra stages), so output rows are read off afterwards at any tau
+(:mod:`qkdyn.simulate.denseoutput`).
 
 Lanes: a sweep's trajectories are integrated in lockstep, up to :data:`LANES` at a time, each lane
 with its own step size, acceptance and events, but every stage evaluated for all lanes in one call of
@@ -29,24 +30,27 @@ Compilation: with an empty numba cache all of this compiles on first use (9-17 C
 table is flat and indexed by hand (slice assignment, with its shape checks and their formatted
 messages, cost seconds), no compiled helper gets a literal argument (numba compiles it once for each
 literal value as well as for int64), and the stage combinations are C functions called through their
-addresses, so they are not linked into :func:`_lockstep` and optimised once more with it.
+addresses (:mod:`qkdyn.simulate.ccall`), so they are not linked into :func:`_lockstep` and optimised once more
+with it. :func:`_lockstep`'s own steps (each lane's next attempt, error norm, step control, stored step, events)
+are helpers inlined into it (``inline="always"``: no call boundary, the same code as written out in the loop).
 """
 from __future__ import annotations
 
 import math
 
 import numpy as np
-from llvmlite import ir
-from numba import types
-from numba.extending import intrinsic
 from qkdyn.simulate import dop853
+from qkdyn.simulate.ccall import call, call_scalar
+from qkdyn.simulate.denseoutput import POWER, dense, evaluate_tables, grown, joined
+from qkdyn.simulate.denseoutput import evaluate as evaluate  # the public readers of the tables, named here too
+from qkdyn.simulate.denseoutput import evaluate_many as evaluate_many
 from qkdyn.theory.kernels import cached_njit, has_machine_code, lane_exp
 from scipy.integrate._ivp import dop853_coefficients as _dop
 
 _jit = cached_njit(error_model="numpy")  # cached in tree (qkdyn.theory.kernels.TreeCache)
+_inline = cached_njit(error_model="numpy", inline="always")  # the steps of _lockstep: inlined, no call boundary
 _STAGES = _dop.N_STAGES
 _C = _dop.C  # the stages' times; their combinations are written out in qkdyn.simulate.dop853
-_POWER = _dop.INTERPOLATOR_POWER
 _SAFETY, _MIN_FACTOR, _MAX_FACTOR = 0.9, 0.2, 10.0
 _EXPONENT = -1.0 / 8.0  # -1 / (error estimator order + 1)
 
@@ -60,33 +64,6 @@ _COMBINATIONS = (dop853.stage_state, dop853.solution, dop853.error_sums, dop853.
 LANES = 32
 
 
-@intrinsic
-def _call(typingctx, address, args):
-    """Call the C function at ``address`` as void(...) on the tuple ``args``: an array passed as the
-    pointer to its data (contiguous), an integer as int64."""
-    def codegen(context, builder, signature, llargs):
-        values = []
-        for i, kind in enumerate(signature.args[1]):
-            value = builder.extract_value(llargs[1], i)
-            values.append(context.make_array(kind)(context, builder, value).data if isinstance(kind, types.Array)
-                          else context.cast(builder, value, kind, types.int64))
-        function = ir.FunctionType(ir.VoidType(), [value.type for value in values])
-        builder.call(builder.inttoptr(llargs[0], function.as_pointer()), values)
-        return context.get_dummy_value()
-    return types.void(address, args), codegen
-
-
-@intrinsic
-def _call_scalar(typingctx, address, x, p):
-    """Call the C kernel at ``address`` as double(double *x, double *p)."""
-    def codegen(context, builder, signature, args):
-        pointers = [context.make_array(t)(context, builder, v).data for t, v in zip(signature.args[1:], args[1:], strict=True)]
-        double = ir.DoubleType().as_pointer()
-        kernel = builder.inttoptr(args[0], ir.FunctionType(ir.DoubleType(), [double] * 2).as_pointer())
-        return builder.call(kernel, pointers)
-    return types.float64(address, x, p), codegen
-
-
 @_jit
 def _field(f, tau, c, h, x, P, scale, out):
     """out[i L + l] = e^(tau[l] + c h[l]) f(x)_i at the state x[i L + l] of every lane l of L: the
@@ -96,12 +73,12 @@ def _field(f, tau, c, h, x, P, scale, out):
     lanes = h.size
     for l in range(lanes):
         scale[l] = lane_exp(tau[l] + c * h[l])
-    _call(f, (x, P, scale, out, lanes))
+    call(f, (x, P, scale, out, lanes))
 
 
 @_jit
 def _log_loss(g, x, p):
-    value = _call_scalar(g, x, p)
+    value = call_scalar(g, x, p)
     return math.log(value) if value > 0 else -math.inf
 
 
@@ -112,19 +89,6 @@ def _rms(v, scale, lane, lanes):
     for i in range(n):
         total += (v[i * lanes + lane] / scale[i * lanes + lane]) ** 2
     return math.sqrt(total / n)
-
-
-@_jit
-def _dense(taus, hs, ys, Fs, step, tau, out):
-    """Step ``step``'s dense interpolant at tau (SciPy's Dop853DenseOutput), read from the flat tables
-    (ys[step n + k], Fs[(step P + r) n + k]: n = out.size components, P = _POWER rows)."""
-    n = out.size
-    s = (tau - taus[step]) / hs[step]
-    for k in range(n):
-        acc = 0.0
-        for i in range(_POWER):
-            acc = (acc + Fs[(step * _POWER + _POWER - 1 - i) * n + k]) * (s if i % 2 == 0 else 1.0 - s)
-        out[k] = acc + ys[step * n + k]
 
 
 @_jit
@@ -163,7 +127,7 @@ def _locate(g, p, level, taus, hs, ys, Fs, step, g_lo, g_hi, work):
         c = b - fb * (b - a) / (fb - fa) if fb != fa else 0.5 * (a + b)
         if not a < c < b:
             c = 0.5 * (a + b)
-        _dense(taus, hs, ys, Fs, step, c, work)
+        dense(taus, hs, ys, Fs, step, c, work)
         fc = _log_loss(g, work, p) - level
         if fc == 0.0:
             return c
@@ -180,36 +144,105 @@ def _locate(g, p, level, taus, hs, ys, Fs, step, g_lo, g_hi, work):
     return b
 
 
-@_jit
-def _copy(source, start, target, at, count):
-    """target[at + j] = source[start + j] for j < count (a loop: numba's slice assignment costs seconds
-    of compilation, its shape checks formatting their error messages)."""
-    for j in range(count):
-        target[at + j] = source[start + j]
+@_inline
+def _lane_state(y, l, lanes, one):
+    """Lane l's state, the elements i lanes + l of the flat ``y``, into ``one``."""
+    for i in range(one.size):
+        one[i] = y[i * lanes + l]
 
 
-@_jit
-def _grown(table, lanes, old, new):
-    """The flat per-lane table (lanes blocks of ``old`` rows) with room for ``new`` rows per lane."""
-    width = table.size // (lanes * old)
-    out = np.empty(lanes * new * width)
-    for l in range(lanes):
-        _copy(table, l * old * width, out, l * new * width, old * width)
-    return out
+@_inline
+def _next_attempt(l, tau, tau_end, h_abs, min_step, h, tau_new, active, fresh, rejected, status):
+    """Lane l's next attempt (a new step, or a rejected one again): its step h[l], to tau_new[l] (h[l] = 0 for
+    a lane no longer active). A new step is at least 10 roundings of tau; one that has shrunk below that stops
+    the lane (STEP_TOO_SMALL). Returns 1 where the lane stopped here, else 0."""
+    stopped = 0
+    if active[l]:
+        if fresh[l]:
+            min_step[l] = 10 * abs(np.nextafter(tau[l], np.inf) - tau[l])
+            h_abs[l] = max(h_abs[l], min_step[l])
+            fresh[l], rejected[l] = False, False
+        if h_abs[l] < min_step[l]:
+            status[l], active[l] = STEP_TOO_SMALL, False
+            stopped = 1
+        else:
+            tau_new[l] = min(tau[l] + h_abs[l], tau_end)
+            h[l] = tau_new[l] - tau[l]
+    if not active[l]:
+        h[l] = 0.0
+    return stopped
 
 
-@_jit
-def _joined(table, lanes, capacity, steps):
-    """The lanes' rows of a flat per-lane table (``capacity`` rows a lane) one after the other."""
-    width, total = table.size // (lanes * capacity), 0
-    for l in range(lanes):
-        total += steps[l]
-    out = np.empty(total * width)
-    at = 0
-    for l in range(lanes):
-        _copy(table, l * capacity * width, out, at * width, steps[l] * width)
-        at += steps[l]
-    return out
+@_inline
+def _error_norm(y, y_new, e5, e3, l, lanes, h_l, rtol, atol):
+    """Lane l's error norm of its step of size h_l (SciPy's DOP853): the 5th- and 3rd-order estimates e5, e3
+    in the RMS norm weighted by atol + max(|y|, |y_new|) rtol, combined as h err5^2 / sqrt((err5^2 + err3^2 / 100) n)."""
+    n = y.size // lanes
+    err5, err3 = 0.0, 0.0
+    for i in range(n):
+        m = i * lanes + l
+        weight = atol + max(abs(y[m]), abs(y_new[m])) * rtol
+        err5 += (e5[m] / weight) ** 2
+        err3 += (e3[m] / weight) ** 2
+    return 0.0 if err5 == 0 and err3 == 0 else h_l * err5 / math.sqrt((err5 + 0.01 * err3) * n)
+
+
+@_inline
+def _adapt(norm, l, h_abs, rejected):
+    """The step control of lane l: the step is accepted where ``norm`` < 1 and h grows by SciPy's factor
+    (at most 1 right after a rejection), else h shrinks and the lane is marked rejected. Returns whether the
+    step is accepted."""
+    if norm < 1:
+        factor = _MAX_FACTOR if norm == 0 else min(_MAX_FACTOR, _SAFETY * norm ** _EXPONENT)
+        h_abs[l] *= min(1.0, factor) if rejected[l] else factor
+        return True
+    h_abs[l] *= max(_MIN_FACTOR, _SAFETY * norm ** _EXPONENT)
+    rejected[l] = True
+    return False
+
+
+@_inline
+def _store(l, step, y, y_new, K, rows, tau_l, h_l, lanes, taus, hs, ys, Fs):
+    """Lane l's accepted step from tau_l, of size h_l, into row ``step`` of the dense tables: its start, size
+    and state, and the rows of its interpolant (three from the step's ends and slopes, the rest the extra
+    stages' ``rows``)."""
+    n = y.size // lanes
+    for i in range(n):
+        m = i * lanes + l
+        d0 = y_new[m] - y[m]
+        Fs[step * POWER * n + i] = d0
+        Fs[(step * POWER + 1) * n + i] = h_l * K[0, m] - d0
+        Fs[(step * POWER + 2) * n + i] = 2 * d0 - h_l * (K[_STAGES, m] + K[0, m])
+        ys[step * n + i] = y[m]
+        for r in range(POWER - 3):
+            Fs[(step * POWER + 3 + r) * n + i] = rows[r, m]
+    taus[step], hs[step] = tau_l, h_l
+
+
+@_inline
+def _crossings(g, p, levels, terminal, l, log_loss, event_tau, g_now, taus, hs, ys, Fs, step, work):
+    """The events of lane l's accepted step ``step`` (its log loss at the step's end: ``log_loss``): each level
+    whose g_k = log L - level_k turns from positive to non-positive for the first time, located on the step's
+    interpolant (:func:`_locate`; ``work`` a state's buffer). Returns whether the terminal level (the last one,
+    with ``terminal``) was crossed."""
+    stop = False
+    for k in range(levels.size):
+        g_new = log_loss - levels[k]
+        if math.isnan(event_tau[l, k]) and g_now[l, k] > 0 and g_new <= 0:
+            event_tau[l, k] = _locate(g, p, levels[k], taus, hs, ys, Fs, step, g_now[l, k], g_new, work)
+            stop = stop or (terminal and k == levels.size - 1)
+        g_now[l, k] = g_new
+    return stop
+
+
+@_inline
+def _advance(l, y, y_new, K, lanes):
+    """Lane l's state moves to the end of its accepted step, whose last stage is f there (FSAL: the next step's
+    first stage)."""
+    for i in range(y.size // lanes):
+        m = i * lanes + l
+        y[m] = y_new[m]
+        K[0, m] = K[_STAGES, m]
 
 
 @_jit
@@ -231,11 +264,11 @@ def _lockstep(f, g, combinations, P, Pt, y, tau_end, rtol, atol, levels, termina
     stage_state, solution, error_sums, dense_rows = combinations
     K = np.empty((16, size))
     y_new, work, h_of, e5, e3 = np.empty(size), np.empty(size), np.empty(size), np.empty(size), np.empty(size)
-    rows = np.empty((_POWER - 3, size))
+    rows = np.empty((POWER - 3, size))
     scale, one = np.empty(lanes), np.empty(n)
-    capacity = np.int64(128)  # not a literal: numba would compile _grown for the literal 128 as well
+    capacity = np.int64(128)  # not a literal: numba would compile grown for the literal 128 as well
     taus, hs = np.empty(lanes * capacity), np.empty(lanes * capacity)
-    ys, Fs = np.empty(lanes * capacity * n), np.empty(lanes * capacity * _POWER * n)
+    ys, Fs = np.empty(lanes * capacity * n), np.empty(lanes * capacity * POWER * n)
     status, steps, nfev = np.empty(lanes, np.int64), np.empty(lanes, np.int64), np.empty(lanes, np.int64)
     event_tau, g_now = np.empty((lanes, levels.size)), np.empty((lanes, levels.size))
     tau, h, tau_new, min_step = np.empty(lanes), np.empty(lanes), np.empty(lanes), np.empty(lanes)
@@ -250,160 +283,75 @@ def _lockstep(f, g, combinations, P, Pt, y, tau_end, rtol, atol, levels, termina
     h_abs = _first_steps(f, Pt, y, K, tau_end, rtol, atol, work, scale)
     for l in range(lanes):
         if levels.size:
-            for i in range(n):
-                one[i] = y[i * lanes + l]
+            _lane_state(y, l, lanes, one)
             log_loss = _log_loss(g, one, P[l])
             for k in range(levels.size):
                 g_now[l, k] = log_loss - levels[k]
     running = lanes
     while running:
-        for l in range(lanes):  # each running lane's next attempt (a new step, or a rejected one again)
-            if active[l]:
-                if fresh[l]:
-                    min_step[l] = 10 * abs(np.nextafter(tau[l], np.inf) - tau[l])
-                    h_abs[l] = max(h_abs[l], min_step[l])
-                    fresh[l], rejected[l] = False, False
-                if h_abs[l] < min_step[l]:
-                    status[l], active[l] = STEP_TOO_SMALL, False
-                    running -= 1
-                else:
-                    tau_new[l] = min(tau[l] + h_abs[l], tau_end)
-                    h[l] = tau_new[l] - tau[l]
-            if not active[l]:
-                h[l] = 0.0
+        for l in range(lanes):
+            running -= _next_attempt(l, tau, tau_end, h_abs, min_step, h, tau_new, active, fresh, rejected, status)
             for i in range(n):
                 h_of[i * lanes + l] = h[l]
         if not running:
             break
         for s in range(1, _STAGES):
-            _call(stage_state, (y, h_of, K, s, work, size))
+            call(stage_state, (y, h_of, K, s, work, size))
             _field(f, tau, _C[s], h, work, Pt, scale, K[s])
-        _call(solution, (y, h_of, K, y_new, size))
+        call(solution, (y, h_of, K, y_new, size))
         _field(f, tau, 1.0, h, y_new, Pt, scale, K[_STAGES])
-        _call(error_sums, (K, e5, e3, size))
+        call(error_sums, (K, e5, e3, size))
         any_accepted = False
         for l in range(lanes):
             accepted[l] = False
             if not active[l]:
                 continue
             nfev[l] += _STAGES
-            err5, err3 = 0.0, 0.0
-            for i in range(n):
-                m = i * lanes + l
-                weight = atol + max(abs(y[m]), abs(y_new[m])) * rtol
-                err5 += (e5[m] / weight) ** 2
-                err3 += (e3[m] / weight) ** 2
-            norm = 0.0 if err5 == 0 and err3 == 0 else h[l] * err5 / math.sqrt((err5 + 0.01 * err3) * n)
-            if norm < 1:
-                factor = _MAX_FACTOR if norm == 0 else min(_MAX_FACTOR, _SAFETY * norm ** _EXPONENT)
-                h_abs[l] *= min(1.0, factor) if rejected[l] else factor
-                accepted[l], any_accepted = True, True
-            else:
-                h_abs[l] *= max(_MIN_FACTOR, _SAFETY * norm ** _EXPONENT)
-                rejected[l] = True
+            accepted[l] = _adapt(_error_norm(y, y_new, e5, e3, l, lanes, h[l], rtol, atol), l, h_abs, rejected)
+            any_accepted = any_accepted or accepted[l]
         if not any_accepted:
             continue
         for s in range(_STAGES + 1, 16):  # the extra stages of the dense output
-            _call(stage_state, (y, h_of, K, s, work, size))
+            call(stage_state, (y, h_of, K, s, work, size))
             _field(f, tau, _C[s], h, work, Pt, scale, K[s])
-        _call(dense_rows, (K, h_of, rows, size))  # their rows of the dense tables, every lane at once
+        call(dense_rows, (K, h_of, rows, size))  # their rows of the dense tables, every lane at once
         full = False
         for l in range(lanes):
             full = full or steps[l] == capacity
         if full:
-            taus, hs = _grown(taus, lanes, capacity, 2 * capacity), _grown(hs, lanes, capacity, 2 * capacity)
-            ys, Fs = _grown(ys, lanes, capacity, 2 * capacity), _grown(Fs, lanes, capacity, 2 * capacity)
+            taus, hs = grown(taus, lanes, capacity, 2 * capacity), grown(hs, lanes, capacity, 2 * capacity)
+            ys, Fs = grown(ys, lanes, capacity, 2 * capacity), grown(Fs, lanes, capacity, 2 * capacity)
             capacity *= 2
         for l in range(lanes):
             if not accepted[l]:
                 continue
             nfev[l] += 3
             step = l * capacity + steps[l]  # the row of the tables
-            for i in range(n):
-                m = i * lanes + l
-                d0 = y_new[m] - y[m]
-                Fs[step * _POWER * n + i] = d0
-                Fs[(step * _POWER + 1) * n + i] = h[l] * K[0, m] - d0
-                Fs[(step * _POWER + 2) * n + i] = 2 * d0 - h[l] * (K[_STAGES, m] + K[0, m])
-                ys[step * n + i] = y[m]
-                for r in range(_POWER - 3):
-                    Fs[(step * _POWER + 3 + r) * n + i] = rows[r, m]
-            taus[step], hs[step] = tau[l], h[l]
+            _store(l, step, y, y_new, K, rows, tau[l], h[l], lanes, taus, hs, ys, Fs)
             steps[l] += 1
             stop = False
             if levels.size:
-                for i in range(n):
-                    one[i] = y_new[i * lanes + l]
-                log_loss = _log_loss(g, one, P[l])
-                for k in range(levels.size):
-                    g_new = log_loss - levels[k]
-                    if math.isnan(event_tau[l, k]) and g_now[l, k] > 0 and g_new <= 0:
-                        event_tau[l, k] = _locate(g, P[l], levels[k], taus, hs, ys, Fs, step, g_now[l, k], g_new, one)
-                        stop = stop or (terminal and k == levels.size - 1)
-                    g_now[l, k] = g_new
-            for i in range(n):
-                m = i * lanes + l
-                y[m] = y_new[m]
-                K[0, m] = K[_STAGES, m]  # FSAL: the last stage is f at the new state
+                _lane_state(y_new, l, lanes, one)
+                stop = _crossings(g, P[l], levels, terminal, l, _log_loss(g, one, P[l]), event_tau, g_now, taus, hs,
+                                  ys, Fs, step, one)
+            _advance(l, y, y_new, K, lanes)
             tau[l], fresh[l] = tau_new[l], True
             if stop or tau[l] >= tau_end:
                 status[l] = TERMINAL_EVENT if stop else REACHED
                 active[l] = False
                 running -= 1
-    return (status, steps, nfev, event_tau, _joined(taus, lanes, capacity, steps), _joined(hs, lanes, capacity, steps),
-            _joined(ys, lanes, capacity, steps), _joined(Fs, lanes, capacity, steps))
-
-
-@_jit
-def _step_of(taus, hs, lo, hi, step, tau):
-    """The first step k in [lo, hi) whose end taus[k] + hs[k] is at least tau (the last one past the end):
-    the step whose interpolant holds tau. The walk goes on from ``step`` (the previous query's) for
-    ascending queries, and starts again at ``lo`` for a query before that step."""
-    if tau < taus[step]:
-        step = lo
-    while step < hi - 1 and tau > taus[step] + hs[step]:
-        step += 1
-    return step
-
-
-@_jit
-def _evaluate_many(taus, hs, ys, Fs, n, lo, hi, query, qfirst):
-    """:func:`evaluate_many` on the flat tables (n components)."""
-    out = np.empty(n * query.size)
-    work = np.empty(n)
-    for j in range(lo.size):
-        base, size, step = n * qfirst[j], qfirst[j + 1] - qfirst[j], lo[j]
-        for q in range(size):
-            tau = query[qfirst[j] + q]
-            step = _step_of(taus, hs, lo[j], hi[j], step, tau)
-            _dense(taus, hs, ys, Fs, step, tau, work)
-            for k in range(n):
-                out[base + k * size + q] = work[k]
-    return out
-
-
-def evaluate_many(taus, hs, ys, Fs, lo, hi, query, qfirst):
-    """:func:`evaluate` for many segments of queries on :func:`integrate_many`'s concatenated tables, in
-    one compiled call: segment j reads the times query[qfirst[j]:qfirst[j + 1]] off the steps lo[j]:hi[j]
-    (its trajectory's). Returns one flat buffer holding segment j's (dim, T_j) states, row-major, from
-    dim * qfirst[j] on."""
-    return _evaluate_many(taus, hs, ys.reshape(-1), Fs.reshape(-1), ys.shape[1], lo, hi, query, qfirst)
-
-
-def evaluate(taus, hs, ys, Fs, query):
-    """States at the times ``query`` (columns, in any order) from one trajectory's dense table (of :func:`integrate_many`)."""
-    bounds = np.array([0, query.size], dtype=np.int64)
-    return evaluate_many(taus, hs, ys, Fs, bounds[:1], np.array([taus.size], dtype=np.int64), query,
-                         bounds).reshape(ys.shape[1], query.size)
+    return (status, steps, nfev, event_tau, joined(taus, lanes, capacity, steps), joined(hs, lanes, capacity, steps),
+            joined(ys, lanes, capacity, steps), joined(Fs, lanes, capacity, steps))
 
 
 def cached(*kernels) -> bool:
-    """Whether the compiled integrator (:func:`_lockstep`, :func:`_evaluate_many` and the stage
+    """Whether the compiled integrator (:func:`_lockstep`, the dense output's
+    :func:`~qkdyn.simulate.denseoutput.evaluate_tables` and the stage
     combinations) and the C ``kernels`` given (a form's :class:`~qkdyn.theory.kernels.LazyCallback`) are
     in this process already or in numba's cache: a solve then loads machine code instead of compiling it."""
     return (all(callback.cached() for callback in (*_COMBINATIONS, *kernels))
             and all(function.overloads or has_machine_code(function._cache, function.targetctx)
-                    for function in (_lockstep, _evaluate_many)))
+                    for function in (_lockstep, evaluate_tables)))
 
 
 def integrate_many(f, g, P, X0, tau_end, rtol, atol, levels, terminal):
@@ -421,7 +369,6 @@ def integrate_many(f, g, P, X0, tau_end, rtol, atol, levels, terminal):
         status, steps, nfev, event_tau, *table = _lockstep(f, g, combinations, block, np.ascontiguousarray(block.T),
                                                            y, tau_end, rtol, atol, levels, terminal)
         blocks.append((status, steps, nfev, event_tau, y.reshape(n, len(block)).T, *table))
-    joined = [parts[0] if len(parts) == 1 else np.concatenate(parts) for parts in zip(*blocks, strict=True)]
-    joined[4], joined[7], joined[8] = (np.ascontiguousarray(joined[4]), joined[7].reshape(-1, n),
-                                       joined[8].reshape(-1, _POWER, n))
-    return (*joined, np.concatenate([[0], np.cumsum(joined[1])]))
+    out = [parts[0] if len(parts) == 1 else np.concatenate(parts) for parts in zip(*blocks, strict=True)]
+    out[4], out[7], out[8] = np.ascontiguousarray(out[4]), out[7].reshape(-1, n), out[8].reshape(-1, POWER, n)
+    return (*out, np.concatenate([[0], np.cumsum(out[1])]))

@@ -74,7 +74,8 @@ def _screen_image(values: np.ndarray, y: np.ndarray, log_y: bool, oversample: in
     target = np.linspace(coordinate[0], coordinate[-1], oversample * (len(y) - 1) + 1)
     index = np.clip(np.searchsorted(coordinate, target, side="right") - 1, 0, len(y) - 2)
     weight = ((target - coordinate[index]) / (coordinate[index + 1] - coordinate[index]))[:, None]
-    return (1 - weight) * values[index] + weight * values[index + 1]
+    resampled: np.ndarray = (1 - weight) * values[index] + weight * values[index + 1]
+    return resampled
 
 
 def _field(ax, d: Diagram, values: np.ndarray, log_y: bool):

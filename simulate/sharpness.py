@@ -44,7 +44,7 @@ from collections.abc import Mapping
 
 import numpy as np
 from numpy.typing import ArrayLike
-from qkdyn.simulate import closedform
+from qkdyn.simulate import closedform, qkline
 from qkdyn.simulate.grid import LabelledGrid, arrange
 from qkdyn.theory.compiled import Compiled, load
 from qkdyn.theory.setting import ALL_PARAMS, Setting
@@ -85,7 +85,7 @@ class _Problem:
         log_eta_ov = math.log(setting.eta_ov) if setting.eta_ov > 0 else -math.inf
         self.constants = (a, beta, float(setting.m), float(setting.n), u0, qk0, ov0, self.kappa,
                           math.log(setting.m / setting.n), self.log_k1, log_eta_ov, float(self.factorized_ov),
-                          math.exp(u0) if beta == 0 else 0.0)  # closedform.CONSTANTS
+                          math.exp(u0) if beta == 0 else 0.0)  # qkline.CONSTANTS
 
     def alpha(self, qk):
         return self.compiled.attention(qk, self.p)
@@ -170,8 +170,8 @@ def _run(problems: list, which, zstar, rho, ov=None, *, time: bool, state: bool 
 
 @functools.lru_cache(maxsize=1)
 def _table():
-    """The buffers of the line's table (closedform.new_table: one set per process, reused, 10 MB)."""
-    return closedform.new_table()
+    """The buffers of the line's table (qkline.new_table: one set per process, reused, 10 MB)."""
+    return qkline.new_table()
 
 
 def initial_loss(setting: Setting, param: str) -> float:
@@ -271,11 +271,12 @@ def sharpness(setting: Setting | Mapping, param: str | Spec, rho: ArrayLike, los
     if isinstance(param, Spec):  # a spec: the closed form where it is an exact form's model, else ODE events
         from qkdyn.theory.specclosed import exact_form
 
-        if exact_form(param) is None:
+        form = exact_form(param)
+        if form is None:
             from qkdyn.simulate.specsolve import events_sharpness
 
             return events_sharpness(setting, param, rho, loss, time=time, grid=grid)
-        param = exact_form(param)
+        param = form
     setting, rho, loss, axes = arrange(setting, rho, loss, grid)
     if param not in ALL_PARAMS:
         raise InputError(f"must be one of {', '.join(ALL_PARAMS)}, got {param!r}", "param")
@@ -298,7 +299,8 @@ def sharpness(setting: Setting | Mapping, param: str | Spec, rho: ArrayLike, los
         mask = slice(*np.searchsorted(which, [index, index + 1])) if ordered else which == index
         _validate(problem, param, rho_f[mask], loss_f[mask])
         zstar[mask] = z_levels[one.classes][level_f[mask]]
-        problems.append(problem), masks.append(mask)
+        problems.append(problem)
+        masks.append(mask)
     order = None if ordered else np.argsort(which, kind="stable")
     qk, ov, t = _run(problems, which if ordered else which[order], zstar if ordered else zstar[order],
                      rho_f if ordered else np.ascontiguousarray(rho_f[order]), time=time)

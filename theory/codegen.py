@@ -19,6 +19,7 @@ The stable primitives of :mod:`qkdyn.theory.functions` print as overflow-free ca
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from pathlib import Path
 
 import sympy as sp
@@ -73,7 +74,7 @@ class _VectorPrinter(NumPyPrinter):
         return f"_special.expi({self._print(expr.args[0])})"
 
 
-def _names(args: list) -> list[str]:
+def _names(args: Sequence) -> list[str]:
     """Every symbol name the arguments bind (tuples unpacked)."""
     return [str(a) for arg in args for a in (arg if isinstance(arg, (tuple, list)) else (arg,))]
 
@@ -114,7 +115,7 @@ class ParameterConstants:
         return self.table.setdefault(expr, sp.Symbol(f"_k{len(self.table)}"))
 
     def _fixed(self, expr) -> bool:
-        return expr.free_symbols <= self.params
+        return bool(expr.free_symbols <= self.params)
 
     def _visit(self, expr):
         if expr.is_Atom:
@@ -130,7 +131,7 @@ class ParameterConstants:
         return expr.func(*(self._visit(a) for a in expr.args))
 
 
-def function_source(name: str, args: list, outputs, flavour: str, *, like: list = (), single: bool = False,
+def function_source(name: str, args: list, outputs, flavour: str, *, like: Sequence = (), single: bool = False,
                     only_used: bool = False) -> str:
     """Source of ``def name(*args)`` computing ``outputs``.
 

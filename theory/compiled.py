@@ -19,9 +19,14 @@ import dataclasses
 import functools
 import importlib
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 from qkdyn.theory.setting import ALL_PARAMS
+
+if TYPE_CHECKING:  # numba is imported with the generated module, by load(): not by importing this one
+    from numba.core.dispatcher import Dispatcher
+    from qkdyn.theory.kernels import LazyCallback
 
 _VECTOR = ("features", "attention", "loss", "invariants", "metrics", "balanced_metrics", "kappa", "dphi", "psi",
            "psi_gain", "line_scale", "ov_law", "qk_law", "qk_law_constant", "frozen_time")
@@ -35,13 +40,13 @@ class Compiled:
     invariant_degrees: tuple[int, ...]
     law_powers: tuple[int, int, int]  # (i, j, d) of the late-time laws e^qk / qk^i = C ov^d, e^ov / ov^j = T
     a4_proof: tuple[tuple[str, bool], ...]  # claim A4's proof steps as sympy decided them at generation
-    rhs_into: Callable
-    jac_into: Callable
-    state_loss_into: Callable
-    rhs_lanes_kernel: object
-    loss_kernel: object
-    psi_gain_kernel: object  # C-callable psi_gain(x = (a, s), p) and balanced M_OV(x = (qk, ov, kappa), p)
-    m_ov_kernel: object
+    rhs_into: Dispatcher[Callable[..., None]]
+    jac_into: Dispatcher[Callable[..., None]]
+    state_loss_into: Dispatcher[Callable[..., float]]
+    rhs_lanes_kernel: LazyCallback
+    loss_kernel: LazyCallback
+    psi_gain_kernel: LazyCallback  # C-callable psi_gain(x = (a, s), p) and balanced M_OV(x = (qk, ov, kappa), p)
+    m_ov_kernel: LazyCallback
     kernel_parameters: Callable
     init: Callable
     features: Callable

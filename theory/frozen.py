@@ -80,4 +80,5 @@ def caco_ov(t, setting) -> np.ndarray:
     k1 = setting.classes - 1
     z0 = a * setting.ov0
     c = math.exp(z0) + k1 * z0 + setting.eta_ov * a * a * np.asarray(t, dtype=float) / setting.distinct
-    return (math.log(k1) + np.log(np.real(wrightomega(c / k1 - math.log(k1))))) / a
+    ov_t: np.ndarray = (math.log(k1) + np.log(np.real(wrightomega(c / k1 - math.log(k1))))) / a
+    return ov_t

@@ -53,7 +53,7 @@ def _solve_homogeneous(symbols, orbits, features, degree: int) -> list[sp.Expr]:
     monos = _monomials(symbols, degree)
     coeffs = sp.symbols(f"c0:{len(monos)}")
     candidate = sum(c * mono for c, mono in zip(coeffs, monos, strict=True))
-    equations = []
+    equations: list[sp.Expr] = []
     for feature in features:
         lie = sp.expand(sum(sp.diff(candidate, x) * sp.diff(feature, x) / w for x, w in zip(symbols, orbits, strict=True)))
         equations += sp.Poly(lie, *symbols).coeffs() if lie != 0 else []

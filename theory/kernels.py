@@ -28,7 +28,9 @@ Compiled machine code is cached by numba only *in tree* (:class:`TreeCache`: eve
 :func:`cached_njit` or :func:`c_callback`): in the folder ``__pycache__/numba`` beside the module's source
 file (under ``NUMBA_CACHE_DIR`` where that is set), the place and the trust of Python's ``.pyc`` files
 (whoever can write there can rewrite the source itself); numba's fallback to a per-user folder is never
-used. The folder is created writable by its owner only, and (on POSIX) an entry is read only where the
+used. An entry is current while the module's source and that of every project module whose compiled functions
+it links in are unchanged (numba's own stamp covers the one file: :func:`linked_sources`). The folder is created
+writable by its owner only, and (on POSIX) an entry is read only where the
 folder and the file are owned by this user or root and writable by no one else: a cache others could
 have written is ignored (said once, on stderr). Where the folder cannot be written (a read-only install)
 its entries are still read and what they lack compiles in memory, in each process (said once). Each data
@@ -40,6 +42,7 @@ from __future__ import annotations
 import contextlib
 import decimal
 import hashlib
+import inspect
 import math
 import os
 import pickle
@@ -59,6 +62,8 @@ from numba.core.caching import (
     _SourceFileBackedLocatorMixin,
 )
 from numba.core.ccallback import CFunc
+from numba.core.dispatcher import Dispatcher
+from numba.core.extending import _Intrinsic
 from numba.extending import intrinsic
 from scipy import special
 
@@ -91,6 +96,46 @@ def _say_not_cached(folder: str, problem: str) -> None:
                          "memory (each process compiles what the cache lacks)\n")
 
 
+def _compiled_function_of(value):
+    """The Python function behind ``value`` where numba links it into the machine code of a compiled caller (a
+    dispatcher's ``py_func``, an intrinsic's definition), else None (a C callback is called by its address)."""
+    if isinstance(value, Dispatcher):
+        return value.py_func
+    if isinstance(value, _Intrinsic):
+        return value._defn
+    return None
+
+
+def linked_sources(py_func) -> tuple[str, ...]:
+    """The source files, sorted, of the project's compiled functions (modules named ``qkdyn.*``) that the module
+    of ``py_func`` names in its globals, directly or as attributes of a project module it imports, and of those
+    they name in turn, its own file left out: what numba may link into the machine code of ``py_func``
+    (read at decoration time: every import stands at the top of a module)."""
+    own, found, seen = py_func.__code__.co_filename, set(), set()
+    pending = [py_func.__globals__]
+    while pending:
+        namespace = pending.pop()
+        values = list(namespace.values())
+        values += [v for module in namespace.values() if inspect.ismodule(module) and
+                   module.__name__.startswith("qkdyn.") for v in vars(module).values()]
+        for value in values:
+            function = _compiled_function_of(value)
+            if function is None or not getattr(function, "__module__", "").startswith("qkdyn."):
+                continue
+            path = function.__code__.co_filename
+            if path != own:
+                found.add(path)
+            if id(function.__globals__) not in seen:
+                seen.add(id(function.__globals__))
+                pending.append(function.__globals__)
+    return tuple(sorted(found))
+
+
+def _file_digest(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).digest()
+
+
 class _TreeLocator(_SourceFileBackedLocatorMixin, _CacheLocator):
     """numba's cache locator for the project's functions: ``__pycache__/numba`` beside the module's file, or
     its folder under ``NUMBA_CACHE_DIR`` where that is set; never numba's per-user fallback. Found without
@@ -99,11 +144,17 @@ class _TreeLocator(_SourceFileBackedLocatorMixin, _CacheLocator):
 
     def __init__(self, py_func, py_file):
         self._py_file, self._lineno = py_file, py_func.__code__.co_firstlineno
+        self._linked = linked_sources(py_func)
         self._cache_path = (os.path.join(config.CACHE_DIR, self.get_suitable_cache_subpath(py_file)) if config.CACHE_DIR
                             else os.path.join(os.path.dirname(py_file), "__pycache__", "numba"))
 
     def get_cache_path(self):
         return self._cache_path
+
+    def get_source_stamp(self):
+        """numba's stamp of the module's source (its sha256) and the sha256 of each file of :func:`linked_sources`:
+        an entry compiled against another version of a linked helper is stale, and compiled again."""
+        return (super().get_source_stamp(), *(_file_digest(path) for path in self._linked))
 
     @classmethod
     def from_function(cls, py_func, py_file):
@@ -229,8 +280,8 @@ class LazyCallback:
 
     def __init__(self, function, signature, cache: bool, options: dict):
         self.callback = CFunc(function, sigutils.normalize_signature(signature), locals={}, options=options)
-        if cache:
-            self.callback._cache = TreeCache(function)
+        if cache:  # numba's CFunc has a _cache (its stub in numba/core/ccallback.pyi leaves it out)
+            self.callback._cache = TreeCache(function)  # type: ignore[attr-defined]
         self.__name__, self.__doc__ = function.__name__, function.__doc__
         self._compiled = False
 
@@ -243,7 +294,9 @@ class LazyCallback:
     def address(self) -> int:
         """The C function's address (compiled or loaded first, once)."""
         self._compile()
-        return self.callback.address
+        address = self.callback.address
+        assert address is not None  # None only before compile()
+        return address
 
     @property
     def ctypes(self):
@@ -253,7 +306,10 @@ class LazyCallback:
 
     def cached(self) -> bool:
         """Whether its machine code is in this process already or in numba's cache (:func:`has_machine_code`)."""
-        return self._compiled or has_machine_code(self.callback._cache, self.callback._targetdescr.target_context)
+        # numba's CFunc has _cache and _targetdescr (its stub in numba/core/ccallback.pyi leaves them out)
+        callback = self.callback
+        return self._compiled or has_machine_code(callback._cache,  # type: ignore[attr-defined]
+                                                  callback._targetdescr.target_context)  # type: ignore[attr-defined]
 
 
 def c_callback(signature, cache: bool = True, **options):

@@ -18,6 +18,7 @@ fewer features are merged and fewer conserved quantities are claimed, never a wr
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from fractions import Fraction
 
 import numpy as np
@@ -61,7 +62,7 @@ def _rational_rows(basis: np.ndarray) -> list[list[Fraction]]:
     return [[Fraction(float(v)).limit_denominator(64) for v in row] for row in rows[:r]]
 
 
-def symmetries(loss: sp.Expr, entries: list[sp.Symbol], others: list[sp.Symbol] = (), seed: int = 0
+def symmetries(loss: sp.Expr, entries: list[sp.Symbol], others: Sequence[sp.Symbol] = (), seed: int = 0
                ) -> list[list[Fraction]]:
     """Constant directions c with sum_e c_e dL/dE_e == 0 (module docstring), as rational vectors;
     ``others``: the loss's other free symbols besides the parameters, sampled at random as well."""
@@ -84,7 +85,7 @@ def symmetries(loss: sp.Expr, entries: list[sp.Symbol], others: list[sp.Symbol] 
     return kept
 
 
-def features(loss: sp.Expr, entries: list[sp.Symbol], others: list[sp.Symbol] = ()) -> list[sp.Expr]:
+def features(loss: sp.Expr, entries: list[sp.Symbol], others: Sequence[sp.Symbol] = ()) -> list[sp.Expr]:
     """A basis of the linear combinations of ``entries`` the loss sees: F E with F c = 0 for every symmetry."""
     found = symmetries(loss, entries, others)
     if not found:

@@ -92,7 +92,7 @@ def qk_circuit(kind: str) -> Circuit:
     of qk, since the loss and the invariants see the factors only through qk and kappa)."""
     if kind == "collapsed":
         a, bb = _syms("qk_distinct", "qk_common")
-        variables = (
+        variables: tuple[Variable, ...] = (
             Variable("qk_distinct", "QK", K * D, "W_QK[q, d] for a distinct token d"),
             Variable("qk_common", "QK", N, "W_QK[q, c] for a common token c"),
         )
@@ -118,7 +118,7 @@ def ov_circuit(kind: str) -> Circuit:
     blocks (the sign of a negative ov0 sits on the output factor)."""
     if kind == "collapsed":
         u, w, z = _syms("ov_own", "ov_cross", "ov_common")
-        variables = (
+        variables: tuple[Variable, ...] = (
             Variable("ov_own", "OV", K * D, "W_OV[label_k, d] for d of class k"),
             Variable("ov_cross", "OV", K * (K - 1) * D, "W_OV[label_j, d] for d of class k != j"),
             Variable("ov_common", "OV", K * N, "W_OV[label_j, c] for a common token c"),

@@ -67,7 +67,7 @@ class Orbit:
 
 def growth_strings(length: int) -> list[tuple[int, ...]]:
     """Every set partition of ``length`` positions as a restricted growth string."""
-    out = [()]
+    out: list[tuple[int, ...]] = [()]
     for _ in range(length):
         out = [s + (b,) for s in out for b in range(max(s, default=-1) + 2)]
     return out
@@ -162,7 +162,8 @@ def orbit_of(types: tuple[str, ...], values: tuple[tuple, ...], fixed_within: bo
         return [(i, v) for i, (t, v) in enumerate(zip(types, values, strict=True)) if attribute in ATTRIBUTES[t]]
 
     classes = canonical(v[0] for _, v in of("class"))
-    within = [v[1] if fixed_within else (v[0], v[1]) for _, v in of("within")]
-    return Orbit(tuple(types), classes, tuple(within) if fixed_within else canonical(within),
+    within = (tuple(v[1] for _, v in of("within")) if fixed_within
+              else canonical((v[0], v[1]) for _, v in of("within")))
+    return Orbit(tuple(types), classes, within,
                  canonical(v[0] for _, v in of("common")), canonical(v[0] for _, v in of("rank")),
                  canonical(v[0] for _, v in of("hidden")))

@@ -126,7 +126,7 @@ def _number(value, field, zero: bool = False) -> None:
                          f"{_shown(value)}", field)
 
 
-def _evaluations(cs) -> int:
+def _evaluations(cs: CircuitSpec) -> int:
     """How often a coupled circuit's integrator evaluates its field f (a leapfrog step: twice)."""
     return cs.steps * (2 if cs.integrator == "leapfrog" else 1)
 
@@ -225,12 +225,12 @@ class Spec:
                 raise InputError("is only used with token_weights (otherwise m comes from the setting)",
                                  "context_distinct")
             _integer(self.context_distinct, "context_distinct", 1, MAX_CONTEXT_DISTINCT, "m! enters the loss")
-            self._check_mixed_size()
+            self._check_mixed_size(self.token_weights, self.context_distinct)
 
-    def _check_mixed_size(self) -> None:
+    def _check_mixed_size(self, weights: tuple[float, ...], m: int) -> None:
         """The count-vector limit, and the tighter ones of :data:`MIXED_LIMITS` where token weights meet
         a factorized or coupled circuit (module comment at the limits)."""
-        d, m = len(self.token_weights), self.context_distinct
+        d = len(weights)
         vectors = math.comb(d + m - 1, m)
         plain = [c for c in ("qk", "ov") if getattr(self, c).form != "collapsed"]
         mixed = f" with token_weights and a {getattr(self, plain[0]).form} {plain[0]} circuit" if plain else ""

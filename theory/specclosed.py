@@ -64,9 +64,10 @@ def _random_points(symbols, count: int, seed: int):
 def reduces(spec: Spec) -> tuple[bool, str]:
     """(True, "") when the spec's population loss is softplus(log(K-1) - alpha(qk) ov) of its own qk, ov
     (module docstring, step 1); else (False, why)."""
-    from qkdyn.theory.specflow import _circuit_spec, derive_spec
+    from qkdyn.theory.specentries import circuit_spec
+    from qkdyn.theory.specflow import derive_spec
 
-    decayed = [c for c in ("QK", "OV") if _circuit_spec(spec, c).weight_decay > 0]
+    decayed = [c for c in ("QK", "OV") if circuit_spec(spec, c).weight_decay > 0]
     if decayed:
         return False, (f"weight decay on {' and '.join(decayed)} adds the penalty (lambda/2) sum_i w_i x_i^2 to the "
                        "objective the flow descends, which depends on the state beyond (qk, ov)")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable
+from typing import cast
 
 import numpy as np
 from qkdyn.theory.spec import Spec
@@ -44,7 +45,7 @@ class SpecNumeric:
         return _jacobian(self.spec)(x, p)
 
 
-def floats(raw: Callable) -> Callable:
+def floats(raw: Callable) -> Callable[..., np.ndarray]:
     """``raw`` returning a float array."""
     return lambda *values: np.asarray(raw(*values), dtype=float)
 
@@ -54,10 +55,11 @@ def sympy_lambdify(args, outputs) -> Callable:
     :mod:`qkdyn.generate_specs` commits)."""
     import sympy as sp
 
-    return sp.lambdify(args, outputs, modules=[PRIMITIVES, "numpy"], cse=True)
+    function: Callable = sp.lambdify(args, outputs, modules=[PRIMITIVES, "numpy"], cse=True)
+    return function
 
 
-def lambdify(args, outputs) -> Callable:
+def lambdify(args, outputs) -> Callable[..., np.ndarray]:
     """:func:`sympy_lambdify` returning a float array."""
     return floats(sympy_lambdify(args, outputs))
 
@@ -87,13 +89,15 @@ def numeric(spec: Spec) -> SpecNumeric:
     found = SPECS.get(repr(spec))
     if found is not None:
         variables, raw = found
-        return SpecNumeric(spec, variables, **{name: floats(raw[name]) for name in FUNCTIONS})
+        # the generated table's functions carry no annotations: mypy types its values as `function`, not Callable
+        generated = cast("dict[str, Callable]", raw)
+        return SpecNumeric(spec, variables, **{name: floats(generated[name]) for name in FUNCTIONS})
     variables, outputs = expressions(spec)
     return SpecNumeric(spec, variables, **{name: lambdify(*outputs[name]) for name in FUNCTIONS})
 
 
 @functools.cache
-def _jacobian(spec: Spec) -> Callable:
+def _jacobian(spec: Spec) -> Callable[..., np.ndarray]:
     from qkdyn.theory.model import PARAMS
     from qkdyn.theory.specflow import derive_spec
 

@@ -74,7 +74,7 @@ def summarise_spec(spec) -> dict:
 
     d = derive_spec(spec)
     return {
-        "spec": {key: (dataclasses.asdict(value) if dataclasses.is_dataclass(value) else
+        "spec": {key: (dataclasses.asdict(value) if dataclasses.is_dataclass(value) and not isinstance(value, type) else
                        "none" if value is None else str(value)) for key, value in vars(spec).items()},
         "variables": [{"name": v.name, "circuit": v.circuit, "orbit_size": v.orbit, "meaning": v.meaning}
                       for v in d.variables],

@@ -44,6 +44,7 @@ import math
 
 import numpy as np
 import torch
+from qkdyn.empirical.synthetic.model import attend
 from qkdyn.empirical.synthetic.sampled import Batch, Factors, Task
 from qkdyn.theory.setting import factorized
 from torch import nn
@@ -136,11 +137,10 @@ class AuthorsHead(nn.Module):
 
     def forward(self, counts: torch.Tensor, query: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Logits over all V ids (B, V) and attention mass per id (B, V)."""
-        attn = torch.softmax(self.query_scores(query) + torch.log(counts), dim=-1)
         ov = self.prediction_layer.weight
         if factorized(self.param)[1]:
             ov = ov @ self.value_layer.weight
-        return attn @ ov.T, attn
+        return attend(self.query_scores(query), torch.log(counts), ov)
 
 
 def init_kind(param: str, schedule: str) -> dict[str, str]:

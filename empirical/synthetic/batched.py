@@ -19,14 +19,14 @@ reaches its horizon is measured and leaves the stack.
 """
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Iterable
 
 import numpy as np
 import torch
-from qkdyn.empirical.synthetic.model import log_counts
+from qkdyn.empirical.synthetic.model import attend, log_counts
 from qkdyn.empirical.synthetic.sampled import CHUNK, Batch, Result, Task, chunks, metrics, test_set
+from qkdyn.empirical.synthetic.threads import one_thread
 from torch import nn
 
 
@@ -36,8 +36,7 @@ def forward(factors, scale: float, queries: torch.Tensor, log_counts: torch.Tens
     A, B, O, V = factors
     table = scale * torch.bmm(A[:, queries], B)  # (R, queries, V)
     scores = table.gather(1, slot[..., None].expand(*slot.shape, table.shape[-1]))
-    attn = torch.softmax(scores + log_counts, dim=-1)
-    return torch.bmm(attn, torch.bmm(O, V).transpose(1, 2)), attn
+    return attend(scores, log_counts, torch.bmm(O, V))
 
 
 #: float32's unit round-off: the relative size of the seeded perturbation of every gradient (:func:`roundoff`)
@@ -64,18 +63,6 @@ def grid(task: Task, params: Iterable[str], seeds: Iterable[int], test_size: int
 def train(task: Task, param: str, schedule: str, seed: int, test_size: int) -> Result:
     """One run alone (the same program with one row)."""
     return run(task, [(param, schedule, seed)], test_size)[(param, schedule, seed)]
-
-
-@contextlib.contextmanager
-def one_thread():
-    """Torch on one thread for the block (small tensors: more threads only contend, and spin-wait on a
-    shared machine)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _stack(batches: list[Batch]) -> Batch:

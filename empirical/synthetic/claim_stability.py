@@ -40,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 from qkdyn.empirical.synthetic import stability as st
+from qkdyn.empirical.synthetic.threads import one_thread
 from qkdyn.simulate.plotting import save, subplots
 from qkdyn.theory.setting import factorized
 
@@ -92,7 +93,7 @@ def measure(quick: bool, figures: Path) -> dict:
     ``validation`` flows, the ``gd`` runs, the ``fafo_flows_width_V`` and the levels and EPS they ran at.
     Draws the phase diagram into ``figures`` (``plot``: its file name). Runs on one torch thread."""
     cfg = _config(quick)
-    with st.one_thread():
+    with one_thread():
         diagrams = [st.diagram(cfg["shapes"], cfg["rhos"], LEVEL, param=param) for param in PARAMS]
         runs = [_validate(d, i, j) for d in diagrams for i, j in _validation_points(d)]
         gd = [_gd(rho) for rho in SIDES]

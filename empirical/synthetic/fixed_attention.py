@@ -159,7 +159,8 @@ def scores(factors, data, alpha: torch.Tensor) -> tuple[torch.Tensor, torch.Tens
 def grid(forms, alphas, seeds, steps: int, eval_size: int, checkpoints: int, perturb: int | None = None) -> dict:
     """(form, alpha, seed) -> Run for every combination (:func:`_grid`), on one torch thread (``perturb``:
     the seed of :func:`.batched.roundoff`)."""
-    from qkdyn.empirical.synthetic.batched import one_thread, roundoff
+    from qkdyn.empirical.synthetic.batched import roundoff
+    from qkdyn.empirical.synthetic.threads import one_thread
 
     with one_thread():
         return _grid(forms, alphas, seeds, steps, eval_size, checkpoints, roundoff(perturb))

@@ -15,6 +15,10 @@ depends on a context only through its count vector c (c_x = occurrences of token
 which is the per-position definition ``score_j = s W_QK[q, x_j]``, ``attn_j = softmax_j``,
 ``logits = W_OV sum_j attn_j e_{x_j}`` with equal positions summed. :meth:`forward_tokens`
 evaluates the per-position definition literally; the tests prove the two equal.
+
+The last two lines are :func:`attend`, the one forward pass of every engine that trains this model (the
+module, the stacked and batched programs of many runs, the spec's model, the authors' layers, the exact
+population loss of the stability analysis): each forms its scores and label values its own way, then attends.
 """
 from __future__ import annotations
 
@@ -88,14 +92,22 @@ class AttentionHead(nn.Module):
 
     def forward_log(self, log_counts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """:meth:`forward` from log c (a fixed batch, e.g. the population, takes its log once)."""
-        attn = torch.softmax(self.query_scores() + log_counts, dim=-1)
-        return attn @ self.label_values().T, attn
+        return attend(self.query_scores(), log_counts, self.label_values())
 
     def forward_tokens(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The per-position definition: logits (B, K) and attention (B, T) for token ids (B, T)."""
         attn = torch.softmax(self.query_scores()[tokens], dim=-1)
         values = self.label_values().T[tokens]  # (B, T, K): W_OV[labels, x_j]
         return torch.einsum("bt,btk->bk", attn, values), attn
+
+
+def attend(scores: torch.Tensor, log_counts: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The head on count vectors (module docstring): attention masses attn = softmax_x(A_x + log c_x) over the ids
+    and label logits attn W_OV[labels, :]^T, from the scores A (..., V) or (..., B, V), log c (..., B, V) and the
+    label values W_OV[labels, :] (..., K, V). Leading dimensions: a stack of runs, each its own head (the product
+    is then a batched one), or none. Returns (logits, attn)."""
+    attn = torch.softmax(scores + log_counts, dim=-1)
+    return attn @ values.mT, attn
 
 
 def log_counts(counts: torch.Tensor) -> torch.Tensor:

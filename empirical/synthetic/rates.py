@@ -1,6 +1,6 @@
 """Claim A1's measurement on the full matrix model: the rate factor R_c read off gradient descent.
 
-At a state x of the reduced flow, embedded in the full matrices (theta = :meth:`.stability.FullFlow.embed`),
+At a state x of the reduced flow, embedded in the full matrices (theta = :meth:`.fullflow.FullFlow.embed`),
 one GD step theta_h = theta + h F(theta), F = -E grad L the full model's update direction (exact
 population gradient of the matrices: mean-count batch, exact on the symmetric subspace), moves each
 feature f in (qk, ov) (read from the computed function: qk = mean score of the distinct tokens minus
@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 import numpy as np
 from qkdyn.empirical.synthetic import data
-from qkdyn.empirical.synthetic.stability import FullFlow
+from qkdyn.empirical.synthetic.fullflow import FullFlow
 from qkdyn.theory.compiled import load
 
 STEP = 1e-3

@@ -21,9 +21,10 @@ import numpy as np
 import torch
 from qkdyn.empirical.coupled.qk_flow import integrate
 from qkdyn.empirical.synthetic.layout import Layout
-from qkdyn.empirical.synthetic.model import DTYPE
+from qkdyn.empirical.synthetic.model import DTYPE, attend
 from qkdyn.theory import orbits
-from qkdyn.theory.specflow import SpecDerivation, chain
+from qkdyn.theory.specentries import chain
+from qkdyn.theory.specflow import SpecDerivation
 from torch import nn
 
 
@@ -83,9 +84,9 @@ class SpecHead(nn.Module):
         if self.spec.self_attention:
             counts = counts.clone()
             counts[:, self.layout.query] += 1
-        scores = self.scale * self.query_scores()
-        attn = torch.softmax(scores + torch.log(counts), dim=-1)
-        return attn @ self.product("OV")[torch.as_tensor(self.layout.labels)].T
+        logits, _ = attend(self.scale * self.query_scores(), torch.log(counts),
+                           self.product("OV")[torch.as_tensor(self.layout.labels)])
+        return logits
 
     def loss(self, counts, labels, weights) -> torch.Tensor:
         logits = self(counts)

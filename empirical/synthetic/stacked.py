@@ -30,9 +30,9 @@ from typing import NamedTuple
 
 import torch
 from qkdyn.empirical.synthetic import observe, reduced, train
-from qkdyn.empirical.synthetic.model import AttentionHead
+from qkdyn.empirical.synthetic.model import AttentionHead, attend, cross_entropy
 from qkdyn.empirical.synthetic.model import log_counts as log_counts_of
-from torch import nn
+from qkdyn.empirical.synthetic.threads import one_thread
 
 from qkdyn.errors import InputError
 
@@ -52,8 +52,6 @@ class Arm(NamedTuple):
 def run(setting, arms: list[Arm]) -> dict[Arm, list[dict]]:
     """Arm -> its recorded rows (``step``, ``t`` = step h, and the observer's columns), every arm of one
     batch size trained together on one torch thread (module docstring)."""
-    from qkdyn.empirical.synthetic.batched import one_thread
-
     out: dict[Arm, list[dict]] = {}
     with one_thread():
         for batch in dict.fromkeys(arm.batch for arm in arms):
@@ -128,10 +126,8 @@ def _program(setting, arms: list[Arm]) -> dict[Arm, list[dict]]:
             counts, labels, weights = (torch.stack(f) for f in zip(*batches, strict=True))
             log_counts = log_counts_of(counts)
         u, W, o, v = params
-        attn = torch.softmax(scale * torch.bmm(u, W.transpose(1, 2)) + log_counts, dim=-1)
-        logits = torch.bmm(attn, torch.bmm(o, v).transpose(1, 2))
-        total = (weights * nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten(), reduction="none")
-                 .view(labels.shape)).sum()
+        logits, _ = attend(scale * torch.bmm(u, W.transpose(1, 2)), log_counts, torch.bmm(o, v))
+        total = cross_entropy(logits.flatten(0, 1), labels.flatten(), weights.flatten())
         if not math.isfinite(total.item()):  # the sum of the runs' losses: finite iff every one is
             raise InputError(f"the loss is not finite at step {step}: training diverged, reduce --step")
         done = [arms[i].steps == step for i in alive]

@@ -13,6 +13,7 @@ import json
 import numpy as np
 import pytest
 from qkdyn.simulate import claims_coupled as cc
+from qkdyn.simulate import flowpaths
 from qkdyn.theory.setting import Setting
 from qkdyn.theory.spec import NAMED, CircuitSpec, Spec
 
@@ -102,6 +103,6 @@ def test_reach_locates_each_qk_value_to_the_float_resolution():
     are those at t = e^value - 1, bracketed by the rows and bisected to the float resolution, the ends included."""
     t = np.concatenate([[0.0], np.geomspace(1e-2, 1e6, 30)])
     values = np.concatenate([[0.0], np.linspace(0.05, 13.0, 9), [np.log1p(1e6)]])
-    states = cc.reach(lambda times: np.vstack([np.log1p(times), times]), lambda x: x[0], t, np.log1p(t), values)
+    states = flowpaths.reach(lambda times: np.vstack([np.log1p(times), times]), lambda x: x[0], t, np.log1p(t), values)
     assert np.allclose(states[0], values, rtol=1e-15, atol=1e-15)
     assert np.allclose(states[1], np.expm1(values), rtol=1e-14, atol=1e-16)

@@ -65,7 +65,7 @@ def test_a_collapsed_qk_line_read_off_its_inverse_table_is_the_exact_inversion(p
     setting's inverse table where that reaches (Phi up to 1e300), beyond exactly (e^u past 709.78 overflows):
     at random settings (attention from 1e-300) and lam = Phi - Phi(qk0) from -1e5 to 1e308, the same u as the
     exact inversion (Wright omega and Newton) to round-off."""
-    from qkdyn.simulate import closedform as cf
+    from qkdyn.simulate import closedform, qkline
     from qkdyn.simulate.sharpness import _Problem
 
     rng = np.random.default_rng(22)
@@ -76,12 +76,12 @@ def test_a_collapsed_qk_line_read_off_its_inverse_table_is_the_exact_inversion(p
         problem = _Problem(setting, param)
         c = np.array(problem.constants)
         addr = np.array([problem.compiled.psi_gain_kernel.address, problem.compiled.m_ov_kernel.address,
-                         *cf.SPECIAL])
-        tab, coef, ext = cf.new_table()
-        ext[:] = cf._CENTER, cf._CENTER + 1, -1  # as solve_points starts a setting
-        cf._new_edge(c, tab, cf._CENTER, c[cf._U0], 0.0)
+                         *closedform.SPECIAL])
+        tab, coef, ext = qkline.new_table()
+        ext[:] = qkline.CENTER, qkline.CENTER + 1, -1  # as solve_points starts a setting
+        qkline.new_edge(c, tab, qkline.CENTER, c[qkline.U0], 0.0)
         for lam in np.concatenate([10 ** rng.uniform(-12, 308, 200), -10 ** rng.uniform(-12, 5, 40)]):
-            exact = cf._invert_collapsed(c, addr, tab, coef, lam)
+            exact = qkline.invert_collapsed(c, addr, tab, coef, lam)
             beyond += exact > 709.78
-            assert cf._invert(c, addr, tab, coef, ext, lam, False) == pytest.approx(exact, rel=1e-14, abs=1e-14)
+            assert qkline.invert(c, addr, tab, coef, ext, lam, False) == pytest.approx(exact, rel=1e-14, abs=1e-14)
     assert beyond > 0

@@ -6,6 +6,7 @@ import json
 
 import pytest
 from qkdyn.simulate import claims_coupled as cc
+from qkdyn.simulate import flowpaths
 
 from qkdyn.studies import json_default
 
@@ -153,9 +154,10 @@ def test_the_judges_are_pure_and_read_a_stored_record(monkeypatch):
     import qkdyn.simulate.sharpness
     import qkdyn.simulate.solve
     import qkdyn.simulate.specsolve
-    for module, name in [(cc, n) for n in ("path", "solve_spec", "dense_spec", "reach", "matched_loss", "growth_k",
-                                           "line_error", "_on", "drift", "plot_matched_loss", "save", "subplots",
-                                           "measure")] + [
+    for module, name in [(cc, n) for n in ("path", "matched_loss", "growth_k", "line_error", "rate_factor_difference",
+                                           "drift", "plot_matched_loss", "save", "subplots", "measure")] + [
+            (flowpaths, n) for n in ("path", "solve_spec", "dense_spec", "reach", "line_error",
+                                     "rate_factor_difference")] + [
             (qkdyn.simulate.solve, "solve"), (qkdyn.simulate.sharpness, "sharpness"),
             (qkdyn.simulate.specsolve, "spec_sharpness")]:
         monkeypatch.setattr(module, name, forbidden)

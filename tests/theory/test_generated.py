@@ -46,11 +46,11 @@ def test_compiled_kernels_equal_the_sympy_expressions_on_random_states(param):
 
 def _lanes_field(compiled, settings, states, scales) -> np.ndarray:
     """``rhs_lanes_kernel`` at states[l] with settings[l], times scales[l]: (dim, lanes)."""
-    from qkdyn.simulate.integrate import _call
+    from qkdyn.simulate.ccall import call as call_void
 
     @njit
     def call(f, x, p, scale, out):
-        _call(f, (x, p, scale, out, scale.size))
+        call_void(f, (x, p, scale, out, scale.size))
 
     x = np.ascontiguousarray(np.array(states, dtype=float).T)
     p = np.ascontiguousarray(np.array([compiled.kernel_parameters(one.numeric()) for one in settings]).T)

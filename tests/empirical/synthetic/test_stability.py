@@ -5,6 +5,7 @@ import pytest
 import torch
 from qkdyn.empirical.synthetic import claim_stability
 from qkdyn.empirical.synthetic import stability as st
+from qkdyn.empirical.synthetic.layout import Layout
 from qkdyn.theory.compiled import load
 from qkdyn.theory.setting import Setting
 from torch.func import grad, jacrev
@@ -89,7 +90,7 @@ def test_factorized_linearisation_at_width_k_plus_1_is_that_of_width_v():
     the same growth rate and propagator gain (and a width without an unused column would not)."""
     setting = Setting(classes=2, distinct=2, commons=2, m=2, n=4, eta_qk=30.0)
     small = st.linearisation(setting, 1e-4, points=16, param="FAFO")
-    full = st.linearisation(setting, 1e-4, points=16, param="FAFO", width=st.Layout.of(setting).vocab)
+    full = st.linearisation(setting, 1e-4, points=16, param="FAFO", width=Layout.of(setting).vocab)
     assert small.basis.shape[1] < full.basis.shape[1]
     assert np.allclose(small.growth_rate, full.growth_rate, rtol=1e-9, atol=1e-12)
     assert np.allclose(small.log_gain, full.log_gain, rtol=1e-9, atol=1e-9)

@@ -8,6 +8,7 @@ import pytest
 import torch
 from qkdyn.empirical.synthetic import authors, batched, clean, sampled
 from qkdyn.empirical.synthetic.model import PARAMS
+from qkdyn.empirical.synthetic.threads import one_thread
 
 
 def plain_loop(task, param, schedule, seed, test_size):
@@ -65,7 +66,7 @@ def short(task, steps, levels, target):
      [(p, "qkfast", 0) for p in ("CACO", "FACO")] + [(p, "equal", 1) for p in PARAMS], 1e-9),
 ])
 def test_batched_runs_equal_their_plain_loops(task, arms, tol):
-    with batched.one_thread():  # as the batched program (tiny tensors)
+    with one_thread():  # as the batched program (tiny tensors)
         compare_runs(task, arms, tol)
 
 
