@@ -15,9 +15,10 @@ in each pass, in this order,
    update (``update``: clip, optimiser step, schedule) and ``s <- s + 1``.
 
 A resumed run starts at its checkpoint's step, whose evaluation and checkpoint were written before
-the kill, so they are not repeated there. Only the writer of the run directory (rank 0 of a
-data-parallel run) evaluates, logs, checkpoints and shows progress. A divergence is one
-:class:`~qkdyn.errors.InputError` naming the step, the checkpoint kept and the trainer's ``hint``.
+the kill, so they are not repeated there; it says so first, on stderr ("resuming from step N of T").
+Only the writer of the run directory (rank 0 of a data-parallel run) evaluates, logs, checkpoints and
+shows progress. A divergence is one :class:`~qkdyn.errors.InputError` naming the step, the checkpoint
+kept and the trainer's ``hint``.
 
 What the trainers supply is only what differs between them: the model, the batches and the loss
 (``backward``), the update rule (``update``), the evaluation row (``estimate_loss``, nanoGPT's name), the checkpoint's
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 from typing import Protocol
 
 import torch
@@ -82,6 +84,9 @@ def run(trainer: Trainer, rundir: RunDir, start: int, intervals: Intervals, *, p
 
     writer, total = rundir.writer, trainer.total
     saved = start if start > 0 else None
+    if writer and start > 0:
+        sys.stderr.write(f"{desc + ': ' if desc else ''}resuming from step {start} of {total} (the checkpoint in "
+                         f"{rundir.path})\n")
     bar = tqdm(total=total, initial=start, disable=not (progress and writer), desc=desc, unit="step",
                dynamic_ncols=True)
 

@@ -7,17 +7,20 @@ module (sympy, scipy, torch) on first use.
 * :data:`PARAMS` - the parameterisations: CACO, FACO, CAFO, FAFO and the authors' reduced form ``paper``.
 * :func:`derive` - the symbolic result for one form or spec: reduced ODE, invariants, line, laws (sympy).
 * :func:`solve` - the reduced gradient flow to ``t_max`` or a loss level: a :class:`Trajectory` (a spec's
-  ``SpecTrajectory``; a list of them for a list of settings).
+  :class:`~qkdyn.simulate.specsolve.SpecTrajectory`; a list of them for a list of settings), the solution
+  at any time by ``tr.at(t)`` (or ``tr(t)``), drawn by ``tr.plot()``.
 * :func:`sharpness` - attention, qk, ov and time at matched loss in closed form (no ODE; a spec without
   one: from ODE events): a :class:`Sharpness`.
 * :func:`gd`, :func:`sgd` - training of the full matrix model (torch): a :class:`Recording`.
-* :func:`verify` - every claim, with verdicts, figures and a report: a list of :class:`Claim`.
+* :func:`~qkdyn.verify.verify` - every claim, with verdicts, figures and a report: a list of :class:`Claim`.
 * :mod:`qkdyn.testing` - hypothesis strategies and growth-law assertions for property tests.
 * :class:`Spec`, :class:`CircuitSpec`, :data:`SPECS`, :func:`load_spec` - a model written as data (depth, inner
   width, init balance, weight decay, loss, self-attention, token weights); the exact forms as named specs.
   Each verb takes a form's name or a spec through the one path: ``derive(spec)`` (its reduced flow derived
   from its model definition: ``derive(spec).flow``), ``solve(setting, spec)``, ``sharpness(setting, spec, ...)``.
 * :func:`check` - a spec's reduced flow against autograd on its full matrices: a :class:`CheckResult`.
+* :class:`InputError` - what every verb raises for bad input: a ``ValueError`` whose ``field`` names the
+  offending argument or field.
 
 Example::
 

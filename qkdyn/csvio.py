@@ -4,15 +4,16 @@ from __future__ import annotations
 import csv
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from qkdyn.atomic import atomic_path
 from qkdyn.errors import InputError
 
 
-def write_columns(path: str | os.PathLike, columns: Mapping[str, Sequence[float]]) -> None:
+def write_columns(path: str | os.PathLike, columns: Mapping[str, ArrayLike]) -> None:
     """Write equal-length columns as CSV (full float precision) to ``path`` atomically."""
     names = list(columns)
     data = np.column_stack([np.asarray(columns[name], dtype=float) for name in names])

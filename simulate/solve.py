@@ -21,9 +21,10 @@ import functools
 import math
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, overload
+from typing import TYPE_CHECKING, ClassVar, TypeVar, overload
 
 import numpy as np
+from numpy.typing import ArrayLike
 from qkdyn.simulate import integrate
 from qkdyn.simulate.coldstart import FIRST_SOLVES
 from qkdyn.theory.compiled import Compiled, load
@@ -42,10 +43,169 @@ DEFAULT_T_CAP = 1e100
 METHODS = ("DOP853", "LSODA", "Radau", "BDF")
 
 
+#: a Trajectory or a SpecTrajectory: what :meth:`TrajectoryExports.at` returns for each
+_Sampled = TypeVar("_Sampled", bound="TrajectoryExports")
+#: the y-axis label of each quantity :meth:`TrajectoryExports.plot` draws (any other column: its name)
+_AXIS_LABELS = {"attn": "attention on the distinct tokens", "loss": "loss", "qk": "qk", "ov": "ov",
+                "penalty": "weight-decay penalty", "objective": "loss + penalty"}
+#: the quantities :meth:`TrajectoryExports.plot` draws on a log y axis (positive along every trajectory)
+_LOG_Y = ("loss", "objective")
+
+
+@dataclasses.dataclass(frozen=True)
+class DenseSolution:
+    """One run's continuous solution x(t), 0 <= t <= ``t_end``: the integrator's own interpolant in log time
+    tau = log(1 + t) (DOP853's 7th-order dense output between its steps; LSODA's where it took over), the
+    one a trajectory's rows were read off. ``log_time_states(taus)`` returns the states (dim, len(taus)).
+    Data only (arrays, or SciPy's ``OdeSolution``), so a trajectory that holds it pickles."""
+
+    log_time_states: Callable[[np.ndarray], np.ndarray]
+    t_end: float
+
+    def __call__(self, t) -> np.ndarray:
+        """The states (dim, *shape of t) at the times ``t`` (any order, within [0, t_end]: not checked here)."""
+        return self.log_time_states(np.log1p(np.asarray(t, dtype=float)))
+
+
+def _stored_rows(t_rows: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """The index of each of ``times`` among the rows' times ``t_rows`` (any order), -1 where none equals it."""
+    order = np.argsort(t_rows, kind="stable")
+    sorted_rows = t_rows[order]
+    position = np.searchsorted(sorted_rows, times).clip(max=len(order) - 1)
+    return np.where(sorted_rows[position] == times, order[position], -1)
+
+
 class TrajectoryExports:
     """The labelled exports of a sampled solution (:class:`Trajectory`, and a spec's
     :class:`~qkdyn.simulate.specsolve.SpecTrajectory`): it has ``t``, ``state``, ``variables``,
-    ``param``, ``setting`` and the quantities ``qk``, ``ov``, ``attn``, ``loss``."""
+    ``param``, ``setting``, ``dense`` (its :class:`DenseSolution`, or None) and the quantities ``qk``,
+    ``ov``, ``attn``, ``loss``."""
+
+    if TYPE_CHECKING:  # what each subclass has, as dataclass fields or properties (each is a dataclass)
+        __dataclass_fields__: ClassVar[dict[str, dataclasses.Field]]
+        t: np.ndarray
+        state: np.ndarray
+        variables: tuple[str, ...]
+        setting: Setting
+        dense: DenseSolution | None
+
+        @property
+        def param(self) -> str: ...
+        @property
+        def qk(self) -> np.ndarray: ...
+        @property
+        def ov(self) -> np.ndarray: ...
+        @property
+        def attn(self) -> np.ndarray: ...
+        @property
+        def loss(self) -> np.ndarray: ...
+
+    def at(self: _Sampled, t: ArrayLike) -> _Sampled:
+        """The trajectory at the times ``t``, read off the solver's dense output.
+
+        Parameters
+        ----------
+        t : float or array_like
+            One time or a 1-D array of times (any order), each within [0, t_end], t_end the last
+            time solved (``t_max``, or the time the loss reached ``until_loss``).
+
+        Returns
+        -------
+        Trajectory or SpecTrajectory
+            Of the same type, with ``t`` the times asked for (1-D) and ``state`` the solution there, so
+            ``tr.at(t).attn``, ``.qk``, ``.ov``, ``.loss``, ``.invariants()`` and the exports are the
+            quantities at those times. A time that is one of the stored rows gets that row exactly
+            (the exact initial state at t = 0, the event row at ``event_t``); between rows the state
+            is DOP853's 7th-order interpolant between the solver's steps, accurate to about the
+            solver's tolerance (``rtol``; docs/api.md, "A trajectory at any time"), the same
+            interpolant the rows were read off.
+
+        Raises
+        ------
+        InputError
+            Where a time is not a finite number within [0, t_end], or the trajectory holds no dense
+            output (one not made by :func:`solve`).
+
+        Examples
+        --------
+        >>> tr = qkdyn.solve(qkdyn.Setting(), "CACO", t_max=1e6)
+        >>> attn = tr.at([10.0, 1e3]).attn      # the attention at t = 10 and t = 1000
+        >>> same = tr(1e3).state                # tr(t) is tr.at(t)
+        """
+        dense = self.dense
+        if dense is None:
+            raise InputError("this trajectory holds no dense output (it was not made by qkdyn.solve)", "t")
+        try:
+            times = np.atleast_1d(np.asarray(t, dtype=float))
+        except (TypeError, ValueError):
+            raise InputError(f"must be a number or a 1-D array of numbers, got {t!r}", "t") from None
+        if times.ndim != 1:
+            raise InputError(f"must be a number or a 1-D array of times, got an array of shape {times.shape}", "t")
+        outside = ~((times >= 0) & (times <= dense.t_end))  # NaN is outside too
+        if outside.any():
+            raise InputError(f"must lie within [0, {dense.t_end:g}] (the span solved), got {float(times[outside][0])!r}", "t")
+        state = dense(times)
+        rows = _stored_rows(self.t, times)
+        state[:, rows >= 0] = self.state[:, rows[rows >= 0]]
+        return dataclasses.replace(self, t=times, state=state)
+
+    __call__ = at
+
+    def plot(self, quantities: Sequence[str] = ("attn", "loss", "qk", "ov"), *, axes=None, label: str | None = None):
+        """Draw ``quantities`` against t on a log axis, one panel each, in the project's figure style
+        (:mod:`qkdyn.figures`); the row t = 0 is left out (a log axis has no 0).
+
+        Parameters
+        ----------
+        quantities : sequence of str
+            Columns of :meth:`columns` (attn, loss, qk, ov, a spec's penalty and objective, or a
+            reduced variable); loss and objective on a log y axis.
+        axes : sequence of matplotlib Axes, optional
+            One per quantity, to draw into (e.g. those a previous call returned: several trajectories
+            on one figure); by default a new figure with the panels stacked, sharing the t axis.
+        label : str, optional
+            The legend entry of this trajectory (default: its form and rho).
+
+        Returns
+        -------
+        numpy.ndarray of matplotlib.axes.Axes
+            The panels, in the order of ``quantities`` (the figure is ``axes[0].figure``).
+
+        Examples
+        --------
+        >>> axes = qkdyn.solve(qkdyn.Setting(eta_qk=10.0), "FAFO", until_loss=1e-3).plot()
+        >>> axes = qkdyn.solve(qkdyn.Setting(), "FAFO", until_loss=1e-3).plot(axes=axes)   # rho = 1 beside it
+        >>> axes[0].figure.savefig("fafo.png")
+        """
+        import matplotlib.pyplot as plt
+
+        import qkdyn.figures  # noqa: F401 (applies the project's style)
+
+        columns = self.columns()
+        unknown = [name for name in quantities if name == "t" or name not in columns]
+        if unknown or not quantities:
+            raise InputError(f"must name columns of {', '.join(c for c in columns if c != 't')}, got "
+                             f"{', '.join(map(repr, unknown)) or 'none'}", "quantities")
+        if axes is None:
+            width, height = plt.rcParams["figure.figsize"]
+            _, grid = plt.subplots(len(quantities), 1, sharex=True, squeeze=False,
+                                   figsize=(width, 0.45 * height * (1 + len(quantities))))
+            panels = grid[:, 0]
+        else:
+            panels = np.asarray(axes, dtype=object).ravel()
+            if len(panels) != len(quantities):
+                raise InputError(f"must hold one Axes per quantity ({len(quantities)}), got {len(panels)}", "axes")
+        drawn = self.t > 0
+        rho = self.setting.rho
+        for ax, name in zip(panels, quantities, strict=True):
+            ax.plot(self.t[drawn], columns[name][drawn], label=label or f"{self.param}, rho = {rho:g}")
+            ax.set_xscale("log")
+            if name in _LOG_Y:
+                ax.set_yscale("log")
+            ax.set_ylabel(_AXIS_LABELS.get(name, name))
+        panels[-1].set_xlabel("t")
+        panels[0].legend()
+        return panels
 
     def columns(self) -> dict[str, np.ndarray]:
         """CSV columns: t, qk, ov, attn, loss, then the raw reduced state."""
@@ -73,8 +233,9 @@ class TrajectoryExports:
 
 @dataclasses.dataclass
 class Trajectory(TrajectoryExports):
-    """A solution sampled at times ``t``; the quantities of docs/setting.md section 2 as properties, and
-    labelled exports (:meth:`to_pandas`, :meth:`to_xarray`, :meth:`to_csv`)."""
+    """A solution sampled at times ``t``; the quantities of docs/setting.md section 2 as properties,
+    the solution at any other time (:meth:`at`, also ``tr(t)``), a plot (:meth:`plot`) and labelled
+    exports (:meth:`to_pandas`, :meth:`to_xarray`, :meth:`to_csv`)."""
 
     param: str
     setting: Setting
@@ -84,9 +245,12 @@ class Trajectory(TrajectoryExports):
     event_t: float | None  # time at which the loss target was reached, if one was set
     stats: dict
     crossings: dict = dataclasses.field(default_factory=dict)  # loss level -> (t, state) at crossing
+    # the solver's continuous solution (:meth:`at`); None for a trajectory not made by solve
+    dense: DenseSolution | None = dataclasses.field(default=None, repr=False, compare=False)
     # (qk, ov) at the rows: given by a sweep (one vector call for all of its trajectories), else computed
     # from ``state`` when first read
-    features: tuple[np.ndarray, np.ndarray] | None = dataclasses.field(default=None, repr=False, compare=False)
+    features: tuple[np.ndarray, np.ndarray] | None = dataclasses.field(default=None, init=False, repr=False,
+                                                                      compare=False)
 
     @property
     def compiled(self) -> Compiled:
@@ -107,11 +271,11 @@ class Trajectory(TrajectoryExports):
 
     @property
     def attn(self) -> np.ndarray:
-        return self.compiled.attention(self.qk, self.setting.numeric())
+        return np.asarray(self.compiled.attention(self.qk, self.setting.numeric()))
 
     @property
     def loss(self) -> np.ndarray:
-        return self.compiled.loss(self.qk, self.ov, self.setting.numeric())
+        return np.asarray(self.compiled.loss(self.qk, self.ov, self.setting.numeric()))
 
     @property
     def log_odds(self) -> np.ndarray:
@@ -261,21 +425,57 @@ def solve(
     method: str = "DOP853",
     record_losses: Sequence[float] = (),
 ) -> Trajectory | SpecTrajectory | list[Trajectory] | list[SpecTrajectory]:
-    """Solve the reduced flow from the docs/setting.md init to ``t_max`` or until the loss reaches
-    ``until_loss`` (whichever comes first; at least one must be given).
+    """Solve the reduced gradient flow dx/dt = f(x) from the setting's init (docs/setting.md) to ``t_max``
+    or until the loss reaches ``until_loss``, whichever comes first, in log time tau = log(1 + t).
 
-    ``param`` is a named form (CACO, FACO, CAFO, FAFO, paper: a :class:`Trajectory`) or a circuit spec
-    (a :class:`~qkdyn.theory.spec.Spec`, e.g. ``qkdyn.SPECS["FACO"]`` or ``qkdyn.load_spec(path)``: its
-    flow derived from its model definition, a :class:`~qkdyn.simulate.specsolve.SpecTrajectory` with the
-    same columns and exports; SciPy's DOP853, there are no compiled kernels for a spec written as data).
+    Parameters
+    ----------
+    setting : Setting or list of Setting
+        The point of the setting (sizes, rates, init); a list or tuple of them is a sweep: the list of
+        their trajectories, each equal to its one-at-a-time solve. For a named form a sweep is integrated
+        in one call of the compiled integrator, in lockstep SIMD lanes (:func:`solve_many`; ``make bench``
+        compares it with a vmapped diffrax sweep); a spec's sweep solves one setting at a time.
+    param : str or Spec
+        A named form (CACO, FACO, CAFO, FAFO, paper), or a circuit spec (a :class:`~qkdyn.theory.spec.Spec`,
+        e.g. ``qkdyn.SPECS["FACO"]`` or ``qkdyn.load_spec(path)``): its flow derived from its model
+        definition, integrated by SciPy's DOP853 (there are no compiled kernels for a spec written as data).
+    t_max : float, optional
+        The horizon (t = 1e300 costs no more than 1e60: the integrator steps in log time).
+    until_loss : float, optional
+        Stop where the loss first reaches this level (the solver's event finder); at least one of
+        ``t_max`` and ``until_loss`` must be given.
+    points : int
+        Rows sampled: t = 0 and ``points - 1`` log-spaced times up to the end.
+    at : sequence of float
+        Times added to the rows exactly.
+    rtol : float
+        The integrator's relative tolerance on each step's local error.
+    atol : float
+        Its absolute tolerance.
+    method : str
+        ``DOP853`` (compiled; the default), or SciPy's ``LSODA``, ``Radau``, ``BDF`` with the analytic
+        Jacobian for stiff corners.
+    record_losses : sequence of float
+        Loss levels whose exact crossing (time and state) is stored in ``crossings``: the basis of
+        matched-loss comparisons.
 
-    ``record_losses``: loss levels whose exact crossing (time and state, located by the solver's
-    event finder) is stored in ``Trajectory.crossings``: the basis of matched-loss comparisons.
+    Returns
+    -------
+    Trajectory or SpecTrajectory or list of them
+        A :class:`Trajectory` for a named form, a :class:`~qkdyn.simulate.specsolve.SpecTrajectory` (the
+        same columns and exports) for a spec; the list of them for a sweep. Either holds the solver's
+        dense output: ``tr.at(t)`` (or ``tr(t)``) is the solution at any t within the span solved.
 
-    Given a list (or tuple) of settings (a sweep), returns the list of their trajectories, each equal to
-    its one-at-a-time solve: for a named form all of them are integrated in one call of the compiled
-    integrator, in lockstep SIMD lanes (:func:`solve_many`; ``make bench`` compares it with a vmapped
-    diffrax sweep); a sweep of a spec solves one setting at a time.
+    Raises
+    ------
+    InputError
+        For an unknown form, a bad setting, neither or a bad ``t_max`` / ``until_loss``, a loss level not
+        reached within the horizon, or an unknown method.
+
+    Examples
+    --------
+    >>> tr = qkdyn.solve(qkdyn.Setting(eta_qk=10.0), "FAFO", until_loss=1e-3)
+    >>> when, sharpness = tr.t[-1], tr.attn[-1]     # when the loss reaches 1e-3, and the attention then
     """
     if isinstance(setting, (list, tuple)):
         if isinstance(param, Spec):
@@ -307,7 +507,7 @@ def integrate_flow(name: str, compiled, setting: Setting, *, t_max, until_loss, 
                    record_losses, kernels: bool = True) -> tuple:
     """Validate the horizon, integrate the flow of ``compiled`` (a :class:`Compiled`, or any object with
     its ``init``, ``state_loss``, ``rhs``, ``jac``, ``features``, ``loss`` and ``variables``) from the
-    setting's init and sample it: (times, state, variables, event_t, stats, crossings) of a
+    setting's init and sample it: (times, state, variables, event_t, stats, crossings, dense) of a
     :class:`Trajectory`. ``kernels``: DOP853 runs compiled (else SciPy's DOP853)."""
     _check_options(t_max, until_loss, points, at, method)
     p, x0, levels, horizon = _start(compiled, setting, t_max, until_loss, at, record_losses)
@@ -361,7 +561,7 @@ def _start(compiled, setting: Setting, t_max, until_loss, at, record_losses) -> 
 
 def _sample(name: str, compiled, setting: Setting, run: _Run, p, x0, horizon, until_loss, points, at, record_losses,
             seconds: float, method: str, on_compiled: bool) -> tuple:
-    """The rows of a finished integration: (times, state, variables, event_t, stats, crossings)."""
+    """The rows of a finished integration: (times, state, variables, event_t, stats, crossings, dense)."""
     times, query, crossed, event_t = _rows(name, compiled, setting, run, p, horizon, until_loss, points, at)
     at_crossings = run.dense(run.event_tau[crossed]) if crossed else np.empty((len(x0), 0))
     return _labelled(compiled, run, x0, times, event_t, run.dense(query), crossed, at_crossings, record_losses, seconds,
@@ -396,14 +596,16 @@ def _rows(name: str, compiled, setting: Setting, run: _Run, p, horizon, until_lo
 
 def _labelled(compiled, run: _Run, x0, times, event_t, state, crossed, at_crossings, record_losses, seconds: float,
               method: str, on_compiled: bool) -> tuple:
-    """(times, state, variables, event_t, stats, crossings) from the dense states at the queries of
+    """(times, state, variables, event_t, stats, crossings, dense) from the dense states at the queries of
     :func:`_rows` (record_losses[crossed[j]] crossed at event_tau[crossed[j]], its state at_crossings[:, j]);
-    ``stats["compiled"]``: whether the compiled integrator ran (else SciPy's)."""
+    ``stats["compiled"]``: whether the compiled integrator ran (else SciPy's); ``dense``: the
+    :class:`DenseSolution` of ``run.dense`` (the run's interpolant in log time) up to the last row."""
     state[:, 0] = x0  # t = 0 is always the first row: the exact initial state
     stats = {"seconds": seconds, "nfev": run.nfev, "njev": run.njev, "steps": run.steps, "method": method,
              "compiled": on_compiled}
     crossings = {record_losses[i]: (math.expm1(run.event_tau[i]), at_crossings[:, j]) for j, i in enumerate(crossed)}
-    return times, state, compiled.variables, event_t, stats, crossings
+    return (times, state, compiled.variables, event_t, stats, crossings,
+            DenseSolution(run.dense, float(times[-1])))
 
 
 def solve_many(settings: Sequence[Setting], param: str, *, t_max, until_loss, points, at, rtol, atol, method,
@@ -413,7 +615,8 @@ def solve_many(settings: Sequence[Setting], param: str, *, t_max, until_loss, po
     (:func:`qkdyn.simulate.integrate.integrate_many`: every stage over the lanes in SIMD, each lane's
     arithmetic that of its solve alone), then all of their rows and crossings read off the dense tables
     in one compiled call (:func:`~qkdyn.simulate.integrate.evaluate_many`, the same interpolant at the
-    same times) and their (qk, ov) in one vector call (:func:`_features_at_once`); a setting whose
+    same times; each trajectory's dense output is its own steps' rows of those tables) and their
+    (qk, ov) in one vector call (:func:`_features_at_once`); a setting whose
     explicit step collapses is solved again alone (LSODA takes over there).
     ``stats["seconds"]`` is the sweep's integration time divided by its size."""
     for one in settings:
@@ -440,24 +643,27 @@ def solve_many(settings: Sequence[Setting], param: str, *, t_max, until_loss, po
         if status[i] < 0:
             alone[i] = Trajectory(param, one, *integrate_flow(param, compiled, one, **options))
             continue
-        runs[i] = _Run(int(status[i]), "", int(steps[i]), int(nfev[i]), 0, event_tau[i], final[i])
+        runs[i] = _Run(int(status[i]), "", int(steps[i]), int(nfev[i]), 0, event_tau[i], final[i],
+                       _Table(*(part[first[i]:first[i + 1]] for part in table)))
         plans[i] = _rows(param, compiled, one, runs[i], p, horizon, until_loss, points, at)
     # every trajectory's rows, then every one's crossings, read off its steps' tables in one compiled call
     read = np.fromiter(plans, dtype=np.int64, count=len(plans))
     queries = [plans[i][1] for i in read] + [event_tau[i][plans[i][2]] for i in read]
     own = np.concatenate([read, read])
     qfirst = np.cumsum([0] + [query.size for query in queries])
-    flat = integrate.evaluate_many(*table, first[own], first[own + 1], np.concatenate(queries or [np.empty(0)]), qfirst)
+    taus, hs, ys, Fs = table
+    flat = integrate.evaluate_many(taus, hs, ys, Fs, first[own], first[own + 1],
+                                   np.concatenate(queries or [np.empty(0)]), qfirst)
     dim = len(compiled.variables)
     blocks = [flat[dim * qfirst[j]:dim * qfirst[j + 1]].reshape(dim, -1) for j in range(len(queries))]
-    out = [alone.get(i) for i in range(len(settings))]
+    out = dict(alone)
     for j, i in enumerate(read):
         times, _, crossed, event_t = plans[i]
         out[i] = Trajectory(param, settings[i], *_labelled(compiled, runs[i], starts[i][1], times, event_t, blocks[j],
                                                            crossed, blocks[len(read) + j], record_losses, seconds, method,
                                                            True))
     _features_at_once(compiled, [out[i] for i in read], flat[:dim * qfirst[len(read)]])
-    return out
+    return [out[i] for i in range(len(settings))]
 
 
 def _features_at_once(compiled, trajectories: list[Trajectory], states: np.ndarray) -> None:
@@ -477,9 +683,9 @@ def _features_at_once(compiled, trajectories: list[Trajectory], states: np.ndarr
 @dataclasses.dataclass
 class _Run:
     """What an integrator hands back: status (0 reached, 1 terminal event, < 0 failed), its counts,
-    the log-time of each event level's first crossing (NaN where none), the state where it stopped and,
-    for a solve of its own, the dense solution ``dense(taus) -> states (dim, len(taus))`` (a sweep reads
-    all of its rows off the tables at once instead: :func:`solve_many`)."""
+    the log-time of each event level's first crossing (NaN where none), the state where it stopped and
+    the dense solution ``dense(taus) -> states (dim, len(taus))`` (a sweep reads all of its rows off the
+    tables at once instead: :func:`solve_many`)."""
 
     status: int
     message: str
@@ -488,7 +694,25 @@ class _Run:
     njev: int
     event_tau: np.ndarray
     final: np.ndarray
-    dense: Callable | None = None
+    dense: Callable[[np.ndarray], np.ndarray]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Table:
+    """The compiled DOP853's dense output of one trajectory: its steps' rows (taus, hs, ys, Fs) of the
+    dense tables of :func:`~qkdyn.simulate.integrate.integrate_many`, read by
+    :func:`~qkdyn.simulate.integrate.evaluate` (arrays: data that pickles)."""
+
+    taus: np.ndarray
+    hs: np.ndarray
+    ys: np.ndarray
+    Fs: np.ndarray
+
+    def __call__(self, taus) -> np.ndarray:
+        """The states (dim, *shape of taus) at the log-times ``taus``, as SciPy's ``OdeSolution`` returns them."""
+        query = np.asarray(taus, dtype=float)
+        states = np.asarray(integrate.evaluate(self.taus, self.hs, self.ys, self.Fs, query.ravel()))
+        return states.reshape(len(states), *query.shape)
 
 
 def _compiled(compiled: Compiled, p, x0, tau_end, rtol, atol, levels, terminal, method) -> _Run:
@@ -497,24 +721,20 @@ def _compiled(compiled: Compiled, p, x0, tau_end, rtol, atol, levels, terminal, 
         compiled.rhs_lanes_kernel.address, compiled.loss_kernel.address, compiled.kernel_parameters(p)[None],
         np.asarray(x0, dtype=float)[None], tau_end, rtol, atol, np.asarray(levels, dtype=float), terminal)
     return _Run(int(status[0]), "step size below the resolution of tau", int(steps[0]), int(nfev[0]), 0, event_tau[0],
-                final[0], lambda taus: integrate.evaluate(*table, np.asarray(taus, dtype=float)))
+                final[0], _Table(*table))
 
 
-def _scipy(compiled: Compiled, p, x0, tau_end, rtol, atol, levels, terminal, method, plain: bool = False) -> _Run:
+def _scipy(compiled, p, x0, tau_end, rtol, atol, levels, terminal, method, plain: bool = False) -> _Run:
     """SciPy's ``solve_ivp`` in log-time: LSODA, Radau, BDF with the analytic Jacobian, or SciPy's own
     explicit DOP853 (the spec solver of :mod:`qkdyn.simulate.specsolve`, which has no compiled kernels, and a
     cold start's first solves, :mod:`qkdyn.simulate.coldstart`). ``plain``: the right-hand side run as
     plain Python (:meth:`~qkdyn.theory.compiled.Compiled.plain_rhs`: nothing compiled)."""
     field = compiled.plain_rhs(p) if plain else lambda x: compiled.rhs(x, p)
 
-    def crossing(level: float, last: bool):
-        def event(tau, x):
-            return math.log(float(compiled.loss(*compiled.features(x, p), p))) - level
+    def log_loss(x) -> float:
+        return math.log(float(compiled.loss(*compiled.features(x, p), p)))
 
-        event.terminal, event.direction = terminal and last, -1
-        return event
-
-    events = [crossing(level, i == len(levels) - 1) for i, level in enumerate(levels)]
+    events = [_Crossing(log_loss, level, terminal and i == len(levels) - 1) for i, level in enumerate(levels)]
 
     implicit = {"jac": lambda tau, x: math.exp(tau) * compiled.jac(x, p)} if method in METHODS[1:] else {}
 
@@ -530,6 +750,18 @@ def _scipy(compiled: Compiled, p, x0, tau_end, rtol, atol, levels, terminal, met
         return _crossings_on_dense(sol, events, terminal)
     event_tau = np.array([te[0] if len(te) else np.nan for te in (sol.t_events or [])])
     return _Run(sol.status, sol.message, len(sol.t) - 1, sol.nfev, sol.njev, event_tau, sol.y[:, -1], sol.sol)
+
+
+class _Crossing:
+    """SciPy's event of one loss level: log L(x) - level, crossed downwards; ``terminal`` ends the run there."""
+
+    direction = -1
+
+    def __init__(self, log_loss: Callable[[np.ndarray], float], level: float, terminal: bool):
+        self.log_loss, self.level, self.terminal = log_loss, level, terminal
+
+    def __call__(self, tau: float, x: np.ndarray) -> float:
+        return self.log_loss(x) - self.level
 
 
 def _crossings_on_dense(sol, events, terminal) -> _Run:

@@ -15,14 +15,19 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-from qkdyn.simulate.solve import TrajectoryExports, integrate_flow
+from numpy.typing import ArrayLike
+from qkdyn.simulate.solve import DenseSolution, TrajectoryExports, integrate_flow
 from qkdyn.theory.setting import Setting
 from qkdyn.theory.spec import Spec
 
 from qkdyn.errors import InputError
+
+if TYPE_CHECKING:
+    from qkdyn.simulate.sharpness import Sharpness
 
 
 class _Field:
@@ -56,7 +61,8 @@ class _Field:
 @dataclasses.dataclass
 class SpecTrajectory(TrajectoryExports):
     """A spec's solution sampled at times ``t``: the reduced state and the quantities of docs/setting.md,
-    with the same exports as :class:`~qkdyn.simulate.solve.Trajectory`."""
+    with the same exports as :class:`~qkdyn.simulate.solve.Trajectory` (the solution at any other time,
+    :meth:`at` or ``tr(t)``, and :meth:`plot` among them)."""
 
     spec: Spec
     setting: Setting
@@ -66,6 +72,8 @@ class SpecTrajectory(TrajectoryExports):
     event_t: float | None
     stats: dict
     crossings: dict = dataclasses.field(default_factory=dict)  # loss level -> (t, state) where it is first reached
+    # the solver's continuous solution (:meth:`at`); None for a trajectory not made by solve
+    dense: DenseSolution | None = dataclasses.field(default=None, repr=False, compare=False)
 
     @property
     def param(self) -> str:
@@ -142,7 +150,7 @@ class SpecTrajectory(TrajectoryExports):
     @property
     def log_odds(self) -> np.ndarray:
         """log(attn / (1 - attn)), from attn (the spec's attention need not be a logistic of qk)."""
-        return np.log(self.attn) - np.log1p(-self.attn)
+        return np.asarray(np.log(self.attn) - np.log1p(-self.attn))
 
 
 
@@ -172,17 +180,16 @@ def solve_spec(setting: Setting, spec: Spec, *, t_max: float | None = None, unti
     if not isinstance(setting, Setting):
         raise InputError(f"must be a Setting, got {type(setting).__name__}", "setting")
     spec.check_setting(setting)
-    times, state, variables, event_t, stats, crossings = integrate_flow(
+    return SpecTrajectory(spec, setting, *integrate_flow(
         spec.name, _Field(spec), setting, t_max=t_max, until_loss=until_loss, points=points, at=at, rtol=rtol,
-        atol=atol, method=method, record_losses=tuple(record_losses), kernels=False)
-    return SpecTrajectory(spec, setting, times, state, variables, event_t, stats, crossings)
+        atol=atol, method=method, record_losses=tuple(record_losses), kernels=False))
 
 
-def dense_spec(setting: Setting, spec: Spec, t_max: float, *, rtol: float = 1e-11, atol: float = 1e-14):
+def dense_spec(setting: Setting, spec: Spec, t_max: float, *, rtol: float = 1e-11, atol: float = 1e-14) -> DenseSolution:
     """The dense output of :func:`solve_spec`'s integration of ``spec`` to ``t_max`` (SciPy's DOP853 in log-time,
     the same steps; LSODA where its step collapses, as there): a function of times t -> states (dim, len(t)), equal
-    to solve_spec's rows at their times. An event of any function of the state (qk reaching a value) is a root of
-    that function on it, found to the solver's accuracy."""
+    to solve_spec's rows at their times (``solve_spec(...).dense``, without sampling rows). An event of any function
+    of the state (qk reaching a value) is a root of that function on it, found to the solver's accuracy."""
     from qkdyn.simulate.solve import _scipy
 
     spec.check_setting(setting)
@@ -194,7 +201,7 @@ def dense_spec(setting: Setting, spec: Spec, t_max: float, *, rtol: float = 1e-1
         run = _scipy(*arguments, "LSODA")
     if run.status < 0:
         raise RuntimeError(f"{spec.name}: integration failed: {run.message}")
-    return lambda t: run.dense(np.log1p(np.asarray(t, dtype=float)))
+    return DenseSolution(run.dense, float(t_max))
 
 
 @dataclasses.dataclass
@@ -210,31 +217,32 @@ class SpecSharpness:
     t: np.ndarray
 
 
-def spec_sharpness(setting: Setting, spec: Spec, rhos: Sequence[float], levels: Sequence[float]) -> SpecSharpness:
+def spec_sharpness(setting: Setting, spec: Spec, rhos: ArrayLike, levels: ArrayLike) -> SpecSharpness:
     """Matched-loss quantities of any spec from ODE events (:func:`qkdyn.sharpness` gives the exact forms
     in closed form): for each rho (eta_QK = rho eta_OV) one solve to the lowest level, the crossing of
     every other level located by the solver's event finder."""
     from qkdyn.theory.specnumeric import numeric
 
-    rhos, levels = np.asarray(rhos, dtype=float), np.asarray(levels, dtype=float)
-    lowest = float(levels.min())
-    out = {name: np.full((len(rhos), len(levels)), np.nan) for name in ("qk", "ov", "attn", "t")}
+    rho_values, level_values = np.asarray(rhos, dtype=float), np.asarray(levels, dtype=float)
+    lowest = float(level_values.min())
+    out = {name: np.full((len(rho_values), len(level_values)), np.nan) for name in ("qk", "ov", "attn", "t")}
     p, functions = np.asarray(setting.numeric(), dtype=float), numeric(spec)
-    for i, rho in enumerate(rhos):
+    for i, rho in enumerate(rho_values):
         tr = solve_spec(setting.replace(eta_qk=float(rho) * setting.eta_ov), spec, until_loss=lowest, points=4,
-                        record_losses=tuple(float(v) for v in levels if v != lowest))
+                        record_losses=tuple(float(v) for v in level_values if v != lowest))
         crossings = dict(tr.crossings)
         if tr.event_t is not None:
             crossings[lowest] = (tr.event_t, tr.state[:, -1])
-        for j, level in enumerate(levels):
+        for j, level in enumerate(level_values):
             if float(level) in crossings:
                 t, x = crossings[float(level)]
                 out["qk"][i, j], out["ov"][i, j], out["attn"][i, j] = functions.features(x, p)
                 out["t"][i, j] = t
-    return SpecSharpness(rhos, levels, **out)
+    return SpecSharpness(rho_values, level_values, **out)
 
 
-def events_sharpness(setting: Setting, spec: Spec, rho, loss, *, time: bool = True, grid: bool = False):
+def events_sharpness(setting: Setting | Mapping, spec: Spec, rho, loss, *, time: bool = True,
+                     grid: bool = False) -> Sharpness:
     """:func:`qkdyn.sharpness` for a spec without a closed form: ``rho`` and ``loss`` broadcast (or, with
     ``grid``, form their outer product) as there, each value from :func:`spec_sharpness` (one solve per
     distinct rho, every level's crossing from the event finder; NaN where a level is not reached)."""

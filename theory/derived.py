@@ -21,6 +21,10 @@ B_cj = |W_j|^2 - |W_{j+1}|^2 (dB/dt = -2 eta lambda B): the balanced manifold, e
 canonical init lies, is invariant (:mod:`qkdyn.theory.specflow`, step 6). ``Derived.flow`` is the spec's
 reduced flow as derived from its model definition (variables with their orbits, loss, penalty,
 right-hand sides, init, invariants and exact rates per circuit).
+
+Results are cached in each process and on disk for every process (:mod:`qkdyn.theory.derive_cache`:
+the expressions as data, checked, keyed by the qkdyn and sympy versions and the sources), so a second
+process reads a form's result in well under a second instead of deriving it again.
 """
 from __future__ import annotations
 
@@ -29,7 +33,8 @@ import functools
 from typing import TYPE_CHECKING
 
 import sympy as sp
-from qkdyn.theory import asymptotics, invariants, model
+from qkdyn.theory import derive_cache
+from qkdyn.theory.setting import factorized
 from qkdyn.theory.spec import NAMED, Spec
 
 from qkdyn.errors import InputError
@@ -86,13 +91,53 @@ class Derived:
 
 @functools.cache
 def derive(param: str | Spec) -> Derived:
-    """Derive everything for ``param``: a named form (CACO, FACO, CAFO, FAFO, paper) or a circuit spec
-    (a :class:`~qkdyn.theory.spec.Spec`, e.g. ``qkdyn.SPECS["FACO"]`` or ``qkdyn.load_spec(path)``; see the
-    module docstring; its own reduced flow is ``derive(spec).flow``); cached per process."""
+    """Derive everything for one parameterisation (the maths: this module's docstring).
+
+    Parameters
+    ----------
+    param : str or Spec
+        A named form (CACO, FACO, CAFO, FAFO, paper) or a circuit spec (a :class:`~qkdyn.theory.spec.Spec`,
+        e.g. ``qkdyn.SPECS["FACO"]`` or ``qkdyn.load_spec(path)``). A spec that is an exact form's model
+        gets that form's result.
+
+    Returns
+    -------
+    Derived
+        The sympy objects: reduced ODE, Jacobian, features, loss, invariants, the line, rate factors,
+        late-time laws (a spec's own reduced flow is ``derive(spec).flow``).
+
+    Raises
+    ------
+    InputError
+        For a name that is no form.
+
+    Notes
+    -----
+    Cached per process and on disk across processes (:mod:`qkdyn.theory.derive_cache`); the first call
+    for a form derives it (seconds of sympy), later calls in any process read it back.
+    """
     if isinstance(param, Spec):
         return dataclasses.replace(_derive_spec(param), spec=param)
+    factorized(param)  # an InputError for a name that is no form, before the cache is asked
+    return Derived(**derive_cache.cached(param, lambda: _form_fields(param)))
+
+
+def _derive_spec(spec: Spec) -> Derived:
+    """:func:`derive` for a spec: its exact form's result where it is that form's model, else its own."""
+    from qkdyn.theory.specclosed import exact_form
+
+    name = exact_form(spec)
+    if name is not None:
+        return derive(name)
+    return Derived(**derive_cache.cached(spec, lambda: _spec_fields(spec)))
+
+
+def _form_fields(param: str) -> dict:
+    """:func:`derive`'s fields for a named form, derived."""
+    from qkdyn.theory import asymptotics, invariants, model
+
     d = model.derive(param)
-    return Derived(
+    return dict(
         param=param, variables=d.symbols, ode=dict(zip(d.symbols, d.rhs, strict=True)), jacobian=d.jacobian,
         qk=d.qk, ov=d.ov, attn=model.attention(model.qk), loss=model.reduced_loss(model.qk, model.ov),
         invariants=invariants.first_integrals(d), line=tuple(invariants.line_coordinates(d)),
@@ -101,13 +146,10 @@ def derive(param: str | Spec) -> Derived:
         growth=asymptotics.log_t_exponents(param))
 
 
-def _derive_spec(spec) -> Derived:
-    """:func:`derive` for a spec (module docstring)."""
+def _spec_fields(spec: Spec) -> dict:
+    """:func:`derive`'s fields for a spec that is no exact form's model, derived (module docstring)."""
     from qkdyn.theory import specclosed, specflow
 
-    name = specclosed.exact_form(spec)
-    if name is not None:
-        return derive(name)
     d = specflow.derive_spec(spec)
     conserved = {}
     for circuit, found in d.invariants.items():
@@ -119,7 +161,7 @@ def _derive_spec(spec) -> Derived:
         conserved.update({f"R_{circuit}{i + 1}": e for i, e in enumerate(found)})
     balances = {f"B_{circuit}{i + 1}": b for circuit, found in d.balances.items()
                 if specflow._decay(spec, circuit) for i, b in enumerate(found)}
-    return Derived(
+    return dict(
         param=spec.name, variables=d.symbols, ode=dict(zip(d.symbols, d.rhs, strict=True)), jacobian=d.jacobian, qk=d.qk, ov=d.ov,
         attn=d.attn, loss=d.loss, invariants=conserved, line=specclosed.line_coordinates(spec),
         metric=(d.metrics["QK"]["metric"], d.metrics["OV"]["metric"]), laws={}, growth={},

@@ -89,3 +89,10 @@ def test_the_checkpointed_trainers_run_on_the_shared_loop(module):
     steps = [n for n in ast.walk(tree) if isinstance(n, ast.For) and isinstance(n.iter, ast.Call)
              and getattr(n.iter.func, "id", "") == "range"]
     assert not steps
+
+
+def test_a_resumed_run_says_from_which_step(tmp_path, capsys):
+    _train(tmp_path / "a", stop_after=5)
+    assert "resuming" not in capsys.readouterr().err
+    _train(tmp_path / "a")
+    assert f"resuming from step 3 of 10 (the checkpoint in {tmp_path / 'a'})" in capsys.readouterr().err
