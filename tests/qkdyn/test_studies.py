@@ -326,6 +326,7 @@ def test_check_accepts_a_planned_spec_whatever_resources_it_asked_for():
     """A plan line made on a GPU machine (gpus > 0) is a run of the study on a CPU one, and the reverse;
     another run is still refused."""
     from qkdyn.empirical.synthetic.study import StabilityStudy
+
     from qkdyn.errors import InputError
 
     study = StabilityStudy()
