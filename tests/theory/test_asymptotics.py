@@ -34,11 +34,18 @@ def law_errors(tr):
 @settings(max_examples=12)
 @given(setting=settings_strategy, rho=testing.rhos(1.0, 100.0))
 def test_collapsed_laws_hold_within_two_percent(param, setting, rho):
+    """The collapsed laws are asymptotic: their errors fall like 1/(log t)^2 (measured: 8.7%, 2.0%, 0.47%
+    at 1e40, 1e80, 1e160 for the slowest setting hypothesis found, K = 2, D = 8, N = 1, m = 15, n = 1).
+    Checked: within 2% by t = 1e160, and from 1e80 to 1e160 (log t doubled) each error at least halves
+    unless already below 1e-3."""
     setting = setting.replace(eta_qk=rho * setting.eta_ov, b=float(setting.distinct))
-    tr = solve(setting, param, t_max=1e80, points=2, at=[1e80])
-    ov_error, qk_error = law_errors(tr)
-    assert abs(ov_error[-1]) < 0.02
-    assert abs(qk_error[-1]) < 0.02
+    times = [1e80, 1e160]
+    tr = solve(setting, param, t_max=times[-1], points=2, at=times)
+    rows = np.searchsorted(tr.t, times)
+    for error in law_errors(tr):
+        early, late = np.abs(error[rows])
+        assert late < 0.02
+        assert late <= early / 2 or late < 1e-3
 
 
 @pytest.mark.parametrize("param", ["FACO", "CAFO", "FAFO"])
