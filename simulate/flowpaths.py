@@ -15,7 +15,7 @@ import dataclasses
 from collections.abc import Callable
 
 import numpy as np
-from qkdyn.simulate.specsolve import dense_spec, solve_spec
+from qkdyn.simulate.specsolve import solve_spec
 from qkdyn.theory.setting import Setting
 from qkdyn.theory.spec import Spec
 
@@ -56,7 +56,8 @@ def path(setting: Setting, spec: Spec | str, rho: float, t_max: float, points: i
     from qkdyn.theory.specnumeric import numeric
 
     functions, p, m_qk = numeric(spec), np.array(setting.numeric()), collapsed_metric(setting)[0]
-    dense = dense_spec(changed, spec, t_max)
+    dense = tr.dense  # the solver's own dense output: the states at any t of the integration above
+    assert dense is not None
     factor = np.broadcast_to(functions.qk_metric(tr.state, p), tr.t.shape) / m_qk
     n = _rising(tr.qk)
 

@@ -185,25 +185,6 @@ def solve_spec(setting: Setting, spec: Spec, *, t_max: float | None = None, unti
         atol=atol, method=method, record_losses=tuple(record_losses), kernels=False))
 
 
-def dense_spec(setting: Setting, spec: Spec, t_max: float, *, rtol: float = 1e-11, atol: float = 1e-14) -> DenseSolution:
-    """The dense output of :func:`solve_spec`'s integration of ``spec`` to ``t_max`` (SciPy's DOP853 in log-time,
-    the same steps; LSODA where its step collapses, as there): a function of times t -> states (dim, len(t)), equal
-    to solve_spec's rows at their times (``solve_spec(...).dense``, without sampling rows). An event of any function
-    of the state (qk reaching a value) is a root of that function on it, found to the solver's accuracy."""
-    from qkdyn.simulate.solve import _scipy
-
-    spec.check_setting(setting)
-    field, p = _Field(spec), setting.numeric()
-    arguments = (field, p, field.init(p, setting.qk0, setting.ov0), float(np.log1p(t_max)), rtol, atol, np.empty(0),
-                 False)
-    run = _scipy(*arguments, "DOP853")
-    if run.status < 0:
-        run = _scipy(*arguments, "LSODA")
-    if run.status < 0:
-        raise RuntimeError(f"{spec.name}: integration failed: {run.message}")
-    return DenseSolution(run.dense, float(t_max))
-
-
 @dataclasses.dataclass
 class SpecSharpness:
     """qk, ov, attn and t where the loss first reaches each level, shape (len(rhos), len(levels)); NaN

@@ -156,7 +156,7 @@ def test_the_judges_are_pure_and_read_a_stored_record(monkeypatch):
     import qkdyn.simulate.specsolve
     for module, name in [(cc, n) for n in ("path", "matched_loss", "growth_k", "line_error", "rate_factor_difference",
                                            "drift", "plot_matched_loss", "save", "subplots", "measure")] + [
-            (flowpaths, n) for n in ("path", "solve_spec", "dense_spec", "reach", "line_error",
+            (flowpaths, n) for n in ("path", "solve_spec", "reach", "line_error",
                                      "rate_factor_difference")] + [
             (qkdyn.simulate.solve, "solve"), (qkdyn.simulate.sharpness, "sharpness"),
             (qkdyn.simulate.specsolve, "spec_sharpness")]:
