@@ -10,14 +10,6 @@ from qkdyn.empirical.circuits.train import Run
 from repo_paths import FIXTURES
 
 
-@pytest.fixture
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def causal(rows):
     return np.array([r + [0.0] * (len(rows) - len(r)) for r in rows])
 
@@ -77,7 +69,7 @@ def test_uniform_reference_and_summary_by_hand():
     assert np.isnan(empty["mass"]["rollout"]) and empty["n"] == 0
 
 
-def test_decoding_reads_each_step_from_a_plain_forward(one_thread):
+def test_decoding_reads_each_step_from_a_plain_forward():
     """Every step's rows are those of a forward pass over the prompt and the tokens generated so far; a
     prompt's decoding stops at <eos> (its step counted, the token not), at max_answer_len, or before the
     input would reach max_len (none at all for a prompt that long)."""
@@ -108,7 +100,7 @@ def test_decoding_reads_each_step_from_a_plain_forward(one_thread):
         assert eos in tokens or len(tokens) == 4 or len(seq) == model.cfg.max_len
 
 
-def test_first_step_is_the_a_row_metric_of_the_qa_evaluation(one_thread):
+def test_first_step_is_the_a_row_metric_of_the_qa_evaluation():
     cfg = resolve("squad", "tiny", {"data": str(FIXTURES / "circuits" / "squad"), "n_layer": 2, "layernorm": True,
                                     "max_len": 64, "max_answer_len": 3})
     run = Run(cfg)

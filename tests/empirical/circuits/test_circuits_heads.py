@@ -19,14 +19,6 @@ MAPS = np.array([[PREVIOUS, INDUCTION, UNIFORM]], dtype=float)
 IDS, READ, RATIONALES = [5, 6, 7, 5], 3, ((0, 3), (2,))  # annotator 1 without the read-out: position 0 alone
 
 
-@pytest.fixture
-def one_thread():
-    """Tiny models run faster on one thread, and the machine's cores are shared."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 def test_measures_of_previous_token_induction_and_uniform_heads_by_hand():
     m = heads.sequence_measures(MAPS, IDS, READ, RATIONALES)
@@ -70,7 +62,7 @@ def test_non_finite_attention_propagates_and_bad_shapes_are_refused():
 
 
 @pytest.mark.parametrize("task, data", [("vader", "vader"), ("squad", "squad")])
-def test_every_evaluation_logs_head_measures_and_the_final_holds_them(tmp_path, task, data, one_thread):
+def test_every_evaluation_logs_head_measures_and_the_final_holds_them(tmp_path, task, data):
     cfg = resolve(task, "tiny", {"data": str(FIXTURES / "circuits" / data), "n_layer": 2})
     record = train(cfg, tmp_path, progress=False)
     rows = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]

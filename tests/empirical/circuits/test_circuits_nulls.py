@@ -5,7 +5,6 @@ import warnings
 
 import numpy as np
 import pytest
-import torch
 from qkdyn.empirical.circuits import metrics, report
 from qkdyn.empirical.circuits.handcheck import has_attractor
 from qkdyn.empirical.circuits.presets import resolve
@@ -14,14 +13,6 @@ from qkdyn.empirical.data import brown
 from repo_paths import ROOT
 
 from qkdyn import figures
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def _prepared(tmp_path, tags: bool):

@@ -23,14 +23,6 @@ FIX = FIXTURES / "circuits"
 DATA = {"vader": FIX / "vader", "hatexplain": FIX / "hatexplain", "sva": FIX / "linzen_agr.tsv", "squad": FIX / "squad"}
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models run faster on one thread, and the machine's cores are shared."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 def tiny(task="vader", **kw):
     return resolve(task, "tiny", {"data": str(DATA[task]), **kw})
