@@ -4,7 +4,7 @@ Every claim is a :class:`qkdyn.claims.Claim` whose verdict comes from the projec
 :func:`qkdyn.stats.compare` (paired by seed; holds / fails / inconclusive with the p-value),
 :func:`qkdyn.stats.compare_variance` for the seed-variance claim, :func:`qkdyn.stats.compare_censored`
 for tokens-to-target and for the CPU-matched comparison, and
-:func:`qkdyn.empirical.coupled.mqar_speed.compare_steps` for MQAR's steps to 99% recall. Every
+`qkdyn.stats.compare_censored_times` for MQAR's steps to 99% recall. Every
 comparison carries its power (the smallest effect detected with 80% power at the measured spread, the
 seeds the paper's effect needs). Perplexities are compared on the log scale (per seed, log
 ppl(treatment) - log ppl(control)); the paper's effects they are judged against are in
@@ -40,13 +40,7 @@ import math
 import numpy as np
 from qkdyn.empirical.coupled.compute_match import cpu_matched, ladders
 from qkdyn.empirical.coupled.context import Context
-from qkdyn.empirical.coupled.mqar_speed import (
-    MIN_CURVE_EVALS,
-    RECALL_TARGET,
-    compare_steps,
-    recall_steps,
-    sign_test_power,
-)
+from qkdyn.empirical.coupled.mqar_speed import MIN_CURVE_EVALS, RECALL_TARGET, recall_steps
 from qkdyn.empirical.coupled.paper_effects import HEADLINE, SAME_MARGIN, SMALLEST
 from qkdyn.empirical.coupled.preconditions import (
     RECALL_SHARE,
@@ -71,7 +65,16 @@ from qkdyn.empirical.coupled.study import variant_label
 from qkdyn.empirical.coupled.summaries import comparison_rows, mean_curves, over_training, tables
 
 from qkdyn.claims import Claim, Precondition, combine, gate
-from qkdyn.stats import Comparison, compare, compare_censored, compare_variance, sample_summary, seeds_needed
+from qkdyn.stats import (
+    Comparison,
+    compare,
+    compare_censored,
+    compare_censored_times,
+    compare_variance,
+    sample_summary,
+    seeds_needed,
+    sign_test_power,
+)
 
 
 def as_run(result: dict) -> dict:
@@ -408,7 +411,7 @@ def _speed(task: str, c: dict[int, dict], s: dict[int, dict]) -> tuple[Compariso
                           f"reading them needs at least {MIN_CURVE_EVALS}).")
     seeds = sorted(set(c) & set(s))
     cs, ss = [recall_steps(c[k]) for k in seeds], [recall_steps(s[k]) for k in seeds]
-    comp = compare_steps(cs, ss)
+    comp = compare_censored_times(cs, ss)
     shown = "; ".join(f"seed {k}: {'>' if ct else ''}{cv:.0f} vs {'>' if st else ''}{sv:.0f}"
                       for k, (cv, ct), (sv, st) in zip(seeds, cs, ss, strict=True))
     text = f" {task}: steps to {RECALL_TARGET:.0%} recall, coupled vs standard ('>': never reached, censored): {shown}."

@@ -6,17 +6,10 @@ from __future__ import annotations
 import math
 
 import pytest
-from qkdyn.empirical.coupled.mqar_speed import (
-    MIN_CURVE_EVALS,
-    compare_steps,
-    known_order,
-    recall_steps,
-    sign_test_power,
-    steps_to_recall,
-)
+from qkdyn.empirical.coupled.mqar_speed import MIN_CURVE_EVALS, recall_steps, steps_to_recall
 from test_judge_coupled import _claims
 
-from qkdyn.stats import compare
+from qkdyn.stats import compare, compare_censored_times, known_order, sign_test_power
 
 NEVER = (1000.0, True)  # a run of 1000 steps that never reached 99% recall
 
@@ -40,7 +33,7 @@ def test_the_order_of_a_pair_is_known_only_where_censoring_leaves_it():
 def test_without_censoring_it_is_the_shared_rule_on_log_step_ratios():
     coupled = [(s, False) for s in (200.0, 220.0, 190.0, 240.0, 210.0)]
     standard = [(s, False) for s in (400.0, 420.0, 450.0, 380.0, 500.0)]
-    c = compare_steps(coupled, standard)
+    c = compare_censored_times(coupled, standard)
     expected = compare([math.log(s) for s, _ in standard], [math.log(s) for s, _ in coupled], "increase")
     assert c == expected and c.verdict == "holds" and c.mde > 0 and c.censored == 0
 
@@ -52,11 +45,11 @@ def test_without_censoring_it_is_the_shared_rule_on_log_step_ratios():
     ([(200.0, False)] * 4 + [NEVER], [(300.0, False)] * 5, "inconclusive"),  # 4 of 5 known one way: p = 6/32
 ])
 def test_with_censoring_only_pairs_of_known_order_count(coupled, standard, verdict):
-    c = compare_steps(coupled, standard)
+    c = compare_censored_times(coupled, standard)
     assert c.verdict == verdict and c.censored == sum(a[1] or b[1] for a, b in zip(coupled, standard, strict=True))
     assert "sign test" in c.test and math.isnan(c.mde) and math.isnan(c.interval[0])
     known = sum(known_order(a, b) != 0 for a, b in zip(coupled, standard, strict=True))
-    assert f"over the {known} seeds of known order" in c.test
+    assert f"over the {known} pairs of known order" in c.test
     if verdict != "inconclusive":
         assert c.p_value == pytest.approx(1 / 32)
 
