@@ -6,10 +6,12 @@ import warnings
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
+from circuit_fakes import run_dirs as fake_run_dirs
 from qkdyn.simulate import claims_coupled, claims_sharpness, claims_theory, overview, phase
 from qkdyn.theory.setting import Setting
 
 from qkdyn import figures
+from qkdyn.stats import sample_summary
 
 
 def assert_same_bytes_without(shortcut: str, draw, monkeypatch) -> None:
@@ -198,11 +200,6 @@ def test_every_synthetic_experiment_figure_renders_without_overlaps_and_with_lab
     assert len(list(tmp_path.glob("*.png"))) == len(list(tmp_path.glob("*.pdf"))) == 8
 
 
-def _stat(values):
-    from qkdyn.stats import sample_summary
-    return sample_summary(values)
-
-
 @pytest.mark.parametrize("ratios", [(10.0,), (10.0, 30.0, 100.0)])
 def test_every_transformer_circuits_figure_renders_without_overlaps_and_with_labels(tmp_path, ratios):
     """``compare-circuits``' four figures from tiny fake records (two seeds; the same-lr arm, QK arms and
@@ -211,7 +208,6 @@ def test_every_transformer_circuits_figure_renders_without_overlaps_and_with_lab
     import matplotlib.image
     from qkdyn.empirical.circuits import plots
 
-    from qkdyn import atomic
 
     thresholds = list(np.linspace(0.0, 1.0, 11))
     arms = {"same lr": 1.0, **{f"{g} x{r:g}": r for g in ("QK", "all") for r in ratios}}
@@ -219,20 +215,12 @@ def test_every_transformer_circuits_figure_renders_without_overlaps_and_with_lab
     results = {a: [{"test": {"thresholds": thresholds, "ac_curve": list(np.linspace(1, 0, 11) ** (1 + seed + m / 10)),
                              "dtap_percent": (100 * rng.dirichlet(np.ones(25)).reshape(5, 5)).tolist()}}
                    for seed in range(2)] for a, m in arms.items()}
-    summary = {a: {key: _stat([0.7 + 0.01 * m, 0.72 + 0.01 * m]) for key in ("accuracy", "attention_mass",
+    summary = {a: {key: sample_summary([0.7 + 0.01 * m, 0.72 + 0.01 * m]) for key in ("accuracy", "attention_mass",
                                                                                  "attention_mass_without_readout")}
                for a, m in arms.items()}
-    run_dirs = {}
-    for i, a in enumerate(arms):
-        run_dirs[a] = []
-        for seed in range(2):
-            d = tmp_path / "runs" / f"{i}-{seed}"
-            d.mkdir(parents=True)
-            atomic.write_text(d / "metrics.jsonl", "".join(
-                f'{{"step": {s}, "dev_accuracy": {0.5 + s / 400}, "dev_attention_mass": {0.2 + s / 300}, '
-                f'"dev_attention_mass_without_readout": {0.1 + s / 300}}}\n'
-                for s in (0, 50, 100)[: 3 - seed]))  # seed 1 stopped earlier (its target loss)
-            run_dirs[a].append(d)
+    run_dirs = fake_run_dirs(tmp_path, arms, 2, lambda seed: [  # seed 1 stopped earlier (its target loss)
+        {"step": s, "dev_accuracy": 0.5 + s / 400, "dev_attention_mass": 0.2 + s / 300,
+         "dev_attention_mass_without_readout": 0.1 + s / 300} for s in (0, 50, 100)[: 3 - seed]])
     out = tmp_path / "figures"
     out.mkdir()
     with warnings.catch_warnings():
@@ -251,15 +239,15 @@ def test_every_coupled_figure_renders_without_overlaps_and_with_labels(tmp_path)
 
     variants = ("standard", "coupled-euler")
     strength = {"coupling": {"init": 0.01, "final": 0.05}}
-    perplexity = {corpus: {v: {"val_ppl": _stat([30.0 + i, 31.0 + i]), "strength": strength} for i, v in enumerate(variants)}
+    perplexity = {corpus: {v: {"val_ppl": sample_summary([30.0 + i, 31.0 + i]), "strength": strength} for i, v in enumerate(variants)}
                   for corpus in ("wikitext", "openwebtext")}
     tokens = [0, 1000, 2000, 4000]
     result = {"coherent": "wikitext",
               "tables": {"perplexity": perplexity,
-                         "steps": {"short": {1: _stat([30, 31]), 2: _stat([29, 30])},
-                                   "long": {1: _stat([25, 26]), 2: _stat([24, 25])}},
-                         "mqar": {task: {v: {"acc_T64": _stat([0.5, 0.6]), "acc_T128": _stat([0.4, 0.5]),
-                                             "mqar_acc": _stat([0.45, 0.55])} for v in variants}
+                         "steps": {"short": {1: sample_summary([30, 31]), 2: sample_summary([29, 30])},
+                                   "long": {1: sample_summary([25, 26]), 2: sample_summary([24, 25])}},
+                         "mqar": {task: {v: {"acc_T64": sample_summary([0.5, 0.6]), "acc_T128": sample_summary([0.4, 0.5]),
+                                             "mqar_acc": sample_summary([0.45, 0.55])} for v in variants}
                                   for task in ("kv4", "kv8")}},
               "curves": {v: {"tokens": tokens, "val_ppl": [100, 60, 40, 30 + i]} for i, v in enumerate(variants)}}
     result["curves"]["standard (200 steps)"] = {"tokens": tokens, "val_ppl": [100, 70, 50, 40]}

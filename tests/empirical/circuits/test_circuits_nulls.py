@@ -5,6 +5,7 @@ import warnings
 
 import numpy as np
 import pytest
+from circuit_fakes import run_dirs as fake_run_dirs
 from qkdyn.empirical.circuits import metrics, report
 from qkdyn.empirical.circuits.handcheck import has_attractor
 from qkdyn.empirical.circuits.presets import resolve
@@ -13,6 +14,7 @@ from qkdyn.empirical.data import brown
 from repo_paths import ROOT
 
 from qkdyn import figures
+from qkdyn.stats import sample_summary
 
 
 def _prepared(tmp_path, tags: bool):
@@ -64,34 +66,20 @@ def test_items_prepared_without_tags_record_no_attractor_flags(tmp_path):
     assert test["items"]["flags"] == {} and "n_items@attractor" not in report.item_views(test)
 
 
-def _stat(values):
-    from qkdyn.stats import sample_summary
-
-    return sample_summary(values)
-
-
 def test_the_bars_draw_the_nulls_and_the_deciding_subsets_without_overlaps(tmp_path):
     from qkdyn.empirical.circuits import plots
 
-    from qkdyn import atomic
 
     arms = {"same lr": 0, "QK x10": 1, "all x10": 2}
     keys = ("accuracy", "attention_mass", report.PRIMARY, "uniform_mass_without_readout", "positional.previous_token",
             "positional.best_offset", *(f"{m}@{s}" for s in ("non-adjacent", "attractor")
                                         for m in ("attention_mass", "uniform", "previous_token", "best_offset")))
-    summary = {a: {k: _stat([0.2 + 0.05 * m, 0.22 + 0.05 * m]) for k in keys} for a, m in arms.items()}
+    summary = {a: {k: sample_summary([0.2 + 0.05 * m, 0.22 + 0.05 * m]) for k in keys} for a, m in arms.items()}
     thresholds = list(np.linspace(0, 1, 11))
     results = {a: [{"test": {"thresholds": thresholds, "ac_curve": list(np.linspace(1, 0, 11)),
                              "dtap_percent": np.full((5, 5), 4.0).tolist()}}] * 2 for a in arms}
-    run_dirs = {}
-    for i, a in enumerate(arms):
-        run_dirs[a] = []
-        for seed in range(2):
-            d = tmp_path / "runs" / f"{i}-{seed}"
-            d.mkdir(parents=True)
-            atomic.write_text(d / "metrics.jsonl", "".join(
-                f'{{"step": {s}, "dev_accuracy": 0.5, "dev_{report.PRIMARY}": 0.1}}\n' for s in (0, 50)))
-            run_dirs[a].append(d)
+    run_dirs = fake_run_dirs(tmp_path, arms, 2, lambda seed: [
+        {"step": s, "dev_accuracy": 0.5, f"dev_{report.PRIMARY}": 0.1} for s in (0, 50)])
     out = tmp_path / "figures"
     out.mkdir()
     with warnings.catch_warnings():
