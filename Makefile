@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: verify verify-quick test test-fast typecheck bench docs install clean
+.PHONY: verify verify-quick test test-fast typecheck bench docs docs-katex install clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,20 @@ bench: $(STAMP)
 
 docs: $(STAMP)
 	$(BIN)/mkdocs build --strict    # the site under site/ (tests/project/test_docs_site.py builds it too)
+
+# KaTeX typesets the site's formulas from files committed in docs/assets/katex (the site needs no network,
+# to build or to read); this target refetches them with npm, the package checked against its pinned sha256,
+# and records each file's sha256 in docs/assets/katex/SHA256SUMS (tests/project/test_docs_site.py checks them)
+KATEX_VERSION := 0.16.22
+KATEX_SHA256  := e9e0d167db3175481cbadaff38e8d90b130f6a3ddb451a47e43c577fd511f365
+docs-katex:
+	rm -rf build/katex && mkdir -p build/katex docs/assets/katex/fonts
+	cd build/katex && npm pack --silent katex@$(KATEX_VERSION) >/dev/null \
+		&& echo "$(KATEX_SHA256)  katex-$(KATEX_VERSION).tgz" | sha256sum --check --strict - && tar xzf katex-$(KATEX_VERSION).tgz
+	cp build/katex/package/LICENSE build/katex/package/dist/katex.min.js build/katex/package/dist/katex.min.css docs/assets/katex/
+	cp build/katex/package/dist/fonts/*.woff2 docs/assets/katex/fonts/
+	cd docs/assets/katex && { echo "# katex@$(KATEX_VERSION) from npm, package sha256 $(KATEX_SHA256)"; \
+		sha256sum LICENSE katex.min.js katex.min.css fonts/*.woff2; } > SHA256SUMS
 
 clean:
 	rm -rf $(VENV) build site *.egg-info

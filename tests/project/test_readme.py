@@ -35,7 +35,7 @@ def test_the_readme_opens_with_the_two_set_up_commands():
 
 def test_the_readme_is_under_10_kb():
     size = len(_text().encode("utf-8"))
-    assert size < 10 * 1024, f"README.md is {size} bytes: move material to docs/ (docs/contributing.md says where)"
+    assert size < 10_000, f"README.md is {size} bytes: move material to docs/ (docs/contributing.md says where)"
 
 
 def test_the_verdict_table_is_what_the_script_writes_from_the_committed_reports():
