@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 import threading
+from typing import NoReturn
 
 from qkdyn.errors import InputError
 
@@ -53,7 +54,7 @@ class _HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         text = action.help or ""
         if action.default in (None, False, argparse.SUPPRESS) or "default" in text or not action.option_strings:
             return text
-        return super()._get_help_string(action)
+        return super()._get_help_string(action) or text
 
 
 class _OneLineErrorParser(argparse.ArgumentParser):
@@ -77,7 +78,13 @@ class _OneLineErrorParser(argparse.ArgumentParser):
 
     def parse_args(self, args=None, namespace=None):
         """argparse's, but what no parser recognized is reported by the chosen subcommand (``qkdyn solve:
-        error: ...``), naming the first unknown flag and the subcommand's nearest one."""
+        error: ...``), naming the first unknown flag and the subcommand's nearest one. An unknown long
+        flag is reported before anything else is checked: ``qkdyn solve --tmax 1`` is answered with
+        ``--t-max``, not with the required flags the typo left out."""
+        args = sys.argv[1:] if args is None else list(args)
+        parser, unknown = self._first_unknown_flag(args)
+        if unknown is not None:
+            parser.error(parser._unrecognized([unknown]))
         namespace, extras = self.parse_known_args(args, namespace)
         if extras:
             parser = self._subcommand(namespace) or self
@@ -88,8 +95,23 @@ class _OneLineErrorParser(argparse.ArgumentParser):
         """The subparser chosen in ``namespace`` (None: this parser has no subcommands)."""
         for action in self._actions:
             if isinstance(action, argparse._SubParsersAction):
-                return action.choices.get(getattr(namespace, action.dest, None))
+                return action.choices.get(str(getattr(namespace, action.dest, None)))
         return None
+
+    def _first_unknown_flag(self, args: list[str]) -> tuple[argparse.ArgumentParser, str | None]:
+        """The parser that reads the flags of ``args`` (the innermost subcommand named, else this one) and
+        the first long flag (``--name`` or ``--name=value``, before a ``--`` alone) it does not define."""
+        parser: argparse.ArgumentParser = self
+        for arg in args:
+            if arg == "--":
+                break
+            commands = next((action.choices for action in parser._actions
+                             if isinstance(action, argparse._SubParsersAction)), {})
+            if arg in commands:
+                parser = commands[arg]
+            elif arg.startswith("--") and arg.split("=", 1)[0] not in parser._option_string_actions:
+                return parser, arg
+        return parser, None
 
     def _unrecognized(self, extras: list[str]) -> str:
         """The message for arguments this parser does not know: its first unknown flag and the nearest of
@@ -104,7 +126,7 @@ class _OneLineErrorParser(argparse.ArgumentParser):
         near = closest(unknown.lstrip("-"), [s[2:] for s in self._option_string_actions if s.startswith("--")])
         return f"unrecognized argument {unknown}" + (f" (did you mean --{near}?)" if near else "")
 
-    def error(self, message: str) -> None:  # noqa: D401 - argparse API
+    def error(self, message: str) -> NoReturn:  # noqa: D401 - argparse API
         sys.stderr.write(f"{self.prog}: error: {message}\n")
         sys.exit(2)
 

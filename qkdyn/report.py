@@ -195,3 +195,43 @@ def _json_default(value):
         return float(value)
     except (TypeError, ValueError):
         return str(value)
+
+
+def terminal_summary(claims: Sequence[Claim], width: int | None = None) -> str:
+    """The claims as a plain-text table for the terminal, one line per claim, then a count of the verdicts.
+
+    Each line is the claim's id, its verdict and what decided it, in short: the unmet preconditions
+    (an ``inconclusive`` verdict's reason), else the parts that do not hold (a ``partial`` or ``fails``
+    verdict), else the first sentence of an ``inconclusive`` claim's summary (such as "1 of 2 runs ...
+    have finished"), else the effect and p of an empirical claim, else the statement. A line longer than
+    ``width`` characters (default: the terminal's width, ``COLUMNS`` honoured, 100 when the output is
+    not a terminal) is cut, ending in "…"; the numbers and the full reasons are in the report.
+    """
+    import shutil
+
+    width = width or shutil.get_terminal_size((100, 24)).columns
+    ids = max([len("claim"), *(len(c.id) for c in claims)])
+
+    def note(claim: Claim) -> str:
+        missing = unmet(claim.preconditions)
+        if missing:
+            return f"precondition not met: {', '.join(missing)}"
+        others = [f"{part} ({verdict})" for part, verdict in claim.parts.items() if verdict != "holds"]
+        if others:
+            return "not holding: " + "; ".join(others)
+        if claim.verdict == "inconclusive":  # e.g. "1 of 2 runs of study ... have finished"
+            return " ".join(claim.summary.split(". ", 1)[0].split())
+        if claim.stats:
+            return re.sub(r" \(\[table\]\(#[^)]*\)\)", "", _headline(claim))
+        return " ".join(claim.statement.split())
+
+    def fit(line: str) -> str:
+        return line if len(line) <= width else line[:max(width - 1, 0)].rstrip() + "…"
+
+    lines = [fit(f"{'claim':<{ids}}  {'verdict':<12}  what decided it (the report has the numbers)")]
+    lines += [fit(f"{c.id:<{ids}}  {c.verdict:<12}  {note(c)}") for c in claims]
+    counts: dict[str, int] = {}
+    for claim in claims:
+        counts[claim.verdict] = counts.get(claim.verdict, 0) + 1
+    lines.append(f"{len(claims)} claims: " + ", ".join(f"{n} {verdict}" for verdict, n in counts.items()))
+    return "\n".join(lines)

@@ -3,6 +3,7 @@ Idempotent: a finished run is not recomputed."""
 from __future__ import annotations
 
 import argparse
+import time
 
 from qkdyn.commands.studyflags import add_study_argument
 
@@ -27,6 +28,10 @@ def run(args: argparse.Namespace) -> int:
     study = get(args.study)
     study.check(spec)
     check_run_dir(args.runs, "--runs")
+    done_before, start = study.load(spec, args.runs) is not None, time.perf_counter()
     record = study.run(spec, args.runs)
-    print(f"wrote {study.record_path(record.spec, args.runs)}")
+    how = "already recorded, kept" if done_before else f"computed in {time.perf_counter() - start:.1f} s"
+    print(f"{spec.study} run {spec.name}: {how}: {study.record_path(record.spec, args.runs)}")
+    print(f"its claims are judged with the study's other runs: qkdyn report {spec.study} --budget BUDGET "
+          f"--runs {args.runs}")
     return 0
