@@ -178,11 +178,43 @@ def verify(quick: bool = False, figures: str | Path = "figures", empirical: bool
            ray_address: str | None = None, progress: bool = True, studies: Sequence[str] | None = None) -> list:
     """Check every claim and write ``figures/report.md`` + ``report.json`` and the plots.
 
-    Returns the list of :class:`qkdyn.claims.Claim` (verdict, evidence, summary, plots). ``quick``
-    (budget ``quick``) uses shorter horizons and coarser sweeps; ``empirical=False`` skips the torch
-    studies. ``runs_dir``: where run records go (default: a fresh temporary directory, so every call
-    computes; give one to resume); ``executor``/``workers``: how the runs are executed.
+    Each study of :data:`qkdyn.studies.VERIFY` plans its runs at the budget, runs what is missing under
+    ``runs_dir`` (one queue over all studies), and judges its claims by the one statistical rule of
+    :mod:`qkdyn.claims` (a claim whose precondition is unmet is ``inconclusive``).
 
+    Parameters
+    ----------
+    quick : bool
+        Budget ``quick``: shorter horizons and coarser sweeps, to check the pipeline in minutes.
+    figures : str or Path
+        Where the report and the plots are written; each file replaces its namesake only once all are
+        written (a run that fails part way leaves the previous ones).
+    empirical : bool
+        False: the theory claims only, without the torch studies and the full-model checks.
+    budget : {"quick", "cpu", "gpu", "paper"} or None
+        The budget by name (it wins over ``quick``); None: ``cpu``, or ``quick`` with ``quick=True``.
+    runs_dir : str or Path or None
+        Where the run records go; a finished run found there is read back, not recomputed (give one to
+        resume). None: a fresh temporary directory, so every call computes.
+    executor : {"local", "ray"}
+        A pool of ``workers`` local processes, or Ray (``pip install 'qkdyn[ray]'``).
+    workers : int
+        Local worker processes (one torch thread each).
+    ray_address : str or None
+        An existing Ray cluster to join; None starts a local one.
+    progress : bool
+        Progress bars on stderr (the studies, and all runs).
+    studies : sequence of str or None
+        Only these registered studies (``qkdyn.studies.STUDIES``); None: every study of ``VERIFY``.
+
+    Returns
+    -------
+    list of Claim
+        The claims (:class:`qkdyn.claims.Claim`: id, statement, verdict, evidence, summary, plots) in
+        study order, as the report shows them.
+
+    Examples
+    --------
     >>> claims = qkdyn.verify(quick=True, figures="out", empirical=False)  # doctest: +SKIP
     >>> {c.id: c.verdict for c in claims}["A2"]  # doctest: +SKIP
     'holds'

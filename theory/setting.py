@@ -39,7 +39,46 @@ def factorized(param: str) -> tuple[bool, bool]:
 
 @dataclasses.dataclass(frozen=True)
 class Setting:
-    """One point of the canonical setting (symbols as in docs/setting.md)."""
+    """One point of the canonical setting (symbols as in docs/setting.md section 1).
+
+    Frozen and validated on construction: a bad value raises :class:`~qkdyn.errors.InputError` naming
+    the field. The population loss of the setting is $L = \\log(1 + (K-1) e^{-\\alpha\\,\\mathrm{ov}})$, with
+    $\\alpha = m e^{\\mathrm{qk}} / (m e^{\\mathrm{qk}} + n)$ the attention on the distinct tokens.
+
+    Parameters
+    ----------
+    classes : int
+        K, the number of classes (at least 2).
+    distinct : int
+        D, the distinct tokens of each class.
+    commons : int
+        N, the common tokens, shared by every class.
+    m : int
+        Distinct tokens drawn into a context.
+    n : int
+        Common tokens drawn into a context.
+    scale : float
+        s, the score scale (the attention logit is s times the QK bilinear form).
+    eta_qk : float
+        Learning rate of the QK circuit; 0 freezes it (the attention stays at its initial value).
+    eta_ov : float
+        Learning rate of the OV circuit; 0 freezes it. At most one of the two rates may be 0.
+    qk0 : float
+        Initial attention logit gap qk (distinct against common tokens).
+    ov0 : float
+        Initial output margin ov.
+    b : float
+        The authors' scale constant, read by the ``paper`` parameterisation only.
+    attn0 : float or None
+        Initial attention on the distinct tokens, in (0, 1); when given it sets
+        ``qk0 = logit(attn0) - log(m/n)``, and ``qk0`` must be left at its default.
+
+    Examples
+    --------
+    >>> s = Setting(eta_qk=10.0)
+    >>> s.rho
+    10.0
+    """
 
     classes: int = 4  # K
     distinct: int = 10  # D

@@ -133,7 +133,50 @@ def _evaluations(cs: CircuitSpec) -> int:
 
 @dataclasses.dataclass(frozen=True)
 class CircuitSpec:
-    """How one circuit is parameterised (see the module docstring for each field's maths)."""
+    """How one circuit (QK or OV) is parameterised; the module docstring writes out each form's maths.
+
+    Frozen and validated on construction: a bad value raises :class:`~qkdyn.errors.InputError` naming
+    the field (a spec read by :func:`load` names it as ``qk.depth`` and so on).
+
+    Parameters
+    ----------
+    form : {"collapsed", "factorized", "coupled"}
+        One matrix $W_c$; a product $W_c = W_1 W_2 \\cdots W_L$; or paper B's coupled queries and keys
+        (QK only).
+    depth : int
+        Factorized: the number of factors $L$, from 2 to :data:`MAX_DEPTH`.
+    inner : {"rank", "class"}
+        Factorized or coupled: ``"rank"``, $r$ inner indices relabelled freely, or ``"class"``, one inner
+        index per class (factorized only).
+    rank : int
+        The inner width $r$ (``inner="rank"``), at most :data:`MAX_RANK`.
+    imbalance : float
+        At init the first factor is multiplied by it and the last divided by it (1: balanced).
+    weight_decay : float
+        $\\lambda_c \\ge 0$: the loss gains $(\\lambda_c/2)$ times the sum of squares of the circuit's parameters.
+    integrator : {"euler", "leapfrog"}
+        Coupled: the step that moves queries and keys before scoring.
+    steps : int
+        Coupled: the number of integrator steps $n$ (a leapfrog step evaluates the field twice; at most
+        :data:`MAX_EVALUATIONS` evaluations).
+    dt : float
+        Coupled: the step size.
+    learn_dt : bool
+        Coupled: whether ``dt`` is a parameter trained with $\\eta_{QK}$.
+    uncoupled : bool
+        Coupled: paper B's MLP-only control (query and key each moved by a field of its own; Euler only).
+    coupling : {"linear", "mlp"}
+        Coupled: the field $f(q) = q A$ or $f(q) = \\mathrm{silu}(q W_1) W_2$.
+    hidden : int
+        Coupled MLP field: its hidden units.
+    coupling_init : float
+        $A = $ ``coupling_init`` $I$ at init, or every entry of $W_1$ and $W_2$.
+
+    Examples
+    --------
+    >>> CircuitSpec("factorized", depth=3).factorized
+    True
+    """
 
     form: str = "collapsed"
     depth: int = 2  # factorized: number of factors L
@@ -181,7 +224,37 @@ class CircuitSpec:
 
 @dataclasses.dataclass(frozen=True)
 class Spec:
-    """A model of the orthogonal-data setting (module docstring)."""
+    """A model of the orthogonal-data setting, written as data: how each circuit is parameterised and
+    what the rest of the model does (the module docstring writes out the maths). Frozen, hashable and
+    validated on construction (an :class:`~qkdyn.errors.InputError` names the bad field);
+    ``qkdyn.derive(spec)`` derives its exact reduced flow, ``qkdyn.solve(setting, spec)`` integrates it.
+
+    Parameters
+    ----------
+    name : str
+        What the spec is called in outputs (a file read by :func:`load` defaults to its stem).
+    qk : CircuitSpec
+        The QK circuit (collapsed, factorized or coupled).
+    ov : CircuitSpec
+        The OV circuit (collapsed or factorized).
+    loss : {"cross_entropy", "square"}
+        The setting's cross-entropy, or $\\tfrac12 \\sum_j (\\mathrm{logit}_j - y_j)^2$ over the $K$ label logits.
+    self_attention : bool
+        Whether the query also attends to itself (score $s W_{QK}[q, q]$, value $W_{OV}[:, q]$), as in the
+        authors' code.
+    token_weights : tuple of float or None
+        Sampling weights of the $D$ distinct tokens of a class (normalised); they fix
+        $D$ = ``len(token_weights)`` and need ``context_distinct``.
+    context_distinct : int or None
+        $m$, the distinct draws of a context, with ``token_weights`` only (the population loss is then an
+        exact sum over their count vectors).
+
+    Examples
+    --------
+    >>> spec = Spec("deep", qk=CircuitSpec("factorized", depth=3))
+    >>> spec.qk.depth, spec.ov.form
+    (3, 'collapsed')
+    """
 
     name: str = "custom"
     qk: CircuitSpec = CircuitSpec()
@@ -323,9 +396,32 @@ MAX_SPEC_BYTES = 1 << 20
 
 
 def load(path) -> Spec:
-    """Read a spec from a ``.toml`` or ``.json`` file (data only: nothing in it is executed). The file must
-    be a regular file of at most :data:`MAX_SPEC_BYTES` (a FIFO or a device node is refused before it is
-    read, :mod:`qkdyn.inputs`); every error names the file and, for a bad field, the field."""
+    """Read a spec from a ``.toml`` or ``.json`` file (data only: nothing in it is executed).
+
+    The file must be a regular file of at most :data:`MAX_SPEC_BYTES` (a FIFO or a device node is
+    refused before it is read, :mod:`qkdyn.inputs`). Its keys are :class:`Spec`'s fields, ``qk`` and
+    ``ov`` tables of :class:`CircuitSpec`'s (or a form name alone: ``qk = "factorized"``).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The spec file; its suffix (``.toml``, which needs Python 3.11, or ``.json``) says how it is parsed.
+
+    Returns
+    -------
+    Spec
+        The spec, named by the file's ``name`` key or else by the file's stem.
+
+    Raises
+    ------
+    InputError
+        For a file that cannot be read, is not valid TOML/JSON, has an unknown key or a bad value: one
+        line naming the file and, for a bad field, the field.
+
+    Examples
+    --------
+    >>> spec = qkdyn.load_spec("examples/specs/deep_qk_decay.toml")  # doctest: +SKIP
+    """
     from qkdyn.inputs import read_text
 
     path = Path(path)

@@ -99,10 +99,36 @@ def _recording(param: str, setting, rows: list[dict]) -> Recording:
 
 def gd(setting, param: str, step: float, steps: int, *, points: int = 200, at: Sequence[float] = (),
        progress: bool = False) -> Recording:
-    """Full-batch gradient descent on the population loss: ``steps`` steps of size ``step`` from the
-    canonical init, per-circuit rates h eta_QK, h eta_OV. It tracks the flow at t = k h with an error
-    O(h) (claim A6). Rows at ``points`` log-spaced steps plus the step nearest each ``at`` time.
+    """Full-batch gradient descent of the full matrix model on the exact population loss.
 
+    From the canonical init, each step moves circuit $c$ by $-h\\,\\eta_c \\nabla_c L$ ($h$ = ``step``), so
+    after $k$ steps the model tracks the gradient flow at $t = k h$ with an error $O(h)$ (claim A6).
+
+    Parameters
+    ----------
+    setting : Setting
+        The setting: sizes, rates $\\eta_{QK}$, $\\eta_{OV}$ and init.
+    param : {"CACO", "FACO", "CAFO", "FAFO"}
+        The parameterisation of the (QK, OV) circuits: collapsed or factorized.
+    step : float
+        The step size $h > 0$.
+    steps : int
+        The number of steps (at least 1); the run ends at $t$ = ``steps * step``.
+    points : int
+        Rows recorded at this many log-spaced steps.
+    at : sequence of float
+        Times $t$ recorded besides: the step nearest each (none beyond the last step).
+    progress : bool
+        Show a progress bar on stderr.
+
+    Returns
+    -------
+    Recording
+        The rows as numpy columns (``t``, ``qk``, ``ov``, ``attn``, ``loss``, the reduced state read off
+        the matrices, ``acc``, ``sym_dist``, ``step``), also attributes: ``rec.attn``.
+
+    Examples
+    --------
     >>> rec = qkdyn.gd(qkdyn.Setting(), "CACO", step=0.01, steps=1000)   # doctest: +SKIP
     >>> rec.t[-1], rec.attn[-1]                                          # doctest: +SKIP
     """
@@ -111,9 +137,41 @@ def gd(setting, param: str, step: float, steps: int, *, points: int = 200, at: S
 
 def sgd(setting, param: str, step: float, steps: int, *, batch: int = 32, seed: int = 0, optimizer: str = "sgd",
         points: int = 200, at: Sequence[float] = (), progress: bool = False) -> Recording:
-    """Stochastic training on sampled batches of ``batch`` sequences (``optimizer`` "sgd" or "adam",
-    lr = h eta_c per circuit), seeded; otherwise as :func:`gd`.
+    """Stochastic training of the full matrix model on sampled batches, seeded; otherwise as :func:`gd`.
 
+    Each step draws ``batch`` sequences and moves circuit $c$ by ``optimizer`` at learning rate
+    $h\\,\\eta_c$ ($h$ = ``step``) on their mean loss.
+
+    Parameters
+    ----------
+    setting : Setting
+        The setting: sizes, rates $\\eta_{QK}$, $\\eta_{OV}$ and init.
+    param : {"CACO", "FACO", "CAFO", "FAFO"}
+        The parameterisation of the (QK, OV) circuits.
+    step : float
+        The step size $h > 0$.
+    steps : int
+        The number of steps (at least 1).
+    batch : int
+        Sequences per step (at least 1).
+    seed : int
+        Seeds the sampled batches (the init is the canonical one whatever the seed).
+    optimizer : {"sgd", "adam"}
+        Plain SGD, or Adam with the same per-circuit learning rates.
+    points : int
+        Rows recorded at this many log-spaced steps.
+    at : sequence of float
+        Times $t$ recorded besides: the step nearest each.
+    progress : bool
+        Show a progress bar on stderr.
+
+    Returns
+    -------
+    Recording
+        The rows as numpy columns, as :func:`gd` returns them.
+
+    Examples
+    --------
     >>> rec = qkdyn.sgd(qkdyn.Setting(), "FAFO", step=0.01, steps=500, batch=64, seed=1)  # doctest: +SKIP
     """
     return _train(setting, param, step, steps, optimizer, batch, seed, points, at, progress)
