@@ -265,8 +265,9 @@ class Spec:
     context_distinct: int | None = None  # m, required with token_weights
 
     def __post_init__(self) -> None:
-        if not isinstance(self.name, str) or not self.name:
-            raise InputError(f"must be a non-empty string, got {self.name!r}", "name")
+        if not isinstance(self.name, str) or not self.name or not self.name.isprintable():
+            raise InputError(f"must be a non-empty string of printable characters (no line break or escape), "
+                             f"got {self.name!r}", "name")
         for field in ("qk", "ov"):
             if not isinstance(getattr(self, field), CircuitSpec):
                 raise InputError(f"must be a table of circuit fields, got {getattr(self, field)!r}", field)

@@ -77,22 +77,31 @@ def _theory_record(runs: Path, result: dict) -> Path:
     return path
 
 
-@pytest.mark.parametrize("result", [{"files": ["../../victim.txt"]}, {"files": ["/tmp/qkdyn-victim.txt"]},
-                                    {"files": []}])
+def _tree(root: Path) -> dict[str, bytes | None]:
+    """Every path under ``root``: a file's bytes, None for a folder."""
+    return {str(p.relative_to(root)): p.read_bytes() if p.is_file() else None for p in sorted(root.rglob("*"))}
+
+
+@pytest.mark.parametrize("result", [{"files": ["../../victim.txt"]}, {"files": ["VICTIM"]}, {"files": []}])
 def test_report_over_a_hostile_record_is_one_line_and_touches_nothing(tmp_path, capsys, result):
-    """A record naming a path outside the figures folder, or forging nothing but an empty result with a
-    verdict beside it, is refused in one stderr line (exit 2); nothing outside --figures changes."""
-    if not result["files"]:
-        result = {**result, "claims": [{"id": "A2", "verdict": "holds"}]}  # a forged verdict
+    """A record naming a path outside the figures folder (relative, or the absolute path of a file
+    elsewhere), or forging nothing but an empty result with a verdict beside it, is refused in one stderr
+    line (exit 2); nothing is created or changed anywhere."""
     victim = tmp_path / "victim.txt"
     victim.write_text("precious")
+    if result["files"] == ["VICTIM"]:
+        result = {"files": [str(victim)]}
+    if not result["files"]:
+        result = {**result, "claims": [{"id": "A2", "verdict": "holds"}]}  # a forged verdict
     runs = tmp_path / "runs"
     path = _theory_record(runs, result)
+    (path.with_suffix("") / "victim.txt").parent.mkdir()
+    (path.with_suffix("") / "victim.txt").write_text("planted")  # what a copy would put in its place
+    before = _tree(tmp_path)
     code = main(["report", "theory", "--budget", "quick", "--runs", str(runs), "--figures", str(tmp_path / "fig")])
     err = capsys.readouterr().err
     assert code == 2 and len(err.strip().splitlines()) == 1 and str(path) in err
-    assert victim.read_text() == "precious"
-    assert not (tmp_path / "fig" / "report.md").exists()
+    assert _tree(tmp_path) == before and victim.read_text() == "precious"
 
 
 def test_run_refuses_a_spec_with_unknown_fields_or_deep_nesting(capsys):
