@@ -41,7 +41,7 @@ def specs() -> list:
 
     found: dict = {}
     for budget in BUDGETS:
-        for values in TheoryStudy.budgets[budget]["cq_variants"]:
+        for values in TheoryStudy.budgets[budget].cq_variants:
             spec = coupled(**dict(zip(VARIANT_FIELDS, values, strict=True)))
             found.setdefault(spec, None)
             found.setdefault(control_of(spec), None)

@@ -7,12 +7,13 @@ It lives in the top layer because A1 is decided by gradient descent on the full 
 Runs: ``a1`` (rate factors), ``a2`` (first integrals), ``a3`` (growth laws), ``a45`` (the closed-form
 sweep of attn at matched loss over rho, the A4 proofs, the ODE cross-check, the phase diagrams and
 the frozen-attention law), ``coupled`` (CQ1-CQ4: paper B's coupled QK as a circuit spec in this
-setting, :mod:`qkdyn.simulate.claims_coupled`) and ``overview`` (trajectory and phase-portrait figures). Each run's record
-holds its evidence (the measured numbers, never a verdict); :meth:`TheoryStudy.claims` judges them, so a
-runs folder reported again is judged under the current tolerances.
+setting, :mod:`qkdyn.simulate.claims_coupled`) and ``overview`` (trajectories and the phase portrait). Each run's
+record holds its evidence only (the measured numbers and the arrays its figures are drawn from: never a verdict,
+never a figure); :meth:`TheoryStudy.claims` judges them, so a runs folder reported again is judged under the
+current tolerances, and :meth:`TheoryStudy.render` draws every figure from them.
 
-Budgets: ``quick`` is the coarse grid of ``qkdyn verify --quick``; ``cpu``, ``gpu`` and ``paper`` the
-full one (t >= 1e15, rho over [0.01, 100], docs/setting.md).
+Budgets (:class:`TheoryConfig`): ``quick`` is the coarse grid of ``qkdyn verify --quick``; ``cpu``, ``gpu`` and
+``paper`` the full one (t >= 1e15, rho over [0.01, 100], docs/setting.md), one instance.
 """
 from __future__ import annotations
 
@@ -21,33 +22,60 @@ from pathlib import Path
 
 import numpy as np
 
+from qkdyn import configflags
 from qkdyn.studies import BUDGETS, RunSpec, Study
 
 
-def grid(quick: bool) -> dict:
-    """Horizons and grids (plain floats and lists, so a run spec carries them)."""
-    return {
-        "t_max": 1e15,
-        "a2_rhos": [1.0] if quick else [0.1, 1.0, 10.0],
-        "a3_read_at": [1e6, 1e15, 1e30] if quick else [1e6, 1e15, 1e30, 1e100],
-        # log-spaced, always containing rho = 1 exactly (equal rates, claim A5)
-        "sweep_rhos": [float(r) for r in np.unique(np.append(np.geomspace(0.01, 100, 9 if quick else 50), 1.0))],
-        "loss_levels": [0.5, 0.1, 1e-2, 1e-3],
-        # closed-form phase diagrams of attn at matched loss: rhos x rows points per form and axis
-        "phase_rhos": [float(r) for r in np.geomspace(0.01, 100, 60 if quick else 317)],
-        "phase_rows": 60 if quick else 316,
-        "phase_level": 1e-3,
-        # CQ1-CQ4 (paper B's coupled QK in this setting): variants [dt, integrator, coupling, coupling_init]
-        "cq_variants": [[0.2, "euler", "linear", 0.5]] if quick else [
-            [0.05, "euler", "linear", 0.5], [0.2, "euler", "linear", 0.5], [0.5, "euler", "linear", 0.5],
-            [0.2, "euler", "linear", 2.0], [0.2, "leapfrog", "linear", 0.5], [0.2, "euler", "mlp", 0.5]],
-        "cq_rhos": [0.1, 1.0, 10.0],
-        "cq_t_path": 1e15,
-        "cq_points": 3000,
-        "cq_window": [1e20, 1e50] if quick else [1e30, 1e100],
-        "cq_sweep_rhos": [0.1, 1.0, 10.0] if quick else [0.01, 0.1, 1.0, 10.0, 100.0],
-        "cq_levels": [1e-2, 1e-3] if quick else [0.1, 1e-2, 1e-3],
-    }
+def log_grid(points: int) -> tuple[float, ...]:
+    """``points`` values log-spaced over [0.01, 100], with rho = 1 added where it is not one of them (equal
+    rates, claim A5)."""
+    return tuple(float(r) for r in np.unique(np.append(np.geomspace(0.01, 100, points), 1.0)))
+
+
+def _field(default, metadata: dict | None = None):
+    """A config field with ``default`` and, where a user may set it, its domain (:mod:`qkdyn.configflags`)."""
+    return dataclasses.field(default=default, metadata=metadata or {})
+
+
+@dataclasses.dataclass(frozen=True)
+class TheoryConfig:
+    """The theory study's horizons and grids at one budget (plain numbers and tuples, so a run spec carries
+    them); the defaults are the full grid (budgets ``cpu``, ``gpu``, ``paper``)."""
+
+    t_max: float = _field(1e15, configflags.positive("horizon of A1, A2 and the overview's trajectories"))
+    a2_rhos: tuple[float, ...] = _field((0.1, 1.0, 10.0), configflags.number_list(0, "A2: rho = eta_QK/eta_OV"))
+    a3_read_at: tuple[float, ...] = _field((1e6, 1e15, 1e30, 1e100), configflags.number_list(
+        1, "A3: times the local exponent is read at (the last: how far the solutions run)", increasing=True))
+    #: A4/A5's closed-form sweep over rho (log-spaced, rho = 1 included)
+    sweep_rhos: tuple[float, ...] = _field(log_grid(50))
+    loss_levels: tuple[float, ...] = _field((0.5, 0.1, 1e-2, 1e-3), configflags.number_list(
+        0, "A4/A5: loss levels attention is compared at"))
+    #: closed-form phase diagrams of attn at matched loss: phase_rhos x phase_rows points per form and axis
+    phase_rhos: tuple[float, ...] = _field(tuple(float(r) for r in np.geomspace(0.01, 100, 317)))
+    phase_rows: int = _field(316, configflags.positive_int("A5: rows (m/n or K values) of each phase diagram"))
+    phase_level: float = _field(1e-3, configflags.positive("A5: loss level of the phase diagrams"))
+    #: CQ1-CQ4 (paper B's coupled QK in this setting): variants (dt, integrator, coupling, coupling_init)
+    cq_variants: tuple[tuple[float, str, str, float], ...] = _field((
+        (0.05, "euler", "linear", 0.5), (0.2, "euler", "linear", 0.5), (0.5, "euler", "linear", 0.5),
+        (0.2, "euler", "linear", 2.0), (0.2, "leapfrog", "linear", 0.5), (0.2, "euler", "mlp", 0.5)))
+    cq_rhos: tuple[float, ...] = _field((0.1, 1.0, 10.0), configflags.number_list(
+        0, "CQ1/CQ2: rho of the path runs (1 included)"))
+    cq_t_path: float = _field(1e15, configflags.positive("CQ1/CQ2: horizon of the path runs"))
+    cq_points: int = _field(3000, configflags.positive_int("CQ1/CQ2: output rows of each path run"))
+    cq_window: tuple[float, ...] = _field((1e30, 1e100), configflags.number_list(
+        1, "CQ3: the late window the growth is read over (two times)", increasing=True))
+    cq_sweep_rhos: tuple[float, ...] = _field((0.01, 0.1, 1.0, 10.0, 100.0), configflags.number_list(
+        0, "CQ4: rho of the matched-loss comparison"))
+    cq_levels: tuple[float, ...] = _field((0.1, 1e-2, 1e-3), configflags.number_list(
+        0, "CQ4: loss levels of the matched-loss comparison"))
+
+
+FULL = TheoryConfig()
+QUICK = dataclasses.replace(
+    FULL, a2_rhos=(1.0,), a3_read_at=(1e6, 1e15, 1e30), sweep_rhos=log_grid(9),
+    phase_rhos=tuple(float(r) for r in np.geomspace(0.01, 100, 60)), phase_rows=60,
+    cq_variants=((0.2, "euler", "linear", 0.5),), cq_window=(1e20, 1e50), cq_sweep_rhos=(0.1, 1.0, 10.0),
+    cq_levels=(1e-2, 1e-3))
 
 
 def describe(value):
@@ -61,10 +89,13 @@ def describe(value):
     return values if len(values) <= 8 else f"{len(values)} values log-spaced in [{values[0]:g}, {values[-1]:g}]"
 
 
+#: run -> the config fields it reads (its spec's config)
 _KEYS = {"a1": ("t_max",), "a2": ("t_max", "a2_rhos"), "a3": ("a3_read_at",),
          "a45": ("sweep_rhos", "loss_levels", "phase_rhos", "phase_rows", "phase_level"),
          "coupled": ("cq_variants", "cq_rhos", "cq_t_path", "cq_points", "cq_window", "cq_sweep_rhos", "cq_levels"),
          "overview": ("t_max",)}
+#: the overview's phase portrait: its rhos and horizon
+PORTRAIT_RHOS, PORTRAIT_T_MAX = (0.1, 1.0, 10.0), 1e6
 
 
 @dataclasses.dataclass
@@ -73,14 +104,15 @@ class TheoryStudy(Study):
 
     name = "theory"
     title = "Theory claims A1-A5 and CQ1-CQ4"
-    budgets = {"quick": grid(True), "cpu": grid(False), "gpu": grid(False), "paper": grid(False)}
+    config_class = TheoryConfig
+    budgets = {"quick": QUICK, "cpu": FULL, "gpu": FULL, "paper": FULL}
     claim_names = ("A1", "A2", "A3", "A4", "A5", "CQ1", "CQ2", "CQ3", "CQ4")
     costs = {"a45": 9.4, "coupled": 4.8, "a1": 1.9, "overview": 2.3, "a2": 3.4, "a3": 1.7}
 
     def plan(self, budget: str) -> list[RunSpec]:
         cfg = self.budget(budget)
         extra = {"a1": {"full_model": self.full_model}}
-        return [RunSpec.make(self.name, run, **{k: cfg[k] for k in keys}, **extra.get(run, {}))
+        return [RunSpec.make(self.name, run, **{k: getattr(cfg, k) for k in keys}, **extra.get(run, {}))
                 for run, keys in _KEYS.items()]
 
     def check(self, spec):
@@ -88,33 +120,33 @@ class TheoryStudy(Study):
             super().check(spec)
 
     def measure(self, spec: RunSpec, scratch: Path) -> dict:
-        """Evidence of one run (``{"evidence": ...}``; ``overview`` only draws, ``{"plots": [...]}``)."""
+        """Evidence of one run, ``{"evidence": ...}``: numbers and the arrays its figures are drawn from; it
+        draws nothing and writes nothing into ``scratch`` (:meth:`render` draws)."""
         from qkdyn.simulate import claims_sharpness, claims_theory, overview
         from qkdyn.theory.setting import Setting
 
         setting, p = Setting(), spec.params
         if spec.name == "a1":
-            measure = None
-            if p["full_model"]:
-                from qkdyn.empirical.synthetic.rates import gd_rate_factors as measure
-            evidence = claims_theory.measure_a1(setting, p["t_max"], scratch, measure=measure)
+            if p["full_model"]:  # torch, only when A1 is measured on the full model
+                from qkdyn.empirical.synthetic.rates import gd_rate_factors
+            evidence = claims_theory.measure_a1(setting, p["t_max"], measure=gd_rate_factors if p["full_model"] else None)
         elif spec.name == "a2":
-            evidence = claims_theory.measure_a2(setting, p["t_max"], p["a2_rhos"], scratch)
+            evidence = claims_theory.measure_a2(setting, p["t_max"], p["a2_rhos"])
         elif spec.name == "a3":
-            evidence = claims_theory.measure_a3(setting, p["a3_read_at"], p["a3_read_at"][-1], scratch)
+            evidence = claims_theory.measure_a3(setting, p["a3_read_at"], p["a3_read_at"][-1])
         elif spec.name == "a45":
             evidence = claims_sharpness.measure_a45(setting, p["sweep_rhos"], p["loss_levels"], p["phase_rhos"],
-                                                    p["phase_rows"], p["phase_level"], scratch)
+                                                    p["phase_rows"], p["phase_level"])
         elif spec.name == "coupled":
             from qkdyn.simulate import claims_coupled
 
             cfg = {"variants": [dict(zip(claims_coupled.VARIANT_FIELDS, v, strict=True)) for v in p["cq_variants"]],
                    "rhos": p["cq_rhos"], "t_path": p["cq_t_path"], "points": p["cq_points"],
                    "window": p["cq_window"], "sweep_rhos": p["cq_sweep_rhos"], "levels": p["cq_levels"]}
-            evidence = claims_coupled.measure(setting, cfg, scratch)
+            evidence = claims_coupled.measure(setting, cfg)
         else:
-            return {"plots": [overview.trajectories_plot(setting, p["t_max"], scratch),
-                              overview.phase_portrait(setting, (0.1, 1.0, 10.0), 1e6, scratch)]}
+            evidence = {"trajectories": overview.measure_trajectories(setting, p["t_max"]),
+                        "phase_portrait": overview.measure_phase_portrait(setting, PORTRAIT_RHOS, PORTRAIT_T_MAX)}
         return {"evidence": evidence}
 
     def claims(self, records, budget):
@@ -131,11 +163,24 @@ class TheoryStudy(Study):
         return [claim for run, judge in judges.items() for claim in judge(evidence[run])]
 
     def render(self, records, claims, figures):
+        """Every figure, drawn from the runs' evidence alone: the claims' (the names they carry) and the
+        overview's, whose names it returns. A record made before measuring and drawing were apart lists the
+        figures its run drew (``files``): those are copied instead (:meth:`Study.render`)."""
+        from qkdyn.simulate import claims_coupled, claims_sharpness, claims_theory, overview
+
+        drawers = {"a1": claims_theory.draw_a1, "a2": claims_theory.draw_a2, "a3": claims_theory.draw_a3,
+                   "a45": claims_sharpness.draw_a45, "coupled": claims_coupled.draw,
+                   "overview": lambda e, f: [overview.draw_trajectories(e["trajectories"], f),
+                                             overview.draw_phase_portrait(e["phase_portrait"], f)]}
         super().render(records, claims, figures)
-        return [p for r in records for p in r.result.get("plots", [])]
+        Path(figures).mkdir(parents=True, exist_ok=True)
+        for record in records:
+            if not record.result.get("files"):
+                drawers[record.spec.name](record.result["evidence"], Path(figures))
+        return [overview.TRAJECTORIES_FIGURE, overview.PHASE_PORTRAIT_FIGURE]
 
     def context(self, budget: str) -> dict:
         from qkdyn.theory.setting import Setting
 
         return {"setting": dataclasses.asdict(Setting()), "quick": budget == "quick",
-                "plan": {k: describe(v) for k, v in self.budget(budget).items()}}
+                "plan": {k: describe(v) for k, v in dataclasses.asdict(self.budget(budget)).items()}}

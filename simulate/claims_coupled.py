@@ -35,8 +35,9 @@ compares attention at matched loss with collapsed and factorized QK at the same 
 forms), over rho, dt and the coupling's initial strength, and checks that larger rho sharpens the
 coupled circuit too. Every number printed is computed in the run.
 
-Evidence and verdict are apart: :func:`measure` (by claim, :func:`measure_cq1` ... :func:`measure_cq4`) solves
-and returns only the measured quantities, JSON-serialisable, as a run record stores them; :func:`judge`
+Evidence, verdict and figure are apart: :func:`measure` (by claim, :func:`measure_cq1` ... :func:`measure_cq4`)
+solves and returns only the measured quantities, JSON-serialisable, as a run record stores them (it draws
+nothing: :func:`draw` draws from that evidence alone); :func:`judge`
 (:func:`judge_cq1` ... :func:`judge_cq4`) decides each verdict from them, pure, reading the tolerances
 (:data:`SAME`, :data:`RESOLVED`, :data:`FACTOR_THRESHOLD`) at call time. A quantity that could not be measured
 (NaN) never lets a claim hold: what is judged from it is inconclusive, and the summary names it.
@@ -63,6 +64,8 @@ SAME = 1e-4
 RESOLVED = SAME / 10
 #: the growth part of CQ3: |k| below this (one log log t factor = 1) is no factor left over
 FACTOR_THRESHOLD = 0.5
+#: the figure CQ4 names, drawn by :func:`draw_cq4` from the evidence
+CQ4_FIGURE = "cq4_matched_loss.png"
 
 
 def logit(attn):
@@ -264,12 +267,11 @@ def matched_loss(setting: Setting, spec: Spec, rhos, levels) -> np.ndarray:
     return spec_sharpness(setting, spec, rhos, levels).attn
 
 
-def measure_cq4(setting: Setting, specs: list[Spec], rhos, levels, figures: Path) -> dict:
+def measure_cq4(setting: Setting, specs: list[Spec], rhos, levels) -> dict:
     """CQ4's evidence: attention at matched loss, rows ``rhos``, columns ``levels`` largest first, for collapsed
     and factorized QK (``attn_closed``: closed forms) and for each coupled spec and its MLP-only control (same
     dt and f; ``attn``: solved, :func:`matched_loss`, NaN where a level is not reached); ``controls``: the
-    control's name of each coupled spec; ``plots``: the figure drawn into ``figures``
-    (:func:`plot_matched_loss`)."""
+    control's name of each coupled spec. Draws nothing (:func:`draw_cq4` draws these arrays)."""
     from qkdyn.simulate.sharpness import sharpness
 
     levels, rhos = sorted(levels, reverse=True), list(rhos)
@@ -278,11 +280,9 @@ def measure_cq4(setting: Setting, specs: list[Spec], rhos, levels, figures: Path
     controls = {spec.name: control_of(spec) for spec in specs}
     attn = {s.name: matched_loss(setting, s, rhos, levels)
             for s in [*specs, *{c.name: c for c in controls.values()}.values()]}
-    plot = plot_matched_loss(rhos, levels, {param: logit(a) for param, a in closed.items()},
-                             {name: logit(a) for name, a in attn.items()}, figures)
     return {"rhos": rhos, "levels": levels, "attn_closed": {param: a.tolist() for param, a in closed.items()},
             "attn": {name: np.asarray(a, dtype=float).tolist() for name, a in attn.items()},
-            "controls": {name: control.name for name, control in controls.items()}, "plots": [plot]}
+            "controls": {name: control.name for name, control in controls.items()}}
 
 
 def judge_cq4(evidence: dict) -> Claim:
@@ -323,12 +323,12 @@ def judge_cq4(evidence: dict) -> Claim:
     return Claim("CQ4", "At matched loss, coupled QK gives sharper attention than collapsed or factorized QK and than "
                  "paper B's MLP-only control at the same rates, and larger rho sharpens it (A4/A5's analogues, over "
                  "rho, dt and the coupling strength).", combine(parts),
-                 {"min_log_odds_margin": margins, "larger_rho_sharper": ordered}, summary, list(evidence["plots"]),
+                 {"min_log_odds_margin": margins, "larger_rho_sharper": ordered}, summary, [CQ4_FIGURE],
                  table, parts=parts, preconditions=[p.as_dict() for p in pre])
 
 
 def plot_matched_loss(rhos, levels, base: dict, solved: dict, figures: Path) -> str:
-    """Attention odds at matched loss against rho: one panel per loss level; collapsed and factorized
+    """CQ4_FIGURE: attention odds at matched loss against rho: one panel per loss level; collapsed and factorized
     QK (closed form), every coupled variant (dashed) and every MLP-only control (dotted)."""
     from qkdyn.figures import PALETTE
 
@@ -344,23 +344,34 @@ def plot_matched_loss(rhos, levels, base: dict, solved: dict, figures: Path) -> 
         ax.set(xscale="log", xlabel="rho = eta_QK / eta_OV", ylabel="log10 attention odds",
                title=f"matched loss {level:g}")
     axes[0, 0].legend(fontsize="xx-small")
-    return save(fig, figures, "cq4_matched_loss.png")
+    return save(fig, figures, CQ4_FIGURE)
 
 
-def measure(setting: Setting, cfg: dict, figures: Path) -> dict:
+def draw_cq4(evidence: dict, figures: Path) -> str:
+    """CQ4_FIGURE from :func:`measure_cq4`'s evidence alone (:func:`plot_matched_loss` of its log-odds)."""
+    return plot_matched_loss(evidence["rhos"], evidence["levels"],
+                             {param: logit(np.array(a)) for param, a in evidence["attn_closed"].items()},
+                             {name: logit(np.array(a)) for name, a in evidence["attn"].items()}, figures)
+
+
+def measure(setting: Setting, cfg: dict) -> dict:
     """The evidence of CQ1-CQ4 at the grid ``cfg`` (``variants``: dicts of :func:`coupled` arguments; ``rhos``
     of the path runs, 1 included, solved to ``t_path`` with ``points`` rows; ``window``; ``sweep_rhos``,
-    ``levels``), keyed by claim id (:func:`measure_cq1` ... :func:`measure_cq4`), and ``plots``: the figures
-    drawn into ``figures`` (CQ4's). JSON-serialisable; no verdict."""
+    ``levels``), keyed by claim id (:func:`measure_cq1` ... :func:`measure_cq4`). JSON-serialisable; no verdict,
+    no figure (:func:`draw`)."""
     specs = [coupled(**v) for v in cfg["variants"]]
     window, t_path = tuple(cfg["window"]), cfg["t_path"]
     runs = {s.name: {rho: path(setting, s, rho, t_path, cfg["points"]) for rho in cfg["rhos"]} for s in specs}
     control = {rho: path(setting, NAMED["CACO"], rho, t_path, cfg["points"]) for rho in cfg["rhos"]}
     faco = path(setting, "FACO", 1.0, t_path, cfg["points"])
     late = {s.name: path(setting, s, 1.0, window[1], 50, at=window) for s in specs}
-    cq4 = measure_cq4(setting, specs, cfg["sweep_rhos"], cfg["levels"], figures)
     return {"CQ1": measure_cq1(setting, runs, faco), "CQ2": measure_cq2(setting, runs, control),
-            "CQ3": measure_cq3(setting, late, window), "CQ4": cq4, "plots": list(cq4["plots"])}
+            "CQ3": measure_cq3(setting, late, window), "CQ4": measure_cq4(setting, specs, cfg["sweep_rhos"], cfg["levels"])}
+
+
+def draw(evidence: dict, figures: Path) -> list[str]:
+    """The figures of CQ1-CQ4 from :func:`measure`'s evidence alone (CQ4's, :func:`draw_cq4`); their names."""
+    return [draw_cq4(evidence["CQ4"], figures)]
 
 
 def judge(evidence: dict) -> list[Claim]:

@@ -13,9 +13,10 @@ A4  attn at matched loss is non-decreasing in rho for every parameterisation and
 A5  at equal rates (rho = 1): FACO sharper than CACO, CAFO softer than CACO; FAFO's attention rises
     with rho towards (and past) the collapsed-OV value CACO(rho = 1).
 
-Measuring and judging are separate: :func:`measure_a45` solves, draws the figures and returns the raw
-evidence as plain JSON data (what a run record stores); :func:`judge_a4` and :func:`judge_a5` decide
-the verdicts from that evidence alone (no solving, no I/O), against the tolerances named below.
+Measuring, judging and drawing are separate: :func:`measure_a45` solves and returns the raw evidence as plain
+JSON data (what a run record stores), the arrays the figures are drawn from included; :func:`judge_a4` and
+:func:`judge_a5` decide the verdicts from that evidence alone (no solving, no I/O), against the tolerances named
+below; :func:`draw_a45` draws the figures (:data:`FIGURES`, the names the claims carry) from it alone.
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from typing import Any
 import numpy as np
 from qkdyn.simulate import phase
 from qkdyn.simulate.claims_theory import SCOPE
-from qkdyn.simulate.plotting import COLOURS, save, subplots
+from qkdyn.simulate.plotting import COLOURS, drawn, save, subplots
 from qkdyn.simulate.sharpness import initial_loss, sharpness
 from qkdyn.simulate.solve import solve
 from qkdyn.theory.compiled import load
@@ -126,6 +127,9 @@ HARD_RHOS, HARD_DEPTHS = (0.01, 1.0, 100.0), (1e-3, 0.5, 1e-8, 1e-30)
 MONOTONE_SLACK = 1e-9
 #: a hard case counts as reached when the ODE's and the closed form's times agree to this, relative, at every level
 REACH_AGREEMENT = 1e-6
+#: the figures A4 and A5 name, drawn by :func:`draw_a45` from the evidence
+FIGURES = {"attn_vs_loss": "a4_attn_vs_loss.png", "attn_at_matched_loss": "a4_a5_attn_at_matched_loss.png",
+           "phase_diagrams": "a5_phase_diagrams.png"}
 
 
 def reached(setting: Setting, param: str, levels) -> dict:
@@ -187,8 +191,8 @@ def proof_steps() -> dict:
 
 
 def plot_sweep(result: Sweep, figures: Path) -> list[str]:
-    """Draw a4_attn_vs_loss.png (attn along the loss, one panel per form, a line per curve rho) and
-    a4_a5_attn_at_matched_loss.png (attn at each level over rho, one panel per level); return their names."""
+    """Draw FIGURES["attn_vs_loss"] (attn along the loss, one panel per form, a line per curve rho) and
+    FIGURES["attn_at_matched_loss"] (attn at each level over rho, one panel per level); return their names."""
     fig, axes = subplots(1, len(EXACT_PARAMS))
     for col, param in enumerate(EXACT_PARAMS):
         ax = axes[0, col]
@@ -198,18 +202,17 @@ def plot_sweep(result: Sweep, figures: Path) -> list[str]:
         ax.set(xscale="log", xlabel="loss", ylabel="attn", title=param)
         ax.invert_xaxis()
         ax.legend()
-    curves = save(fig, figures, "a4_attn_vs_loss.png")
+    curves = save(fig, figures, FIGURES["attn_vs_loss"])
     fig, axes = subplots(1, len(result.levels))
     for col, level in enumerate(result.levels):
         for param in EXACT_PARAMS:
             axes[0, col].semilogx(result.rhos, result.attn[param][level], color=COLOURS[param], label=param)
         axes[0, col].set(xlabel="rho = eta_QK / eta_OV", ylabel="attn at matched loss", title=f"loss = {level:g}")
         axes[0, col].legend()
-    return [curves, save(fig, figures, "a4_a5_attn_at_matched_loss.png")]
+    return [curves, save(fig, figures, FIGURES["attn_at_matched_loss"])]
 
 
-def measure_a45(setting: Setting, sweep_rhos, loss_levels, phase_rhos, phase_rows: int, phase_level: float,
-                figures: Path) -> dict:
+def measure_a45(setting: Setting, sweep_rhos, loss_levels, phase_rhos, phase_rows: int, phase_level: float) -> dict:
     """Everything A4 and A5 are judged from (:func:`judge_a4`, :func:`judge_a5`), as plain JSON data:
 
     * ``rhos``, ``levels`` (descending) and ``attn[param][j][i]``: the closed form's attn where the loss first
@@ -220,13 +223,15 @@ def measure_a45(setting: Setting, sweep_rhos, loss_levels, phase_rhos, phase_row
     * ``reachability_hard_cases``: :func:`reachability` (raw :func:`reached` measurements) over ``hard_rhos``;
     * ``phase_diagrams``: :func:`qkdyn.simulate.phase.summary` of the (rho, m/n) and (rho, K) diagrams at
       ``phase_level`` (``phase_rhos`` x ``phase_rows`` points per form);
-    * ``plots``: the names of the figures drawn into ``figures`` (:func:`plot_sweep`, :func:`phase.plot`)."""
+
+    and what the figures are drawn from (:func:`draw_a45`; arrays :func:`drawn`): ``curves``, attn along the
+    loss per form and curve rho (:func:`closed_form_sweep`), and ``phase_grids``, the diagrams
+    (:func:`_grid`). Draws nothing."""
     levels = tuple(loss_levels)
     closed = closed_form_sweep(setting, np.asarray(sweep_rhos, dtype=float), levels)
     ode = sweep(setting, closed.rhos, levels, progress=False)
     diagrams = [phase.diagram(setting, axis, np.asarray(phase_rhos, dtype=float), phase_rows, phase_level)
                 for axis in phase.AXES]
-    attn_vs_loss, matched = plot_sweep(closed, figures)
     return {
         "rhos": [float(r) for r in closed.rhos],
         "levels": [float(v) for v in closed.levels],
@@ -237,9 +242,40 @@ def measure_a45(setting: Setting, sweep_rhos, loss_levels, phase_rhos, phase_row
         "reachability_hard_cases": reachability(setting),
         "hard_rhos": [float(r) for r in HARD_RHOS],
         "phase_diagrams": phase.summary(diagrams),
-        "plots": {"attn_vs_loss": attn_vs_loss, "attn_at_matched_loss": matched,
-                  "phase_diagrams": phase.plot(diagrams, phase_level, figures)},
+        "curves": [{"param": param, "rho": rho, "loss": drawn(loss), "attn": drawn(attn)}
+                   for (param, rho), (loss, attn) in closed.curves.items()],
+        "phase_level": float(phase_level),
+        "phase_grids": [_grid(d) for d in diagrams],
     }
+
+
+#: significant digits of the phase diagrams' attn: their contours are where two forms' attn are equal, so the
+#: differences must survive the rounding (the colours need far fewer)
+PHASE_DIGITS = 7
+
+
+def _grid(d: phase.Diagram) -> dict:
+    """A phase diagram as the JSON data it is drawn from (:func:`_diagram` reads it back)."""
+    return {"axis": d.axis, "rhos": [float(r) for r in d.rhos], "values": [int(v) for v in d.values], "y": [float(v) for v in d.y],
+            "attn": {param: drawn(a, PHASE_DIGITS) for param, a in d.attn.items()},
+            "caco_at_one": drawn(d.caco_at_one, PHASE_DIGITS)}
+
+
+def _diagram(grid: dict) -> phase.Diagram:
+    """The phase diagram of ``grid`` (:func:`_grid`), for :func:`qkdyn.simulate.phase.plot`."""
+    return phase.Diagram(grid["axis"], np.asarray(grid["rhos"]), np.asarray(grid["values"]), np.asarray(grid["y"]),
+                         {param: np.asarray(a) for param, a in grid["attn"].items()}, np.asarray(grid["caco_at_one"]))
+
+
+def draw_a45(evidence: dict, figures: Path) -> list[str]:
+    """The figures of A4 and A5 (:data:`FIGURES`) from :func:`measure_a45`'s evidence alone: the closed-form
+    sweep (:func:`plot_sweep`) and the phase diagrams (:func:`qkdyn.simulate.phase.plot`); their names."""
+    levels = tuple(evidence["levels"])
+    sweep = Sweep(np.asarray(evidence["rhos"], dtype=float), levels,
+                  {param: dict(zip(levels, map(np.asarray, rows), strict=True)) for param, rows in evidence["attn"].items()},
+                  {}, {(c["param"], c["rho"]): (np.asarray(c["loss"]), np.asarray(c["attn"])) for c in evidence["curves"]})
+    diagrams = [_diagram(grid) for grid in evidence["phase_grids"]]
+    return [*plot_sweep(sweep, figures), phase.plot(diagrams, evidence["phase_level"], figures, FIGURES["phase_diagrams"])]
 
 
 def _short(x: float) -> str:
@@ -332,11 +368,10 @@ def judge_a4(evidence: dict) -> Claim:
               "ODE max |d t|/t": cross_check["per_param"][param]["max_rel_time_difference"]
               if param in cross_check["per_param"] else "-"}
              for param in ALL_PARAMS]
-    plots = evidence["plots"]
     return Claim(
         "A4", "Larger rho gives sharper attention (larger attn) at the same loss, without changing the "
         "loss that can be reached.", combine(parts), record, summary,
-        [plots["attn_vs_loss"], plots["attn_at_matched_loss"]], table, parts=parts)
+        [FIGURES["attn_vs_loss"], FIGURES["attn_at_matched_loss"]], table, parts=parts)
 
 
 def _describe_boundary(name: str, info: dict) -> str:
@@ -350,21 +385,23 @@ def judge_a5(evidence: dict) -> Claim:
     """A5 from :func:`measure_a45`'s evidence, by parts, at every level of the closed-form grid at the grid's rho
     closest to 1 (equal rates): "FACO_sharper_than_CACO" (attn FACO > CACO), "CAFO_softer_than_CACO" (attn CAFO < CACO)
     and "FAFO_reaches_CACO" (FAFO's attn reaches CACO's at rho = 1 at some rho of the grid); each fails at a level
-    where it does not. That FAFO rises with rho past rho = 1 (:func:`_non_decreasing`) is implied by A4 and only
-    reported, as are the ODE cross-check and the phase diagrams."""
+    where it does not, else is inconclusive at a level where it cannot be decided (an attn it compares is NaN: the
+    level is not reached there), else holds. That FAFO rises with rho past rho = 1 (:func:`_non_decreasing`) is
+    implied by A4 and only reported, as are the ODE cross-check and the phase diagrams."""
     rhos, levels, attn = np.asarray(evidence["rhos"], dtype=float), evidence["levels"], evidence["attn"]
     cross_check, phase_evidence = evidence["ode_cross_check"], evidence["phase_diagrams"]
     i_one = int(np.argmin(np.abs(np.log(rhos))))
     per_level: dict[str, dict[str, Any]] = {}
-    checks: dict[str, list[bool]] = {}
+    checks: dict[str, list[bool | None]] = {}
     for j, level in enumerate(levels):
         at_one = {param: float(attn[param][j][i_one]) for param in EXACT_PARAMS}
         fafo = np.asarray(attn["FAFO"][j], dtype=float)
         crossing = rhos[np.argmax(fafo >= at_one["CACO"])] if np.any(fafo >= at_one["CACO"]) else None
+        measured = {param: math.isfinite(value) for param, value in at_one.items()}
         row: dict[str, Any] = {
             "attn_at_rho_1": at_one,
-            "FACO_sharper_than_CACO": at_one["FACO"] > at_one["CACO"],
-            "CAFO_softer_than_CACO": at_one["CAFO"] < at_one["CACO"],
+            "FACO_sharper_than_CACO": at_one["FACO"] > at_one["CACO"] if measured["FACO"] and measured["CACO"] else None,
+            "CAFO_softer_than_CACO": at_one["CAFO"] < at_one["CACO"] if measured["CAFO"] and measured["CACO"] else None,
             "FAFO_rises_with_rho (implied by A4, not a separate check)": bool(
                 fafo[-1] > fafo[i_one] and _non_decreasing(fafo[i_one:])),
             "rho_where_FAFO_reaches_CACO_at_rho_1": None if crossing is None else float(crossing),
@@ -372,15 +409,18 @@ def judge_a5(evidence: dict) -> Claim:
         per_level[f"loss={level:g}"] = row
         for key in ("FACO_sharper_than_CACO", "CAFO_softer_than_CACO"):
             checks.setdefault(key, []).append(row[key])
-        checks.setdefault("FAFO_reaches_CACO", []).append(crossing is not None)
-    passed = {key: all(values) for key, values in checks.items()}
-    parts = parts_from_checks(passed)
+        undecided = not measured["CACO"] or bool(np.isnan(fafo).any())  # FAFO may reach it where it is not measured
+        checks.setdefault("FAFO_reaches_CACO", []).append(True if crossing is not None else None if undecided else False)
+    passed = {key: False if False in values else None if None in values else True for key, values in checks.items()}
+    parts = {key: {True: "holds", False: "fails", None: "inconclusive"}[ok] for key, ok in passed.items()}
     record = {"checks_at_every_level": passed, "rho_index_used_as_equal_rates": float(rhos[i_one]),
               "per_level": per_level, "ode_cross_check": {k: v for k, v in cross_check.items() if k != "per_param"},
               "phase_diagrams": phase_evidence}
     summary = (f"At matched loss (closed form) and rho = {rhos[i_one]:g}: "
-               + "; ".join(f"{key.replace('_', ' ')}: {'yes' if ok else 'no'} (at every level)" if ok else
-                           f"{key.replace('_', ' ')}: not at every level" for key, ok in passed.items()) + ".")
+               + "; ".join(f"{key.replace('_', ' ')}: yes (at every level)" if ok else
+                           f"{key.replace('_', ' ')}: not at every level" if ok is False else
+                           f"{key.replace('_', ' ')}: not measured at every level (an attn it compares is NaN)"
+                           for key, ok in passed.items()) + ".")
     summary += (" Decided by: attn at rho = 1 compared between forms at every level (the other order fails) and "
                 "whether FAFO reaches CACO(rho = 1) at some rho of the grid (it fails if not); that FAFO rises with "
                 "rho is implied by A4 and only reported. " + SCOPE)
@@ -390,11 +430,10 @@ def judge_a5(evidence: dict) -> Claim:
         f"{grid} ({v['points_per_form']} points per form): "
         + ", ".join(_describe_boundary(name, info) for name, info in v["boundaries"].items())
         for grid, v in phase_evidence.items()) + "."
-    plots = evidence["plots"]
     return Claim(
         "A5", "Parameterisation orders sharpness at equal learning rates: factorized QK sharpens, factorized "
         "OV softens; raising rho moves FAFO towards the collapsed-OV behaviour.", combine(parts), record, summary,
-        [plots["attn_at_matched_loss"], plots["phase_diagrams"]],
+        [FIGURES["attn_at_matched_loss"], FIGURES["phase_diagrams"]],
         [{"loss": level, **per_level[f"loss={level:g}"]["attn_at_rho_1"],
           "rho where FAFO reaches CACO(1)": per_level[f"loss={level:g}"]["rho_where_FAFO_reaches_CACO_at_rho_1"]}
          for level in levels], parts=parts)

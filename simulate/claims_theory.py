@@ -8,11 +8,12 @@ A3  growth: the drift of log(y / (log t)^p) over a late window, for ov, qk, e^qk
     each reading against the paper's exponent p and against the derived laws with all their factors
     (qkdyn.theory.asymptotics, log log t included), in units of one log log t factor.
 
-Each claim is measured and judged apart: ``measure_a1/2/3`` solve, measure and return the evidence (a
-JSON-serialisable dict of the raw quantities, which a run record stores; they still draw the claim's figure
-and name it under "plots"); ``judge_a1/2/3`` decide the :class:`Claim` from that evidence alone (no solving,
-no I/O), against the tolerances of this module as they are when called. A quantity that could not be
-measured (NaN) makes its claim or part inconclusive. ``check_a1/2/3`` compose the two.
+Each claim is measured, judged and drawn apart: ``measure_a1/2/3`` solve, measure and return the evidence (a
+JSON-serialisable dict of the raw quantities, which a run record stores, with the arrays its figure is drawn
+from; they draw nothing); ``judge_a1/2/3`` decide the :class:`Claim` from that evidence alone (no solving,
+no I/O), against the tolerances of this module as they are when called; ``draw_a1/2/3`` draw the claim's
+figure (A1_FIGURE ... A3_FIGURE, the names the claims carry) from the evidence alone. A quantity that could not
+be measured (NaN) makes its claim or part inconclusive. ``check_a1/2/3`` compose the three for one setting.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 from qkdyn.simulate import growth
-from qkdyn.simulate.plotting import COLOURS, save, subplots
+from qkdyn.simulate.plotting import COLOURS, drawn, save, subplots
 from qkdyn.simulate.solve import Trajectory, solve
 from qkdyn.theory.compiled import growth_in_log_t, load
 from qkdyn.theory.setting import ALL_PARAMS, Setting
@@ -53,6 +54,8 @@ A1_MONOTONE_SLACK = 1e-9
 A1_LOSS = 1e-6
 #: A2 holds when every first integral drifts by less than this (relative)
 A2_DRIFT_BOUND = 1e-8
+#: the figures the claims name, drawn by :func:`draw_a1` ... :func:`draw_a3` from the evidence
+A1_FIGURE, A2_FIGURE, A3_FIGURE = "a1_rate_factor.png", "a2_line.png", "a3_growth.png"
 
 
 def _floats(values) -> list[float]:
@@ -64,13 +67,13 @@ def _nan(values) -> bool:
     return bool(np.isnan(np.asarray(values, dtype=float)).any())
 
 
-def measure_a1(setting: Setting, t_max: float, figures: Path, measure=None, points: int = 24) -> dict:
+def measure_a1(setting: Setting, t_max: float, measure=None, points: int = 24) -> dict:
     """Evidence for A1: at ``points`` states of each factorized solution (down to loss A1_LOSS), the
     magnitude |qk| or |ov|, the derived rate factor (:func:`closed_rate_factors`) and the one measured by
     ``measure(setting, param, states) -> {"QK": R, "OV": R}`` (gradient descent on the full matrix model,
     :func:`qkdyn.empirical.synthetic.rates.gd_rate_factors`, passed in by ``qkdyn verify``: this layer does
-    not import torch; ``None`` when there is no ``measure``), per "param/circuit". Draws a1_rate_factor.png."""
-    fig, axes = subplots(1, 2)
+    not import torch; ``None`` when there is no ``measure``), per "param/circuit". Draws nothing
+    (:func:`draw_a1` draws these arrays)."""
     circuits = {}
     for param, names in FACTORIZED_CIRCUITS.items():
         tr = solve(setting, param, t_max=t_max, until_loss=A1_LOSS, points=points)
@@ -81,17 +84,26 @@ def measure_a1(setting: Setting, t_max: float, figures: Path, measure=None, poin
             m = None if measured is None else measured[circuit]
             circuits[f"{param}/{circuit}"] = {"magnitude": _floats(f["magnitude"]), "closed_factor": _floats(f["closed"]),
                                               "measured_factor": None if m is None else _floats(m)}
-            ax = axes[0, 0 if circuit == "QK" else 1]
-            ax.loglog(f["magnitude"][1:], f["closed"][1:], "-", lw=1, color="k")
-            if m is not None:
-                ax.loglog(f["magnitude"][1:], m[1:], "o", ms=3, color=COLOURS[param], label=f"{param} measured (GD)")
+    return {"t_max": t_max, "points": points, "loss": A1_LOSS, "circuits": circuits}
+
+
+def draw_a1(evidence: dict, figures: Path) -> str:
+    """A1_FIGURE from :func:`measure_a1`'s evidence: per circuit the derived factor (line) and the measured
+    one (dots) against the magnitude, every state but the first (log axes)."""
+    fig, axes = subplots(1, 2)
+    for key, c in evidence["circuits"].items():
+        param, circuit = key.split("/")
+        ax = axes[0, 0 if circuit == "QK" else 1]
+        ax.loglog(c["magnitude"][1:], c["closed_factor"][1:], "-", lw=1, color="k")
+        if c["measured_factor"] is not None:
+            ax.loglog(c["magnitude"][1:], c["measured_factor"][1:], "o", ms=3, color=COLOURS[param],
+                      label=f"{param} measured (GD)")
     for ax, circuit in zip(axes[0], ("QK", "OV"), strict=True):
         ax.set(xlabel=f"|{circuit.lower()}|", ylabel=f"rate factor R_{circuit}",
                title=f"{circuit}: full-model GD (dots), derived (line)")
         if ax.get_legend_handles_labels()[0]:
             ax.legend()
-    return {"t_max": t_max, "points": points, "loss": A1_LOSS, "circuits": circuits,
-            "plots": [save(fig, figures, "a1_rate_factor.png")]}
+    return save(fig, figures, A1_FIGURE)
 
 
 def judge_a1(evidence: dict) -> Claim:
@@ -102,7 +114,7 @@ def judge_a1(evidence: dict) -> Claim:
     factor is NaN (a measurement that could not be made)."""
     statement = ("Factorizing a circuit rescales its learning rate by a state-dependent factor that grows "
                  "with the circuit's magnitude (balanced factors).")
-    circuits, plots = evidence["circuits"], evidence["plots"]
+    circuits, plots = evidence["circuits"], [A1_FIGURE]
     if any(c["measured_factor"] is None for c in circuits.values()):
         return Claim("A1", statement, "inconclusive", {"reason": "no full-model measurement (torch runs skipped)"},
                      "Not measured: the rate factor is read off gradient descent on the full matrix model, which this "
@@ -135,27 +147,45 @@ def judge_a1(evidence: dict) -> Claim:
 
 
 def check_a1(setting: Setting, t_max: float, figures: Path, measure=None, points: int = 24) -> Claim:
-    """A1 measured and judged (:func:`measure_a1`, :func:`judge_a1`)."""
-    return judge_a1(measure_a1(setting, t_max, figures, measure, points))
+    """A1 measured (:func:`measure_a1`), drawn into ``figures`` (:func:`draw_a1`) and judged (:func:`judge_a1`)."""
+    evidence = measure_a1(setting, t_max, measure, points)
+    draw_a1(evidence, figures)
+    return judge_a1(evidence)
 
 
-def measure_a2(setting: Setting, t_max: float, rhos, figures: Path) -> dict:
+def measure_a2(setting: Setting, t_max: float, rhos) -> dict:
     """Evidence for A2: for every parameterisation and rho = eta_QK/eta_OV in ``rhos``, the largest
     relative drift of the line Phi(qk) - rho Psi(ov) and of every named polynomial first integral
-    (:meth:`Trajectory.drifts`) along the solution to ``t_max``, per "param/rho=..". Draws a2_line.png."""
-    fig, axes = subplots(2, len(ALL_PARAMS))
-    per_run = {}
-    for col, param in enumerate(ALL_PARAMS):
-        ax, drift_ax = axes[0, col], axes[1, col]
+    (:meth:`Trajectory.drifts`) along the solution to ``t_max``, per "param/rho=..". For :func:`draw_a2`
+    (``curves[param]``, one per rho, every output time but the first, :func:`drawn`): t, the line's
+    coordinates rho (Psi(ov) - Psi(ov0)) and Phi(qk) - Phi(qk0), and the relative drift of Phi - rho Psi
+    (as in Trajectory.drifts, floored at 1e-17 to show on log axes)."""
+    per_run: dict[str, dict] = {}
+    curves: dict[str, list[dict]] = {}
+    for param in ALL_PARAMS:
+        curves[param] = []
         for rho in rhos:
             tr = solve(setting.replace(eta_qk=rho * setting.eta_ov), param, t_max=t_max, points=300)
             phi, psi = tr.line()
             per_run[f"{param}/rho={rho:g}"] = tr.drifts()
-            ax.loglog(rho * (psi[1:] - psi[0]), phi[1:] - phi[0], "-", label=f"rho={rho:g}")
-            # the drift itself, relative as in Trajectory.drifts (floored at 1e-17 to show on log axes)
             line = phi - rho * psi
             scale = np.max(np.maximum(np.abs(phi), rho * np.abs(psi)))
-            drift_ax.loglog(tr.t[1:], np.maximum(np.abs(line[1:] - line[0]) / scale, 1e-17), label=f"rho={rho:g}")
+            curves[param].append({"t": drawn(tr.t[1:]), "rho_psi": drawn(rho * (psi[1:] - psi[0])),
+                                  "phi": drawn(phi[1:] - phi[0]),
+                                  "drift": drawn(np.maximum(np.abs(line[1:] - line[0]) / scale, 1e-17))})
+    return {"t_max": t_max, "rhos": _floats(rhos), "per_run": per_run, "curves": curves}
+
+
+def draw_a2(evidence: dict, figures: Path) -> str:
+    """A2_FIGURE from :func:`measure_a2`'s evidence: per parameterisation, the solutions in (rho Psi, Phi)
+    coordinates over the line y = x (top) and the line's relative drift against t with the bound (bottom)."""
+    curves = evidence["curves"]
+    fig, axes = subplots(2, len(curves))
+    for col, (param, runs) in enumerate(curves.items()):
+        ax, drift_ax = axes[0, col], axes[1, col]
+        for rho, run in zip(evidence["rhos"], runs, strict=True):
+            ax.loglog(run["rho_psi"], run["phi"], "-", label=f"rho={rho:g}")
+            drift_ax.loglog(run["t"], run["drift"], label=f"rho={rho:g}")
         lo, hi = ax.get_xlim()
         ax.plot([lo, hi], [lo, hi], "k:", lw=0.8)
         ax.set(xlabel="rho (Psi(ov) - Psi(ov0))", ylabel="Phi(qk) - Phi(qk0)", title=f"{param}: the line y = x")
@@ -163,7 +193,7 @@ def measure_a2(setting: Setting, t_max: float, rhos, figures: Path) -> dict:
         drift_ax.axhline(A2_DRIFT_BOUND, color="k", ls=":", lw=0.8)
         drift_ax.set(xlabel="t", ylabel="relative drift of Phi - rho Psi",
                      title=f"{param}: drift (dotted: {A2_DRIFT_BOUND:g} bound)")
-    return {"t_max": t_max, "rhos": _floats(rhos), "per_run": per_run, "plots": [save(fig, figures, "a2_line.png")]}
+    return save(fig, figures, A2_FIGURE)
 
 
 def judge_a2(evidence: dict) -> Claim:
@@ -183,12 +213,14 @@ def judge_a2(evidence: dict) -> Claim:
         summary += f" Inconclusive: the drift of {', '.join(nan)} is NaN (not measured), so the bound cannot be checked."
     return Claim(
         "A2", "The reduced dynamics have a closed form: QK and OV move along a line in suitable "
-        "coordinates, with speed set by eta_QK and eta_OV.", verdict, out, summary, evidence["plots"])
+        "coordinates, with speed set by eta_QK and eta_OV.", verdict, out, summary, [A2_FIGURE])
 
 
 def check_a2(setting: Setting, t_max: float, rhos, figures: Path) -> Claim:
-    """A2 measured and judged (:func:`measure_a2`, :func:`judge_a2`)."""
-    return judge_a2(measure_a2(setting, t_max, rhos, figures))
+    """A2 measured (:func:`measure_a2`), drawn into ``figures`` (:func:`draw_a2`) and judged (:func:`judge_a2`)."""
+    evidence = measure_a2(setting, t_max, rhos)
+    draw_a2(evidence, figures)
+    return judge_a2(evidence)
 
 
 READINGS = {  # name -> (log y along a trajectory, exponent p of the paper's law y ~ (log t)^p)
@@ -256,17 +288,18 @@ def _every(values) -> bool | None:
     return False if False in values else None if None in values else True
 
 
-def measure_a3(setting: Setting, read_at, t_far: float, figures: Path, laws=derived_log_readings) -> dict:
+def measure_a3(setting: Setting, read_at, t_far: float, laws=derived_log_readings) -> dict:
     """Evidence for A3, per parameterisation (solved to max(t_far, WINDOW[1])) and reading of READINGS:
     log y measured at the ends of WINDOW, and by the derived laws (``laws``, no fit; a planted wrong law
     makes A3's "derived laws confirmed" part fail) at WINDOW and at FAR; the local exponent
     d log y / d log log t at the ``read_at`` times; least-squares fits of the growth families on
     1e10 <= t <= 1e15. Per parameterisation also the relative error of the derived laws at ``read_at``
-    (law_check), the derived growth in log t and the fitted against the derived constants. Draws a3_growth.png."""
-    fig, axes = subplots(1, len(ALL_PARAMS))
-    per_param = {}
+    (law_check), the derived growth in log t and the fitted against the derived constants; and for
+    :func:`draw_a3` (``curves``, :func:`drawn`) the local exponent of every reading along the solution
+    (t > 1e3) against log10 t."""
+    per_param, curves = {}, {}
     t1, t2 = WINDOW
-    for col, param in enumerate(ALL_PARAMS):
+    for param in ALL_PARAMS:
         tr = solve(setting, param, t_max=max(t_far, t2), points=600, at=sorted(set(read_at) | set(WINDOW)))
         late = tr.t > 1e3
         compiled, p = tr.compiled, setting.numeric()
@@ -275,7 +308,7 @@ def measure_a3(setting: Setting, read_at, t_far: float, figures: Path, laws=deri
         ends = np.searchsorted(tr.t, [t1, t2])
         derived, far = laws(tr, np.array([t1, t2])), laws(tr, np.array(FAR))
         window = (tr.t >= 1e10) & (tr.t <= 1e15)
-        readings = {}
+        readings, exponent_curves = {}, {}
         for name, (log_y, _) in READINGS.items():
             exponents = growth.local_exponent(tr.t[late], log_y(tr)[late])
             readings[name] = {
@@ -284,9 +317,7 @@ def measure_a3(setting: Setting, read_at, t_far: float, figures: Path, laws=deri
                 "local_exponent": {f"{t:.0e}": float(np.interp(np.log(np.log(t)), np.log(np.log(tr.t[late])), exponents))
                                    for t in read_at},
                 "fits": growth.fit_families(tr.t[window], np.exp(log_y(tr)[window]))}
-            # odds = (m/n) e^qk has the same exponent as exp(qk): dashed and wider so neither hides the other
-            axes[0, col].plot(np.log10(tr.t[late]), exponents, label=name + (" (same as exp(qk))" if name == "odds" else ""),
-                              ls="--" if name == "odds" else "-", lw=2.4 if name == "exp(qk)" else None)
+            exponent_curves[name] = drawn(exponents)
         law_check = {
             f"{t:.0e}": {"ov/ov_law - 1": float(np.interp(t, tr.t[late], tr.ov[late] / law_ov - 1)),
                          "exp(qk - qk_law(ov)) - 1": float(np.interp(t, tr.t[late], np.expm1(tr.qk[late] - law_qk)))}
@@ -294,13 +325,27 @@ def measure_a3(setting: Setting, read_at, t_far: float, figures: Path, laws=deri
         per_param[param] = {"readings": readings, "law_check": law_check,
                             "derived_growth": growth_in_log_t(*compiled.law_powers),
                             "fitted_vs_derived_constants": _fitted_constants(tr)}
+        curves[param] = {"log10_t": drawn(np.log10(tr.t[late])), "local_exponent": exponent_curves}
+    return {"window": [t1, t2], "far_window": list(FAR), "read_at": _floats(read_at), "t_far": t_far,
+            "per_param": per_param, "curves": curves}
+
+
+def draw_a3(evidence: dict, figures: Path) -> str:
+    """A3_FIGURE from :func:`measure_a3`'s evidence: per parameterisation, the local exponent
+    d log y / d log log t of every reading against log10 t, with the paper's exponents 1 and 2 dotted."""
+    curves = evidence["curves"]
+    fig, axes = subplots(1, len(curves))
+    for col, (param, curve) in enumerate(curves.items()):
         ax = axes[0, col]
+        for name, exponents in curve["local_exponent"].items():
+            # odds = (m/n) e^qk has the same exponent as exp(qk): dashed and wider so neither hides the other
+            ax.plot(curve["log10_t"], exponents, label=name + (" (same as exp(qk))" if name == "odds" else ""),
+                    ls="--" if name == "odds" else "-", lw=2.4 if name == "exp(qk)" else None)
         for value in (1, 2):
             ax.axhline(value, color="k", lw=0.5, ls=":")
         ax.set(xlabel="log10 t", ylabel="d log y / d log log t", title=param, ylim=(-0.5, 4))
         ax.legend()
-    return {"window": [t1, t2], "far_window": list(FAR), "read_at": _floats(read_at), "t_far": t_far,
-            "per_param": per_param, "plots": [save(fig, figures, "a3_growth.png")]}
+    return save(fig, figures, A3_FIGURE)
 
 
 def judge_a3(evidence: dict) -> Claim:
@@ -369,13 +414,15 @@ def judge_a3(evidence: dict) -> Claim:
                  {"held_by_reading": held, "derived_law_confirmed": confirmed, "window": [t1, t2],
                   "law_error_at_last_time": law_error, "per_param": per_param},
                  summary + " Table: k (extra factors of log log t beyond (log t)^p; 0 for the paper's law) measured and "
-                 "derived, and the local exponent p = d log y / d log log t.", evidence["plots"], table,
+                 "derived, and the local exponent p = d log y / d log log t.", [A3_FIGURE], table,
                  parts=parts)
 
 
 def check_a3(setting: Setting, read_at, t_far: float, figures: Path, laws=derived_log_readings) -> Claim:
-    """A3 measured and judged (:func:`measure_a3`, :func:`judge_a3`)."""
-    return judge_a3(measure_a3(setting, read_at, t_far, figures, laws))
+    """A3 measured (:func:`measure_a3`), drawn into ``figures`` (:func:`draw_a3`) and judged (:func:`judge_a3`)."""
+    evidence = measure_a3(setting, read_at, t_far, laws)
+    draw_a3(evidence, figures)
+    return judge_a3(evidence)
 
 
 def _fitted_constants(tr: Trajectory) -> dict[str, dict[str, float]]:

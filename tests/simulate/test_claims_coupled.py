@@ -87,8 +87,9 @@ def test_the_growth_judgement_passes_collapsed_and_fails_factorized_qk():
 
 
 def test_matched_loss_sharpness_has_a_part_that_holds_and_one_that_fails(tmp_path):
-    evidence = cc.measure_cq4(Setting(), [cc.coupled(0.2)], [0.1, 1.0], [1e-2], tmp_path)
+    evidence = cc.measure_cq4(Setting(), [cc.coupled(0.2)], [0.1, 1.0], [1e-2])
     claim = cc.judge_cq4(_stored(evidence))
+    assert list(tmp_path.iterdir()) == [] and cc.draw_cq4(_stored(evidence), tmp_path) == claim.plots[0]
     assert dataclasses.asdict(claim) == dataclasses.asdict(cc.judge_cq4(evidence))  # the record changes nothing
     assert claim.parts["sharper than collapsed QK"] == "holds"
     assert claim.parts["sharper than the MLP-only control"] == "fails"  # the control's extra depth sharpens more

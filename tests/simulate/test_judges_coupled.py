@@ -28,7 +28,6 @@ def evidence() -> dict:
                 "window": [1e20, 1e50]},
         # rows rho = 0.1, 1; columns loss 1e-2, 1e-3: coupled above every baseline and rising with rho
         "CQ4": {"rhos": [0.1, 1.0], "levels": [1e-2, 1e-3], "controls": {NAME: CONTROL},
-                "plots": ["cq4_matched_loss.png"],
                 "attn_closed": {"CACO": [[0.9, 0.95], [0.92, 0.96]], "FACO": [[0.95, 0.97], [0.96, 0.98]]},
                 "attn": {NAME: [[0.99, 0.995], [0.999, 0.9995]], CONTROL: [[0.98, 0.99], [0.99, 0.995]]}},
     }

@@ -35,7 +35,6 @@ def _evidence(**changes) -> dict:
         "phase_diagrams": {"rho x K": {"points_per_form": 6, "K_range": [2.0, 3.0], "boundaries": {
             "FAFO = CACO(rho=1)": {"rows_where_it_occurs": 2, "rows": 2, "rho_range": [3.0, 5.0]},
             "FACO = CACO": {"rows_where_it_occurs": 0, "rows": 2, "rho_range": None}}}},
-        "plots": dict(PLOTS),
     }
     return {**evidence, **changes}
 
@@ -125,6 +124,29 @@ def test_a5_each_part_fails_at_one_level(param, values, part):
     assert f"{part.replace('_', ' ')}: not at every level" in claim.summary
 
 
+NAN = float("nan")
+
+
+@pytest.mark.parametrize("param, values, undecided", [
+    ("FACO", [0.55, NAN, 0.75], ["FACO_sharper_than_CACO"]),  # FACO does not reach the level at rho = 1
+    ("CAFO", [0.40, NAN, 0.60], ["CAFO_softer_than_CACO"]),
+    ("FAFO", [0.45, 0.55, NAN], ["FAFO_reaches_CACO"]),  # it might reach CACO(rho = 1) where it is not measured
+    ("CACO", [0.50, NAN, 0.70], ["FACO_sharper_than_CACO", "CAFO_softer_than_CACO", "FAFO_reaches_CACO"]),
+])
+def test_a5_a_part_is_inconclusive_where_an_attn_it_compares_is_not_measured(param, values, undecided):
+    claim = cs.judge_a5(_with_attn(param, 0, values))
+    assert claim.parts == {key: "inconclusive" if key in undecided else "holds" for key in claim.parts}
+    assert claim.verdict == ("inconclusive" if len(undecided) == 3 else "partial")
+    assert all(claim.evidence["checks_at_every_level"][part] is None for part in undecided)
+    assert all(f"{part.replace('_', ' ')}: not measured at every level" in claim.summary for part in undecided)
+
+
+def test_a5_a_part_that_fails_at_one_level_fails_though_another_is_not_measured():
+    evidence = _with_attn("FACO", 0, [0.55, 0.60, 0.75])  # FACO = CACO at rho = 1, loss 0.1
+    evidence["attn"]["FACO"][1] = [0.65, NAN, 0.85]  # and not measured at loss 0.01
+    assert cs.judge_a5(evidence).parts["FACO_sharper_than_CACO"] == "fails"
+
+
 def test_monotone_slack_is_read_at_call_time(monkeypatch):
     evidence = _with_attn("CACO", 0, [0.50, 0.60, 0.60 - 1e-8])  # a fall of 1e-8
     assert cs.judge_a4(evidence).parts["sharper attention at the same loss"] == "fails"
@@ -165,16 +187,23 @@ def test_judge_reached_on_each_outcome():
     assert cs.judge_reached({"outcome": "solver failed", "why": "underflow"}) is None
 
 
-def test_measure_returns_plain_data_the_judges_decide(monkeypatch, tmp_path):
-    """A small grid (figures not drawn): the evidence survives a run record's JSON round trip unchanged."""
-    monkeypatch.setattr(cs, "plot_sweep", lambda result, figures: [PLOTS["attn_vs_loss"],
-                                                                    PLOTS["attn_at_matched_loss"]])
-    monkeypatch.setattr(cs.phase, "plot", lambda diagrams, level, figures: PLOTS["phase_diagrams"])
-    evidence = cs.measure_a45(Setting(), [0.1, 1.0, 10.0], [0.1, 1e-2], np.geomspace(0.01, 100, 4), 3, 1e-2, tmp_path)
+def test_measure_returns_plain_data_the_judges_decide_and_draw_reads(monkeypatch, tmp_path):
+    """A small grid: measuring draws nothing, the evidence survives a run record's JSON round trip unchanged, the
+    judges decide from it and :func:`cs.draw_a45` draws the figures the claims name from it alone."""
+    import matplotlib.figure
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("measure_a45 drew a figure")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(matplotlib.figure.Figure, "savefig", refuse)
+        evidence = cs.measure_a45(Setting(), [0.1, 1.0, 10.0], [0.1, 1e-2], np.geomspace(0.01, 100, 4), 3, 1e-2)
     back = json.loads(json.dumps(evidence, default=json_default))
-    assert back == json.loads(json.dumps(evidence)) == evidence and back["plots"] == PLOTS
+    assert back == json.loads(json.dumps(evidence)) == evidence and "plots" not in back
     assert list(back["attn"]) == list(EXACT_PARAMS) and all(len(rows) == 2 for rows in back["attn"].values())
     outcomes = {m["outcome"] for m in back["reachability_hard_cases"].values()}
     assert outcomes <= {"solved", "ode stopped", "solver failed"}
-    assert cs.judge_a4(back).parts["sharper attention at the same loss"] == "holds"
-    assert cs.judge_a5(back).verdict == "holds"
+    a4, a5 = cs.judge_a4(back), cs.judge_a5(back)
+    assert a4.parts["sharper attention at the same loss"] == "holds" and a5.verdict == "holds"
+    assert cs.draw_a45(back, tmp_path) == list(PLOTS.values())
+    assert {p.name for p in tmp_path.glob("*.png")} == set(a4.plots) | set(a5.plots) == set(PLOTS.values())

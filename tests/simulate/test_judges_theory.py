@@ -1,5 +1,6 @@
 """The judges of A1-A3 on hand-written evidence: each decides holds, fails and inconclusive from the evidence
-alone, reads its tolerance when it is called, and neither solves nor touches the filesystem."""
+alone, reads its tolerance when it is called, and neither solves nor touches the filesystem; the figures the
+claims name are drawn from the evidence alone (draw_a1 ... draw_a3), and measuring draws nothing."""
 import copy
 import dataclasses
 import json
@@ -16,13 +17,14 @@ def a1_evidence(measured=(1.0, 2.0, 4.0), closed=(1.0, 2.0, 4.0), magnitude=(0.1
     """One factorized circuit (FACO/QK) at three states, as :func:`measure_a1` returns it."""
     circuit = {"magnitude": list(magnitude), "closed_factor": list(closed),
                "measured_factor": None if measured is None else list(measured)}
-    return {"t_max": 1e15, "points": 3, "loss": 1e-6, "circuits": {"FACO/QK": circuit}, "plots": ["a1_rate_factor.png"]}
+    return {"t_max": 1e15, "points": 3, "loss": 1e-6, "circuits": {"FACO/QK": circuit}}
 
 
 def a2_evidence(line=1e-12) -> dict:
     """One run (CACO at rho = 1) whose line drifts by ``line`` and whose polynomial invariant does not."""
+    curve = {"t": [1.0, 10.0, 100.0], "rho_psi": [0.1, 1.0, 10.0], "phi": [0.1, 1.0, 10.0], "drift": [1e-17, 1e-16, line]}
     return {"t_max": 1e15, "rhos": [1.0], "per_run": {"CACO/rho=1": {"qk_mean": 0.0, "line": line}},
-            "plots": ["a2_line.png"]}
+            "curves": {"CACO": [curve]}}
 
 
 def _log_y(k: float, p: float, times) -> list[float]:
@@ -45,7 +47,9 @@ def a3_evidence(**k) -> dict:
             "fitted_vs_derived_constants": {"ov slope in log t": {"fitted": 1.0, "derived": 1.0}}}
     # what a run record stores and reads back
     return json.loads(json.dumps({"window": list(ct.WINDOW), "far_window": list(ct.FAR), "read_at": [1e30],
-                                  "t_far": 1e30, "per_param": {"CACO": caco}, "plots": ["a3_growth.png"]}))
+                                  "t_far": 1e30, "per_param": {"CACO": caco},
+                                  "curves": {"CACO": {"log10_t": [3.0, 30.0], "local_exponent": {
+                                      name: [p + 1.0, p] for name, (_, p) in ct.READINGS.items()}}}}))
 
 
 def reading_part(name: str) -> str:
@@ -143,3 +147,34 @@ def test_the_judges_are_pure(tmp_path, monkeypatch):
         assert repr(dataclasses.asdict(first)) == repr(dataclasses.asdict(second))  # deterministic (NaN included)
         assert repr(evidence) == repr(before)  # the evidence is not changed
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("judge, draw, evidence", [(ct.judge_a1, ct.draw_a1, a1_evidence()),
+                                                   (ct.judge_a1, ct.draw_a1, a1_evidence(measured=None)),
+                                                   (ct.judge_a2, ct.draw_a2, a2_evidence()),
+                                                   (ct.judge_a3, ct.draw_a3, a3_evidence())])
+def test_each_claim_names_the_figure_drawn_from_its_evidence_alone(judge, draw, evidence, tmp_path, monkeypatch):
+    monkeypatch.setattr(ct, "solve", lambda *args, **kwargs: pytest.fail("drawing solved"))
+    stored = json.loads(json.dumps(evidence))
+    assert [draw(stored, tmp_path)] == judge(stored).plots
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([judge(stored).plots[0],
+                                                                 judge(stored).plots[0].replace(".png", ".pdf")])
+
+
+def test_measuring_draws_nothing_and_its_evidence_draws_the_figure(tmp_path, monkeypatch):
+    import matplotlib.figure
+    from qkdyn.theory.setting import Setting
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a measure drew a figure")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(matplotlib.figure.Figure, "savefig", refuse)
+        patched.setattr(ct, "subplots", refuse)
+        measured = [(ct.judge_a1, ct.draw_a1, ct.measure_a1(Setting(), 1e15, points=6)),
+                    (ct.judge_a2, ct.draw_a2, ct.measure_a2(Setting(), 1e5, [1.0])),
+                    (ct.judge_a3, ct.draw_a3, ct.measure_a3(Setting(), [1e6, 1e15], 1e15))]
+    assert list(tmp_path.iterdir()) == []
+    for judge, draw, evidence in measured:
+        stored = json.loads(json.dumps(evidence))
+        assert "plots" not in stored and [draw(stored, tmp_path)] == judge(stored).plots
