@@ -4,14 +4,15 @@ the event finder recording the other levels), both measured here.
 
 1. The A4/A5 grid: 4 forms x 51 values of rho x 4 loss levels; closed form with and without the time.
 2. The same grid against what a user with JAX would write, form by form and in all: a jitted diffrax
-   Tsit5 ``vmap`` over the 204 (rho, level) points of a form in log-time, each stopped by an event at its loss level (root-found), on the
+   ``vmap`` (Dopri8 at rtol 1e-10, 1e-12, 1e-14; Tsit5 at 1e-10, 1e-12) over the 204 (rho, level) points of a form in log-time, each stopped by an event at its loss level (root-found), on the
    balanced (qk, ov) flow dqk/dt = eta_QK M_QK g ov alpha (1 - alpha), dov/dt = eta_OV M_OV g alpha with
    M_QK = sqrt(A + B qk^2), M_OV = C + E |ov| read off the compiled metrics (checked at random points).
    Accuracy of each side: the largest relative error of (attn, t) against the same diffrax solve at
    rtol 1e-13 (a reference, not timed). CPU times, interleaved rounds (each side called twice in a row, the
    second timed; the first calls' ratio printed beside), median of per-round ratios; the
-   ratio at matched accuracy takes the loosest diffrax tolerance at least as accurate as the closed
-   form (the optional ``bench`` extra; skipped with a note without jax/diffrax).
+   ratio at matched accuracy takes, per solver, the loosest diffrax tolerance at least as accurate as the
+   closed form, else its tightest (less accurate: the ratio is then a lower bound, and decides the 10x target
+   only where it reaches it); the peer's best is the faster solver, against which the target is read (the optional ``bench`` extra; skipped with a note without jax/diffrax).
 3. A phase diagram of 317 x 316 ~ 1e5 points (rho x m/n, CACO and FAFO; attention only) against the
    ODE cost per (form, rho) run of part 1 scaled to the same number of runs (one run per rho per row),
    and the 1e6-point diagram (rho x m/n, 3163 x 316, FAFO, attention only, CPU time, median of 3 rounds) against the 1 s target.
@@ -30,6 +31,9 @@ from qkdyn.theory.setting import EXACT_PARAMS, Setting
 from benchmarks.bench_solve import first_call
 
 LEVELS = (0.5, 0.1, 1e-2, 1e-3)
+#: diffrax's solvers the peer runs and their tolerances, loosest first (Dopri8's event times stay 1e-11-1e-10 off
+#: even at rtol 1e-14, hence its tighter tolerance); the peer's best is the faster at matched accuracy
+SOLVERS = {"Dopri8": (1e-10, 1e-12, 1e-14), "Tsit5": (1e-10, 1e-12)}
 
 
 def best_of(repeats, fn):
@@ -61,10 +65,10 @@ def flow_constants(setting: Setting, param: str) -> tuple[float, ...]:
     return qk0, ov0, A, B, C, E
 
 
-def diffrax_solver(setting: Setting, rtol: float, atol: float):
+def diffrax_solver(setting: Setting, rtol: float, atol: float, solver: str = "Tsit5"):
     """A jitted diffrax vmap over points, each a row (eta_QK, level, qk0, ov0, A, B, C, E) of the argument:
-    (t, attn) arrays; or None where jax/diffrax are not installed. One compiled program serves every
-    form (the form enters through its constants only)."""
+    (t, attn) arrays, by diffrax's ``solver`` (Tsit5, Dopri8); or None where jax/diffrax are not installed. One
+    compiled program serves every form (the form enters through its constants only)."""
     try:
         import diffrax
         import jax
@@ -90,7 +94,7 @@ def diffrax_solver(setting: Setting, rtol: float, atol: float):
     event = diffrax.Event(loss_above_level, root_finder=optimistix.Newton(rtol=1e-14, atol=1e-14))
 
     def one(*a):
-        sol = diffrax.diffeqsolve(diffrax.ODETerm(field), diffrax.Tsit5(), 0.0, 700.0, None, jnp.stack([a[2], a[3]]),
+        sol = diffrax.diffeqsolve(diffrax.ODETerm(field), getattr(diffrax, solver)(), 0.0, 700.0, None, jnp.stack([a[2], a[3]]),
                                   args=a, saveat=diffrax.SaveAt(t1=True), event=event, max_steps=1_000_000,
                                   stepsize_controller=diffrax.PIDController(rtol=rtol, atol=atol))
         return jnp.expm1(sol.ts[-1]), jax.nn.sigmoid(sol.ys[-1][0] + log_mn)
@@ -112,6 +116,15 @@ def cpu(fn):
     return time.process_time() - start, out
 
 
+def verdict(ratio: float, matched: bool) -> str:
+    """The 10x target read off a ratio against a peer at least as accurate (``matched``) or less accurate (a
+    lower bound of the ratio at equal accuracy: only a ratio of 10 or more decides)."""
+    if ratio >= 10:
+        return "meets the 10x target"
+    return "BELOW the 10x target" if matched else ("inconclusive against the 10x target: the peer was less accurate, "
+                                                  "its cost at equal accuracy is higher")
+
+
 def vs_diffrax(setting: Setting, rhos, levels, rounds: int = 5) -> None:
     """Part 2 of the module docstring, form by form and over the whole grid."""
     reference = diffrax_solver(setting, 1e-13, 1e-16)
@@ -121,10 +134,11 @@ def vs_diffrax(setting: Setting, rhos, levels, rounds: int = 5) -> None:
     rows = {param: diffrax_rows(setting, param, rhos, levels) for param in EXACT_PARAMS}
     refs = {param: reference(rows[param]) for param in EXACT_PARAMS}
     peers, compile_s = {}, 0.0
-    for rtol in (1e-10, 1e-12):
-        peers[f"diffrax vmap rtol {rtol:.0e}"] = solver = diffrax_solver(setting, rtol, rtol * 1e-3)
-        seconds, _ = cpu(lambda solver=solver: solver(rows[EXACT_PARAMS[0]]))
-        compile_s += seconds
+    for method, rtols in SOLVERS.items():
+        for rtol in rtols:
+            peers[f"diffrax {method} rtol {rtol:.0e}"] = solver = diffrax_solver(setting, rtol, rtol * 1e-3, method)
+            seconds, _ = cpu(lambda solver=solver: solver(rows[EXACT_PARAMS[0]]))
+            compile_s += seconds
 
     def closed(param):
         r = sharpness(setting, param, rhos[:, None], levels[None, :])
@@ -148,7 +162,7 @@ def vs_diffrax(setting: Setting, rhos, levels, rounds: int = 5) -> None:
                 ref_t, ref_attn = refs[param]
                 errors[param, name] = max(float(np.max(np.abs(t / ref_t - 1))), float(np.max(np.abs(attn / ref_attn - 1))))
     points = len(rhos) * len(levels)
-    print(f"  vs jitted diffrax Tsit5 vmap with events, {points} points per form, CPU, median of {rounds} interleaved "
+    print(f"  vs jitted diffrax vmap ({' and '.join(SOLVERS)}) with events, {points} points per form, CPU, median of {rounds} interleaved "
           f"rounds, each side's second call in a row (diffrax's compile ~{compile_s:.1f} CPU-s not counted); accuracy: largest relative error of (attn, t) "
           "against diffrax at rtol 1e-13:")
     matched_ratios = {}
@@ -157,15 +171,26 @@ def vs_diffrax(setting: Setting, rhos, levels, rounds: int = 5) -> None:
         for name in sides:
             ratio = statistics.median(a / b for a, b in zip(times[param, name], times[param, ours], strict=True))
             tail = "" if name == ours else f"  diffrax/closed = {ratio:.2f}x"
-            print(f"      {name:24s} {statistics.median(times[param, name]) * 1e3:8.1f} ms  "
+            print(f"      {name:28s} {statistics.median(times[param, name]) * 1e3:8.1f} ms  "
                   f"max rel. error {errors[param, name]:.1e}{tail}")
-        matched = [n for n in peers if errors[param, n] <= errors[param, ours]]
-        best = matched[0] if matched else list(peers)[-1]
-        matched_ratios[param] = best, bool(matched), statistics.median(
+        # each solver at its loosest tolerance at least as accurate as the closed form (else its tightest, less
+        # accurate: the ratio is then a lower bound of the one at equal accuracy); the peer's best: the faster of those
+        candidates = {}
+        for method in SOLVERS:
+            mine = [n for n in peers if n.startswith(f"diffrax {method} ")]
+            matched = [n for n in mine if errors[param, n] <= errors[param, ours]]
+            candidates[matched[0] if matched else mine[-1]] = bool(matched)
+        best = min(candidates, key=lambda n: statistics.median(times[param, n]))
+        for name, matched in candidates.items():
+            ratio = statistics.median(a / b for a, b in zip(times[param, name], times[param, ours], strict=True))
+            how = "at least as accurate" if matched else "the most accurate tried, still less accurate than the closed form"
+            print(f"    closed form vs {name} ({how}): {ratio:.2f}x"
+                  f"{' (the peer at its best)' if name == best else ''}")
+        matched_ratios[param] = best, candidates[best], statistics.median(
             a / b for a, b in zip(times[param, best], times[param, ours], strict=True))
     for param, (best, matched, ratio) in matched_ratios.items():
         how = "at least as accurate" if matched else "the most accurate tried, still less accurate than the closed form"
-        print(f"  {param}: closed form vs {best} ({how}): {ratio:.2f}x ({'meets' if ratio >= 10 else 'BELOW'} the 10x target)")
+        print(f"  {param}: closed form vs the peer's best, {best} ({how}): {ratio:.2f}x ({verdict(ratio, matched)})")
     def whole_grid(table):
         total = {name: [sum(table[param, name if name == ours else matched_ratios[param][0]][k] for param in EXACT_PARAMS)
                         for k in range(rounds)] for name in (ours, "peer")}
@@ -174,7 +199,8 @@ def vs_diffrax(setting: Setting, rhos, levels, rounds: int = 5) -> None:
 
     closed_s, peer_s, ratio = whole_grid(times)
     print(f"  whole grid ({len(EXACT_PARAMS) * points} points): closed form {closed_s * 1e3:.1f} ms, "
-          f"diffrax at matched accuracy {peer_s * 1e3:.1f} ms: {ratio:.2f}x ({'meets' if ratio >= 10 else 'BELOW'} the 10x target)")
+          f"diffrax at its best per form (matched accuracy, else its most accurate tried) {peer_s * 1e3:.1f} ms: {ratio:.2f}x "
+          f"({verdict(ratio, all(matched for _, matched, _ in matched_ratios.values()))})")
     closed_s, peer_s, ratio = whole_grid(first)
     print(f"    each side's first call after the other side ran: closed form {closed_s * 1e3:.1f} ms, diffrax "
           f"{peer_s * 1e3:.1f} ms: {ratio:.2f}x")
@@ -225,9 +251,10 @@ def main() -> None:
     seconds, size = float(np.median([r[0] for r in rounds])), rounds[0][1].size
     print(f"phase diagram FAFO rho x m/n, {size} points: {seconds:.2f} CPU-s, median of 3 rounds "
           f"({', '.join(f'{r[0]:.2f}' for r in rounds)}) ({'under' if seconds < 1 else 'OVER'} the 1 s target)")
-    (warm, again), (cold, _) = first_call(False, FIRST_SHARPNESS), first_call(True, FIRST_SHARPNESS)
+    (warm, again, _), (cold, _, said) = first_call(False, FIRST_SHARPNESS), first_call(True, FIRST_SHARPNESS)
     print(f"first matched-loss solve in a fresh process (import + solve), CPU: numba cache filled {warm:.2f} s, "
-          f"empty {cold:.2f} s (the one-off compile of qkdyn.simulate.closedform and the form's kernels); "
+          f"empty {cold:.2f} s (the one-off compile of qkdyn.simulate.closedform and the form's kernels, "
+          f"{'announced on stderr before it' if said.startswith('qkdyn: compiling') else 'SILENT: no line on stderr before it'}); "
           f"the next call {again * 1e3:.1f} ms")
 
 

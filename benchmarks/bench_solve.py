@@ -160,14 +160,14 @@ FIRST_SOLVE_COMPILED = FIRST_SOLVE.replace("from qkdyn.simulate.solve import sol
                                            "import FIRST_SOLVES; FIRST_SOLVES.rent_seconds = 0.0; ")
 
 
-def first_call(cold: bool, code: str = FIRST_SOLVE) -> tuple[float, float]:
-    """(import + first solve, one more solve) CPU seconds in a fresh process (``code`` prints both);
-    cold: numba's cache empty."""
+def first_call(cold: bool, code: str = FIRST_SOLVE) -> tuple[float, float, str]:
+    """(import + first solve, one more solve) CPU seconds in a fresh process (``code`` prints both), and its
+    stderr (where a compilation is announced); cold: numba's cache empty."""
     with tempfile.TemporaryDirectory() as empty:
         env = {**os.environ, **({"NUMBA_CACHE_DIR": empty} if cold else {})}
         out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     first, again = map(float, out.stdout.split())
-    return first, again
+    return first, again, out.stderr
 
 
 def main() -> None:
@@ -216,14 +216,14 @@ def main() -> None:
 
     sweep(setting, taus, y0, jitted)
 
-    warm_first, warm_again = first_call(cold=False)
-    cold_first, cold_again = first_call(cold=True)
-    compiling, _ = first_call(cold=True, code=FIRST_SOLVE_COMPILED)
+    warm_first, warm_again, _ = first_call(cold=False)
+    cold_first, cold_again, _ = first_call(cold=True)
+    compiling, _, said = first_call(cold=True, code=FIRST_SOLVE_COMPILED)
     print(f"first call in a fresh process (import + solve), CPU: numba cache filled {warm_first:.2f} s, "
           f"empty {cold_first:.2f} s (cold/warm = {cold_first / warm_first:.1f}x: SciPy's DOP853 until compiling "
           f"pays, qkdyn.simulate.coldstart; {'within' if cold_first <= 2 * warm_first else 'OVER'} the 2x target); "
           f"the next call {warm_again * 1e3:.1f} ms warm, {cold_again * 1e3:.1f} ms cold; compiling at once "
-          f"instead: {compiling:.2f} s")
+          f"instead: {compiling:.2f} s ({'announced on stderr before compiling' if said.startswith('qkdyn: compiling') else 'SILENT: no line on stderr before compiling'})")
 
 
 if __name__ == "__main__":

@@ -36,7 +36,9 @@ are helpers inlined into it (``inline="always"``: no call boundary, the same cod
 """
 from __future__ import annotations
 
+import contextlib
 import math
+import sys
 
 import numpy as np
 from qkdyn.simulate import dop853
@@ -349,9 +351,32 @@ def cached(*kernels) -> bool:
     :func:`~qkdyn.simulate.denseoutput.evaluate_tables` and the stage
     combinations) and the C ``kernels`` given (a form's :class:`~qkdyn.theory.kernels.LazyCallback`) are
     in this process already or in numba's cache: a solve then loads machine code instead of compiling it."""
-    return (all(callback.cached() for callback in (*_COMBINATIONS, *kernels))
-            and all(function.overloads or has_machine_code(function._cache, function.targetctx)
-                    for function in (_lockstep, evaluate_tables)))
+    return all(callback.cached() for callback in kernels) and _integrator_cached()
+
+
+def _integrator_cached() -> bool:
+    """Whether the integrator itself (the form's kernels aside) is in this process or in numba's cache."""
+    return all(callback.cached() for callback in _COMBINATIONS) and ready(_lockstep, evaluate_tables)
+
+
+def ready(*functions) -> bool:
+    """Whether every compiled function given (a numba dispatcher) has machine code in this process or in
+    numba's cache (:func:`~qkdyn.theory.kernels.has_machine_code`): calling it compiles nothing."""
+    return all(function.overloads or has_machine_code(function._cache, function.targetctx) for function in functions)
+
+
+@contextlib.contextmanager
+def compiling(what: str, needed: bool):
+    """Where ``needed`` (numba is about to compile ``what``: it is neither in this process nor in numba's
+    cache), one line on stderr before the block runs, so that a first call never waits silently; else nothing."""
+    if needed:
+        sys.stderr.write(f"qkdyn: compiling {what} (once: numba caches the machine code for later processes; "
+                         "`python -m qkdyn.simulate.warm` compiles everything ahead)\n")
+        sys.stderr.flush()
+    yield
+
+
+_announced: list[bool] = []  # whether this process has checked the integrator's cache before its first call
 
 
 def integrate_many(f, g, P, X0, tau_end, rtol, atol, levels, terminal):
@@ -362,6 +387,10 @@ def integrate_many(f, g, P, X0, tau_end, rtol, atol, levels, terminal):
     final state) per trajectory (arrays, event_tau (S, levels), final (S, dim)) and the dense tables of
     all of them concatenated: (taus, hs, ys, Fs, first) with trajectory i's steps at first[i]:first[i + 1].
     Each trajectory's numbers are those it has integrated alone (no lane's arithmetic depends on another's)."""
+    if not _announced:  # the first call of the process: say so where the integrator compiles now
+        _announced.append(True)
+        with compiling("the DOP853 integrator", not _integrator_cached()):
+            return integrate_many(f, g, P, X0, tau_end, rtol, atol, levels, terminal)
     n, blocks = X0.shape[1], []
     combinations = tuple(combination.address for combination in _COMBINATIONS)
     for lo in range(0, len(X0), LANES):

@@ -44,7 +44,7 @@ from collections.abc import Mapping
 
 import numpy as np
 from numpy.typing import ArrayLike
-from qkdyn.simulate import closedform, qkline
+from qkdyn.simulate import closedform, integrate, qkline
 from qkdyn.simulate.grid import LabelledGrid, arrange
 from qkdyn.theory.compiled import Compiled, load
 from qkdyn.theory.setting import ALL_PARAMS, Setting
@@ -161,11 +161,18 @@ def _run(problems: list, which, zstar, rho, ov=None, *, time: bool, state: bool 
     size = which.size
     qk, t = np.empty(size), np.empty(size)
     ov = np.empty(size) if ov is None else ov
-    addresses = np.array([compiled.psi_gain_kernel.address, compiled.m_ov_kernel.address, *closedform.SPECIAL])
-    closedform.solve_points(np.array([p.constants for p in problems]), np.array([p.p for p in problems], dtype=float),
-                            addresses, which, np.empty(0) if zstar is None else zstar, rho, ov, state, time, per_panel,
-                            polish, *_table(), qk, t)
+    first = compiled.name not in _checked  # the process's first call of this form: compiled now, unless cached
+    _checked.add(compiled.name)
+    with integrate.compiling(f"the closed form and {compiled.name}'s kernels", first and not (
+            compiled.psi_gain_kernel.cached() and compiled.m_ov_kernel.cached() and integrate.ready(closedform.solve_points))):
+        addresses = np.array([compiled.psi_gain_kernel.address, compiled.m_ov_kernel.address, *closedform.SPECIAL])
+        closedform.solve_points(np.array([p.constants for p in problems]), np.array([p.p for p in problems], dtype=float),
+                                addresses, which, np.empty(0) if zstar is None else zstar, rho, ov, state, time,
+                                per_panel, polish, *_table(), qk, t)
     return qk, ov, t
+
+
+_checked: set[str] = set()  # the forms whose compiled code this process has looked for (_run)
 
 
 @functools.lru_cache(maxsize=1)
@@ -251,17 +258,48 @@ def sharpness(setting: Setting | Mapping, param: str | Spec, rho: ArrayLike, los
               grid: bool = False) -> Sharpness:
     """qk, ov, attn and t at the first time the loss reaches ``loss``, for rho = eta_QK / eta_OV.
 
-    ``setting`` is a :class:`~qkdyn.theory.setting.Setting` or a mapping of Setting field names to
-    scalars or arrays (missing fields take the defaults); its ``eta_qk`` is not used (eta_QK = rho
-    eta_OV) and ``eta_ov`` sets the unit of time. ``rho``, ``loss`` and the array-valued fields
-    broadcast against each other (numpy rules; a clear error says how to shape them when they do
-    not), or with ``grid=True`` form their outer product, one named axis per input (rho, loss, then
-    the fields): see :mod:`qkdyn.simulate.grid`. See the module docstring for the mathematics; exact
-    to round-off for (qk, ov, attn), t to about 1e-10 relative (a test checks 1e-8 against an 8x
-    finer quadrature). ``param`` may be a :class:`~qkdyn.theory.spec.Spec`: the closed form where the spec
-    is an exact form's model, else the crossings of the spec's ODE (one ``setting``, a Setting;
-    :func:`qkdyn.simulate.specsolve.events_sharpness`).
+    See the module docstring for the mathematics; exact to round-off for (qk, ov, attn), t to about 1e-10
+    relative (a test checks 1e-8 against an 8x finer quadrature). The arithmetic is one compiled kernel
+    (:mod:`qkdyn.simulate.closedform`): where numba's cache lacks it, the process's first call compiles it and
+    says so first, on stderr (``make install`` / ``python -m qkdyn.simulate.warm`` compile it ahead).
 
+    Parameters
+    ----------
+    setting : Setting or mapping
+        A :class:`~qkdyn.theory.setting.Setting`, or a mapping of Setting field names to scalars or arrays
+        (missing fields take the defaults). Its ``eta_qk`` is not used (eta_QK = rho eta_OV); ``eta_ov`` sets
+        the unit of time.
+    param : str or Spec
+        A named form (CACO, FACO, CAFO, FAFO, paper), or a :class:`~qkdyn.theory.spec.Spec`: the closed form
+        where the spec is an exact form's model, else the crossings of the spec's ODE (one ``setting``, a
+        Setting; :func:`qkdyn.simulate.specsolve.events_sharpness`).
+    rho : array_like
+        The rate ratios eta_QK / eta_OV, finite and non-negative (0: frozen attention).
+    loss : array_like
+        The loss levels, each within the reachable interval (:func:`reachable_losses`).
+    time : bool
+        Also compute t, the time of the crossing (a quadrature along the path); False leaves ``t`` None.
+    grid : bool
+        False: ``rho``, ``loss`` and the array-valued fields broadcast against each other (numpy rules; a
+        clear error says how to shape them when they do not). True: their outer product, one named axis per
+        input (rho, loss, then the fields; :mod:`qkdyn.simulate.grid`).
+
+    Returns
+    -------
+    Sharpness
+        ``qk``, ``ov``, ``attn`` and ``t`` (None without ``time``) at the first crossing of each level, arrays
+        of the broadcast shape; with ``grid=True`` also ``axes`` and :meth:`~Sharpness.to_xarray` /
+        :meth:`~Sharpness.to_pandas`.
+
+    Raises
+    ------
+    InputError
+        For an unknown form, a negative or non-finite rho, a level outside the reachable interval, a circuit
+        that cannot move (eta_OV = 0, a factorized circuit started at its saddle 0), shapes that do not
+        broadcast, or a crossing reached only after a time beyond the largest double (with ``time``).
+
+    Examples
+    --------
     >>> r = sharpness({"m": [4, 8, 16]}, "FAFO", rho=1.0, loss=1e-2)
     >>> r.attn.shape
     (3,)

@@ -465,6 +465,9 @@ def solve(
         A :class:`Trajectory` for a named form, a :class:`~qkdyn.simulate.specsolve.SpecTrajectory` (the
         same columns and exports) for a spec; the list of them for a sweep. Either holds the solver's
         dense output: ``tr.at(t)`` (or ``tr(t)``) is the solution at any t within the span solved.
+        ``tr.stats["compiled"]`` says whether the compiled integrator ran: where numba's cache lacks it, a
+        process solves with SciPy's DOP853 until compiling pays (:mod:`qkdyn.simulate.coldstart`), and
+        announces the compilation on stderr before it starts.
 
     Raises
     ------
