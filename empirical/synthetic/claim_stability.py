@@ -65,7 +65,7 @@ _FOLLOWS = {True: "follows", False: "leaves", None: "not measured"}
 
 def _config(quick: bool) -> dict:
     """(K, D, N): one distinct token per class (D = 1), equal shapes, unequal ones (3, 2, 4) and the most
-    classes (5, 2, 2), and rho down to 0.3 (FACO at (5, 2, 2) is unbounded from rho = 1) in the full run; the quick
+    classes (5, 2, 2), and rho down to 0.3 in the full run; the quick
     run keeps the first three shapes (its numbers are the golden file's)."""
     if quick:
         return dict(shapes=[(2, 1, 2), (2, 2, 2), (3, 3, 3)], rhos=[1.0, 10.0, 30.0, 100.0])

@@ -137,8 +137,8 @@ def linearisation(setting, until_loss: float, points: int = POINTS, param: str =
     any parameterisation (factorized forms at inner width ``width``, default :func:`exact_width`).
 
     The product of exponentials is second order in the grid: on the log-spaced grid of ``points``
-    times, the predicted size of a perturbation grown 1e4-fold is within ~30% at 48 points (the tests
-    compare it with the perturbed nonlinear flow)."""
+    times, the predicted size of a perturbation is checked against the perturbed nonlinear flow (within 2x,
+    tests)."""
     flow = FullFlow(setting, param, width or exact_width(setting))
     T = flow.transverse_basis()
     tr = solve(setting, param, until_loss=until_loss, points=points)

@@ -84,7 +84,7 @@ def test_adam_claim_can_hold_fail_or_be_inconclusive(rows, verdict):
 def test_adam_measurement_does_not_depend_on_the_cpu_kernels(tmp_path):
     """The same run under torch's AVX2 kernels and its default (AVX-512 where the CPU has it), OpenBLAS's Haswell
     kernels and its default: every distance and the attn agree to 1e-6 relative (from the exact canonical init,
-    round-off alone, they differed by 30 %: 0.0044 vs 0.0032)."""
+    round-off alone decided them)."""
     code = ("import json, sys; from qkdyn.empirical.synthetic import experiment; "
             "from qkdyn.empirical.synthetic.claim_a6 import S6, ADAM; "
             "rows = experiment.run('FAFO', S6.replace(eta_qk=10.0), ADAM['step'], 17, optimizer='adam', points=17, "
