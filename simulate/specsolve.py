@@ -10,16 +10,30 @@ loss L (cross-entropy, or the spec's square loss), and loss events (``until_loss
 matched loss) are levels of L; with weight decay the flow descends the objective L + P, and the
 penalty P = sum_c (lambda_c / 2) sum_i w_i x_i^2 and the objective are their own attributes and CSV
 columns (:mod:`qkdyn.theory.specflow`, step 4).
+
+A flow with a finite minimum (weight decay, a square loss) settles exponentially, x(t) - x* ~ e^{J t}: in
+log time its rate (1 + t) J grows without bound and an explicit step pays per unit of t. So, for such a spec,
+DOP853 runs step by step and after every few steps asks whether the state has settled
+(:func:`_equilibrium`): Newton's method with the derived Jacobian finds a zero x* of the flow next to it,
+J* = J(x*) has real eigenvalues, none positive (those of size below :data:`ZERO_MODE` of the largest
+taken as the directions of a manifold of minima), and the quadratic remainder e = f(x) - J* (x - x*)
+moves the remaining approach by less than the solver's tolerance. From there on the solution is the equilibrium's exact linear approach
+x(t) = x* + V e^{mu (t - t_s)} V^{-1} (x(t_s) - x*) (:class:`Approach`), which costs nothing per unit of
+t: the solve to t = 1e15 (or 1e300) costs what the transient does. ``stats["settled_t"]`` is t_s (None
+where the flow did not settle within the horizon).
 """
 from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Mapping, Sequence
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import ArrayLike
+from qkdyn.simulate import solve as _solve
 from qkdyn.simulate.solve import DenseSolution, TrajectoryExports, integrate_flow
 from qkdyn.theory.setting import Setting
 from qkdyn.theory.spec import Spec
@@ -173,16 +187,166 @@ def _penalty(spec: Spec):
 
 def solve_spec(setting: Setting, spec: Spec, *, t_max: float | None = None, until_loss: float | None = None,
                points: int = 200, at: Sequence[float] = (), rtol: float = 1e-11, atol: float = 1e-14,
-               method: str = "DOP853", record_losses: Sequence[float] = ()) -> SpecTrajectory:
+               method: str = "DOP853", record_losses: Sequence[float] = (), settle: bool = True) -> SpecTrajectory:
     """The reduced flow of ``spec`` from its init (docs/setting.md, balanced factors of its depth) to
     ``t_max`` or the loss level ``until_loss`` (``record_losses`` too): the implementation behind the public
-    verb ``qkdyn.solve(setting, spec, ...)``, which callers use."""
+    verb ``qkdyn.solve(setting, spec, ...)``, which callers use. With DOP853 a spec that can have a finite
+    minimum (:func:`can_settle`) switches to the equilibrium's exact approach once it has settled (module
+    docstring); ``settle=False`` keeps DOP853 to the end (what ``make bench`` measures against)."""
     if not isinstance(setting, Setting):
         raise InputError(f"must be a Setting, got {type(setting).__name__}", "setting")
     spec.check_setting(setting)
-    return SpecTrajectory(spec, setting, *integrate_flow(
-        spec.name, _Field(spec), setting, t_max=t_max, until_loss=until_loss, points=points, at=at, rtol=rtol,
-        atol=atol, method=method, record_losses=tuple(record_losses), kernels=False))
+    options = dict(t_max=t_max, until_loss=until_loss, points=points, at=at, rtol=rtol, atol=atol, method=method,
+                   record_losses=tuple(record_losses))
+    if settle and method == "DOP853" and can_settle(spec):
+        return SpecTrajectory(spec, setting, *_settling_flow(spec.name, _Field(spec), setting, **options))
+    return SpecTrajectory(spec, setting, *integrate_flow(spec.name, _Field(spec), setting, kernels=False, **options))
+
+
+#: eigenvalues of J* smaller than this fraction of the largest are zero modes (a manifold of minima)
+ZERO_MODE = 1e-9
+#: accepted DOP853 steps between two settling checks
+CHECK_EVERY = 4
+#: Newton iterations of a settling check, and the largest distance |x - x*| / (1 + |x|) it may move the state
+NEWTON_ITERATIONS, NEWTON_REACH = 6, 1e-3
+
+
+def can_settle(spec: Spec) -> bool:
+    """Whether ``spec``'s flow can have a finite minimum: weight decay on a circuit or the square loss (a
+    cross-entropy flow without decay only approaches its infimum 0 as the weights grow)."""
+    return spec.loss == "square" or _decayed(spec)
+
+
+@dataclasses.dataclass(frozen=True)
+class Approach:
+    """The dense solution of a settling solve: DOP853's interpolant (``early``, SciPy's ``OdeSolution``) up to
+    the log-time ``tau_settled``, then the exact linear approach x* + V diag(e^{mu (t - t_s)}) c (``mu`` <= 0,
+    zero modes exactly 0; c = V^{-1} (x(t_s) - x*)). Data only, so a trajectory that holds it pickles."""
+
+    early: Callable[[np.ndarray], np.ndarray]
+    tau_settled: float
+    equilibrium: np.ndarray
+    modes: np.ndarray  # V, (dim, dim)
+    rates: np.ndarray  # mu, (dim,)
+    amplitudes: np.ndarray  # c, (dim,)
+
+    def __call__(self, taus) -> np.ndarray:
+        query = np.asarray(taus, dtype=float)
+        flat = query.ravel()
+        out = np.empty((len(self.equilibrium), flat.size))
+        early = flat <= self.tau_settled
+        if early.any():
+            out[:, early] = np.asarray(self.early(flat[early])).reshape(len(self.equilibrium), -1)
+        late = ~early
+        if late.any():
+            elapsed = np.expm1(flat[late]) - math.expm1(self.tau_settled)
+            decay = np.exp(np.multiply.outer(self.rates, elapsed))  # (dim, n)
+            out[:, late] = self.equilibrium[:, None] + self.modes @ (self.amplitudes[:, None] * decay)
+        return out.reshape(len(self.equilibrium), *query.shape)
+
+
+def _equilibrium(field: _Field, p, x: np.ndarray, rtol: float, atol: float) -> tuple[tuple | None, float]:
+    """((x*, V, mu, c), 0) where the flow has settled at ``x`` (module docstring), else (None, how much longer
+    in t the remainder, ~ |x - x*|^2 ~ e^{2 mu_slowest t}, needs to come within the tolerance; 0 where unknown).
+
+    x* is a zero of the flow found by Newton's method with the derived Jacobian (least squares, so a manifold
+    of minima is no obstacle; each iterate within :data:`NEWTON_REACH` of ``x``, the last step far below the
+    tolerance). J(x*) = V diag(mu) V^{-1} must have real mu <= 0 (a stable equilibrium; those below
+    :data:`ZERO_MODE` of the largest are zero modes, set to 0). The linear approach from ``x`` must be within
+    the tolerance: the quadratic remainder e = f(x) - J(x*) (x - x*) shifts the approach by about
+    V diag(1 / |mu'|) V^{-1} e (mu' = mu, or 2 mu_slowest on a zero mode: the remainder decays like
+    (x - x*)^2), less the remainder's round-off (the size of f(x*) as computed), and each component of that
+    must stay below atol + rtol |x*_i|."""
+    star = np.array(x, dtype=float)
+    tolerance = atol + rtol * np.abs(star)
+    for _ in range(NEWTON_ITERATIONS):
+        step = np.linalg.lstsq(field.jac(star, p), field.rhs(star, p), rcond=None)[0]
+        star = star - step
+        if not np.all(np.isfinite(star)) or np.linalg.norm(star - x) > NEWTON_REACH * (1 + np.linalg.norm(x)):
+            return None, 0.0
+        if np.all(np.abs(step) <= 1e-3 * tolerance):
+            break
+    else:
+        return None, 0.0
+    jac = field.jac(star, p)
+    rates, modes = np.linalg.eig(jac)
+    largest = np.abs(rates).max()
+    if largest == 0 or np.abs(rates.imag).max() > ZERO_MODE * largest or rates.real.max() > ZERO_MODE * largest:
+        return None, 0.0
+    rates, modes = rates.real, modes.real
+    zero = np.abs(rates) <= ZERO_MODE * largest
+    rates = np.where(zero, 0.0, rates)
+    slowest = np.abs(rates[~zero]).min() if (~zero).any() else largest
+    deviation = x - star
+    remainder = field.rhs(x, p) - jac @ deviation
+    size, noise = float(np.linalg.norm(remainder)), 4 * float(np.linalg.norm(field.rhs(star, p)))
+    remainder = remainder * (max(size - noise, 0.0) / size if size > 0 else 0.0)
+    shift = modes @ (np.linalg.solve(modes, remainder) / np.where(zero, 2 * slowest, np.abs(rates)))
+    excess = float(np.max(np.abs(shift) / tolerance))
+    if not excess <= 1:
+        return None, math.log(excess) / (2 * slowest) if math.isfinite(excess) else 0.0
+    return (star, modes, rates, np.linalg.solve(modes, deviation)), 0.0
+
+
+def _settling_flow(name: str, field: _Field, setting: Setting, *, t_max, until_loss, points, at, rtol, atol, method,
+                   record_losses) -> tuple:
+    """(times, state, variables, event_t, stats, crossings, dense) of a :class:`SpecTrajectory`: SciPy's DOP853
+    in log time, step by step, until the flow has settled (:func:`_equilibrium`), the horizon or (``until_loss``)
+    the target loss, then the exact linear approach (:class:`Approach`); loss levels are found on that dense
+    solution. A failed step hands the whole solve to :func:`integrate_flow` (LSODA takes over there)."""
+    from scipy.integrate import DOP853, OdeSolution
+
+    _solve._check_options(t_max, until_loss, points, at, method)
+    p, x0, levels, horizon = _solve._start(field, setting, t_max, until_loss, at, record_losses)
+    start = time.perf_counter()
+    tau_end, log_levels = math.log1p(horizon), np.log(np.asarray(levels, dtype=float))
+    stepper = DOP853(lambda tau, x: math.exp(tau) * field.rhs(x, p), 0.0, x0, tau_end, rtol=rtol, atol=atol)
+    taus, pieces, settled, next_check = [0.0], [], None, 0.0
+    while stepper.status == "running" and settled is None:
+        stepper.step()
+        if stepper.status == "failed":
+            return integrate_flow(name, field, setting, t_max=t_max, until_loss=until_loss, points=points, at=at,
+                                  rtol=rtol, atol=atol, method=method, record_losses=record_losses, kernels=False)
+        taus.append(stepper.t)
+        pieces.append(stepper.dense_output())
+        if until_loss is not None and math.log(field.loss(stepper.y, p)) <= log_levels[-1]:
+            break
+        if len(pieces) % CHECK_EVERY == 0 and next_check <= math.expm1(stepper.t) and stepper.t < tau_end:
+            settled, wait = _equilibrium(field, p, stepper.y, rtol, atol)
+            next_check = math.expm1(stepper.t) + wait
+    early = OdeSolution(taus, pieces)
+    dense: Callable[[np.ndarray], np.ndarray] = early
+    if settled is not None:
+        dense = Approach(early, stepper.t, *settled)
+        slowest = np.abs(settled[2][settled[2] < 0]).min(initial=np.inf)
+        # the approach's own rows, where the loss levels are bracketed: e-folds of the slowest mode, then the end
+        later = math.expm1(stepper.t) + np.arange(1, 65) / slowest
+        taus += [math.log1p(t) for t in later if math.log1p(t) < tau_end] + [tau_end]
+    grid = np.asarray(taus)
+    sol = _Solution(grid, dense, dense(grid), 0, "settled" if settled else stepper.status, stepper.nfev,
+                    stepper.njev)
+    events = [_solve._Crossing(lambda x: math.log(field.loss(x, p)), level, until_loss is not None and i == len(levels) - 1)
+              for i, level in enumerate(log_levels)]
+    run = _solve._crossings_on_dense(sol, events, until_loss is not None)
+    run.steps = len(pieces)
+    seconds = time.perf_counter() - start
+    out = _solve._sample(name, field, setting, run, p, x0, horizon, until_loss, points, at, record_losses, seconds,
+                         method, False)
+    out[4]["settled_t"] = math.expm1(stepper.t) if settled is not None else None
+    return out
+
+
+@dataclasses.dataclass
+class _Solution:
+    """What :func:`qkdyn.simulate.solve._crossings_on_dense` reads of a solution (solve_ivp's fields)."""
+
+    t: np.ndarray
+    sol: Callable[[np.ndarray], np.ndarray]
+    y: np.ndarray
+    status: int
+    message: str
+    nfev: int
+    njev: int
 
 
 @dataclasses.dataclass

@@ -54,7 +54,6 @@ class Derived:
     param: str
     variables: tuple[sp.Symbol, ...]        # the reduced state x
     ode: dict                                # x_i -> dx_i/dt
-    jacobian: sp.Matrix                      # d(dx/dt)/dx
     qk: sp.Expr                              # qk(x)
     ov: sp.Expr                              # ov(x)
     attn: sp.Expr                            # attn(qk)
@@ -68,6 +67,15 @@ class Derived:
     penalty: sp.Expr = sp.S(0)               # a spec's weight decay P(x), added to the loss in the flow
     balances: dict = dataclasses.field(default_factory=dict)  # name -> factor balance B(x) of a decayed circuit
     spec: Spec | None = dataclasses.field(default=None, compare=False, repr=False)  # what was derived, if a spec
+
+    @functools.cached_property
+    def jacobian(self) -> sp.Matrix:
+        """d(dx/dt)/dx, the flow's Jacobian (sympy), derived on first use: for a spec with a coupled MLP field it
+        takes minutes of sympy, which ``derive`` itself does not spend (a spec's is its flow's, the one the
+        implicit solvers lambdify)."""
+        if self.spec is not None:
+            return self.flow.jacobian
+        return sp.Matrix([self.ode[x] for x in self.variables]).jacobian(self.variables)
 
     @property
     def flow(self) -> SpecDerivation:
@@ -138,7 +146,7 @@ def _form_fields(param: str) -> dict:
 
     d = model.derive(param)
     return dict(
-        param=param, variables=d.symbols, ode=dict(zip(d.symbols, d.rhs, strict=True)), jacobian=d.jacobian,
+        param=param, variables=d.symbols, ode=dict(zip(d.symbols, d.rhs, strict=True)),
         qk=d.qk, ov=d.ov, attn=model.attention(model.qk), loss=model.reduced_loss(model.qk, model.ov),
         invariants=invariants.first_integrals(d), line=tuple(invariants.line_coordinates(d)),
         metric=(invariants.balanced_metric(d.qk_circuit), invariants.balanced_metric(d.ov_circuit)),
@@ -162,7 +170,7 @@ def _spec_fields(spec: Spec) -> dict:
     balances = {f"B_{circuit}{i + 1}": b for circuit, found in d.balances.items()
                 if specflow._decay(spec, circuit) for i, b in enumerate(found)}
     return dict(
-        param=spec.name, variables=d.symbols, ode=dict(zip(d.symbols, d.rhs, strict=True)), jacobian=d.jacobian, qk=d.qk, ov=d.ov,
+        param=spec.name, variables=d.symbols, ode=dict(zip(d.symbols, d.rhs, strict=True)), qk=d.qk, ov=d.ov,
         attn=d.attn, loss=d.loss, invariants=conserved, line=specclosed.line_coordinates(spec),
         metric=(d.metrics["QK"]["metric"], d.metrics["OV"]["metric"]), laws={}, growth={},
         not_derived=specclosed.statements(spec), penalty=d.penalty, balances=balances)

@@ -73,8 +73,9 @@ COUPLINGS = ("linear", "mlp")
 #:   token weights with factorized or coupled circuits multiply: D = 2, m = 2 with both circuits
 #:     class-aligned at depth 3 and self_attention 33 s; D = 3 there > 120 s; with a coupled QK at 4
 #:     evaluations 61 s
-#: No size bounds one case: a coupled MLP field at 2 or more evaluations (examples/specs/coupled_leapfrog.json)
-#: spends minutes in the closed-form statements (its flow alone, what ``qkdyn solve`` needs, takes 1.5 s).
+#:   coupled MLP field at 4 evaluations: the whole ``qkdyn.derive`` 4 s (Euler, hidden 64, rank 64) and 17 s
+#:     (examples/specs/coupled_leapfrog.json); its symbolic Jacobian (minutes of sympy) is derived only when
+#:     read (``Derived.jacobian``) and its M_QK (~10^4 operations) is left unsimplified
 MAX_DEPTH = 4
 MAX_RANK = 64
 MAX_HIDDEN = 64

@@ -172,20 +172,33 @@ class SpecDerivation:
     @functools.cached_property
     def metrics(self) -> dict:
         """circuit -> M_c(x) = sum_i (df/dx_i)^2 / w_i (f = qk or ov) and the rate factor R_c against the
-        collapsed form of the same circuit."""
+        collapsed form of the same circuit; simplified where the sum has at most :data:`SIMPLIFY_OPS`
+        operations (a coupled MLP field at 4 evaluations has ~10^4, and sympy's simplify takes minutes there:
+        the sum is then returned as it is, exact but unsimplified)."""
         out = {}
         for circuit, feature in (("QK", self.qk), ("OV", self.ov)):
             chosen = [v for v in self.variables if v.circuit == circuit]
-            metric = sp.simplify(sum(sp.diff(feature, v.symbol) ** 2 / v.orbit for v in chosen))
+            metric = _simplified(sum(sp.diff(feature, v.symbol) ** 2 / v.orbit for v in chosen))
             plain = CircuitSpec(weight_decay=0.0)
             collapsed = (dataclasses.replace(self.spec, qk=plain) if circuit == "QK"
                          else dataclasses.replace(self.spec, ov=plain))
             base = derive_spec(collapsed)
             base_chosen = [v for v in base.variables if v.circuit == circuit]
             base_feature = base.qk if circuit == "QK" else base.ov
-            base_metric = sp.simplify(sum(sp.diff(base_feature, v.symbol) ** 2 / v.orbit for v in base_chosen))
-            out[circuit] = {"metric": metric, "rate_factor": sp.simplify(metric / base_metric)}
+            base_metric = _simplified(sum(sp.diff(base_feature, v.symbol) ** 2 / v.orbit for v in base_chosen))
+            out[circuit] = {"metric": metric, "rate_factor": _simplified(metric / base_metric)}
         return out
+
+
+#: the most operations (sympy's count_ops) an expression may have for :meth:`SpecDerivation.metrics` to simplify
+#: it: a depth-4 class-aligned circuit's M_c has ~500 and a coupled MLP field's at 2 evaluations ~650 (seconds),
+#: a coupled MLP at 4 evaluations ~10^4 (minutes)
+SIMPLIFY_OPS = 1000
+
+
+def _simplified(expr: sp.Expr) -> sp.Expr:
+    """``sympy.simplify(expr)``, or ``expr`` itself beyond :data:`SIMPLIFY_OPS` operations."""
+    return sp.simplify(expr) if sp.count_ops(expr) <= SIMPLIFY_OPS else expr
 
 
 def _decay(spec: Spec, circuit: str) -> sp.Expr:
