@@ -66,10 +66,36 @@ def _gradients(model, batch, eta):
 
 def check(spec: Spec | str, setting: Setting | None = None, *, points: int = 3, t_flow: float = 1.0,
           rtol: float = 1e-9, flow_rtol: float = 1e-7, seed: int = 0, derivation=None) -> CheckResult:
-    """Compare the derived reduced flow of ``spec`` (a Spec or a name of NAMED) with autograd on the full
-    model (module docstring). ``derivation`` replaces the derived one (to test the check itself).
-    ``"paper"`` checks the authors' reduced form against the full CACO matrices it is (:func:`check_paper`).
-    Runs torch on one thread (tiny matrices: more threads only contend)."""
+    """Compare the derived reduced flow of ``spec`` with autograd on its full matrices (module docstring).
+
+    Parameters
+    ----------
+    spec : Spec or str
+        The spec, or a name of :data:`qkdyn.theory.spec.NAMED` (``"CACO"`` ...); ``"paper"`` checks the
+        authors' reduced form against the full CACO matrices it is (:func:`check_paper`).
+    setting : Setting or None
+        The setting; None: a small one (K = 3, N = m = n = 2: the population has
+        $K\\binom{m+D-1}{m}\\binom{n+N-1}{n}$ count vectors).
+    points : int
+        Random states of the symmetric subspace at which the gradients are compared.
+    t_flow : float
+        How long the full and the reduced flows are integrated before their states are compared.
+    rtol : float
+        Tolerance of the gradient comparison, relative to $\\max_i |\\dot x_i|$.
+    flow_rtol : float
+        Tolerance of the flow comparison, relative to $\\max_i |x_i|$.
+    seed : int
+        Seeds the random states.
+    derivation : Derived or None
+        Replaces the derived flow (to test the check itself).
+
+    Returns
+    -------
+    CheckResult
+        The errors and where they are; ``result.passed`` is True when both comparisons pass.
+
+    Runs torch on one thread (tiny matrices: more threads only contend).
+    """
     from qkdyn.empirical.synthetic.stability import one_thread
 
     if spec == "paper":
