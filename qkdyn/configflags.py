@@ -39,7 +39,7 @@ import os
 import re
 import stat
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -187,15 +187,19 @@ def choice_list(options, help: str = "", flag: str | None = None, empty_ok: bool
     return _meta(Domain(_items, problem), help, flag)
 
 
-def int_list(low: int, help: str = "", flag: str | None = None) -> dict:
-    """Comma-separated integers >= ``low`` (``""`` is the empty tuple)."""
+def int_list(low: int, help: str = "", flag: str | None = None, empty_ok: bool = True) -> dict:
+    """Comma-separated integers >= ``low`` (``""`` is the empty tuple, refused unless ``empty_ok``)."""
     words = {0: "non-negative", 1: "positive"}.get(low, f">= {low}")
 
     def problem(value):
         ok = isinstance(value, tuple) and all(isinstance(v, int) and not isinstance(v, bool) and v >= low for v in value)
-        return None if ok else f"must be comma-separated {words} integers"
+        return None if ok and (value or empty_ok) else f"must be {_some(empty_ok)}comma-separated {words} integers"
     return _meta(Domain(lambda text: tuple(int(v) for v in _items(text)), problem,
                         words="comma-separated integers"), help, flag)
+
+
+def _some(empty_ok: bool) -> str:
+    return "" if empty_ok else "one or more "
 
 
 def positive_int_list(help: str = "", flag: str | None = None) -> dict:
@@ -203,11 +207,18 @@ def positive_int_list(help: str = "", flag: str | None = None) -> dict:
     return int_list(1, help, flag)
 
 
-def number_list(above: float, help: str = "", flag: str | None = None) -> dict:
-    """Comma-separated finite numbers, each greater than ``above`` (``""`` is the empty tuple)."""
+def number_list(above: float, help: str = "", flag: str | None = None, at_most: float = math.inf,
+                increasing: bool = False, empty_ok: bool = True) -> dict:
+    """Comma-separated finite numbers, each greater than ``above`` and at most ``at_most`` (``""`` is the
+    empty tuple, refused unless ``empty_ok``); with ``increasing``, strictly increasing."""
+    bounds = f"in ({above:g}, {at_most:g}]" if math.isfinite(at_most) else f"above {above:g}"
+    words = f"{'increasing ' if increasing else ''}numbers {bounds}"
+
     def problem(value):
-        ok = isinstance(value, tuple) and all(isinstance(v, float) and math.isfinite(v) and v > above for v in value)
-        return None if ok else f"must be comma-separated numbers above {above:g}"
+        ok = isinstance(value, tuple) and all(isinstance(v, float) and math.isfinite(v) and above < v <= at_most
+                                              for v in value)
+        ok = ok and not (increasing and any(a >= b for a, b in zip(value[:-1], value[1:], strict=True)))
+        return None if ok and (value or empty_ok) else f"must be {_some(empty_ok)}comma-separated {words}"
     return _meta(Domain(lambda text: tuple(parse_float(v) for v in _items(text)), problem,
                         words="comma-separated numbers"), help, flag)
 
@@ -330,26 +341,62 @@ def flag_of(field: dataclasses.Field) -> str:
     return (domain.flag if domain and domain.flag else "--" + flag_name(field.name))
 
 
-def add_config_flags(parser, cls, *, defaults: dict | None = None, skip=(), all_none: bool = False,
-                     default_from: str = "--preset") -> None:
+def add_config_flags(parser, cls, *, defaults: dict | None = None, skip=(),
+                     unset: Callable[[str], str] | None = None) -> None:
     """One flag per field of dataclass ``cls`` that declares a domain (``skip``: names left out).
 
-    The default is the field's own, ``defaults[name]`` if given, or None for every field with
-    ``all_none`` (the value is then filled in later from what ``default_from`` names, e.g. a preset,
-    and the help says so)."""
+    The default is the field's own or ``defaults[name]`` if given; with ``unset``, every flag defaults
+    to None (the value is filled in later, from the chosen budget or preset) and ``unset(name)`` says in
+    the help what it is then, e.g. each budget's value (:func:`budget_defaults`)."""
     defaults = defaults or {}
     for field in dataclasses.fields(cls):
         domain = domain_of(field)
         if domain is None or field.name in skip:
             continue
-        if all_none:
+        if unset is not None:
             default = None
         elif field.name in defaults:
             default = defaults[field.name]
         else:
             default = field.default if field.default is not dataclasses.MISSING else field.default_factory()
-        add_flag(parser, field.name, domain, default, flag_of(field),
-                 none_means=f"set by {default_from}" if all_none else "")
+        add_flag(parser, field.name, domain, default, flag_of(field), none_means=unset(field.name) if unset else "")
+
+
+def shown(value) -> str:
+    """A flag value as the help shows it: a tuple comma-separated, None as "none", empty text as ``""``."""
+    if value is None:
+        return "none"
+    if isinstance(value, tuple):
+        value = ",".join(map(shown, value))
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value) or '""'
+
+
+def grouped(texts: Mapping[str, str], preposition: str) -> str:
+    """``texts`` (name -> a value's text) grouped by text, in order, each with the names that have it:
+    ``250 at quick; 1200 at cpu, gpu and paper`` (``preposition`` "at")."""
+    groups: dict[str, list[str]] = {}
+    for name, text in texts.items():
+        groups.setdefault(text, []).append(name)
+    return "; ".join(f"{text} {preposition} {_words(names)}" for text, names in groups.items())
+
+
+def by_budget(texts: Mapping[str, str]) -> str:
+    """``texts`` (budget -> a value's text) as :func:`grouped` with "at", or ``5 at every budget`` when
+    all agree."""
+    values = set(texts.values())
+    return f"{values.pop()} at every budget" if len(values) == 1 else grouped(texts, "at")
+
+
+def _words(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def budget_defaults(budgets: Mapping[str, Any], name: str) -> str:
+    """The value of field ``name`` at each budget (``budgets``: budget -> config), as the help shows it
+    (:func:`by_budget`)."""
+    return by_budget({budget: shown(getattr(cfg, name)) for budget, cfg in budgets.items()})
 
 
 def add_flag(parser, dest: str, domain: Domain | dict, default, flag: str | None = None,
@@ -359,15 +406,16 @@ def add_flag(parser, dest: str, domain: Domain | dict, default, flag: str | None
     domain = domain[KEY] if isinstance(domain, dict) else domain
     flag = flag or "--" + flag_name(dest)
     if default is None:
-        shown = f" (default: {none_means})" if none_means else ""
+        shown_default = f" (default: {none_means})" if none_means else ""
     else:
-        shown = f" (default {','.join(map(str, default)) if isinstance(default, tuple) else default})"
+        shown_default = f" (default {shown(default)})"
+    help = domain.help + shown_default
     if domain.boolean:
-        parser.add_argument(flag, dest=dest, action=_GivenBoolean, default=default, help=domain.help + shown)
+        parser.add_argument(flag, dest=dest, action=_GivenBoolean, default=default, help=help)
     else:
         metavar = "{" + ",".join(domain.choices) + "}" if domain.choices else dest.upper()
         parser.add_argument(flag, dest=dest, type=domain.parse, default=default, metavar=metavar,
-                            action=_Given, help=domain.help + shown)
+                            action=_Given, help=help)
 
 
 GIVEN = "_given_flags"  # the namespace attribute holding the dests of the flags given explicitly

@@ -3,8 +3,11 @@
 A study declares its budgets once (:data:`BUDGETS`: ``quick``, ``cpu``, ``gpu``, ``paper``) and
 implements
 
-* ``plan(budget) -> [RunSpec]``: the runs; a :class:`RunSpec` is typed, hashable and JSON
-  round-trippable, and its ``config`` fully determines the run (so a spec is a self-contained job);
+* ``config_class`` and ``budgets``: the study's one configuration type (a frozen dataclass whose
+  fields declare their domains) and its instance at each budget;
+* ``plan(budget) -> [RunSpec]``: the runs, read from the budget's configuration; a :class:`RunSpec`
+  is typed, hashable and JSON round-trippable, and its ``config`` (nested JSON allowed) fully
+  determines the run (so a spec is a self-contained job);
 * ``measure(spec, scratch) -> dict``: the expensive part of one run (training, solving); it returns
   evidence only (numbers, arrays, run facts: never a verdict), and files it writes go to ``scratch``;
   :meth:`Study.run` wraps it: resumable and idempotent (a finished run is read back from
@@ -40,7 +43,7 @@ import shutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from qkdyn.claims import Claim
 from qkdyn.errors import InputError
@@ -246,14 +249,25 @@ def json_default(value):
         return str(value)
 
 
-class Study:
-    """Base class; see the module docstring. Subclasses set ``name``, ``title``, ``budgets`` and
-    implement ``plan``, ``measure``, ``claims`` (and ``render`` when they draw figures)."""
+#: a study's configuration type (a frozen dataclass)
+Config = TypeVar("Config")
+
+
+class Study(Generic[Config]):
+    """Base class; see the module docstring. Subclasses set ``name``, ``title``, ``config_class`` and
+    ``budgets`` and implement ``plan``, ``measure``, ``claims`` (and ``render`` when they draw figures).
+
+    ``config_class`` is the study's one configuration: a frozen dataclass whose fields declare their
+    domains (:mod:`qkdyn.configflags`), so a command's flags and their help (each budget's default)
+    are generated from it; ``budgets`` holds one instance of it per budget of :data:`BUDGETS`, a budget
+    that differs from another written as :func:`dataclasses.replace` of it."""
 
     name = ""
     title = ""
-    #: budget -> the study's parameters at that budget (declared once, here)
-    budgets: dict[str, dict] = {}
+    #: the study's configuration type (a frozen dataclass)
+    config_class: type[Config]
+    #: budget -> the study's configuration at that budget (an instance of ``config_class``; declared once)
+    budgets: Mapping[str, Config] = MappingProxyType({})
     #: the ids of the claims the study makes (what is reported inconclusive while runs are missing)
     claim_names: tuple[str, ...] = ()
     #: run name -> its CPU seconds at the ``cpu`` budget, as measured (a scheduling hint, never evidence)
@@ -268,7 +282,8 @@ class Study:
     def claim_ids(self, budget: str) -> tuple[str, ...]:
         return self.claim_names
 
-    def budget(self, budget: str) -> dict:
+    def budget(self, budget: str) -> Config:
+        """The study's configuration at ``budget`` (an InputError with the nearest name for an unknown one)."""
         if budget not in BUDGETS:
             from qkdyn.suggest import unknown_choice
 

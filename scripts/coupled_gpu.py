@@ -25,7 +25,7 @@
    flags re-makes the report anywhere), ``plan.json`` (machine, calibration, the steps chosen and why,
    throughput, timings) and ``log.txt``.
 
-The run specs planned on the device ask for a share of its GPU (``GPUS["gpu"]``, what Ray schedules
+The run specs planned on the device ask for a share of its GPU (``BUDGETS["gpu"].gpus``, what Ray schedules
 by); a CPU machine plans the same runs asking for none and still reads their records
 (:meth:`qkdyn.studies.Study.load` matches a record to its spec without the resources it asked for),
 so the records brought back re-make the report anywhere.

@@ -49,7 +49,7 @@ _SQUAD_BATCHES = -(-60000 // 32)
 class RunConfig:
     task: str = dataclasses.field(default="vader", metadata=choice(TASKS, "task"))
     data: str = dataclasses.field(default="", metadata=existing_path(
-        "data file or directory (default: the registry-fetched copy, brown-sva, brown-qa and vader only)"))
+        "data file or directory ('': the registry-fetched copy, brown-sva, brown-qa and vader only)"))
     # model
     d_model: int = dataclasses.field(default=64, metadata=positive_int("model width"))
     n_head: int = dataclasses.field(default=4, metadata=positive_int("attention heads"))
@@ -209,6 +209,9 @@ PRESETS: dict[str, dict] = {
     "tiny": dict(d_model=16, n_head=2, n_layer=1, d_mlp=32, max_len=32, vocab_size=200, min_count=1,
                  max_steps=6, batch_size=4, eval_every=2, ckpt_every=2, eval_examples=8),
 }
+
+#: the names of the presets
+PRESET_NAMES = tuple(PRESETS)
 
 
 def default_preset(task: str) -> str:

@@ -14,11 +14,12 @@ from the per-item evidence each record carries (:func:`qkdyn.empirical.circuits.
 ``render`` draws the figures and writes the task's summary ``TASK.json``, which
 ``qkdyn compare-circuits`` gathers over tasks into ``report.md``.
 
-Budgets: ``quick`` is the ``tiny`` preset (a few steps of a tiny model, a target any loss meets: checks
-the pipeline in seconds); ``cpu`` the task's ``cpu-TASK`` preset (else ``paper-TASK``) over 5 seeds x
-R in {1, 10, 30, 100} with the controls; ``gpu`` the same asking one GPU per run (device ``auto``:
-CUDA with bf16 autocast where there is one); ``paper`` the
-``paper-TASK`` recipe where there is one (else the cpu preset) over the notebooks' seeds.
+Budgets (:func:`budgets_of`: a :class:`CircuitsConfig` per budget for the study's task): ``quick`` is
+the ``tiny`` preset (a few steps of a tiny model, a target any loss meets: checks the pipeline in
+seconds); ``cpu`` the task's ``cpu-TASK`` preset (else ``paper-TASK``) over 5 seeds x R in
+{1, 10, 30, 100} with the controls, at the task's target and cap; ``gpu`` the same asking one GPU per
+run (device ``auto``: CUDA with bf16 autocast where there is one); ``paper`` the ``paper-TASK`` recipe
+where there is one (else the cpu preset) over the notebooks' seeds, for the recipe's own length.
 """
 from __future__ import annotations
 
@@ -26,6 +27,9 @@ import dataclasses
 import json
 from pathlib import Path
 
+from qkdyn.empirical.circuits.presets import NOTEBOOK_SEEDS, PRESET_NAMES, PRESETS, default_preset
+
+from qkdyn.configflags import check_config, choice, flag, int_list, non_negative, number_list, optional, positive
 from qkdyn.studies import RunSpec, Study
 
 #: the stated training criterion per task for the cpu budget: stop once the running training loss
@@ -73,10 +77,57 @@ def task_notes(task: str) -> list[str]:
     return []
 
 
+def _paper_preset(task: str) -> str:
+    """The notebooks' recipe of ``task`` (``paper-TASK``) where there is one, else its cpu preset."""
+    return f"paper-{task}" if f"paper-{task}" in PRESETS else default_preset(task)
+
+
+@dataclasses.dataclass(frozen=True)
+class CircuitsConfig:
+    """The circuits study's plan of one task at one budget (``CircuitsStudy.config_class``); the fields
+    with a domain are flags of ``qkdyn compare-circuits`` (their help shows each budget's value)."""
+
+    preset: str = dataclasses.field(metadata=choice(
+        PRESET_NAMES, "preset of the runs (the fields below override it)"))
+    seeds: tuple[int, ...] = dataclasses.field(metadata=int_list(0, "comma-separated seeds", empty_ok=False))
+    mults: tuple[float, ...] = dataclasses.field(metadata=number_list(
+        0.0, "comma-separated QK rate ratios R; 1 (same lr) is always included", empty_ok=False))
+    controls: bool = dataclasses.field(metadata=flag(
+        "the control arms (all parameters x R; where the QK group holds the token embedding, QK without it)"))
+    target_loss: float = dataclasses.field(metadata=non_negative(
+        "training-loss target of every run (0: the preset's fixed length)"))
+    max_epochs: float | None = dataclasses.field(metadata=optional(positive(
+        "cap on the epochs of training to the target (none: the preset's length)")))
+    gpus: float = 0.0  # the GPUs each run asks for (not a flag: the budget's)
+
+    def __post_init__(self):
+        check_config(self)
+
+
+def budgets_of(task: str) -> dict[str, CircuitsConfig]:
+    """The circuits study's budgets for ``task`` (module docstring): ``cpu`` the task's cpu preset at its
+    stated target and cap; ``quick``, ``gpu`` and ``paper`` changes of it."""
+    cpu = CircuitsConfig(preset=default_preset(task), seeds=(0, 1, 2, 3, 4), mults=(1.0, 10.0, 30.0, 100.0),
+                         controls=True, target_loss=TARGET_LOSS.get(task, 0.0),
+                         max_epochs=MAX_EPOCHS.get(task, DEFAULT_MAX_EPOCHS))
+    return {"quick": dataclasses.replace(cpu, preset="tiny", seeds=(0, 1), mults=(1.0, 30.0), target_loss=50.0,
+                                         max_epochs=None),
+            "cpu": cpu,
+            "gpu": dataclasses.replace(cpu, gpus=1.0),
+            "paper": dataclasses.replace(cpu, preset=_paper_preset(task), seeds=NOTEBOOK_SEEDS, mults=(1.0, 30.0),
+                                         controls=False, target_loss=0.0, max_epochs=None)}
+
+
+#: the CircuitsConfig fields a CircuitsStudy may set over its budget's (None: the budget's)
+CHOICES = ("preset", "seeds", "mults", "controls", "target_loss", "max_epochs")
+
+
 @dataclasses.dataclass
-class CircuitsStudy(Study):
-    """``task`` and ``overrides`` (RunConfig fields) pick the runs; ``mults``/``seeds`` of None take
-    the budget's; ``acc_tolerance`` is the non-inferiority margin of accuracy."""
+class CircuitsStudy(Study[CircuitsConfig]):
+    """``task`` picks the budgets (:func:`budgets_of`), ``overrides`` (RunConfig fields) the fields set
+    over the preset; ``preset``, ``seeds``, ``mults``, ``controls``, ``target_loss`` and ``max_epochs``
+    (:data:`CHOICES`) of None take the budget's; ``acc_tolerance`` is the non-inferiority margin of
+    accuracy."""
 
     task: str = "brown-sva"
     preset: str | None = None
@@ -85,21 +136,18 @@ class CircuitsStudy(Study):
     seeds: tuple[int, ...] | None = None
     acc_tolerance: float = 0.01
     threads: int = 1  # torch threads per run (its CPU request)
-    controls: bool | None = None  # None: the budget's
-    target_loss: float | None = None  # None: the budget's (TARGET_LOSS[task] for "task")
-    max_epochs: float | None = None  # the cap on training to the target; None: the budget's (see cap)
+    controls: bool | None = None
+    target_loss: float | None = None
+    max_epochs: float | None = None  # the cap on training to the target, in epochs
     report_notes: tuple[str, ...] = ()  # printed under the task's table (e.g. what a reduced run left out)
 
     name = "circuits"
     title = "Faster QK learning at transformer scale (Paper A)"
-    budgets = {"quick": {"preset": "tiny", "seeds": (0, 1), "mults": (1.0, 30.0), "gpus": 0, "controls": True,
-                         "target": 50.0, "max_epochs": None},
-               "cpu": {"preset": None, "seeds": (0, 1, 2, 3, 4), "mults": (1.0, 10.0, 30.0, 100.0), "gpus": 0,
-                       "controls": True, "target": "task", "max_epochs": "task"},
-               "gpu": {"preset": None, "seeds": (0, 1, 2, 3, 4), "mults": (1.0, 10.0, 30.0, 100.0), "gpus": 1,
-                       "controls": True, "target": "task", "max_epochs": "task"},
-               "paper": {"preset": "paper", "seeds": (1234, 1235, 1236, 1237, 1238), "mults": (1.0, 30.0),
-                         "gpus": 0, "controls": False, "target": 0.0, "max_epochs": None}}
+    config_class = CircuitsConfig
+
+    @property
+    def budgets(self) -> dict[str, CircuitsConfig]:  # type: ignore[override]
+        return budgets_of(self.task)
 
     @property
     def performance_key(self) -> str:
@@ -107,45 +155,27 @@ class CircuitsStudy(Study):
 
         return "f1" if is_qa(self.task) else "accuracy"
 
+    def config(self, budget: str) -> CircuitsConfig:
+        """The plan's configuration: the budget's, with the study's own choices (:data:`CHOICES` not None)."""
+        chosen = {name: getattr(self, name) for name in CHOICES if getattr(self, name) is not None}
+        return dataclasses.replace(self.budget(budget), **chosen)
+
     def target(self, budget: str) -> float:
         """The training-loss target of the plan (0: train the preset's fixed length)."""
-        if "target_loss" in self.overrides:  # --target-loss on the command line
-            return float(self.overrides["target_loss"])
-        if self.target_loss is not None:
-            return self.target_loss
-        return self.budget_target(budget)
-
-    def budget_target(self, budget: str) -> float:
-        """The budget's own training-loss target (``"task"``: :data:`TARGET_LOSS` of the task)."""
-        target = self.budget(budget)["target"]
-        return TARGET_LOSS.get(self.task, 0.0) if target == "task" else float(target)
-
-    def cap(self, budget: str) -> float | None:
-        """The plan's cap on training to the target, in epochs (None: the preset's own length)."""
-        return self.max_epochs if self.max_epochs is not None else self.budget_cap(budget)
-
-    def budget_cap(self, budget: str) -> float | None:
-        """The budget's own cap in epochs (``"task"``: :data:`MAX_EPOCHS` of the task, else the default)."""
-        cap = self.budget(budget)["max_epochs"]
-        return MAX_EPOCHS.get(self.task, DEFAULT_MAX_EPOCHS) if cap == "task" else cap
+        return self.config(budget).target_loss
 
     def configs(self, budget: str) -> dict:
         """(seed, arm, R) -> RunConfig of the plan (module docstring)."""
-        from qkdyn.empirical.circuits.presets import PRESETS, check_sizes, resolve
+        from qkdyn.empirical.circuits.presets import check_sizes, resolve
 
-        b = self.budget(budget)
-        paper = f"paper-{self.task}" if f"paper-{self.task}" in PRESETS else None
-        preset = self.preset or (paper if b["preset"] == "paper" else b["preset"])
-        mults = sorted({1.0, *map(float, self.mults or b["mults"])})
-        controls = b["controls"] if self.controls is None else self.controls
-        cap = self.cap(budget)
-        fixed = {**({"epochs": cap} if cap else {}), **({"device": "auto"} if b["gpus"] else {}), **self.overrides,
-                 "target_loss": self.target(budget)}
+        plan = self.config(budget)
+        fixed = {**({"epochs": plan.max_epochs} if plan.max_epochs else {}),
+                 **({"device": "auto"} if plan.gpus else {}), **self.overrides, "target_loss": plan.target_loss}
         out = {}
-        for seed in sorted(set(self.seeds or b["seeds"])):
-            base = resolve(self.task, preset, {**fixed, "seed": seed})
-            arms = ("qk", "all", "qk-noemb") if controls else ("qk",)
-            for mult in mults:
+        for seed in sorted(set(plan.seeds)):
+            base = resolve(self.task, plan.preset, {**fixed, "seed": seed})
+            arms = ("qk", "all", "qk-noemb") if plan.controls else ("qk",)
+            for mult in sorted({1.0, *map(float, plan.mults)}):
                 for arm in arms if mult != 1.0 else ("qk",):
                     if arm == "qk-noemb" and not (base.qk_embedding or "tok_emb" in base.qk_params):
                         continue
@@ -153,36 +183,34 @@ class CircuitsStudy(Study):
                     extra = {"qk_embedding": False,
                              "qk_params": ",".join(p for p in base.qk_params.split(",") if p != "tok_emb")
                              } if drop_emb else {}
-                    cfg = resolve(self.task, preset, {**fixed, "seed": seed, "qk_lr_mult": qk, "lr": base.lr * rate,
-                                                      **extra})
+                    cfg = resolve(self.task, plan.preset, {**fixed, "seed": seed, "qk_lr_mult": qk,
+                                                           "lr": base.lr * rate, **extra})
                     check_sizes(cfg)
                     out[seed, arm, mult] = cfg
         return out
 
     def reductions(self, budget: str) -> list[str]:
-        """What this plan leaves out of the budget's own (seeds, ratios, controls, target, cap, fields
-        overridden), in words; empty when it runs the budget as it stands."""
-        b = self.budget(budget)
+        """What this plan leaves out of the budget's own (preset, seeds, ratios, controls, target, cap,
+        fields overridden), in words; empty when it runs the budget as it stands."""
+        own, plan = self.budget(budget), self.config(budget)
         out = []
-        if self.preset and self.preset != b["preset"] and not (b["preset"] == "paper" and self.preset.startswith("paper")):
-            out.append(f"preset {self.preset} instead of the budget's {b['preset'] or f'cpu-{self.task}'}")
-        if self.seeds and sorted(set(self.seeds)) != sorted(b["seeds"]):
-            out.append(f"seeds {', '.join(map(str, sorted(set(self.seeds))))} instead of the budget's "
-                       f"{', '.join(map(str, b['seeds']))}")
-        mults = sorted({1.0, *map(float, self.mults or b["mults"])})
-        if mults != sorted(b["mults"]):
+        if plan.preset != own.preset:
+            out.append(f"preset {plan.preset} instead of the budget's {own.preset}")
+        if sorted(set(plan.seeds)) != sorted(own.seeds):
+            out.append(f"seeds {', '.join(map(str, sorted(set(plan.seeds))))} instead of the budget's "
+                       f"{', '.join(map(str, own.seeds))}")
+        mults = sorted({1.0, *map(float, plan.mults)})
+        if mults != sorted(own.mults):
             out.append(f"rate ratios {', '.join(f'{m:g}' for m in mults)} instead of "
-                       f"{', '.join(f'{m:g}' for m in b['mults'])}")
-        if self.controls is not None and self.controls != b["controls"]:
-            out.append("no control arms (all parameters x R, QK without the embedding)" if not self.controls
+                       f"{', '.join(f'{m:g}' for m in own.mults)}")
+        if plan.controls != own.controls:
+            out.append("no control arms (all parameters x R, QK without the embedding)" if not plan.controls
                        else "control arms added")
-        budget_target = self.budget_target(budget)
-        if self.target(budget) != budget_target:
-            out.append(f"target training loss {self.target(budget):g} instead of {budget_target:g}")
-        budget_cap = self.budget_cap(budget)
-        if self.cap(budget) != budget_cap:
-            out.append(f"a cap of {self.cap(budget):g} epochs instead of "
-                       + ("none" if budget_cap is None else f"{budget_cap:g}"))
+        if plan.target_loss != own.target_loss:
+            out.append(f"target training loss {plan.target_loss:g} instead of {own.target_loss:g}")
+        if plan.max_epochs != own.max_epochs:
+            out.append(f"a cap of {'none' if plan.max_epochs is None else f'{plan.max_epochs:g}'} epochs instead of "
+                       + ("none" if own.max_epochs is None else f"{own.max_epochs:g}"))
         fields = {k: v for k, v in sorted(self.overrides.items()) if k not in ("task", "data", "target_loss")}
         if fields:
             out.append("fields set over the preset: " + ", ".join(f"{k}={v}" for k, v in fields.items()))
@@ -204,7 +232,7 @@ class CircuitsStudy(Study):
         return tuple(ids)
 
     def plan(self, budget):
-        gpus = self.budget(budget)["gpus"]
+        gpus = self.config(budget).gpus
         return [RunSpec.make(self.name, f"{cfg.task}_{arm}{mult:g}_s{seed}", cpus=self.threads, gpus=gpus,
                              arm=arm, ratio=mult, **dataclasses.asdict(cfg))
                 for (seed, arm, mult), cfg in self.configs(budget).items()]

@@ -86,7 +86,7 @@ def variant_label(attention: dict) -> str:
     for f's output layer zero at init (gain 0) appended; for Euler these replace the integrator
     ('coupled-wide', 'coupled-identity')."""
     if attention["kind"] != "coupled":
-        return attention["kind"]
+        return str(attention["kind"])
     changes = [name for name, on in (("wide", attention.get("field_width", "hidden") == "head"),
                                      ("identity", attention.get("field_gain", 1.0) == 0)) if on]
     integrator = [] if changes and attention["integrator"] == "euler" else [attention["integrator"]]
@@ -95,11 +95,12 @@ def variant_label(attention: dict) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class StudyConfig:
-    """The study's grid; the fields with a domain are the flags of ``qkdyn compare-coupled``, which
-    override the values of the budget that ``--budget`` picks (:data:`BUDGETS`)."""
+    """The study's configuration (``CoupledStudy.config_class``), one instance per budget (:data:`BUDGETS`);
+    the fields with a domain are the flags of ``qkdyn compare-coupled``, which override the values of the
+    budget that ``--budget`` picks (their help shows each budget's)."""
 
     preset: str = dataclasses.field(default="tiny", metadata=choice(
-        PRESET_NAMES, "model preset of the runs (default: the plan's; e.g. tiny to try the 60M plan on a CPU)",
+        PRESET_NAMES, "model preset of the runs (e.g. tiny to try the 60M plan on a CPU)",
         flag="--model"))
     coherent: str = dataclasses.field(default="wiki", metadata=text("domain-coherent corpus (name or path)"))
     heterogeneous: str = dataclasses.field(default="nlp-corpus", metadata=text(
@@ -126,7 +127,7 @@ class StudyConfig:
     lm_lr: float = dataclasses.field(default=3e-3, metadata=positive("LM learning rate", flag="--lr"))
     mqar_lr: float = dataclasses.field(default=3e-3, metadata=positive("MQAR learning rate"))
     eval_tokens: int | None = dataclasses.field(default=None, metadata=optional(positive_int(
-        "cap on validation tokens (default: the whole split)")))
+        "cap on validation tokens (none: the whole split)")))
     val_fraction: float = dataclasses.field(default=0.05, metadata=fraction(
         "share of each corpus held out (its end) as the validation split", low_open=True, high_open=True))
     evals_per_run: int = dataclasses.field(default=5, metadata=positive_int(
@@ -135,7 +136,7 @@ class StudyConfig:
     tokenizer: str = dataclasses.field(default="bpe", metadata=choice(("bpe", "byte"), "LM tokens"))
     vocab_size: int = dataclasses.field(default=8192, metadata=positive_int("BPE vocabulary size"))
     block_size: int | None = dataclasses.field(default=None, metadata=optional(positive_int(
-        "LM context length (default: the preset's)")))
+        "LM context length (none: the preset's)")))
     match_compute: bool = dataclasses.field(default=True, metadata=flag("the compute-matched standard runs"))
     efficiency_budgets: tuple[float, ...] = dataclasses.field(default=(1.6, 2.4), metadata=number_list(
         1.0, "standard-attention lengths, in multiples of the coupled run, for tokens-to-target"))
@@ -149,6 +150,7 @@ class StudyConfig:
         0.0, "Differential Attention's learning rates in the B7 grid, as multiples of --lr"))
     b7_seeds: int | None = dataclasses.field(default=None, metadata=optional(positive_int(
         "seeds of the B7 grid (none: as many as --seeds)")))
+    gpus: float = 0.0  # the share of a GPU each run asks for when the runs use CUDA (not a flag: the budget's)
 
     def __post_init__(self):
         check_config(self)
@@ -341,7 +343,7 @@ def count_model_spec(study_name: str, corpus: str, study: StudyConfig):
 #: the study's budgets, declared here once. ``quick`` checks the pipeline in seconds (its models
 #: learn nothing: every language-modelling claim is inconclusive by the count-model floor);
 #: ``cpu`` is sized by probe runs for about 40 minutes on 2 free cores (docs/coupled.md, "The CPU
-#: regime"); ``gpu`` is B1 on one H100 in one command (ten runs at a time);
+#: regime"); ``gpu`` is B1 on one H100 in one command (ten runs at a time, each asking for a tenth of it);
 #: ``paper`` the paper's 60M recipe (a cluster: docs/coupled.md, "The paper's runs").
 BUDGETS = {
     "quick": StudyConfig(coherent="pydocs", heterogeneous="", tokenizer="byte", seeds=2,
@@ -361,17 +363,15 @@ BUDGETS = {
     "gpu": StudyConfig(preset="4M", coherent="kernel", heterogeneous="", tokenizer="byte", val_fraction=0.02,
                        variants=("standard", "coupled-euler"), seeds=10, lm_steps=2900, batch_size=32,
                        block_size=512, lm_lr=2e-3, eval_tokens=2**19, sweep_steps=(), mqar_tasks=(),
-                       match_compute=False, efficiency_budgets=(), evals_per_run=8),
+                       match_compute=False, efficiency_budgets=(), evals_per_run=8, gpus=1 / 10),
     "paper": StudyConfig(preset="60M", coherent="pydocs", heterogeneous="nlp-corpus", seeds=5, lm_steps=20000,
                          batch_size=16, grad_accum=4, block_size=1024, lm_lr=6e-4, mqar_tasks=("easy", "medium"),
-                         mqar_steps=20000, compile=True, evals_per_run=20),
+                         mqar_steps=20000, compile=True, evals_per_run=20, gpus=1.0),
 }
-#: GPUs each run asks for under a budget (the gpu budget shares one device among ten runs at a time)
-GPUS = {"quick": 0.0, "cpu": 0.0, "gpu": 1 / 10, "paper": 1.0}
 
 
 @dataclasses.dataclass
-class CoupledStudy(Study):
+class CoupledStudy(Study[StudyConfig]):
     """Paper B's study as a :class:`qkdyn.studies.Study`: ``overrides`` (StudyConfig fields, the
     flags of ``qkdyn compare-coupled``) replace the budget's values. The plan: one count-model
     step per corpus, the main grid (:func:`study_runs`) and the compute-matched standard runs
@@ -383,6 +383,7 @@ class CoupledStudy(Study):
 
     name = "coupled"
     title = "Coupled query-key dynamics (paper B)"
+    config_class = StudyConfig
     budgets = BUDGETS
 
     def config(self, budget: str) -> StudyConfig:
@@ -395,7 +396,7 @@ class CoupledStudy(Study):
 
     def plan(self, budget: str):
         study = self.config(budget)
-        gpus = GPUS[budget] if _on_cuda(study.device) else 0.0
+        gpus = study.gpus if _on_cuda(study.device) else 0.0
         counts = [count_model_spec(self.name, c, study) for c in corpora(study)]
         return counts + [RunSpec.make(self.name, s.name, cpus=1, gpus=gpus, **s.to_config())
                          for s in self.specs(budget)]

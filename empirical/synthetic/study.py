@@ -11,37 +11,31 @@
   run: a test); claim FA is judged from the loss curves of the records and the frozen-QK flow
   (deterministic solves, made once for the claim and the figure), the figure drawn by ``render``.
 
-Budgets: ``quick`` is ``qkdyn verify --quick``; ``cpu``, ``gpu`` and ``paper`` the full run (these
+Each study's configuration is a frozen dataclass of :mod:`.budgets` (``config_class``), one instance
+per budget: ``quick`` is ``qkdyn verify --quick``; ``cpu``, ``gpu`` and ``paper`` the full run (these
 experiments are small: a GPU adds nothing).
 """
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
+from qkdyn.empirical.synthetic import budgets as configs
 
 from qkdyn.studies import RunSpec, Study, copy_files
 
 
-def _by_budget(config) -> dict:
-    full = config(False)
-    return {"quick": config(True), "cpu": full, "gpu": full, "paper": full}
-
-
-class A6Study(Study):
+class A6Study(Study[configs.A6Config]):
     name = "a6"
     title = "Claim A6: GD, SGD and Adam on the matrix model follow the ODE"
     claim_names = ("A6", "A6-adam")
     costs = {"gd_sgd": 14.8, "adam": 3.8, "nonsymmetric": 1.9, "long_horizon": 0.9}
-
-    @property
-    def budgets(self):
-        from qkdyn.empirical.synthetic import budgets
-
-        return _by_budget(budgets.a6)
+    config_class = configs.A6Config
+    budgets = configs.A6
 
     def plan(self, budget):
-        cfg = self.budget(budget)
+        cfg = dataclasses.asdict(self.budget(budget))
         return [RunSpec.make(self.name, run, **cfg) for run in ("gd_sgd", "nonsymmetric", "adam", "long_horizon")]
 
     def measure(self, spec, scratch):
@@ -61,20 +55,22 @@ class A6Study(Study):
         return judge(records[0].spec.params, got["gd_sgd"], got["nonsymmetric"], got["adam"], got["long_horizon"])
 
 
-class StabilityStudy(Study):
+class StabilityStudy(Study[configs.StabilityConfig]):
     name = "stability"
     title = "Claim SUB: stability of the symmetric subspace"
     claim_names = ("SUB",)
     costs = {"sub": 12.5}
-    budgets = {"quick": {"quick": True}, "cpu": {"quick": False}, "gpu": {"quick": False}, "paper": {"quick": False}}
+    config_class = configs.StabilityConfig
+    budgets = configs.STABILITY
 
     def plan(self, budget):
-        return [RunSpec.make(self.name, "sub", **self.budget(budget))]
+        return [RunSpec.make(self.name, "sub", **dataclasses.asdict(self.budget(budget)))]
 
     def measure(self, spec, scratch):
         from qkdyn.empirical.synthetic.claim_stability import measure
 
-        return {"evidence": measure(spec.params["quick"], scratch)}
+        cfg = configs.StabilityConfig(**spec.params)
+        return {"evidence": measure(cfg.coarse, scratch)}
 
     def claims(self, records, budget):
         from qkdyn.empirical.synthetic.claim_stability import judge
@@ -82,20 +78,16 @@ class StabilityStudy(Study):
         return [judge(r.result["evidence"]) for r in records]
 
 
-class SampledStudy(Study):
+class SampledStudy(Study[configs.SampledConfig]):
     name = "sampled"
     title = "Claims A4/A5 on the sampled generators"
     claim_names = ("A4-sampled-clean", "A5-sampled-clean", "A4-sampled-authors", "A5-sampled-authors")
     costs = {"authors": 26.8, "clean": 16.1}
-
-    @property
-    def budgets(self):
-        from qkdyn.empirical.synthetic import budgets
-
-        return _by_budget(budgets.sampled)
+    config_class = configs.SampledConfig
+    budgets = configs.SAMPLED
 
     def plan(self, budget):
-        cfg = self.budget(budget)
+        cfg = dataclasses.asdict(self.budget(budget))
         return [RunSpec.make(self.name, gen, generator=gen, **cfg) for gen in ("clean", "authors")]
 
     def measure(self, spec, scratch):
@@ -112,26 +104,18 @@ class SampledStudy(Study):
         return [c for r in records for c in judge(r.result["evidence"])]
 
 
-class FixedAttentionStudy(Study):
+class FixedAttentionStudy(Study[configs.FixedAttentionConfig]):
     name = "fixed-attention"
     title = "Claim FA: with attention fixed, the loss falls faster the more attention sits on distinct tokens"
     claim_names = ("FA",)
     costs = {"collapsed": 5.1, "factorized": 3.8}
     plot = "fixed_attention.png"
-
-    @property
-    def budgets(self):
-        from qkdyn.empirical.synthetic import budgets
-
-        return _by_budget(budgets.fixed_attention)
+    config_class = configs.FixedAttentionConfig
+    budgets = configs.FIXED_ATTENTION
 
     def plan(self, budget):
-        from qkdyn.empirical.synthetic.budgets import FORMS
-
-        cfg = self.budget(budget)
-        return [RunSpec.make(self.name, form, form=form, alphas=list(cfg["alphas"]), seeds=cfg["seeds"],
-                             steps=cfg["steps"], eval_size=cfg["eval_size"], checkpoints=cfg["checkpoints"])
-                for form in FORMS]
+        cfg = dataclasses.asdict(self.budget(budget))
+        return [RunSpec.make(self.name, form, form=form, **cfg) for form in configs.FORMS]
 
     def measure(self, spec, scratch):
         from qkdyn.empirical.synthetic.fixed_attention import grid

@@ -19,10 +19,11 @@ Scale trend (standard vs coupled Euler at the ``tiny``, ``1M`` and ``4M`` preset
 from __future__ import annotations
 
 import argparse
+import functools
 
 from qkdyn.commands.studyflags import add_budget_argument, add_executor_arguments
-from qkdyn.configflags import add_config_flags
-from qkdyn.empirical.coupled.study import LM_VARIANTS, StudyConfig
+from qkdyn.configflags import add_config_flags, budget_defaults
+from qkdyn.empirical.coupled.study import BUDGETS, LM_VARIANTS, StudyConfig
 
 #: the LM variants of the study (a test checks they are study.LM_VARIANTS)
 VARIANTS = tuple(LM_VARIANTS)
@@ -36,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     add_budget_argument(parser)
     add_executor_arguments(parser)
-    add_config_flags(parser, StudyConfig, all_none=True, default_from="--budget")
+    add_config_flags(parser, StudyConfig, unset=functools.partial(budget_defaults, BUDGETS))
 
 
 def study_of(args: argparse.Namespace):

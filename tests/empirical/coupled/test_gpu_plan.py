@@ -9,7 +9,7 @@ import sys
 import tarfile
 
 import pytest
-from qkdyn.empirical.coupled.study import BUDGETS, GPUS, CoupledStudy
+from qkdyn.empirical.coupled.study import BUDGETS, CoupledStudy
 from repo_paths import ROOT
 
 from qkdyn.cli import main as qkdyn_main
@@ -38,7 +38,7 @@ def test_the_budget_is_sized_for_b1_on_one_device():
     tokens = plan.lm_steps * plan.batch_size * plan.grad_accum * plan.block_size
     assert tokens <= int(KERNEL_BYTES * (1 - plan.val_fraction))  # each byte seen at most once
     default_workers = gpu.parser().parse_args(["run", "--out", "x"]).workers
-    assert GPUS["gpu"] * default_workers == pytest.approx(1.0)  # the runs at a time share the one device
+    assert BUDGETS["gpu"].gpus * default_workers == pytest.approx(1.0)  # the runs at a time share the one device
 
 
 def test_steps_are_the_fewest_of_budget_epoch_and_time():
@@ -141,7 +141,7 @@ def test_records_planned_on_the_gpu_machine_are_read_back_on_a_cpu_one(tmp_path,
     assert not runs.exists()  # planning writes nothing
     trained = [s for s in on_gpu if s.params["kind"] == "train"]
     assert len(trained) == len(BUDGETS["gpu"].variants) * BUDGETS["gpu"].seeds
-    assert all(s.gpus == GPUS["gpu"] > 0 for s in trained)
+    assert all(s.gpus == BUDGETS["gpu"].gpus > 0 for s in trained)
     for spec in on_gpu:
         save(Record(spec, {"evidence": 1.0}, runs / spec.study / spec.name), runs)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # as here
