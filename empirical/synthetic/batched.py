@@ -1,8 +1,10 @@
 """Many sampled runs (forms x schedules x seeds) trained as one tensor program (:mod:`.sampled`'s recipe).
 
 Run r's head is held as its :class:`~.sampled.Factors`, stacked along a leading run dimension:
-A (R, V, r), B (R, r, V), O (R, C, r2), V_v (R, r2, V). One step evaluates, for every run on its own
-batch (counts c, query q, target y: the batch of its stream at this step),
+A (R, V, r), B (R, r, V), O (R, C, r2), V_v (R, r2, V), that is the factorized head (W_Q, W_K, W_O, W_V) =
+(A, B^T, O, V_v) of :mod:`.model` (:func:`matrices`). One step evaluates, for every run on its own batch
+(counts c, query q, target y: the batch of its stream at this step), the model's one loss
+(:func:`.model.loss` on the stack, the score rows formed once per query id)
 
     A_x    = s (A[q] B)[x]                       scores
     attn   = softmax_x(A_x + log c_x)            attention mass per id
@@ -24,19 +26,19 @@ from collections.abc import Iterable
 
 import numpy as np
 import torch
-from qkdyn.empirical.synthetic.model import attend, log_counts
+from qkdyn.empirical.synthetic.model import head, log_counts, loss
 from qkdyn.empirical.synthetic.sampled import CHUNK, Batch, Result, Task, chunks, metrics, test_set
 from qkdyn.empirical.synthetic.threads import one_thread
-from torch import nn
 
 
-def forward(factors, scale: float, queries: torch.Tensor, log_counts: torch.Tensor, slot: torch.Tensor):
-    """Logits (R, B, C) and attention (R, B, V) of stacked heads ``factors`` = (A, B, O, V_v) on counts
-    whose query is ``queries[slot]``: the score rows s A[q] B are formed once per query id, not per sample."""
+def matrices(factors) -> dict[str, torch.Tensor]:
+    """Stacked factors (A, B, O, V_v) as the factorized head's matrices of :mod:`.model` (B is W_K^T)."""
     A, B, O, V = factors
-    table = scale * torch.bmm(A[:, queries], B)  # (R, queries, V)
-    scores = table.gather(1, slot[..., None].expand(*slot.shape, table.shape[-1]))
-    return attend(scores, log_counts, torch.bmm(O, V))
+    return {"W_Q": A, "W_K": B.mT, "W_O": O, "W_V": V}
+
+
+#: the rows of the stacked output factor O that reach the loss: every one (it holds only the C logit rows)
+ALL = None
 
 
 #: float32's unit round-off: the relative size of the seeded perturbation of every gradient (:func:`roundoff`)
@@ -116,8 +118,8 @@ def _run(task: Task, arms: list[tuple[str, str, int]], test_size: int, perturbed
         """Per-sample test metrics of the stacked rows ``rows`` (current parameters)."""
         with torch.no_grad():
             data = Batch(*(f[arm_stream[alive[rows]]] for f in test))
-            out = metrics(*forward([p[rows] for p in params], task.scale, queries,
-                                   test_log[arm_stream[alive[rows]]], slot_of[data.query]), data)
+            out = metrics(*head(matrices([p[rows] for p in params]), test_log[arm_stream[alive[rows]]], task.scale,
+                                queries, ALL, slot_of[data.query]), data)
         return [{k: v[i].numpy() for k, v in out.items()} for i in range(len(rows))]
 
     def finish(rows: torch.Tensor, step: int, running: torch.Tensor) -> None:
@@ -141,10 +143,8 @@ def _run(task: Task, arms: list[tuple[str, str, int]], test_size: int, perturbed
             row_of[live] = torch.arange(len(live))
             where = row_of[arm_stream[alive]]
         j = step % CHUNK
-        logits, _ = forward(params, task.scale, queries, chunk_log[where, j], chunk_slot[where, j])
-        target = chunk.target[where, j]
-        losses = nn.functional.cross_entropy(logits.flatten(0, 1), target.flatten(), reduction="none")
-        losses = losses.view(target.shape).mean(dim=1)
+        losses = loss(matrices(params), chunk_log[where, j], chunk.target[where, j], None, task.scale, queries, ALL,
+                      chunk_slot[where, j])
         losses.sum().backward()
         with torch.no_grad():
             value = losses.double()

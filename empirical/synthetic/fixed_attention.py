@@ -59,6 +59,7 @@ import math
 import numpy as np
 import torch
 from qkdyn.empirical.synthetic import authors
+from qkdyn.empirical.synthetic.model import cross_entropy, label_values, probabilities, readout
 from torch import nn
 
 from qkdyn.claims import Claim, combine
@@ -97,7 +98,8 @@ class FixedOV(nn.Module):
 
 
 def loss_at(model: FixedOV, data, alpha) -> torch.Tensor:
-    return nn.functional.cross_entropy(model(fixed_attention(data, alpha)), data.target)
+    """The mean cross-entropy of one module ``model`` on ``data`` at attention alpha."""
+    return cross_entropy(model(fixed_attention(data, alpha)), data.target)
 
 
 def stack(models) -> list[torch.Tensor]:
@@ -126,21 +128,21 @@ def train(form: str, alpha: float, seed: int, steps: int, eval_size: int, checkp
 
 
 def _logits(factors, attn: torch.Tensor) -> torch.Tensor:
-    """(R, B, C) logits of stacked OV circuits (V_v, O, bias): attn (O V_v)^T + bias (the product first:
-    fewer operations than two products with the batch)."""
-    V, O, bias = factors
-    return torch.baddbmm(bias[:, None, :], attn, torch.bmm(O, V).transpose(1, 2))
+    """(R, B, C) logits of stacked OV circuits (V_v, O, bias): the model's readout attn (O V_v)^T + bias
+    (:func:`.model.readout` of :func:`.model.label_values`; the product first: fewer operations than two
+    products with the batch)."""
+    return readout(attn, _values(factors), factors[2])
 
 
-def _cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
-    """(R,) mean cross-entropy of (R, B, C) logits against (R, B) targets."""
-    return nn.functional.cross_entropy(logits.flatten(0, 1), target.flatten(), reduction="none").view(
-        target.shape).mean(dim=1)
+def _values(factors) -> torch.Tensor:
+    """(R, C, V) products O V_v of stacked OV circuits (V_v, O, bias) (:func:`.model.label_values`)."""
+    V, O, _ = factors
+    return label_values({"W_O": O, "W_V": V}, None)
 
 
 def _losses(factors, data, alpha: torch.Tensor) -> torch.Tensor:
     """(R,) mean cross-entropy of each run on its own data (fields (R, B, ...)) at attention alpha (R,)."""
-    return _cross_entropy(_logits(factors, fixed_attention(data, alpha[:, None, None])), data.target)
+    return cross_entropy(_logits(factors, fixed_attention(data, alpha[:, None, None])), data.target)
 
 
 def scores(factors, data, alpha: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -148,12 +150,11 @@ def scores(factors, data, alpha: torch.Tensor) -> tuple[torch.Tensor, torch.Tens
     the exact derivative of the module docstring, mean_b sum_l p_{b,l} (g_{b,y_b} - g_{b,l}), with the
     slope of the logits g = (a(1) - a(0)) (O V_v)^T. The one definition of both sides of claim FA: the
     sampled runs on their evaluation set, the frozen-QK flow on its population (:func:`theory`)."""
-    V, O, _ = factors
     logits = _logits(factors, fixed_attention(data, alpha[:, None, None]))
-    slope = torch.bmm(fixed_attention(data, 1.0) - fixed_attention(data, 0.0), torch.bmm(O, V).transpose(1, 2))
+    slope = readout(fixed_attention(data, 1.0) - fixed_attention(data, 0.0), _values(factors))
     own = slope.gather(-1, data.target[..., None])
-    fall = (torch.softmax(logits, dim=-1) * (own - slope)).sum(dim=-1).mean(dim=1)
-    return _cross_entropy(logits, data.target), fall
+    fall = (probabilities(logits) * (own - slope)).sum(dim=-1).mean(dim=1)
+    return cross_entropy(logits, data.target), fall
 
 
 def grid(forms, alphas, seeds, steps: int, eval_size: int, checkpoints: int, perturb: int | None = None) -> dict:

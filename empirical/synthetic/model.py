@@ -16,11 +16,23 @@ which is the per-position definition ``score_j = s W_QK[q, x_j]``, ``attn_j = so
 ``logits = W_OV sum_j attn_j e_{x_j}`` with equal positions summed. :meth:`forward_tokens`
 evaluates the per-position definition literally; the tests prove the two equal.
 
-The last two lines are :func:`attend`, the one forward pass of every engine that trains this model (the
-module, the stacked and batched programs of many runs, the spec's model, the authors' layers, the exact
-population loss of the stability analysis): each forms its scores and label values its own way, then attends.
+The forward pass and the loss are written once, here, as pure functions of the matrices (a mapping from
+the names W_QK or W_Q, W_K and W_OV or W_O, W_V to tensors): :func:`query_scores` (A), :func:`label_values`
+(W_OV[labels, :]), :func:`attend` (the last two lines), :func:`head` (all three) and :func:`loss`
+(:func:`cross_entropy` of :func:`head`'s logits). Each broadcasts over leading dimensions of its tensors: a
+stack of R runs, each its own head (matrices (R, rows, cols), counts (R, B, V)), is evaluated by the same
+expressions as one run, as the same products batched over the runs; no parameter is shared between the
+runs, so the gradient of the summed losses with respect to run r's matrices is that of run r's loss alone.
+That is how the programs that train many runs at once (:mod:`.stacked`, :mod:`.batched`,
+:mod:`.fixed_attention`) are obtained from this module; the tests prove the stacked evaluation equal to
+``torch.func.vmap`` of the one-run function, and every run of each program equal to that run trained alone.
+(``vmap`` itself gives the same numbers but costs several times as much per step on these tiny tensors: its
+per-operation dispatch outweighs the products; benchmarks/bench_stacked.py measures both.) :class:`AttentionHead` is the module holding one run's matrices; the
+spec's model and the authors' layers form their scores and label values their own way, then :func:`attend`.
 """
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 import torch
 from qkdyn.empirical.synthetic.layout import Layout
@@ -77,22 +89,25 @@ class AttentionHead(nn.Module):
     def ov_matrix(self) -> torch.Tensor:
         return self.W_O @ self.W_V if self.ov_factorized else self.W_OV
 
+    def matrices(self) -> dict[str, torch.Tensor]:
+        """The head's matrices by name (the argument of the pure functions below; the parameters themselves)."""
+        return dict(self.named_parameters(recurse=False))
+
     def query_scores(self) -> torch.Tensor:
-        """A = s W_QK[q, :] (shape V), without forming the V x V product."""
-        row = self.W_Q[self.query] @ self.W_K.T if self.qk_factorized else self.W_QK[self.query]
-        return self.scale * row
+        """A = s W_QK[q, :] (shape V), without forming the V x V product (:func:`query_scores`)."""
+        return query_scores(self.matrices(), self.query, self.scale)
 
     def label_values(self) -> torch.Tensor:
-        """W_OV[labels, :] (shape K x V), without forming the V x V product."""
-        return self.W_O[self.labels] @ self.W_V if self.ov_factorized else self.W_OV[self.labels]
+        """W_OV[labels, :] (shape K x V), without forming the V x V product (:func:`label_values`)."""
+        return label_values(self.matrices(), self.labels)
 
     def forward(self, counts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Label logits (B, K) and attention masses (B, V) for count vectors ``counts`` (B, V)."""
         return self.forward_log(torch.log(counts))
 
     def forward_log(self, log_counts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """:meth:`forward` from log c (a fixed batch, e.g. the population, takes its log once)."""
-        return attend(self.query_scores(), log_counts, self.label_values())
+        """:meth:`forward` from log c (a fixed batch, e.g. the population, takes its log once): :func:`head`."""
+        return head(self.matrices(), log_counts, self.scale, self.query, self.labels)
 
     def forward_tokens(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The per-position definition: logits (B, K) and attention (B, T) for token ids (B, T)."""
@@ -101,13 +116,84 @@ class AttentionHead(nn.Module):
         return torch.einsum("bt,btk->bk", attn, values), attn
 
 
+Matrices = Mapping[str, torch.Tensor]
+#: rows of a matrix: one index (the row, its own dimension dropped), indices or a slice (a dimension of rows), or
+#: None for every row (a matrix that holds only the rows which reach the loss)
+Rows = int | slice | torch.Tensor | None
+
+
+def query_scores(matrices: Matrices, query: Rows, scale: float) -> torch.Tensor:
+    """A = s W_QK[query, :] from W_QK, or from W_Q and W_K as s W_Q[query, :] W_K^T (the V x V product is never
+    formed): shape (..., V) for one query id, (..., Q, V) for Q of them; leading dimensions: a stack of runs."""
+    if "W_QK" in matrices:
+        return scale * _rows(matrices["W_QK"], query)
+    rows = _rows(matrices["W_Q"], query)
+    if isinstance(query, int) and rows.ndim > 1:  # one id in a stack of runs: a batched one-row product
+        return scale * _product(rows[..., None, :], matrices["W_K"].mT)[..., 0, :]
+    return scale * _product(rows, matrices["W_K"].mT)
+
+
+def label_values(matrices: Matrices, labels: Rows) -> torch.Tensor:
+    """W_OV[labels, :] from W_OV, or from W_O and W_V as W_O[labels, :] W_V: shape (..., K, V)."""
+    if "W_OV" in matrices:
+        return _rows(matrices["W_OV"], labels)
+    return _product(_rows(matrices["W_O"], labels), matrices["W_V"])
+
+
+def _rows(matrix: torch.Tensor, rows: Rows) -> torch.Tensor:
+    """matrix[..., rows, :] (:data:`Rows`; one matrix indexed directly, the cheaper dispatch)."""
+    if rows is None:
+        return matrix
+    return matrix[rows] if matrix.ndim == 2 else matrix[..., rows, :]
+
+
+def _product(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a b, as one batched product for a stack of runs (torch.matmul's broadcasting costs dispatch there)."""
+    return torch.bmm(a, b) if a.ndim == b.ndim == 3 else a @ b
+
+
+def head(matrices: Matrices, log_counts: torch.Tensor, scale: float, query: Rows, labels: Rows,
+         slot: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The forward pass: (logits (..., B, K), attn (..., B, V)) of the head ``matrices`` on log c (..., B, V), from
+    :func:`query_scores` at ``query`` and :func:`label_values` at ``labels`` through :func:`attend`. ``query``: one
+    id, whose score row every sample shares (None: the query side holds that one row only); or, with ``slot``
+    (..., B), Q query ids, sample b attending with the scores of the id ``query[slot_b]`` (the Q score rows are
+    formed once, not once per sample)."""
+    scores = query_scores(matrices, query, scale)
+    if slot is None:
+        if isinstance(query, int) and scores.ndim > 1:  # a stack of runs: each run's row, shared by its batch
+            scores = scores[..., None, :]
+    else:
+        scores = scores.gather(-2, slot[..., None].expand(*slot.shape, scores.shape[-1]))
+    return attend(scores, log_counts, label_values(matrices, labels))
+
+
+def loss(matrices: Matrices, log_counts: torch.Tensor, targets: torch.Tensor, weights: torch.Tensor | None,
+         scale: float, query: Rows, labels: Rows, slot: torch.Tensor | None = None) -> torch.Tensor:
+    """The loss of the head: :func:`cross_entropy` of :func:`head`'s logits against ``targets`` (..., B), one value
+    per leading index (per run of a stack)."""
+    return cross_entropy(head(matrices, log_counts, scale, query, labels, slot)[0], targets, weights)
+
+
 def attend(scores: torch.Tensor, log_counts: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The head on count vectors (module docstring): attention masses attn = softmax_x(A_x + log c_x) over the ids
-    and label logits attn W_OV[labels, :]^T, from the scores A (..., V) or (..., B, V), log c (..., B, V) and the
-    label values W_OV[labels, :] (..., K, V). Leading dimensions: a stack of runs, each its own head (the product
-    is then a batched one), or none. Returns (logits, attn)."""
+    and label logits attn W_OV[labels, :]^T (:func:`readout`), from the scores A (..., V) or (..., B, V), log c
+    (..., B, V) and the label values W_OV[labels, :] (..., K, V). Leading dimensions: a stack of runs, each its
+    own head (the product is then a batched one), or none. Returns (logits, attn)."""
     attn = torch.softmax(scores + log_counts, dim=-1)
-    return attn @ values.mT, attn
+    return readout(attn, values), attn
+
+
+def readout(attn: torch.Tensor, values: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """The OV circuit on attention masses: logits attn values^T (+ bias), attn (..., B, V), values (..., C, V),
+    bias (..., C)."""
+    logits = _product(attn, values.mT)
+    return logits if bias is None else logits + bias[..., None, :]
+
+
+def probabilities(logits: torch.Tensor) -> torch.Tensor:
+    """The predicted distribution softmax(logits) over the last dimension."""
+    return torch.softmax(logits, dim=-1)
 
 
 def log_counts(counts: torch.Tensor) -> torch.Tensor:
@@ -116,6 +202,11 @@ def log_counts(counts: torch.Tensor) -> torch.Tensor:
     return torch.log(counts.clamp(min=torch.finfo(counts.dtype).tiny)).masked_fill_(counts == 0, -torch.inf)
 
 
-def cross_entropy(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    """sum_b weights_b * CE(logits_b, label_b): a weighted mean of the per-context loss."""
-    return (weights * nn.functional.cross_entropy(logits, labels, reduction="none")).sum()
+def cross_entropy(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor:
+    """sum_b weights_b CE(logits_b, label_b), a weighted mean of the per-context loss (``weights`` None: the plain
+    mean over b), for logits (..., B, C), labels and weights (..., B): one value per leading index."""
+    if logits.ndim == 2:  # one run (the cheaper dispatch)
+        per = nn.functional.cross_entropy(logits, labels, reduction="none")
+        return per.mean() if weights is None else (weights * per).sum()
+    per = nn.functional.cross_entropy(logits.flatten(0, -2), labels.flatten(), reduction="none").view(labels.shape)
+    return per.mean(dim=-1) if weights is None else (weights * per).sum(dim=-1)

@@ -36,6 +36,7 @@ from typing import NamedTuple
 
 import numpy as np
 import torch
+from qkdyn.empirical.synthetic.model import cross_entropy, probabilities
 from torch import nn
 
 #: batches drawn at once from a run's stream
@@ -98,7 +99,7 @@ class Result:
 def metrics(logits: torch.Tensor, attn: torch.Tensor, data: Batch) -> dict[str, torch.Tensor]:
     """The per-sample metrics of the module docstring from logits (..., C) and attention (..., V);
     leading dimensions broadcast (a batch of runs)."""
-    probs = torch.softmax(logits, dim=-1)
+    probs = probabilities(logits)
     present = data.counts > 0
     per_position = torch.where(present, attn / data.counts.clamp(min=1), torch.nan)
     top = torch.where(data.distinct & present, per_position, -math.inf).amax(dim=-1)
@@ -116,7 +117,8 @@ def measure(task: Task, model: nn.Module, data: Batch) -> dict[str, np.ndarray]:
 
 
 def loss_of(task: Task, model: nn.Module, data: Batch) -> torch.Tensor:
-    return nn.functional.cross_entropy(task.forward(model, data)[0], data.target)
+    """The mean cross-entropy of one model on ``data`` (:func:`.model.cross_entropy`)."""
+    return cross_entropy(task.forward(model, data)[0], data.target)
 
 
 def draw_chunks(sample: Callable, batch: int, seed: int) -> Iterator[Batch]:

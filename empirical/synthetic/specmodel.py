@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from qkdyn.empirical.coupled.qk_flow import integrate
 from qkdyn.empirical.synthetic.layout import Layout
-from qkdyn.empirical.synthetic.model import DTYPE, attend
+from qkdyn.empirical.synthetic.model import DTYPE, attend, cross_entropy
 from qkdyn.theory import orbits
 from qkdyn.theory.specentries import chain
 from qkdyn.theory.specflow import SpecDerivation
@@ -91,10 +91,10 @@ class SpecHead(nn.Module):
     def loss(self, counts, labels, weights) -> torch.Tensor:
         logits = self(counts)
         if self.spec.loss == "cross_entropy":
-            per = nn.functional.cross_entropy(logits, labels, reduction="none")
+            total = cross_entropy(logits, labels, weights)
         else:
-            per = ((logits - nn.functional.one_hot(labels, logits.shape[1]).to(logits.dtype)) ** 2).sum(-1) / 2
-        total = (weights * per).sum()
+            residual = logits - nn.functional.one_hot(labels, logits.shape[1]).to(logits.dtype)
+            total = (weights * (residual**2).sum(-1) / 2).sum()
         for circuit, cs in (("QK", self.spec.qk), ("OV", self.spec.ov)):
             if cs.weight_decay:
                 total = total + cs.weight_decay / 2 * sum((W**2).sum() for W in self.factors(circuit))

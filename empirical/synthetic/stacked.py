@@ -10,10 +10,12 @@ one shape, stacked along a leading run dimension R:
     o (R, K, r)  the label rows of W_O         (collapsed OV: [I_K 0], frozen; W_V's first K rows = W_OV[labels])
     v (R, r, V)  W_V
 
-so that A = s u W^T (the score row s W_QK[q, :]) and the label values o v (= W_OV[labels, :]) are the
-model's own products (a product with e_0 or I_K is exact). One step evaluates, for every run on its own
-batch (counts c (B, V), labels, weights w: the population, or the run's own seeded stream of sampled
-batches, drawn as :func:`.train.batch_source` draws them),
+that is, every form as the factorized head (W_Q, W_K, W_O, W_V) = (u, W, o, v) restricted to the rows that
+reach the loss: its score row s u W^T = s W_QK[q, :] and label values o v = W_OV[labels, :] are the model's
+own products (a product with e_0 or I_K is exact). One step evaluates, for every run on its own batch
+(counts c (B, V), labels, weights w: the population, or the run's own seeded stream of sampled batches,
+drawn as :func:`.train.batch_source` draws them), the model's forward pass and loss on the stack
+(:func:`.model.head`, :func:`.model.cross_entropy` over every run's batch at once)
 
     attn   = softmax(A + log c),   logits = attn (o v)^T,   L_r = sum_b w_b CE(logits_b, label_b)
 
@@ -30,7 +32,7 @@ from typing import NamedTuple
 
 import torch
 from qkdyn.empirical.synthetic import observe, reduced, train
-from qkdyn.empirical.synthetic.model import AttentionHead, attend, cross_entropy
+from qkdyn.empirical.synthetic.model import AttentionHead, cross_entropy, head
 from qkdyn.empirical.synthetic.model import log_counts as log_counts_of
 from qkdyn.empirical.synthetic.threads import one_thread
 
@@ -57,6 +59,11 @@ def run(setting, arms: list[Arm]) -> dict[Arm, list[dict]]:
         for batch in dict.fromkeys(arm.batch for arm in arms):
             out.update(_program(setting, [arm for arm in arms if arm.batch == batch]))
     return {arm: out[arm] for arm in arms}
+
+
+#: the names of (u, W, o, v) as the factorized head's matrices (module docstring; u holds only the query's row
+#: and o only the labels', so :func:`.model.head` reads every row of both)
+PIECES = ("W_Q", "W_K", "W_O", "W_V")
 
 
 def _pieces(model: AttentionHead) -> tuple[torch.Tensor, ...]:
@@ -125,9 +132,8 @@ def _program(setting, arms: list[Arm]) -> dict[Arm, list[dict]]:
         else:
             counts, labels, weights = (torch.stack(f) for f in zip(*batches, strict=True))
             log_counts = log_counts_of(counts)
-        u, W, o, v = params
-        logits, _ = attend(scale * torch.bmm(u, W.transpose(1, 2)), log_counts, torch.bmm(o, v))
-        total = cross_entropy(logits.flatten(0, 1), labels.flatten(), weights.flatten())
+        logits, _ = head(dict(zip(PIECES, params, strict=True)), log_counts, scale, None, None)
+        total = cross_entropy(logits.flatten(0, 1), labels.flatten(), weights.flatten())  # sum_r L_r
         if not math.isfinite(total.item()):  # the sum of the runs' losses: finite iff every one is
             raise InputError(f"the loss is not finite at step {step}: training diverged, reduce --step")
         done = [arms[i].steps == step for i in alive]

@@ -113,7 +113,7 @@ def test_run_and_theory_agree_on_direction():
 
 def test_cli_writes_csv_and_rejects_bad_alphas(tmp_path, capsys):
     out = tmp_path / "fa.csv"
-    code = main(["fixed-attention", "--alphas", "0.5,1", "--forms", "collapsed", "--seeds", "2", "--steps", "60",
+    code = main(["fixed-attention", "--alphas", "0.5,1", "--forms", "collapsed", "--seeds", "0,1", "--steps", "60",
                  "--eval-size", "128", "--checkpoints", "3", "--figures", str(tmp_path), "--out", str(out)])
     assert code == 0 and (tmp_path / "fixed_attention.png").exists()
     rows = list(csv.DictReader(out.open()))

@@ -1,0 +1,116 @@
+"""The synthetic model's forward pass and loss are written once (:mod:`qkdyn.empirical.synthetic.model`).
+
+Structure: no other module of the synthetic package calls a primitive of the forward pass or the loss (softmax,
+log-softmax, logsumexp, cross-entropy, the batched products bmm / baddbmm / einsum); the modules that train many
+runs at once evaluate the model's own functions on their stacks. Numbers: those functions on a stack of runs equal
+``torch.func.vmap`` of the one-run function, loss and gradient, for every form of the head.
+"""
+import ast
+
+import pytest
+import torch
+from qkdyn.empirical.synthetic import model
+from qkdyn.theory.setting import factorized
+from repo_paths import ROOT
+
+PACKAGE = ROOT / "empirical" / "synthetic"
+#: the calls that evaluate a piece of the forward pass or the loss
+PRIMITIVES = {"softmax", "log_softmax", "logsumexp", "cross_entropy", "nll_loss", "bmm", "baddbmm", "einsum"}
+#: modules that still hold a copy, each with what it is (the list may only shrink: an entry whose module no
+#: longer calls a primitive fails the test)
+KNOWN_COPIES = {
+    "fullflow.py": "the exact population loss in numpy with its closed-form gradient and Hessian (the stability "
+                   "analysis), and its torch twin as autograd's reference",
+}
+#: the engines that train runs: each must evaluate the model's own loss or forward
+ENGINES = {"stacked.py": {"head", "cross_entropy"}, "batched.py": {"loss", "head"}, "fixed_attention.py": {"cross_entropy", "readout"},
+           "train.py": {"cross_entropy"}, "sampled.py": {"cross_entropy", "probabilities"}}
+
+
+def primitive_calls(path) -> list[str]:
+    """'line: name' of every call of a primitive in the module at ``path`` that is not the model module's own
+    function of that name (imported from it)."""
+    tree = ast.parse(path.read_text())
+    own = {alias.asname or alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+           and node.module == "qkdyn.empirical.synthetic.model" for alias in node.names}
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        if isinstance(node.func, ast.Attribute) and node.func.attr in PRIMITIVES:
+            found.append(f"{node.lineno}: {ast.unparse(node.func)}")
+        elif isinstance(node.func, ast.Name) and node.func.id in PRIMITIVES and node.func.id not in own:
+            found.append(f"{node.lineno}: {node.func.id}")
+    return found
+
+
+def model_imports(path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    return {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+            and node.module == "qkdyn.empirical.synthetic.model" for alias in node.names}
+
+
+def test_no_module_but_the_model_evaluates_the_forward_pass():
+    modules = sorted(p for p in PACKAGE.glob("*.py") if p.name != "model.py")
+    assert len(modules) > 10 and (PACKAGE / "model.py").exists()
+    assert primitive_calls(PACKAGE / "model.py")  # the scan sees the model's own primitives
+    copies = {p.name: primitive_calls(p) for p in modules}
+    assert {name: calls for name, calls in copies.items() if calls and name not in KNOWN_COPIES} == {}
+    assert all(copies[name] for name in KNOWN_COPIES), "a known copy is gone: remove it from KNOWN_COPIES"
+
+
+def test_the_scan_finds_a_restated_forward_pass(tmp_path):
+    restated = tmp_path / "restated.py"
+    restated.write_text("import torch\nfrom torch import nn\nfrom qkdyn.empirical.synthetic.model import cross_entropy\n"
+                        "def f(u, W, c, o, v, y):\n"
+                        "    attn = torch.softmax(torch.bmm(u, W) + c, dim=-1)\n"
+                        "    return nn.functional.cross_entropy(attn @ (o @ v).mT, y) + cross_entropy(attn, y)\n")
+    assert sorted(c.split(": ")[1] for c in primitive_calls(restated)) == ["nn.functional.cross_entropy", "torch.bmm",
+                                                                           "torch.softmax"]
+
+
+@pytest.mark.parametrize("engine", sorted(ENGINES))
+def test_every_engine_evaluates_the_model_s_own_functions(engine):
+    assert ENGINES[engine] <= model_imports(PACKAGE / engine)
+
+
+def _head(param: str, runs: int, generator, query_rows: int = 7, label_rows: int = 7) -> dict[str, torch.Tensor]:
+    """Random matrices of form ``param`` (V = 7, r = 3), stacked over ``runs``; the query side (W_QK or W_Q) and the
+    label side (W_OV or W_O) with ``query_rows`` and ``label_rows`` rows."""
+    draw = lambda *shape: torch.randn(runs, *shape, generator=generator, dtype=torch.float64)  # noqa: E731
+    qk, ov = factorized(param)
+    return {**({"W_Q": draw(query_rows, 3), "W_K": draw(7, 3)} if qk else {"W_QK": draw(query_rows, 7)}),
+            **({"W_O": draw(label_rows, 3), "W_V": draw(3, 7)} if ov else {"W_OV": draw(label_rows, 7)})}
+
+
+@pytest.mark.parametrize("param", model.PARAMS)
+@pytest.mark.parametrize("rows", ["one query id", "a query id per sample", "the held rows"])
+def test_the_stacked_loss_is_the_one_run_loss_mapped_over_the_runs(param, rows):
+    generator = torch.Generator().manual_seed(0)
+    runs, batch = 4, 6
+    held = rows == "the held rows"  # the matrices hold only the query's row and the labels' rows (query, labels None)
+    matrices = _head(param, runs, generator, *((1, 2) if held else (7, 7)))
+    log_counts = torch.log(torch.rand(runs, batch, 7, generator=generator, dtype=torch.float64))
+    targets = torch.randint(2, (runs, batch), generator=generator)
+    weights = torch.rand(runs, batch, generator=generator, dtype=torch.float64)
+    slot = torch.randint(2, (runs, batch), generator=generator) if rows == "a query id per sample" else None
+    query = {"one query id": 6, "a query id per sample": torch.tensor([5, 6]), "the held rows": None}[rows]
+    labels = None if held else slice(2, 4)
+
+    def one_run(matrices, log_counts, targets, weights, slot):
+        return model.loss(matrices, log_counts, targets, weights, 0.7, query, labels, slot)
+
+    slot_dim = None if slot is None else 0
+    mapped = torch.func.vmap(one_run, in_dims=(0, 0, 0, 0, slot_dim))
+    grads = torch.func.vmap(torch.func.grad(one_run), in_dims=(0, 0, 0, 0, slot_dim))
+    leaves = {k: v.clone().requires_grad_() for k, v in matrices.items()}
+    stacked = one_run(leaves, log_counts, targets, weights, slot)
+    stacked.sum().backward()
+    assert stacked.shape == (runs,)
+    torch.testing.assert_close(stacked, mapped(matrices, log_counts, targets, weights, slot), rtol=1e-14, atol=0)
+    for name, grad in grads(matrices, log_counts, targets, weights, slot).items():
+        torch.testing.assert_close(leaves[name].grad, grad, rtol=1e-13, atol=1e-15)
+    alone = one_run({k: v[1] for k, v in matrices.items()}, log_counts[1], targets[1], weights[1],
+                    None if slot is None else slot[1])
+    assert alone.shape == () and alone.item() == pytest.approx(stacked[1].item(), rel=1e-14)
+    assert stacked[0].item() != pytest.approx(stacked[1].item())  # the runs differ: the comparison can fail
