@@ -342,8 +342,8 @@ def count_model_spec(study_name: str, corpus: str, study: StudyConfig):
 
 #: the study's budgets, declared here once. ``quick`` checks the pipeline in seconds (its models
 #: learn nothing: every language-modelling claim is inconclusive by the count-model floor);
-#: ``cpu`` is sized by probe runs for about 40 minutes on 2 free cores (docs/coupled.md, "The CPU
-#: regime"); ``gpu`` is B1 on one H100 in one command (ten runs at a time, each asking for a tenth of it);
+#: ``cpu`` is the pilot's regime (106 runs, about three CPU-hours from the pilot's per-run costs; docs/coupled.md,
+#: "The CPU regime"); ``gpu`` is B1 on one H100 in one command (ten runs at a time, each asking for a tenth of it);
 #: ``paper`` the paper's 60M recipe (a cluster: docs/coupled.md, "The paper's runs").
 BUDGETS = {
     "quick": StudyConfig(coherent="pydocs", heterogeneous="", tokenizer="byte", seeds=2,
