@@ -2,8 +2,9 @@
 from the budget's own value (a reduced plan must not read as the budget's)."""
 from __future__ import annotations
 
-from qkdyn.commands.compare_coupled import flags_of, reductions
 from qkdyn.empirical.coupled.study import BUDGETS, CoupledStudy
+
+from qkdyn.commands.compare_coupled import flags_of, reductions
 
 
 def test_a_plan_with_overrides_names_them_and_what_the_budget_had():
