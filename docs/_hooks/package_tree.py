@@ -9,6 +9,8 @@ which lacks the mapped folders, ahead of the tree.)
 """
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
 from pathlib import Path
 
@@ -18,12 +20,19 @@ MAPPED = ("theory", "simulate", "empirical")
 
 
 def build_tree() -> None:
-    if TREE.exists():
-        shutil.rmtree(TREE)
+    """Copy into a private folder beside the tree, then swap it in by renames, so a reader (griffe, mypy) or
+    another build running at the same time (two test workers) never sees a half-deleted or half-copied tree."""
     skip = shutil.ignore_patterns("__pycache__")
-    shutil.copytree(ROOT / "qkdyn", TREE, ignore=skip)
+    fresh = TREE.parent / f".qkdyn-{os.getpid()}"
+    shutil.rmtree(fresh, ignore_errors=True)
+    shutil.copytree(ROOT / "qkdyn", fresh, ignore=skip)
     for name in MAPPED:
-        shutil.copytree(ROOT / name, TREE / name, ignore=skip)
+        shutil.copytree(ROOT / name, fresh / name, ignore=skip)
+    old = TREE.parent / f".qkdyn-old-{os.getpid()}"
+    with contextlib.suppress(FileNotFoundError):
+        os.rename(TREE, old)
+    os.rename(fresh, TREE)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 # built when mkdocs loads this hook, before mkdocstrings resolves its search paths (a path missing
