@@ -11,9 +11,9 @@ ppl(treatment) - log ppl(control)); the paper's effects they are judged against 
 :mod:`qkdyn.empirical.coupled.paper_effects`.
 
 "Same results" claims (Euler vs leapfrog, 1-7 steps) are equivalence tests (TOST) with the margin
-``SAME_MARGIN`` (half the paper's headline gain). MQAR (per task, over seeds): coupled accuracy above
-standard's ("increase"), coupled at 100% ("no-worse" than 1.0 within 0.01) and, where every run's
-curve has at least ``MIN_CURVE_EVALS`` evaluations, coupled reaching 99% recall in fewer steps.
+``SAME_MARGIN`` (half the paper's headline gain). MQAR (B9) is judged in
+:mod:`qkdyn.empirical.coupled.claim_mqar`; every claim is assembled by
+:func:`qkdyn.empirical.coupled.claim_builder.claim`.
 
 Compute matching, as a reader would: B1 compares at equal tokens, at equal counted FLOPs (a standard
 run of that length, where it differs from the base) and at equal measured CPU time (``cpu_time_s``):
@@ -38,17 +38,15 @@ import itertools
 import math
 
 import numpy as np
+from qkdyn.empirical.coupled.claim_builder import claim, ppl_evidence
+from qkdyn.empirical.coupled.claim_mqar import mqar_claim
 from qkdyn.empirical.coupled.compute_match import cpu_matched, ladders
 from qkdyn.empirical.coupled.context import Context
-from qkdyn.empirical.coupled.mqar_speed import MIN_CURVE_EVALS, RECALL_TARGET, recall_steps
 from qkdyn.empirical.coupled.paper_effects import HEADLINE, SAME_MARGIN, SMALLEST
 from qkdyn.empirical.coupled.preconditions import (
-    RECALL_SHARE,
     diff_premise,
-    guessing_rate,
     lm_preconditions,
     mechanism_precondition,
-    recall_floor,
 )
 from qkdyn.empirical.coupled.selection import (
     HORIZON_READINGS,
@@ -59,21 +57,17 @@ from qkdyn.empirical.coupled.selection import (
     log_ppl,
     paired,
     strength,
-    worst,
 )
 from qkdyn.empirical.coupled.study import variant_label
 from qkdyn.empirical.coupled.summaries import comparison_rows, mean_curves, over_training, tables
 
-from qkdyn.claims import Claim, Precondition, combine, gate
+from qkdyn.claims import Claim
 from qkdyn.stats import (
-    Comparison,
     compare,
     compare_censored,
-    compare_censored_times,
     compare_variance,
     sample_summary,
     seeds_needed,
-    sign_test_power,
 )
 
 
@@ -92,46 +86,6 @@ def as_run(result: dict) -> dict:
             "n": attention["steps"], "horizon": attention.get("horizon", "step"), "seed": train["seed"],
             "max_steps": train["max_steps"], "lr": train.get("lr"),
             "shape": (record.config.get("preset"), model.get("n_layer"), model.get("n_head"), model.get("d_model"))}
-
-
-def _ablation_text(table: dict, unit: str) -> str:
-    if not table:
-        return " Ablations: not measured."
-    parts = [f"{name}: {what} {s['mean']:+.4g}" + ("" if math.isnan(s["std"]) else f" (sd {s['std']:.2g})")
-             for name, row in table.items() for what, s in row.items()]
-    return f" Ablations (same checkpoint, change in {unit}): " + "; ".join(parts) + "."
-
-
-def why(c) -> str:
-    """Why a directional comparison fails although p >= alpha: its interval is short of the paper's effect."""
-    opposite = (c.effect > 0) == (c.claimed == "decrease") and c.p_value < 0.05
-    if c.verdict == "fails" and c.smallest_effect is not None and not opposite:
-        return f" (95% interval short of the paper's smallest effect {c.smallest_effect:.4g})"
-    return ""
-
-
-def _claim(cid: str, statement: str, comparisons: dict, evidence: dict, summary: str, plots=(), *,
-           preconditions=(), ablation: dict | None = None, unit: str = "val loss, nats/token", scope: str = "",
-           table=(), notes: str = "") -> Claim:
-    """A claim from named comparisons: one -> its verdict; several -> parts combined; every verdict
-    ``inconclusive`` when a precondition is unmet; ``notes`` (what was not measured, the design's power)
-    after the comparisons; the ablations shown beside it."""
-    preconditions = list(preconditions)
-    parts = gate({label: c.verdict for label, c in comparisons.items()}, preconditions)
-    verdict = next(iter(parts.values())) if len(parts) == 1 else combine(parts)
-    lines = "; ".join(f"{label}: {c.describe()} -> {c.verdict}{why(c)}" for label, c in comparisons.items())
-    unmet = [p.name for p in preconditions if not p.met]
-    lead = (f"Inconclusive before any effect is read: not met: {'; '.join(unmet)} (numbers above). The test alone "
-            "would say: " if unmet else "")
-    text = f"{lead}{summary} {lines}.{notes}{_ablation_text(ablation or {}, unit)} {scope}".rstrip()
-    return Claim(cid, statement, verdict, {**evidence, "ablation": ablation or {}}, text, list(plots),
-                 table=list(table), parts=parts if len(parts) > 1 else {},
-                 stats={k: c.as_dict() for k, c in comparisons.items()}, preconditions=preconditions)
-
-
-def _ppl_evidence(**groups: dict[int, dict]) -> dict:
-    return {name: {"val_ppl": sample_summary([r["final"]["val_ppl"] for r in g.values()]), "strength": strength(g)}
-            for name, g in groups.items() if g}
 
 
 def tokens_to_target(evals: list[dict], target: float) -> float | None:
@@ -165,24 +119,6 @@ def tokens_to_match(standard_by_length: list[dict], target_loss: float) -> tuple
     return float(ordered[-1]["tokens"]), "censored"
 
 
-def mqar_scope(task: str, runs: list[dict], standard: list[float]) -> str:
-    """What B9 can speak for on MQAR task ``task``: its settings, vocabulary, model and training, and
-    whether standard attention's recall (``standard``, per seed) leaves room for "above standard"."""
-    r = runs[0]
-    pairs = [int(k.split("_kv")[1]) for k in r["final"] if k.startswith("acc_T")]
-    settings = ", ".join(f"T {k.split('_kv')[0][5:]} with {k.split('_kv')[1]} pairs"
-                         for k in r["final"] if k.startswith("acc_T"))
-    model, train = r["model"], r["train"]
-    text = (f"Scope ({task}): {settings}, vocabulary {model['vocab_size']}, `{r['preset']}` models "
-            f"({r['parameters']:,} parameters, init {model.get('init', 'nanogpt')}) trained on "
-            f"{train['max_steps'] * train['batch_size']:,} sequences, each seed scored on {r['n_test'] * sum(pairs):,} "
-            "test queries; this speaks for recall at that size, not for the paper's settings and models.")
-    if min(standard) >= 1 - 0.01:
-        text += (f" Standard attention is at the ceiling here (worst seed {min(standard):.4g}), so 'above standard' "
-                 "has no room to show: only '100%' and the steps to reach it can be decided.")
-    return text
-
-
 def analyse(runs: list[dict], coherent: str, heterogeneous: str, matched: dict[str, int] | None = None,
             count_models: dict | None = None) -> dict:
     """Claims (B1-B9), tables, curves and the evidence over training of the study (rules: module
@@ -192,7 +128,7 @@ def analyse(runs: list[dict], coherent: str, heterogeneous: str, matched: dict[s
     ctx = Context(runs, coherent, heterogeneous, count_models or {})
     builders = (_b1, _b2_b3, _b4, _b5, _b6, _b7, _b8)
     claims = [c for build in builders for c in build(ctx, matched or {})]
-    mqar = _mqar(ctx.R, runs)
+    mqar = mqar_claim(ctx.R, runs)
     if mqar:
         claims.append(mqar)
     return {"claims": claims, "tables": tables(ctx.R, runs, coherent, heterogeneous), "coherent": coherent,
@@ -226,10 +162,10 @@ def _b1(ctx: Context, matched: dict[str, int]) -> list[Claim]:
              f"ppl ({100 * math.expm1(design.mde):.2g}%) with 80% power; the paper's headline {HEADLINE:.3g} needs "
              f"{headline_seeds or 'more than 10000'} seeds, its smallest ({SMALLEST['standard']:.3g}, 1%) "
              f"{design.seeds_needed or 'more than 10000'}.")
-    return [_claim(
+    return [claim(
         "B1", f"Coupled QK dynamics lower perplexity compared with standard attention ({coherent}; paper: -6.6% "
         "at 60M, -6.7% at 150M, -1.0% at 350M), also when standard attention gets the same FLOPs or CPU time.",
-        comps, {**_ppl_evidence(coupled=cpl, standard=std), "matched_steps": flops, "base_steps": R.lm_steps,
+        comps, {**ppl_evidence(coupled=cpl, standard=std), "matched_steps": flops, "base_steps": R.lm_steps,
                 "mde_log_ppl": design.mde},
         "Effect: log ppl(coupled) - log ppl(standard) per seed (negative = coupled better). Equal FLOPs: standard "
         f"attention's step count matched to coupled Euler's counted FLOPs: {flops or 'none run'} (base {R.lm_steps}; a "
@@ -250,14 +186,14 @@ def _b2_b3(ctx: Context, matched) -> list[Claim]:
     preconditions = ctx.learnt + works + ctx.acts
     comps = {MLP_READINGS[v]: compare(*paired(cpl, g), "decrease", smallest_effect=SMALLEST["mlp-only"])
              for v, g in mlp.items()}
-    b2 = _claim(
+    b2 = claim(
         "B2", f"The coupling, not the extra MLP, gives the gain: coupled beats the uncoupled MLP-only control of "
         f"equal parameter count ({coherent}; paper 60M: 22.55-22.62 vs 23.81).", comps,
-        _ppl_evidence(**groups), "Effect: log ppl(coupled) - log ppl(MLP-only) per seed.",
+        ppl_evidence(**groups), "Effect: log ppl(coupled) - log ppl(MLP-only) per seed.",
         preconditions=preconditions, ablation=ablations(groups), scope=ctx.scope)
     comps = {MLP_READINGS[v]: compare_variance(*paired(cpl, g), "decrease", paper_effect=SMALLEST["variance"])
              for v, g in mlp.items()}
-    b3 = _claim(
+    b3 = claim(
         "B3", f"Coupling steadies training: the seed-to-seed spread of perplexity is smaller for coupled than "
         f"for MLP-only ({coherent}; paper: std 0.04 vs 0.31, 8x).", comps,
         {name: {"std_log_ppl": sample_summary(paired(g, g)[0])["std"]} for name, g in groups.items()},
@@ -270,10 +206,10 @@ def _b4(ctx: Context, matched) -> list[Claim]:
     leap = ctx.R.get(ctx.coherent, "coupled-leapfrog")
     if not (ctx.cpl and leap):
         return []
-    return [_claim(
+    return [claim(
         "B4", f"Hamiltonian (leapfrog) and Euler integration give the same results ({ctx.coherent}).",
         {"leapfrog vs Euler": compare(*paired(leap, ctx.cpl), "same", margin=SAME_MARGIN)},
-        _ppl_evidence(euler=ctx.cpl, leapfrog=leap),
+        ppl_evidence(euler=ctx.cpl, leapfrog=leap),
         f"Equivalence within +-{SAME_MARGIN:.3g} in log ppl (half the paper's 60M gain of coupling).",
         preconditions=ctx.learnt + [ctx.works(ctx.cpl, "coupled Euler"), ctx.works(leap, "coupled leapfrog")] + ctx.acts,
         ablation=ablations({"euler": ctx.cpl, "leapfrog": leap}), scope=ctx.scope)]
@@ -288,11 +224,11 @@ def _b5(ctx: Context, matched) -> list[Claim]:
         return []
     labels = {(h, n): f"n={n}, {HORIZON_READINGS[h]}" for h, n in sweep}
     groups = {"n=1": cpl, **{labels[k]: g for k, g in sweep.items()}}
-    return [_claim(
+    return [claim(
         "B5", f"1 to 7 integration steps make no difference ({ctx.coherent}).",
         {f"n={n} vs n=1 ({HORIZON_READINGS[h]})": compare(*paired(g, cpl), "same", margin=SAME_MARGIN)
          for (h, n), g in sweep.items()},
-        _ppl_evidence(**groups),
+        ppl_evidence(**groups),
         f"Equivalence within +-{SAME_MARGIN:.3g} in log ppl, each n against n = 1, paired by seed, under each "
         "reading of the horizon: n steps of dt (time n dt) or n steps of dt/n (time dt).",
         preconditions=ctx.learnt + [ctx.works(g, f"coupled Euler {label}") for label, g in groups.items()] + ctx.acts,
@@ -330,7 +266,7 @@ def _b6(ctx: Context, matched) -> list[Claim]:
     bound = (f" {sum(censored)} of {len(rows)} seeds censored at their longest length (standard never reached coupled's "
              f"perplexity: ratio >= {min(r['ratio'] for r, c in zip(rows, censored, strict=True) if c):.3g}); censored "
              "seeds are kept as lower bounds and judged by the sign test." if any(censored) else " No seed censored.")
-    return [_claim(
+    return [claim(
         "B6", f"Sample efficiency: standard attention needs more tokens (paper: 2.4x) to reach coupled attention's "
         f"perplexity ({coherent}).", {"log token ratio": comp},
         {"standard_lengths_steps": lengths, "ratios": ratios, "censored": int(sum(censored))},
@@ -364,11 +300,11 @@ def _b7(ctx: Context, matched) -> list[Claim]:
             for lr, g in grid["sweep"].items()]
     learnt = lm_preconditions(std, coherent, ctx.count_models)
     works = [ctx.works(cpl, "coupled Euler", standard=std), ctx.works(diff, "Differential Attention", standard=std)]
-    return [_claim(
+    return [claim(
         "B7", f"Coupled QK beats Differential Attention at small scale ({coherent}; paper 150M: 20.12 vs 21.11; "
         "Differential Attention wins at 350M).",
         {"coupled vs diff": compare(*paired(cpl, diff), "decrease", smallest_effect=SMALLEST["diff"])},
-        {**_ppl_evidence(coupled=cpl, diff=diff, standard=std), "diff_lr": best, "grid": heads},
+        {**ppl_evidence(coupled=cpl, diff=diff, standard=std), "diff_lr": best, "grid": heads},
         f"B7's grid: {heads} (standard, coupled Euler and Diff at the same size). {lr_text}. Judged only when Diff, "
         "so tuned, reaches standard attention's perplexity (premise above). Effect: log ppl(coupled) - log ppl(diff) "
         "per seed.", ["paired_differences.png"], preconditions=learnt + works + [diff_premise(diff, std, lr_text)],
@@ -383,7 +319,7 @@ def _b8(ctx: Context, matched) -> list[Claim]:
     gap_c = dict(zip(*_seeds_and(cpl, std), strict=True))
     gap_h = dict(zip(*_seeds_and(cpl_h, std_h), strict=True))
     seeds = sorted(set(gap_c) & set(gap_h))
-    return [_claim(
+    return [claim(
         "B8", f"Coupling helps on domain-coherent text more than on heterogeneous text ({coherent} vs "
         f"{heterogeneous}; paper: WikiText-103 -6.6%, PubMed -4.5%, OpenWebText +10.3%).",
         {"gap coherent - gap heterogeneous": compare([gap_c[s] for s in seeds], [gap_h[s] for s in seeds], "decrease",
@@ -400,62 +336,6 @@ def _b8(ctx: Context, matched) -> list[Claim]:
 def _seeds_and(a: dict[int, dict], b: dict[int, dict]) -> tuple[list[int], list[float]]:
     seeds = sorted(set(a) & set(b))
     return seeds, [log_ppl(a[s]) - log_ppl(b[s]) for s in seeds]
-
-
-def _speed(task: str, c: dict[int, dict], s: dict[int, dict]) -> tuple[Comparison | None, dict, str]:
-    """Coupled vs standard in steps to 99% recall on ``task`` (:mod:`qkdyn.empirical.coupled.mqar_speed`):
-    the comparison (None when a curve is too coarse to read), the per-seed steps, and the text."""
-    evals = min(sum("mqar_acc" in e for e in r["evals"]) for r in (*c.values(), *s.values()))
-    if evals < MIN_CURVE_EVALS:
-        return None, {}, (f" {task}: steps to {RECALL_TARGET:.0%} recall not measured (curves of {evals} evaluations; "
-                          f"reading them needs at least {MIN_CURVE_EVALS}).")
-    seeds = sorted(set(c) & set(s))
-    cs, ss = [recall_steps(c[k]) for k in seeds], [recall_steps(s[k]) for k in seeds]
-    comp = compare_censored_times(cs, ss)
-    shown = "; ".join(f"seed {k}: {'>' if ct else ''}{cv:.0f} vs {'>' if st else ''}{sv:.0f}"
-                      for k, (cv, ct), (sv, st) in zip(seeds, cs, ss, strict=True))
-    text = f" {task}: steps to {RECALL_TARGET:.0%} recall, coupled vs standard ('>': never reached, censored): {shown}."
-    if comp.censored:
-        needed, q = sign_test_power(len(seeds))
-        text += (f" With censoring only the order of a pair is used: the sign test over {len(seeds)} seeds decides "
-                 f"only with {needed} one way and detects with 80% power only a probability >= {q:.3g} that a seed "
-                 "favours coupled." if needed is not None else
-                 f" With censoring the sign test over {len(seeds)} seeds cannot decide at any effect.")
-    return comp, {"coupled": cs, "standard": ss}, text
-
-
-def _mqar(R: Runs, runs: list[dict]) -> Claim | None:
-    tasks = sorted({r["mqar"] for r in runs if r["task"] == "mqar"})
-    comps, evidence, preconditions, groups, scopes, notes = {}, {}, [], {}, [], ""
-    acc = lambda r: r["final"]["mqar_acc"]  # noqa: E731
-    for task in tasks:
-        c, s = R.get(task, "coupled-euler", task="mqar"), R.get(task, "standard", task="mqar")
-        if not c or not s:
-            continue
-        comps[f"{task}: above standard"] = compare(*paired(c, s, acc), "increase")
-        cs = [acc(c[k]) for k in sorted(c)]
-        comps[f"{task}: 100%"] = compare(cs, [1.0] * len(cs), "no-worse", margin=0.01)
-        speed, steps, text = _speed(task, c, s)
-        if speed is not None:
-            comps[f"{task}: fewer steps to {RECALL_TARGET:.0%}"] = speed
-        notes += text
-        evidence[task] = {"coupled": sample_summary(cs), "standard": sample_summary([acc(s[k]) for k in sorted(s)]),
-                          "strength": strength(c), **({"steps_to_99": steps} if steps else {})}
-        groups.update({f"{task} coupled": c, f"{task} standard": s})
-        scopes.append(mqar_scope(task, list(s.values()), [acc(s[k]) for k in sorted(s)]))
-        preconditions.append(Precondition(
-            f"{task}: standard recall clearly above guessing an in-context value", worst(map(acc, s.values()), False), ">",
-            recall_floor(guessing_rate(next(iter(s.values())))),
-            f"worst seed; floor: guessing g (mean over settings of 1 / kv pairs) + {RECALL_SHARE:g} (1 - g)"))
-    if not comps:
-        return None
-    return _claim("B9", "MQAR associative recall: coupled QK reaches 100% on the easy and medium settings, above "
-                  "standard attention (final recall, and steps to 99% recall where the curves resolve them).",
-                  comps, evidence,
-                  "Accuracy over seeds; '100%' is non-inferiority to 1.0 within 0.01; steps to 99% per seed read off "
-                  "the evaluation curve (interpolated), effect log(standard steps / coupled steps).",
-                  ["mqar_accuracy.png"], preconditions=preconditions, ablation=ablations(groups, "mqar_acc"),
-                  unit="MQAR accuracy", scope=" ".join(scopes), notes=notes)
 
 
 def trend(runs: list[dict], coherent: str, count_models: dict | None = None) -> dict:
@@ -483,9 +363,9 @@ def trend(runs: list[dict], coherent: str, count_models: dict | None = None) -> 
                      "gap (log ppl)": comp.effect, "ci low": comp.interval[0], "ci high": comp.interval[1],
                      "p": comp.p_value, "seeds": comp.n, "coupling (final)": strength(cpl).get("coupling", {}).get("final", math.nan),
                      "verdict": comp.verdict})
-        claims.append(_claim(f"T-{preset}", f"Coupled QK lowers perplexity vs standard attention at {params:,} "
+        claims.append(claim(f"T-{preset}", f"Coupled QK lowers perplexity vs standard attention at {params:,} "
                              f"non-embedding parameters ({coherent}).", {"coupled vs standard": comp},
-                             _ppl_evidence(coupled=cpl, standard=std),
+                             ppl_evidence(coupled=cpl, standard=std),
                              "Effect: log ppl(coupled) - log ppl(standard) per seed.", ["scale_trend.png"],
                              preconditions=lm_preconditions(std, coherent, count_models or {}),
                              ablation=ablations({"coupled": cpl, "standard": std})))

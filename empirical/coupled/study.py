@@ -118,7 +118,8 @@ class StudyConfig:
         empty_ok=False))
     mqar_tasks: tuple[str, ...] = dataclasses.field(default=("easy", "medium"), metadata=choice_list(
         MQAR_TASKS, "comma-separated MQAR presets ('' for none)"))
-    mqar_steps: int = dataclasses.field(default=500, metadata=positive_int("steps of each MQAR run"))
+    mqar_steps: tuple[int, ...] = dataclasses.field(default=(500,), metadata=positive_int_list(
+        "steps of each MQAR run: one number for every task, or one per task of --mqar-tasks, in its order"))
     mqar_evals_per_run: int = dataclasses.field(default=20, metadata=positive_int(
         "evaluations per MQAR run (plus one at initialisation): the recall curve of steps-to-99%%"))
     batch_size: int = dataclasses.field(default=8, metadata=positive_int("LM sequences per micro-batch"))
@@ -160,6 +161,13 @@ class StudyConfig:
             raise InputError(f"must be >= {MIN_VOCAB} for byte-level BPE, got {self.vocab_size}", "vocab_size")
         if self.block_size is not None and self.block_size < 2:
             raise InputError(f"must be at least 2, got {self.block_size}", "block_size")
+        if self.mqar_tasks and len(self.mqar_steps) not in (1, len(self.mqar_tasks)):
+            raise InputError(f"has {len(self.mqar_steps)} step counts for {len(self.mqar_tasks)} MQAR task(s) "
+                             f"({','.join(self.mqar_tasks)}): give one for every task or one per task", "mqar_steps")
+
+    def mqar_steps_of(self, task: str) -> int:
+        """The steps of ``task``'s MQAR runs (``mqar_steps``: one for all, or one per task in order)."""
+        return self.mqar_steps[0] if len(self.mqar_steps) == 1 else self.mqar_steps[self.mqar_tasks.index(task)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -284,12 +292,13 @@ def study_runs(study: StudyConfig) -> list[CoupledRun]:
                 for v in TREND_VARIANTS]
     runs = []
     for task in study.mqar_tasks:
+        steps = study.mqar_steps_of(task)
         for seed in seeds:
             for variant in MQAR_VARIANTS:
-                cfg = _train_config(study, study.mqar_steps, study.mqar_lr, study.mqar_batch_size, seed,
+                cfg = _train_config(study, steps, study.mqar_lr, study.mqar_batch_size, seed,
                                     study.mqar_evals_per_run)
                 runs.append(CoupledRun("mqar", task, variant, LM_VARIANTS[variant], cfg, study.preset,
-                                       study.eval_tokens, base_steps=study.mqar_steps))
+                                       study.eval_tokens, base_steps=steps))
     for corpus in corpora(study):
         variants = [v for v in study.variants if v != "diff"] if corpus == study.coherent else [
             v for v in study.variants if v in study.heterogeneous_variants]
@@ -348,14 +357,16 @@ def count_model_spec(study_name: str, corpus: str, study: StudyConfig):
 BUDGETS = {
     "quick": StudyConfig(coherent="pydocs", heterogeneous="", tokenizer="byte", seeds=2,
                          variants=("standard", "coupled-euler", "mlp-only-q"), lm_steps=3, batch_size=2, block_size=32,
-                         eval_tokens=1024, sweep_steps=(), efficiency_budgets=(2.0,), mqar_tasks=("easy",), mqar_steps=3,
+                         eval_tokens=1024, sweep_steps=(), efficiency_budgets=(2.0,), mqar_tasks=("easy",), mqar_steps=(3,),
                          mqar_batch_size=4, evals_per_run=1, mqar_evals_per_run=1, device="cpu"),
     # cpu: the run length and seeds the committed pilot chose (figures/coupled/pilot/pilot.md; a test checks
     # they agree), evaluated every 150 steps as the pilot was
+    # MQAR: easy 1000 steps, medium 2000 (docs/coupled.md, "MQAR"): at 1000 steps medium's warm-up + cosine
+    # decays before its transition (recall stays at 0.08-0.09); a 3000-step schedule crossed 0.99 by step 1000
     "cpu": StudyConfig(coherent="pydocs", heterogeneous="", tokenizer="byte", val_fraction=0.02, seeds=5,
                        lm_steps=1200, lm_lr=6e-3, batch_size=16, sweep_steps=(7,), efficiency_budgets=(2.4,),
-                       mqar_tasks=("easy", "medium"), mqar_steps=1000, mqar_batch_size=64, mqar_lr=3e-3, evals_per_run=8,
-                       device="cpu"),
+                       mqar_tasks=("easy", "medium"), mqar_steps=(1000, 2000), mqar_batch_size=64, mqar_lr=3e-3,
+                       evals_per_run=8, device="cpu"),
     # B1 on one H100 in one command (scripts/coupled_gpu.py, docs/coupled.md "The GPU plan"): standard vs
     # coupled Euler at 4M, 10 seeds (the 1% effect at the pilot's paired sd 0.01 with 80% power), 2900 steps of
     # 32 x 512 bytes = 47.5M bytes, under one epoch of `kernel`'s 49.0M training bytes; the script lowers the
@@ -366,7 +377,7 @@ BUDGETS = {
                        match_compute=False, efficiency_budgets=(), evals_per_run=8, gpus=1 / 10),
     "paper": StudyConfig(preset="60M", coherent="pydocs", heterogeneous="nlp-corpus", seeds=5, lm_steps=20000,
                          batch_size=16, grad_accum=4, block_size=1024, lm_lr=6e-4, mqar_tasks=("easy", "medium"),
-                         mqar_steps=20000, compile=True, evals_per_run=20, gpus=1.0),
+                         mqar_steps=(20000,), compile=True, evals_per_run=20, gpus=1.0),
 }
 
 

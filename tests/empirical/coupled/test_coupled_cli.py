@@ -94,7 +94,7 @@ COUNT_MODELS = {f"{c}|bpe|300": {"unigram_ppl": 60.0, "bigram_ppl": 20.0, "disco
 #: ablations of the fake runs (change of val loss / accuracy): attention matters, f acts
 ABLATION = {"attention": 1.0, "field": 0.05, "flow": 0.06}
 FAKE_STUDY = dict(coherent="wiki", heterogeneous="web", seeds=4, lm_steps=10, sweep_steps=(7,), sweep_horizons=("step",),
-                  mqar_steps=10, efficiency_budgets=(1.2, 3.0), variants=("standard", "coupled-euler", "coupled-leapfrog",
+                  mqar_steps=(10,), efficiency_budgets=(1.2, 3.0), variants=("standard", "coupled-euler", "coupled-leapfrog",
                   "mlp-only", "mlp-only-shared", "mlp-only-q", "diff"))
 
 
@@ -243,7 +243,7 @@ def test_all_seeds_censored_is_never_decided_with_p_zero(tmp_path):
 
 @pytest.mark.parametrize("recall", [0.2, 0.3])  # below guessing (1/4); just above it, far from recall
 def test_mqar_without_recall_is_inconclusive(recall):
-    from qkdyn.empirical.coupled.analysis import guessing_rate, recall_floor
+    from qkdyn.empirical.coupled.preconditions import guessing_rate, recall_floor
 
     assert guessing_rate({"final": {"acc_T64_kv4": 0.1, "acc_T64_kv8": 0.1, "mqar_acc": 0.1}}) == pytest.approx(0.1875)
     assert recall_floor(0.25) == pytest.approx(0.625)

@@ -26,7 +26,7 @@ NOISE = (0.3, -0.5, 0.2, 0.6, -0.4)  # per-seed deviations shared by every varia
 OTHER = (0.6, -0.4, 0.2, -0.5, 0.3)  # the same values in an order uncorrelated with NOISE
 ALT = (1, -1, 1, -1, 1)
 OVERRIDES = dict(coherent="wiki", heterogeneous="web", seeds=5, lm_steps=200, sweep_steps=(7,),
-                 sweep_horizons=("step", "fixed"), mqar_tasks=("easy", "medium"), mqar_steps=10,
+                 sweep_horizons=("step", "fixed"), mqar_tasks=("easy", "medium"), mqar_steps=(10,),
                  efficiency_budgets=(1.2, 3.0), tokenizer="bpe", vocab_size=300, variants=tuple(LM_VARIANTS))
 STUDY = CoupledStudy(overrides=OVERRIDES)
 TREND = CoupledStudy(overrides={**OVERRIDES, "trend": True, "trend_presets": ("tiny", "1M")})
