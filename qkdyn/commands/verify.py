@@ -1,4 +1,5 @@
-"""``qkdyn verify``: every claim of the verify studies, one report (:func:`qkdyn.verify.verify`)."""
+"""``qkdyn verify``: every claim of the verify studies, one report (:func:`qkdyn.verify.verify`), ending with the
+terminal summary ``qkdyn report`` prints (:func:`qkdyn.report.terminal_summary`: one line per claim)."""
 from __future__ import annotations
 
 import argparse
@@ -24,6 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from qkdyn.executors import check_ray
+    from qkdyn.report import terminal_summary
     from qkdyn.runs import check_run_dir
     from qkdyn.verify import verify
 
@@ -36,6 +38,5 @@ def run(args: argparse.Namespace) -> int:
                     budget="quick" if args.quick else args.budget, runs_dir=args.runs, executor=args.executor,
                     workers=args.workers, ray_address=args.ray_address, progress=not args.no_progress,
                     studies=args.study)
-    for claim in claims:
-        print(f"{claim.id:14s} {claim.verdict:12s} {claim.statement}")
+    print(terminal_summary(claims))
     return 0

@@ -1,5 +1,6 @@
 """derive's results on disk (qkdyn.theory.derive_cache): read back equal, reused by a second process,
 and an entry that is damaged, foreign, another user's or crafted is ignored with one line and derived again."""
+import dataclasses
 import hashlib
 import json
 import os
@@ -223,3 +224,18 @@ def test_without_a_cache_folder_nothing_is_kept(monkeypatch, capsys):
     assert derive_cache.folder() is None and derive_cache.entry_path("paper") is None
     assert _derive("paper").param == "paper"
     assert capsys.readouterr().err == ""
+
+
+def test_reading_builds_the_derived_objects_node_for_node():
+    """Sums, products, powers, functions and relations are read back unevaluated (their class takes
+    ``evaluate``), the rest (here Integral and Tuple, in FACO's line) evaluated: every field is the derived
+    object itself, down to its printed structure."""
+    d = qkdyn.derive("FACO")
+    fields = {f.name: getattr(d, f.name) for f in dataclasses.fields(d) if f.name != "spec"}
+    encoded = derive_cache.encode(fields)
+    classes = {node[0] for node in encoded["nodes"] if isinstance(node, list)}
+    assert {"Add", "Mul", "Pow", "exp", "Equality"} <= classes and {"Integral", "Tuple"} <= classes  # both paths
+    decoded = derive_cache.decode(encoded, "FACO")
+    assert decoded == fields
+    assert {name: sp.srepr(value) for name, value in decoded.items()} == {
+        name: sp.srepr(value) for name, value in fields.items()}
