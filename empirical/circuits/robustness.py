@@ -64,6 +64,11 @@ def markdown(rows: list[dict]) -> str:
              "(figures/circuits/report.md). Deciding comparison: paired by seed; detectable: the smallest effect "
              "the design detects with 80% power.",
              "",
+             f"Scope: this subset only, the claim that decides paper A's sharpening at transformer scale ({CLAIM}, "
+             "decided on the items where positional heads fail). The report's other verdicts (the higher QK "
+             "ratios, brown-qa, the vader negative control, the controls) are not repeated at other base rates; "
+             "each costs as many runs again.",
+             "",
              "| base rate (factor) | verdict | parts | deciding comparison | effect [95% CI] | p | detectable | seeds | "
              "preconditions |",
              "|---|---|---|---|---|---|---|---|---|"]

@@ -35,6 +35,7 @@ def test_rows_read_the_deciding_comparison_and_the_factor_from_each_reports_own_
     table = robustness.markdown(rows)
     assert table.index("x0.5") < table.index("x1)") < table.index("x2")  # ordered by rate
     assert "NOT met: the same-lr arm attends away from uniform" in table and "+0.080 [+0.070, +0.090]" in table
+    assert f"Scope: this subset only, the claim that decides paper A's sharpening at transformer scale ({robustness.CLAIM}" in table
 
 
 def test_a_report_without_the_claim_or_rate_is_one_input_error(tmp_path):
