@@ -44,7 +44,7 @@ import math
 
 import numpy as np
 import torch
-from qkdyn.empirical.synthetic.model import attend
+from qkdyn.empirical.synthetic.model import head, log_counts
 from qkdyn.empirical.synthetic.sampled import Batch, Factors, Task
 from qkdyn.theory.setting import factorized
 from torch import nn
@@ -72,6 +72,8 @@ NOTEBOOK_HORIZONS = {
 QK_FAST = {False: 5.0, True: 20.0}  # by whether the QK circuit is factorized
 RAMP_END = {False: 10.0, True: 40.0}
 IDENTITY = 1e-6
+#: the logit rows of the OV circuit: all V ids (:data:`.model.Rows` None)
+EVERY_ROW = None
 #: the notebooks' schedules, and qk20 (QK 20x for every form: the probe of the query-id shortcut)
 SCHEDULES = ("equal", "qkfast", "ramp", "qk20")
 
@@ -128,19 +130,21 @@ class AuthorsHead(nn.Module):
         names = ("key_layer", "query_layer") if circuit == "QK" else ("value_layer", "prediction_layer")
         return [getattr(self, n).weight for n in names if hasattr(self, n)]
 
-    def query_scores(self, query: torch.Tensor) -> torch.Tensor:
-        """(B, V): s W_QK[q_b, x]."""
-        keys = self.key_layer.weight  # column x = key_layer(e_x)
-        if factorized(self.param)[0]:
-            return SCALE * self.query_layer.weight[:, query].T @ keys
-        return SCALE * keys[query]
+    def matrices(self) -> dict[str, torch.Tensor]:
+        """The layers as the head's matrices of :mod:`.model` (its W_QK = W_Q W_K^T and W_OV = W_O W_V):
+        W_Q = query_layer^T, W_K = key_layer^T (collapsed: W_QK = key_layer), W_O = prediction_layer,
+        W_V = value_layer (collapsed: W_OV = prediction_layer); views of the weights, autograd reaches them."""
+        qk, ov = factorized(self.param)
+        scores = ({"W_Q": self.query_layer.weight.T, "W_K": self.key_layer.weight.T} if qk
+                  else {"W_QK": self.key_layer.weight})
+        values = ({"W_O": self.prediction_layer.weight, "W_V": self.value_layer.weight} if ov
+                  else {"W_OV": self.prediction_layer.weight})
+        return {**scores, **values}
 
     def forward(self, counts: torch.Tensor, query: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Logits over all V ids (B, V) and attention mass per id (B, V)."""
-        ov = self.prediction_layer.weight
-        if factorized(self.param)[1]:
-            ov = ov @ self.value_layer.weight
-        return attend(self.query_scores(query), torch.log(counts), ov)
+        """Logits over all V ids (B, V) and attention mass per id (B, V): :func:`.model.head` at each sample's
+        query id ``query`` (B,), every id a logit row."""
+        return head(self.matrices(), log_counts(counts), SCALE, query, EVERY_ROW)
 
 
 def init_kind(param: str, schedule: str) -> dict[str, str]:

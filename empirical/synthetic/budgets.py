@@ -14,7 +14,7 @@ import dataclasses
 
 from qkdyn.theory.setting import EXACT_PARAMS
 
-from qkdyn.configflags import check_config, choice_list, flag, int_list, number_list, positive, positive_int
+from qkdyn.configflags import Domain, check_config, choice_list, int_list, number_list, positive, positive_int
 
 #: the OV forms the fixed-attention experiment trains, one run each
 FORMS = ("collapsed", "factorized")
@@ -102,15 +102,35 @@ FIXED_ATTENTION = full_and_quick(FIXED_ATTENTION_FULL, dataclasses.replace(
     FIXED_ATTENTION_FULL, alphas=(0.2, 0.6, 1.0), seeds=(0, 1), steps=250, eval_size=1024, checkpoints=6))
 
 
+def _shapes_problem(value) -> str | None:
+    ok = isinstance(value, tuple) and bool(value) and all(
+        isinstance(shape, tuple) and len(shape) == 3
+        and all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in shape) for shape in value)
+    return None if ok else "must be one or more comma-separated shapes KxDxN of positive integers"
+
+
+#: a non-empty tuple of (K, D, N) shapes, written ``2x1x2,2x2x2`` on a command line
+SHAPES = Domain(lambda text: tuple(tuple(int(v) for v in item.split("x")) for item in text.split(",") if item.strip()),
+                _shapes_problem, "(K, D, N) shapes of the phase diagrams", words="comma-separated shapes KxDxN")
+
+
 @dataclasses.dataclass(frozen=True)
 class StabilityConfig:
-    """Claim SUB (:mod:`.claim_stability`): the grid of its phase diagrams."""
+    """Claim SUB (:mod:`.claim_stability`): the grid of its phase diagrams, shapes (K, D, N) x rate ratios rho.
 
-    coarse: bool = dataclasses.field(default=False, metadata=flag(
-        "the coarse grid of qkdyn verify --quick (3 shapes x 4 rhos) instead of the full one (5 x 6)"))
+    The full grid: one distinct token per class (D = 1), equal shapes, unequal ones (3, 2, 4) and the most classes
+    (5, 2, 2), and rho down to 0.3; ``quick`` keeps the first three shapes and rho from 1 (its numbers are the golden
+    file's)."""
+
+    shapes: tuple[tuple[int, int, int], ...] = dataclasses.field(
+        default=((2, 1, 2), (2, 2, 2), (3, 3, 3), (3, 2, 4), (5, 2, 2)), metadata=SHAPES.metadata())
+    rhos: tuple[float, ...] = dataclasses.field(default=(0.3, 1.0, 3.0, 10.0, 30.0, 100.0), metadata=number_list(
+        0.0, "rate ratios rho = eta_QK / eta_OV of the phase diagrams", increasing=True, empty_ok=False))
 
     def __post_init__(self):
         check_config(self)
 
 
-STABILITY = full_and_quick(StabilityConfig(), StabilityConfig(coarse=True))
+STABILITY_FULL = StabilityConfig()
+STABILITY = full_and_quick(STABILITY_FULL, dataclasses.replace(
+    STABILITY_FULL, shapes=STABILITY_FULL.shapes[:3], rhos=(1.0, 10.0, 30.0, 100.0)))

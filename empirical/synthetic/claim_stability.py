@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -63,15 +64,6 @@ AMPLIFICATION = 100.0
 _FOLLOWS = {True: "follows", False: "leaves", None: "not measured"}
 
 
-def _config(quick: bool) -> dict:
-    """(K, D, N): one distinct token per class (D = 1), equal shapes, unequal ones (3, 2, 4) and the most
-    classes (5, 2, 2), and rho down to 0.3 in the full run; the quick
-    run keeps the first three shapes (its numbers are the golden file's)."""
-    if quick:
-        return dict(shapes=[(2, 1, 2), (2, 2, 2), (3, 3, 3)], rhos=[1.0, 10.0, 30.0, 100.0])
-    return dict(shapes=[(2, 1, 2), (2, 2, 2), (3, 3, 3), (3, 2, 4), (5, 2, 2)], rhos=[0.3, 1.0, 3.0, 10.0, 30.0, 100.0])
-
-
 def _validation_points(d: st.Diagram) -> list[tuple[int, int]]:
     """Per shape: the last bounded and the first unbounded rho (or the largest rho when all are bounded)."""
     out = []
@@ -86,15 +78,15 @@ def _validation_points(d: st.Diagram) -> list[tuple[int, int]]:
     return out
 
 
-def measure(quick: bool, figures: Path) -> dict:
-    """The evidence of claim SUB (module docstring), JSON data: the diagrams' linear numbers per form
+def measure(shapes: Sequence[Sequence[int]], rhos: Sequence[float], figures: Path) -> dict:
+    """The evidence of claim SUB (module docstring) over the grid ``shapes`` (K, D, N) x ``rhos`` (the budget's
+    :class:`~.budgets.StabilityConfig`), JSON data: the diagrams' linear numbers per form
     (``eps_x_linear_gain``: EPS x the worst linear gain of the relative transverse size, ``max_growth_rate``,
     ``log_gain_at_level``: shapes x rhos), the
     ``validation`` flows, the ``gd`` runs, the ``fafo_flows_width_V`` and the levels and EPS they ran at.
     Draws the phase diagram into ``figures`` (``plot``: its file name). Runs on one torch thread."""
-    cfg = _config(quick)
     with one_thread():
-        diagrams = [st.diagram(cfg["shapes"], cfg["rhos"], LEVEL, param=param) for param in PARAMS]
+        diagrams = [st.diagram(shapes, rhos, LEVEL, param=param) for param in PARAMS]
         runs = [_validate(d, i, j) for d in diagrams for i, j in _validation_points(d)]
         gd = [_gd(rho) for rho in SIDES]
         fafo = [_fafo(rho) for rho in SIDES]

@@ -11,9 +11,15 @@ import numpy as np
 import torch
 from qkdyn.empirical.synthetic import data, reduced, symmetry
 from qkdyn.empirical.synthetic.layout import Layout
-from qkdyn.empirical.synthetic.model import AttentionHead, attend
+from qkdyn.empirical.synthetic.model import AttentionHead, attend, cross_entropy, log_counts, probabilities
+from qkdyn.empirical.synthetic.model import loss as head_loss
 from qkdyn.theory.compiled import load
 from qkdyn.theory.setting import factorized
+
+#: the row of the query side (W_QK or W_Q) that :meth:`FullFlow.matrices` holds: the query's
+QUERY_ROW = 0
+#: the rows of the label side (W_OV or W_O) that reach the loss: every one it holds (:data:`.model.Rows` None)
+LABEL_ROWS = None
 
 
 class FullFlow:
@@ -26,8 +32,9 @@ class FullFlow:
     query row of W_QK (context columns) or of W_Q, the context rows of W_K, the label rows of W_OV
     (context columns) or of W_O, the context columns of W_V. Every other entry has zero gradient for
     ever and stays 0. The loss is the exact population loss (every count vector with its
-    probability), written out from the model of :mod:`.model`: scores a = s W_QK[q, ctx], values
-    B = W_OV[labels, ctx], attention softmax(a + log c), logits B attn, cross-entropy.
+    probability), the model's own (:mod:`.model`): scores a = s W_QK[q, ctx], values B = W_OV[labels, ctx],
+    attention softmax(a + log c), logits B attn, cross-entropy. Its gradient and Hessian are written out in closed
+    form from the attention p and the label probabilities q that the model's functions compute.
     """
 
     def __init__(self, setting, param: str, width: int | None = None, batch=None):
@@ -41,38 +48,36 @@ class FullFlow:
                                    for (name, _, _), size in zip(self.blocks, self.sizes, strict=True)])
         counts, labels, weights = batch if batch is not None else data.count_support(setting)
         counts = counts[:, torch.as_tensor(ctx)]
-        self.log_counts, self.labels, self.weights = torch.log(counts), labels, weights
-        with np.errstate(divide="ignore"):  # log 0 = -inf: a token absent from a context gets no attention
-            self._log_counts = np.log(counts.numpy())
-        self._labels, self._weights = labels.numpy(), weights.numpy()
-        self._rows = np.arange(len(self._labels))
-        self._onehot = np.eye(lay.classes)[self._labels]
+        # log 0 = -inf: a token absent from a context gets no attention
+        self.log_counts, self.labels, self.weights = log_counts(counts), labels, weights
+        self._weights = weights.numpy()
+        self._onehot = np.eye(lay.classes)[labels.numpy()]
         self.model = AttentionHead(param, lay, setting.scale, self.width)
         self.collapsed = factorized(param) == (False, False)
 
-    def split(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(a, B): scores of the context tokens (n_ctx,) and label values (K, n_ctx)."""
+    def matrices(self, theta: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The blocks of ``theta`` as the head's matrices (rows, columns): the query side holds the query's row
+        only, the label side the label rows only."""
         parts = dict(zip((b[0] for b in self.blocks), torch.split(theta, self.sizes), strict=True))
         shape = {name: (len(r), len(c)) for name, r, c in self.blocks}
-        return self._function({name: v.reshape(shape[name]) for name, v in parts.items()})
+        return {name: v.reshape(shape[name]) for name, v in parts.items()}
 
     def loss(self, theta: torch.Tensor) -> torch.Tensor:
-        """The loss in torch (the reference for autograd; the numpy twin below is what runs)."""
-        a, B = self.split(theta)
-        logits, _ = attend(a, self.log_counts, B)
-        ce = torch.logsumexp(logits, dim=-1) - logits.gather(1, self.labels[:, None])[:, 0]
-        return (self.weights * ce).sum()
+        """The loss in torch, :func:`.model.loss` of :meth:`matrices` (row 0 of the query side, every row of the
+        label side): the reference for autograd; the closed forms below are what runs."""
+        return head_loss(self.matrices(theta), self.log_counts, self.labels, self.weights, self.setting.scale,
+                         QUERY_ROW, LABEL_ROWS)
 
     def loss_value(self, theta: np.ndarray) -> float:
         return float(self._forward(*self.function(theta))[0])
 
-    # -- the same loss in numpy, with its exact gradient and Hessian (checked against autograd) ----
+    # -- the loss on numpy arrays, with its exact gradient and Hessian (checked against autograd) ----
     def function(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(a, B) of ``theta`` (numpy; as :meth:`split`)."""
+        """(a, B): scores of the context tokens (..., n_ctx) and label values (..., K, n_ctx) of ``theta`` (numpy)."""
         return self._function(self._matrices(theta))
 
-    def _function(self, M: dict):
-        """(a, B) from the matrices (numpy arrays or torch tensors alike; leading dimensions: a batch of states)."""
+    def _function(self, M: dict) -> tuple[np.ndarray, np.ndarray]:
+        """(a, B) from the matrices (numpy arrays; leading dimensions: a batch of states)."""
         a = (M["W_Q"] @ M["W_K"].swapaxes(-1, -2))[..., 0, :] if "W_Q" in M else M["W_QK"][..., 0, :]
         B = M["W_O"] @ M["W_V"] if "W_O" in M else M["W_OV"]
         return self.setting.scale * a, B
@@ -83,25 +88,22 @@ class FullFlow:
         parts = np.split(theta, np.cumsum(self.sizes)[:-1], axis=-1)
         return {name: v.reshape(*theta.shape[:-1], len(r), len(c)) for (name, r, c), v in zip(self.blocks, parts, strict=True)}
 
-    def _forward(self, a: np.ndarray, B: np.ndarray):
-        """Per count vector: attention p, label probabilities q, residual r = q - onehot(label); a (..., n_ctx),
-        B (..., K, n_ctx), the leading dimensions a batch of states (one state: the plain 2-D products)."""
-        u = a[..., None, :] + self._log_counts
-        p = np.exp(u - u.max(axis=-1, keepdims=True))
-        p /= p.sum(axis=-1, keepdims=True)
-        z = p @ B.swapaxes(-1, -2)
-        q = np.exp(z - z.max(axis=-1, keepdims=True))
-        total = q.sum(axis=-1, keepdims=True)
-        q /= total
-        r = q - self._onehot
-        # CE = logsumexp(z) - z_label = -log q_label
-        loss = -(np.log(q[..., self._rows, self._labels]) @ self._weights)
-        return loss, p, q, r
+    def _forward(self, a: np.ndarray, B: np.ndarray, with_loss: bool = True):
+        """(L, p, q, r): the loss (None without ``with_loss``: the flow's field needs none), and per count vector the attention p, the label probabilities q and the residual
+        r = q - onehot(label), by the model's own functions (:func:`.model.attend`, :func:`.model.probabilities`,
+        :func:`.model.cross_entropy`) on the arrays (shared with torch, not copied); a (..., n_ctx), B (..., K, n_ctx),
+        the leading dimensions a batch of states (one state: the plain 2-D products)."""
+        logits, p = attend(torch.as_tensor(a)[..., None, :], self.log_counts, torch.as_tensor(B))
+        per_state = logits.shape[:-1]
+        loss = (cross_entropy(logits, self.labels.expand(per_state), self.weights.expand(per_state)).numpy()[()]
+                if with_loss else None)
+        q = probabilities(logits).numpy()
+        return loss, p.numpy(), q, q - self._onehot
 
-    def function_gradient(self, a: np.ndarray, B: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+    def function_gradient(self, a: np.ndarray, B: np.ndarray, with_loss: bool = True):
         """(L, dL/da, dL/dB): g = B^T r per count vector, dL/da = sum w p (g - p.g), dL/dB = sum w r p^T
-        (leading dimensions of a, B: a batch of states)."""
-        loss, p, _, r = self._forward(a, B)
+        (leading dimensions of a, B: a batch of states; L None without ``with_loss``)."""
+        loss, p, _, r = self._forward(a, B, with_loss)
         wr = self._weights[:, None] * r
         g = wr @ B
         d_a = (p * (g - (p * g).sum(axis=-1, keepdims=True))).sum(axis=-2)
@@ -112,18 +114,19 @@ class FullFlow:
         with ``with_loss``, (L, grad L)."""
         if self.collapsed:  # the fast path: theta = (W_QK[q, ctx], W_OV[labels, ctx]) as they are
             n_ctx = self.sizes[0]
-            loss, d_a, d_B = self.function_gradient(self.setting.scale * theta[:n_ctx], theta[n_ctx:].reshape(-1, n_ctx))
+            loss, d_a, d_B = self.function_gradient(self.setting.scale * theta[:n_ctx], theta[n_ctx:].reshape(-1, n_ctx),
+                                                    with_loss)
             out = np.concatenate([self.setting.scale * d_a, d_B.ravel()])
             return (loss, out) if with_loss else out
         M = self._matrices(theta)
-        loss, d_a, d_B = self.function_gradient(*self._function(M))
+        loss, d_a, d_B = self.function_gradient(*self._function(M), with_loss=with_loss)
         d_a = self.setting.scale * d_a
-        out = []
+        blocks = []
         for name, _, _ in self.blocks:
-            out.append({"W_QK": lambda: d_a[None, :], "W_OV": lambda: d_B,
-                        "W_Q": lambda: d_a[None, :] @ M["W_K"], "W_K": lambda: np.outer(d_a, M["W_Q"][0]),
-                        "W_O": lambda: d_B @ M["W_V"].T, "W_V": lambda: M["W_O"].T @ d_B}[name]().ravel())
-        return (loss, np.concatenate(out)) if with_loss else np.concatenate(out)
+            blocks.append({"W_QK": lambda: d_a[None, :], "W_OV": lambda: d_B,
+                           "W_Q": lambda: d_a[None, :] @ M["W_K"], "W_K": lambda: np.outer(d_a, M["W_Q"][0]),
+                           "W_O": lambda: d_B @ M["W_V"].T, "W_V": lambda: M["W_O"].T @ d_B}[name]().ravel())
+        return (loss, np.concatenate(blocks)) if with_loss else np.concatenate(blocks)
 
     def field(self, theta: np.ndarray) -> np.ndarray:
         """The flow's right-hand side -E grad L(theta)."""
@@ -138,7 +141,7 @@ class FullFlow:
             L_aa[x, y]          = sum w (P B^T Q B P + diag(p g~) - p (p g~)^T - (p g~) p^T)_xy
 
         a (..., n_ctx) and B (..., K, n_ctx): the leading dimensions are a batch of states, each its own Hessian."""
-        _, p, q, r = self._forward(a, B)
+        _, p, q, r = self._forward(a, B, with_loss=False)
         w = self._weights
         lead, n_ctx, K = a.shape[:-1], a.shape[-1], B.shape[-2]
         n_cv = len(w)  # count vectors, summed over by the products below (matrix products: BLAS)
@@ -173,7 +176,7 @@ class FullFlow:
         leading dimensions are a batch of states (the Hessians of a whole trajectory at once)."""
         M = self._matrices(theta)
         a, B = self._function(M)
-        _, d_a, d_B = self.function_gradient(a, B)
+        _, d_a, d_B = self.function_gradient(a, B, with_loss=False)
         h_ff = self.function_hessian(a, B)
         s, n_ctx, K, r = self.setting.scale, a.shape[-1], B.shape[-2], self.width
         lead, size = a.shape[:-1], sum(self.sizes)

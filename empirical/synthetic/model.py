@@ -156,7 +156,8 @@ def head(matrices: Matrices, log_counts: torch.Tensor, scale: float, query: Rows
          slot: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The forward pass: (logits (..., B, K), attn (..., B, V)) of the head ``matrices`` on log c (..., B, V), from
     :func:`query_scores` at ``query`` and :func:`label_values` at ``labels`` through :func:`attend`. ``query``: one
-    id, whose score row every sample shares (None: the query side holds that one row only); or, with ``slot``
+    id, whose score row every sample shares (None: the query side holds that one row only); one id per sample (a
+    tensor (B,), one run); or, with ``slot``
     (..., B), Q query ids, sample b attending with the scores of the id ``query[slot_b]`` (the Q score rows are
     formed once, not once per sample)."""
     scores = query_scores(matrices, query, scale)

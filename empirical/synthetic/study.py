@@ -69,8 +69,7 @@ class StabilityStudy(Study[configs.StabilityConfig]):
     def measure(self, spec, scratch):
         from qkdyn.empirical.synthetic.claim_stability import measure
 
-        cfg = configs.StabilityConfig(**spec.params)
-        return {"evidence": measure(cfg.coarse, scratch)}
+        return {"evidence": measure(spec.params["shapes"], spec.params["rhos"], scratch)}
 
     def claims(self, records, budget):
         from qkdyn.empirical.synthetic.claim_stability import judge

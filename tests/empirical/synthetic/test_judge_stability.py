@@ -207,3 +207,39 @@ def test_the_golden_quick_claim_is_judged_again_from_its_evidence():
     claim = cs.judge(stored)
     assert (claim.verdict, claim.parts, claim.summary, claim.table, claim.evidence) == (
         golden["verdict"], golden["parts"], golden["summary"], golden["table"], golden["evidence"])
+
+
+def test_the_grids_are_the_budgets_and_measure_runs_the_one_it_is_given(monkeypatch, tmp_path):
+    """The phase diagrams' grid is the budget's StabilityConfig (quick: the golden file's 3 shapes x 4 rhos; the
+    full run 5 x 6); the study hands the planned grid to measure, which builds every diagram over it."""
+    from qkdyn.empirical.synthetic import budgets
+    from qkdyn.empirical.synthetic.study import StabilityStudy
+
+    golden = next(c for c in json.loads((GOLDEN / "verify_quick_claims.json").read_text())["claims"]
+                  if c["id"] == "SUB")["evidence"]
+    quick, full = budgets.STABILITY["quick"], budgets.STABILITY["cpu"]
+    assert [list(s) for s in quick.shapes] == golden["shapes"] and list(quick.rhos) == golden["rhos"]
+    assert (len(full.shapes), len(full.rhos)) == (5, 6) and budgets.STABILITY["paper"] == full
+    grids = []
+
+    def diagram(shapes, rhos, level, param):
+        grids.append((param, [tuple(s) for s in shapes], list(rhos)))
+        raise StopIteration  # the grid is what is checked: no solve
+    monkeypatch.setattr(st, "diagram", diagram)
+    study = StabilityStudy()
+    for budget, cfg in (("quick", quick), ("cpu", full)):
+        (spec,) = study.plan(budget)
+        with pytest.raises(StopIteration):
+            study.measure(spec, tmp_path)
+        assert grids.pop() == ("CACO", list(cfg.shapes), list(cfg.rhos))
+
+
+@pytest.mark.parametrize("field, value", [("shapes", ()), ("shapes", ((2, 2),)), ("shapes", ((2, 0, 2),)),
+                                          ("rhos", ()), ("rhos", (10.0, 1.0)), ("rhos", (-1.0,))])
+def test_a_grid_outside_its_domain_is_refused(field, value):
+    from qkdyn.empirical.synthetic import budgets
+
+    from qkdyn.errors import InputError
+
+    with pytest.raises(InputError, match=field):
+        budgets.StabilityConfig(**{field: value})
