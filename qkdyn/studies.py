@@ -28,11 +28,15 @@ the missing specs locally or on Ray, and ``qkdyn plan`` lists them as commands f
 A run record is data from a folder that may be shared (Ray, Slurm), so it is checked before use
 (:func:`check_record`): exactly ``spec`` and ``result``, no verdict anywhere in the result (a record
 that holds one is refused, not believed), and ``files`` a list of plain file names (no separator, no
-``..``): what :func:`copy_files` copies, atomically, into the figures folder and nowhere else.
+``..``), each one the study declares it writes (:attr:`Study.outputs`, :meth:`Study.check_files`): what
+:func:`copy_files` copies, atomically, into the figures folder and nowhere else. Evidence a study cannot read
+(a key missing, a wrong type) is one InputError naming the records' folder (:func:`reading_evidence`).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fnmatch
 import functools
 import hashlib
 import importlib
@@ -255,7 +259,8 @@ Config = TypeVar("Config")
 
 class Study(Generic[Config]):
     """Base class; see the module docstring. Subclasses set ``name``, ``title``, ``config_class`` and
-    ``budgets`` and implement ``plan``, ``measure``, ``claims`` (and ``render`` when they draw figures).
+    ``budgets`` (and ``outputs`` when their runs write files) and implement ``plan``, ``measure``, ``claims``
+    (and ``render`` when they draw figures).
 
     ``config_class`` is the study's one configuration: a frozen dataclass whose fields declare their
     domains (:mod:`qkdyn.configflags`), so a command's flags and their help (each budget's default)
@@ -272,6 +277,10 @@ class Study(Generic[Config]):
     claim_names: tuple[str, ...] = ()
     #: run name -> its CPU seconds at the ``cpu`` budget, as measured (a scheduling hint, never evidence)
     costs: dict[str, float] = {}
+    #: the files a run of the study may list in its record's ``files``: plain names or :mod:`fnmatch` patterns
+    #: (``a6_*.png``) of what its ``measure`` writes into its scratch folder; a record listing anything else
+    #: was not written by this study and is refused (:meth:`check_files`)
+    outputs: tuple[str, ...] = ()
 
     def cost(self, spec: RunSpec) -> float:
         """The expected CPU seconds of ``spec`` (:attr:`costs`, 1 for a run not listed): the executors
@@ -321,6 +330,17 @@ class Study(Generic[Config]):
         """What the report's "Setting" section shows for this study."""
         return {"budget": budget}
 
+    def check_files(self, result: dict, where: str, hint: str = "delete it to recompute it") -> None:
+        """InputError naming ``where`` (and ending in ``hint``) unless every name ``result["files"]`` lists is
+        one of the study's declared :attr:`outputs` (a record of another study, or one edited to fetch another
+        file, is refused before anything is copied)."""
+        undeclared = [name for name in result.get("files", [])
+                      if not any(fnmatch.fnmatchcase(name, pattern) for pattern in self.outputs)]
+        if undeclared:
+            declared = ", ".join(self.outputs) or "none"
+            raise InputError(f"{where}: the record lists {undeclared[0]!r} among its files, which study {self.name} "
+                             f"does not write (its outputs: {declared}); {hint}")
+
     # -- generic parts ---------------------------------------------------------------------------
     def record_path(self, spec: RunSpec, runs_dir: Path) -> Path:
         return Path(runs_dir) / spec.study / f"{spec.name}.json"
@@ -337,6 +357,7 @@ class Study(Generic[Config]):
         data = check_record(read_json(path), str(path))
         if _run_identity(data["spec"]) != _run_identity(spec.to_dict()):
             return None
+        self.check_files(data["result"], str(path))
         return Record(spec, data["result"], path.with_suffix(""))
 
     def run(self, spec: RunSpec, runs_dir: str | Path) -> Record:
@@ -348,6 +369,8 @@ class Study(Generic[Config]):
             scratch.mkdir(parents=True, exist_ok=True)
             result = _with_threads(max(1, int(spec.cpus)), lambda: self.measure(spec, scratch))
             result.setdefault("files", sorted(p.name for p in scratch.iterdir() if p.is_file()))
+            self.check_files(result, f"the record of run {spec.name}", f"not recorded (the run wrote it into "
+                             f"{scratch}: add it to the study's outputs, or have the run write it elsewhere)")
             record = save(Record(spec, result, scratch), runs_dir)
         return record
 
@@ -433,6 +456,31 @@ def find(study: Study, specs: list[RunSpec], runs_dir: str | Path) -> dict[RunSp
     """The finished records of ``specs`` under ``runs_dir``."""
     found = {spec: study.load(spec, Path(runs_dir)) for spec in specs}
     return {spec: r for spec, r in found.items() if r is not None}
+
+
+#: what reading a record's evidence raises when it is not of the shape and types the study writes (a key missing,
+#: a string where a number is, an empty list, ...)
+EVIDENCE_ERRORS = (KeyError, IndexError, TypeError, ValueError, AttributeError, ArithmeticError)
+
+
+@contextlib.contextmanager
+def reading_evidence(study: Study, records: Iterable[Record]):
+    """While ``study`` judges or draws ``records`` read from a runs folder: an error of reading their evidence
+    (:data:`EVIDENCE_ERRORS`) is one InputError naming the folder of the records (a record of the right keys but
+    not of the study's evidence, say one edited in a shared runs folder, is bad input, not a crash). The error it
+    stands for is kept as its cause (``raise ... from``), with its message in the line, so a judge's own bug stays
+    in sight; over records this process has just computed, where such an error can only be a bug, it is not used
+    (:func:`qkdyn.verify.drive`)."""
+    try:
+        yield
+    except EVIDENCE_ERRORS as exc:
+        if isinstance(exc, InputError):
+            raise
+        folders = sorted({str(record.scratch.parent) for record in records})
+        where = ", ".join(folders) or f"the runs of study {study.name}"
+        raise InputError(f"{where}: study {study.name} cannot read the evidence of these run records "
+                         f"({type(exc).__name__}: {exc}); a record edited, or written by another version, is "
+                         "recomputed once deleted") from exc
 
 
 def judge(study: Study, budget: str, specs: list[RunSpec], records: dict[RunSpec, Record]) -> list[Claim]:

@@ -96,6 +96,10 @@ _KEYS = {"a1": ("t_max",), "a2": ("t_max", "a2_rhos"), "a3": ("a3_read_at",),
          "overview": ("t_max",)}
 #: the overview's phase portrait: its rhos and horizon
 PORTRAIT_RHOS, PORTRAIT_T_MAX = (0.1, 1.0, 10.0), 1e6
+#: the figures :meth:`TheoryStudy.render` draws (a PNG and a PDF each); a record made while the measures still
+#: drew them lists them as its ``files`` (nothing else is a theory run's output)
+FIGURES = ("a1_rate_factor", "a2_line", "a3_growth", "a4_attn_vs_loss", "a4_a5_attn_at_matched_loss",
+           "a5_phase_diagrams", "cq4_matched_loss", "trajectories", "phase_portrait")
 
 
 @dataclasses.dataclass
@@ -108,6 +112,7 @@ class TheoryStudy(Study):
     budgets = {"quick": QUICK, "cpu": FULL, "gpu": FULL, "paper": FULL}
     claim_names = ("A1", "A2", "A3", "A4", "A5", "CQ1", "CQ2", "CQ3", "CQ4")
     costs = {"a45": 9.4, "coupled": 4.8, "a1": 1.9, "overview": 2.3, "a2": 3.4, "a3": 1.7}
+    outputs = tuple(f"{figure}.{kind}" for figure in FIGURES for kind in ("png", "pdf"))
 
     def plan(self, budget: str) -> list[RunSpec]:
         cfg = self.budget(budget)

@@ -97,37 +97,46 @@ def drive(names: Sequence, budget: str, figures: str | Path, runs_dir: str | Pat
     :class:`qkdyn.studies.Study` instances) at ``budget``; write the report.
 
     Returns the claims in study order. Runs already recorded under ``runs_dir`` are read back;
-    ``compute=False`` runs nothing (``qkdyn report``: judge what has finished)."""
-    from qkdyn.studies import find, get
+    ``compute=False`` runs nothing (``qkdyn report``: judge what has finished). Records read back whose evidence a
+    study cannot judge or draw are one InputError naming their folder (:func:`qkdyn.studies.reading_evidence`),
+    before anything is created where the study has nothing to compute."""
+    from qkdyn.studies import find, get, judge, reading_evidence
 
     start = time.perf_counter()  # the wall time printed at the end counts the planning too
     studies = [get(name) if isinstance(name, str) else name for name in names]
-    # every plan made and every finished record read before anything is written (bad input: nothing created)
+    # every plan made, every finished record read and every study with nothing to compute judged before anything
+    # is written (bad input, a record whose evidence the judges cannot read included: nothing created)
     plans = [(study, study.plan(budget)) for study in studies]
     found = [find(study, specs, runs_dir) for study, specs in plans]
+    judged: dict[int, list] = {}
+    for i, ((study, specs), records) in enumerate(zip(plans, found, strict=True)):
+        if not compute or len(records) == len(specs):
+            with reading_evidence(study, records.values()):
+                judged[i] = judge(study, budget, specs, records)
     final_figures, runs_dir = _make_dir(Path(figures), "--figures"), _make_dir(Path(runs_dir), "--runs")
     with _staged(final_figures) as figures:
-        claims = _run_judge_render(plans, found, budget, figures, runs_dir, compute=compute, executor=executor,
-                                   workers=workers, ray_address=ray_address, progress=progress, title=title,
-                                   intro=intro, start=start)
+        claims = _run_judge_render(plans, found, judged, budget, figures, runs_dir, compute=compute,
+                                   executor=executor, workers=workers, ray_address=ray_address, progress=progress,
+                                   title=title, intro=intro, start=start)
     sys.stderr.write(f"[{time.perf_counter() - start:7.1f}s] wrote {final_figures / 'report.md'} (wall time "
                      f"{time.perf_counter() - start:.1f} s)\n")
     return claims
 
 
-def _run_judge_render(plans, found, budget: str, figures: Path, runs_dir: Path, *, compute: bool, executor: str,
-                      workers: int, ray_address: str | None, progress: bool, title: str, intro: str,
-                      start: float) -> list:
-    """:func:`drive`'s work once the plans are made and the finished records read: compute the missing runs,
-    judge and render each study as soon as its runs are in, and write the report into ``figures``."""
+def _run_judge_render(plans, found, judged_before: dict[int, list], budget: str, figures: Path, runs_dir: Path, *,
+                      compute: bool, executor: str, workers: int, ray_address: str | None, progress: bool, title: str,
+                      intro: str, start: float) -> list:
+    """:func:`drive`'s work once the plans are made, the finished records read and the studies with nothing to
+    compute judged (``judged_before``: study index -> its claims): compute the missing runs, judge the other
+    studies and render each study as soon as its runs are in, and write the report into ``figures``."""
     from tqdm import tqdm
 
     from qkdyn.executors import execute_all
     from qkdyn.report import write_claims_report
-    from qkdyn.studies import judge
+    from qkdyn.studies import judge, reading_evidence
 
     missing = [[s for s in specs if s not in records] if compute else [] for (_, specs), records in zip(plans, found, strict=True)]
-    judged: dict[int, tuple[list, list]] = {}
+    judged: dict[int, tuple[list, dict]] = {}
     context = {"budget": budget}
     outer = tqdm(total=len(plans), desc="studies", unit="study", position=0, file=sys.stderr, disable=not progress,
                  dynamic_ncols=True)
@@ -137,9 +146,13 @@ def _run_judge_render(plans, found, budget: str, figures: Path, runs_dir: Path, 
     def conclude(index: int) -> None:
         """Judge and render study ``index`` (its runs are all in, or nothing more is computed)."""
         (study, specs), records = plans[index], found[index]
-        claims = judge(study, budget, specs, records)
-        complete = len(records) == len(specs)
-        judged[index] = (claims, study.report([records[s] for s in specs], claims, budget, figures) if complete else {})
+        done = [records[s] for s in specs if s in records]
+        # records read from the runs folder may be anyone's: evidence they lack is one line naming them; over
+        # records all computed here a judge's or a drawing's error is a bug and keeps its traceback
+        fresh = bool(missing[index]) and len(missing[index]) == len(specs)
+        with contextlib.nullcontext() if fresh else reading_evidence(study, done):
+            claims = judged_before[index] if index in judged_before else judge(study, budget, specs, records)
+            judged[index] = (claims, study.report(done, claims, budget, figures) if len(done) == len(specs) else {})
         outer.update()
         tqdm.write(f"[{time.perf_counter() - start:7.1f}s] {study.name}: {len(missing[index])} of {len(specs)} runs "
                    f"computed, {len(claims)} claims", file=sys.stderr)

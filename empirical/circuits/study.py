@@ -30,6 +30,7 @@ from pathlib import Path
 from qkdyn.empirical.circuits.presets import NOTEBOOK_SEEDS, PRESET_NAMES, PRESETS, default_preset
 
 from qkdyn.configflags import check_config, choice, flag, int_list, non_negative, number_list, optional, positive
+from qkdyn.runs import CHECKPOINT, METRICS, RESULT
 from qkdyn.studies import RunSpec, Study
 
 #: the stated training criterion per task for the cpu budget: stop once the running training loss
@@ -144,6 +145,7 @@ class CircuitsStudy(Study[CircuitsConfig]):
     name = "circuits"
     title = "Faster QK learning at transformer scale (Paper A)"
     config_class = CircuitsConfig
+    outputs = (CHECKPOINT, METRICS, RESULT)  # a run's folder is a :class:`qkdyn.runs.RunDir`
 
     @property
     def budgets(self) -> dict[str, CircuitsConfig]:  # type: ignore[override]

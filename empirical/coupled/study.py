@@ -43,6 +43,7 @@ import dataclasses
 from pathlib import Path
 
 from qkdyn.empirical.coupled.configs import HORIZONS, MQAR_TASKS, PRESET_NAMES, AttentionConfig, TrainConfig
+from qkdyn.empirical.coupled.identity import RECORD
 
 from qkdyn.configflags import (
     check_config,
@@ -59,7 +60,7 @@ from qkdyn.configflags import (
     text,
 )
 from qkdyn.errors import InputError
-from qkdyn.runs import read_json, read_metrics
+from qkdyn.runs import CHECKPOINT, METRICS, RESULT, read_json, read_metrics
 from qkdyn.studies import RunSpec, Study
 
 LM_VARIANTS = {
@@ -396,6 +397,9 @@ class CoupledStudy(Study[StudyConfig]):
     title = "Coupled query-key dynamics (paper B)"
     config_class = StudyConfig
     budgets = BUDGETS
+    #: a training run's folder: its identity (:data:`.identity.RECORD`), the :class:`qkdyn.runs.RunDir` files and
+    #: its ablations (:data:`.ablation.FILE`); a count-model step writes nothing
+    outputs = (RECORD, CHECKPOINT, METRICS, RESULT, "ablation.json")
 
     def config(self, budget: str) -> StudyConfig:
         """The budget's StudyConfig with the overrides (an unknown budget: InputError, nearest name)."""

@@ -31,6 +31,7 @@ class A6Study(Study[configs.A6Config]):
     title = "Claim A6: GD, SGD and Adam on the matrix model follow the ODE"
     claim_names = ("A6", "A6-adam")
     costs = {"gd_sgd": 14.8, "adam": 3.8, "nonsymmetric": 1.9, "long_horizon": 0.9}
+    outputs = ("a6_*.png", "a6_*.pdf")  # the runs' figures (:mod:`.claim_a6`), a PNG and a PDF each
     config_class = configs.A6Config
     budgets = configs.A6
 
@@ -60,6 +61,7 @@ class StabilityStudy(Study[configs.StabilityConfig]):
     title = "Claim SUB: stability of the symmetric subspace"
     claim_names = ("SUB",)
     costs = {"sub": 12.5}
+    outputs = ("stability_phase.png", "stability_phase.pdf")
     config_class = configs.StabilityConfig
     budgets = configs.STABILITY
 
@@ -82,6 +84,7 @@ class SampledStudy(Study[configs.SampledConfig]):
     title = "Claims A4/A5 on the sampled generators"
     claim_names = ("A4-sampled-clean", "A5-sampled-clean", "A4-sampled-authors", "A5-sampled-authors")
     costs = {"authors": 26.8, "clean": 16.1}
+    outputs = ("sampled_*_attention.png", "sampled_*_attention.pdf", "sampled_*_dtap.png", "sampled_*_dtap.pdf")
     config_class = configs.SampledConfig
     budgets = configs.SAMPLED
 
@@ -108,6 +111,7 @@ class FixedAttentionStudy(Study[configs.FixedAttentionConfig]):
     title = "Claim FA: with attention fixed, the loss falls faster the more attention sits on distinct tokens"
     claim_names = ("FA",)
     costs = {"collapsed": 5.1, "factorized": 3.8}
+    outputs = ()  # a run writes no file: render draws the figure from the records
     plot = "fixed_attention.png"
     config_class = configs.FixedAttentionConfig
     budgets = configs.FIXED_ATTENTION
