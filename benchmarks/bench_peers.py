@@ -33,7 +33,8 @@ import types
 
 import numpy as np
 from numba import njit
-from qkdyn.simulate.solve import output_times, solve
+from qkdyn.simulate.logtime import output_times
+from qkdyn.simulate.solve import solve
 from qkdyn.theory.compiled import load
 from qkdyn.theory.setting import ALL_PARAMS, Setting
 from scipy.integrate._ivp import dop853_coefficients as dop

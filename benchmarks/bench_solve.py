@@ -29,7 +29,8 @@ import tempfile
 import time
 
 import numpy as np
-from qkdyn.simulate.solve import output_times, solve
+from qkdyn.simulate.logtime import output_times
+from qkdyn.simulate.solve import solve
 from qkdyn.theory.setting import Setting
 from scipy.integrate import solve_ivp
 

@@ -10,12 +10,10 @@ lanes of one block are integrated, each lane has a block of ``capacity`` rows (:
 from __future__ import annotations
 
 import numpy as np
+from qkdyn.simulate.dop853 import POWER as POWER  # rows of the dense output per step
 from qkdyn.theory.kernels import cached_njit
-from scipy.integrate._ivp import dop853_coefficients as _dop
 
 _jit = cached_njit(error_model="numpy")  # cached in tree (qkdyn.theory.kernels.TreeCache)
-#: rows of the dense output per step
-POWER = _dop.INTERPOLATOR_POWER
 
 
 @_jit

@@ -10,7 +10,8 @@ through their addresses, compiled and cached on their own), the right-hand side 
 :mod:`qkdyn.theory.generated` called through its C address (so a call from Python costs no more than
 its arguments' conversion, and one compiled integrator serves every form). Every accepted step stores its 7th-order
 dense interpolant (three extra stages), so output rows are read off afterwards at any tau
-(:mod:`qkdyn.simulate.denseoutput`).
+(:mod:`qkdyn.simulate.denseoutput`); a run that needs no row between its ends (``dense_output=False``) skips
+those stages, a fifth of its field evaluations.
 
 Lanes: a sweep's trajectories are integrated in lockstep, up to :data:`LANES` at a time, each lane
 with its own step size, acceptance and events, but every stage evaluated for all lanes in one call of
@@ -37,6 +38,7 @@ are helpers inlined into it (``inline="always"``: no call boundary, the same cod
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import sys
 
@@ -46,13 +48,12 @@ from qkdyn.simulate.ccall import call, call_scalar
 from qkdyn.simulate.denseoutput import POWER, dense, evaluate_tables, grown, joined
 from qkdyn.simulate.denseoutput import evaluate as evaluate  # the public readers of the tables, named here too
 from qkdyn.simulate.denseoutput import evaluate_many as evaluate_many
+from qkdyn.simulate.dop853 import STAGES as _STAGES
+from qkdyn.simulate.dop853 import C as _C  # the stages' times (SciPy's), their combinations written out there
 from qkdyn.theory.kernels import cached_njit, has_machine_code, lane_exp
-from scipy.integrate._ivp import dop853_coefficients as _dop
 
 _jit = cached_njit(error_model="numpy")  # cached in tree (qkdyn.theory.kernels.TreeCache)
 _inline = cached_njit(error_model="numpy", inline="always")  # the steps of _lockstep: inlined, no call boundary
-_STAGES = _dop.N_STAGES
-_C = _dop.C  # the stages' times; their combinations are written out in qkdyn.simulate.dop853
 _SAFETY, _MIN_FACTOR, _MAX_FACTOR = 0.9, 0.2, 10.0
 _EXPONENT = -1.0 / 8.0  # -1 / (error estimator order + 1)
 
@@ -248,7 +249,7 @@ def _advance(l, y, y_new, K, lanes):
 
 
 @_jit
-def _lockstep(f, g, combinations, P, Pt, y, tau_end, rtol, atol, levels, terminal):
+def _lockstep(f, g, combinations, P, Pt, y, tau_end, rtol, atol, levels, terminal, dense_output):
     """Integrate dx/dtau = e^tau f(x) from tau = 0 to ``tau_end`` (or to the terminal event) for every
     row of the parameter vectors ``P`` at once, one lane each, from the flat state ``y`` (lane l's state
     at the elements i L + l, the layout of the lanes kernel; ``Pt``: P transposed, contiguous).
@@ -259,7 +260,9 @@ def _lockstep(f, g, combinations, P, Pt, y, tau_end, rtol, atol, levels, termina
     where not crossed)), leaving the final states in ``y``, and the lanes' dense tables (tau_old, h,
     y_old, F), flat, one lane after the other (lane l's steps[l] accepted steps after those of the lanes
     before it), for :func:`evaluate_many`. Every table is flat, indexed by hand: lane l's row j of a
-    table of width w at (l capacity + j) w.
+    table of width w at (l capacity + j) w. Without ``dense_output`` the three extra stages of every step are
+    skipped and the tables come back empty: the steps and states are the same bits either way (no extra stage
+    feeds a step). Levels need the dense output (their crossings are located on the interpolant).
     """
     lanes, n = P.shape[0], y.size // P.shape[0]
     size = lanes * n
@@ -313,23 +316,25 @@ def _lockstep(f, g, combinations, P, Pt, y, tau_end, rtol, atol, levels, termina
             any_accepted = any_accepted or accepted[l]
         if not any_accepted:
             continue
-        for s in range(_STAGES + 1, 16):  # the extra stages of the dense output
-            call(stage_state, (y, h_of, K, s, work, size))
-            _field(f, tau, _C[s], h, work, Pt, scale, K[s])
-        call(dense_rows, (K, h_of, rows, size))  # their rows of the dense tables, every lane at once
-        full = False
-        for l in range(lanes):
-            full = full or steps[l] == capacity
-        if full:
-            taus, hs = grown(taus, lanes, capacity, 2 * capacity), grown(hs, lanes, capacity, 2 * capacity)
-            ys, Fs = grown(ys, lanes, capacity, 2 * capacity), grown(Fs, lanes, capacity, 2 * capacity)
-            capacity *= 2
+        if dense_output:
+            for s in range(_STAGES + 1, 16):  # the extra stages of the dense output
+                call(stage_state, (y, h_of, K, s, work, size))
+                _field(f, tau, _C[s], h, work, Pt, scale, K[s])
+            call(dense_rows, (K, h_of, rows, size))  # their rows of the dense tables, every lane at once
+            full = False
+            for l in range(lanes):
+                full = full or steps[l] == capacity
+            if full:
+                taus, hs = grown(taus, lanes, capacity, 2 * capacity), grown(hs, lanes, capacity, 2 * capacity)
+                ys, Fs = grown(ys, lanes, capacity, 2 * capacity), grown(Fs, lanes, capacity, 2 * capacity)
+                capacity *= 2
         for l in range(lanes):
             if not accepted[l]:
                 continue
-            nfev[l] += 3
             step = l * capacity + steps[l]  # the row of the tables
-            _store(l, step, y, y_new, K, rows, tau[l], h[l], lanes, taus, hs, ys, Fs)
+            if dense_output:
+                nfev[l] += 3
+                _store(l, step, y, y_new, K, rows, tau[l], h[l], lanes, taus, hs, ys, Fs)
             steps[l] += 1
             stop = False
             if levels.size:
@@ -342,8 +347,9 @@ def _lockstep(f, g, combinations, P, Pt, y, tau_end, rtol, atol, levels, termina
                 status[l] = TERMINAL_EVENT if stop else REACHED
                 active[l] = False
                 running -= 1
-    return (status, steps, nfev, event_tau, joined(taus, lanes, capacity, steps), joined(hs, lanes, capacity, steps),
-            joined(ys, lanes, capacity, steps), joined(Fs, lanes, capacity, steps))
+    stored = steps if dense_output else np.zeros(lanes, np.int64)
+    return (status, steps, nfev, event_tau, joined(taus, lanes, capacity, stored), joined(hs, lanes, capacity, stored),
+            joined(ys, lanes, capacity, stored), joined(Fs, lanes, capacity, stored))
 
 
 def cached(*kernels) -> bool:
@@ -369,35 +375,78 @@ def ready(*functions) -> bool:
 def compiling(what: str, needed: bool):
     """Where ``needed`` (numba is about to compile ``what``: it is neither in this process nor in numba's
     cache), one line on stderr before the block runs, so that a first call never waits silently; else nothing."""
+    announce(what, needed)
+    yield
+
+
+def announce(what: str, needed: bool) -> None:
+    """The line of :func:`compiling`, on stderr where ``needed``."""
     if needed:
         sys.stderr.write(f"qkdyn: compiling {what} (once: numba caches the machine code for later processes; "
                          "`python -m qkdyn.simulate.warm` compiles everything ahead)\n")
         sys.stderr.flush()
-    yield
 
 
 _announced: list[bool] = []  # whether this process has checked the integrator's cache before its first call
 
 
-def integrate_many(f, g, P, X0, tau_end, rtol, atol, levels, terminal):
+def integrate_many(f, g, P, X0, tau_end, rtol, atol, levels, terminal, dense_output=True):
     """Every row of the parameter vectors ``P`` and initial states ``X0`` (one form, the same horizon
-    and levels) integrated in blocks of :data:`LANES` lanes (:func:`_lockstep`; a block a compiled call,
+    and levels) integrated in blocks of :data:`LANES` lanes (:func:`_block`; a block a compiled call,
     joined here: compiled, the join would have the compiler inline and optimise the whole integrator
     once more, tripling a fresh install's first compile). Returns (status, steps, nfev, event_tau,
     final state) per trajectory (arrays, event_tau (S, levels), final (S, dim)) and the dense tables of
-    all of them concatenated: (taus, hs, ys, Fs, first) with trajectory i's steps at first[i]:first[i + 1].
+    all of them concatenated: (taus, hs, ys, Fs, first) with trajectory i's steps at first[i]:first[i + 1]
+    (no rows without ``dense_output``, which loss levels need: :func:`_lockstep`).
     Each trajectory's numbers are those it has integrated alone (no lane's arithmetic depends on another's)."""
-    if not _announced:  # the first call of the process: say so where the integrator compiles now
-        _announced.append(True)
-        with compiling("the DOP853 integrator", not _integrator_cached()):
-            return integrate_many(f, g, P, X0, tau_end, rtol, atol, levels, terminal)
-    n, blocks = X0.shape[1], []
-    combinations = tuple(combination.address for combination in _COMBINATIONS)
-    for lo in range(0, len(X0), LANES):
-        block, y = np.ascontiguousarray(P[lo:lo + LANES]), X0[lo:lo + LANES].T.flatten()  # a copy: y ends final
-        status, steps, nfev, event_tau, *table = _lockstep(f, g, combinations, block, np.ascontiguousarray(block.T),
-                                                           y, tau_end, rtol, atol, levels, terminal)
-        blocks.append((status, steps, nfev, event_tau, y.reshape(n, len(block)).T, *table))
+    blocks = [_block(f, g, P[lo:lo + LANES], X0[lo:lo + LANES], tau_end, rtol, atol, levels, terminal, dense_output)
+              for lo in range(0, len(X0), LANES)]
     out = [parts[0] if len(parts) == 1 else np.concatenate(parts) for parts in zip(*blocks, strict=True)]
+    n = X0.shape[1]
     out[4], out[7], out[8] = np.ascontiguousarray(out[4]), out[7].reshape(-1, n), out[8].reshape(-1, POWER, n)
-    return (*out, np.concatenate([[0], np.cumsum(out[1])]))
+    first = np.zeros(len(X0) + 1, dtype=np.int64)
+    if dense_output:
+        np.cumsum(out[1], out=first[1:])
+    return (*out, first)
+
+
+def integrate_one(f, g, parameters, x0, tau_end, rtol, atol, levels, terminal, dense_output=True):
+    """One trajectory, as :func:`integrate_many` integrates it (one lane of :func:`_lockstep`) without a sweep's
+    blocks and joins: (status, steps, nfev, event_tau (levels,), final state (dim,)) and its dense tables
+    (taus, hs, ys (steps, dim), Fs (steps, POWER, dim); no rows without ``dense_output``). ``parameters``
+    and ``x0`` are contiguous float vectors."""
+    _before_lockstep(levels, dense_output)
+    y = x0.copy()  # one lane's flat state is the state itself: it ends final
+    status, steps, nfev, event_tau, taus, hs, ys, Fs = _lockstep(f, g, _combination_addresses(), parameters[None],
+                                                                 parameters[:, None], y, tau_end, rtol, atol, levels,
+                                                                 terminal, dense_output)
+    return (int(status[0]), int(steps[0]), int(nfev[0]), event_tau[0], y, taus, hs, ys.reshape(-1, y.size),
+            Fs.reshape(-1, POWER, y.size))
+
+
+def _block(f, g, P, X0, tau_end, rtol, atol, levels, terminal, dense_output):
+    """At most :data:`LANES` rows of ``P`` and ``X0`` integrated in lockstep in one call of :func:`_lockstep`:
+    (status, steps, nfev, event_tau, final (S, dim), taus, hs, ys, Fs), the tables flat."""
+    _before_lockstep(levels, dense_output)
+    y = X0.T.flatten()  # a copy, lane l's state at the elements i L + l: it ends final
+    block = np.ascontiguousarray(P)
+    status, steps, nfev, event_tau, *table = _lockstep(f, g, _combination_addresses(), block,
+                                                       np.ascontiguousarray(block.T), y, tau_end, rtol, atol, levels,
+                                                       terminal, dense_output)
+    return (status, steps, nfev, event_tau, y.reshape(X0.shape[1], len(block)).T, *table)
+
+
+def _before_lockstep(levels, dense_output: bool) -> None:
+    """Refuse loss levels without the dense output (their crossings are located on it); on the first call of
+    the process, say so on stderr where the integrator compiles now."""
+    if levels.size and not dense_output:
+        raise ValueError("loss levels are located on the dense output: they need dense_output")
+    if not _announced:
+        _announced.append(True)
+        announce("the DOP853 integrator", not _integrator_cached())
+
+
+@functools.cache
+def _combination_addresses() -> tuple[int, ...]:
+    """The addresses of :data:`_COMBINATIONS` (compiled or loaded on the first call, then fixed)."""
+    return tuple(combination.address for combination in _COMBINATIONS)

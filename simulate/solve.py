@@ -20,28 +20,36 @@ import dataclasses
 import functools
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar, TypeVar, overload
 
 import numpy as np
 from numpy.typing import ArrayLike
 from qkdyn.simulate import integrate
 from qkdyn.simulate.coldstart import FIRST_SOLVES
+from qkdyn.simulate.logtime import (
+    METHODS,
+    Crossing,
+    DenseSolution,
+    Run,
+    check_options,
+    crossings_on_dense,
+    ends_only,
+    inner_queries,
+    labelled,
+    rows,
+    sample,
+    start,
+    states_at,
+)
 from qkdyn.theory.compiled import Compiled, load
 from qkdyn.theory.setting import ALL_PARAMS, Setting
 from qkdyn.theory.spec import Spec
-from scipy.integrate import quad, solve_ivp
 
 from qkdyn.errors import InputError
 
 if TYPE_CHECKING:
     from qkdyn.simulate.specsolve import SpecTrajectory
-
-#: horizon for ``until_loss`` runs when no t_max is given
-DEFAULT_T_CAP = 1e100
-#: integrators: the compiled DOP853 (default), then SciPy's
-METHODS = ("DOP853", "LSODA", "Radau", "BDF")
-
 
 #: a Trajectory or a SpecTrajectory: what :meth:`TrajectoryExports.at` returns for each
 _Sampled = TypeVar("_Sampled", bound="TrajectoryExports")
@@ -50,21 +58,6 @@ _AXIS_LABELS = {"attn": "attention on the distinct tokens", "loss": "loss", "qk"
                 "penalty": "weight-decay penalty", "objective": "loss + penalty"}
 #: the quantities :meth:`TrajectoryExports.plot` draws on a log y axis (positive along every trajectory)
 _LOG_Y = ("loss", "objective")
-
-
-@dataclasses.dataclass(frozen=True)
-class DenseSolution:
-    """One run's continuous solution x(t), 0 <= t <= ``t_end``: the integrator's own interpolant in log time
-    tau = log(1 + t) (DOP853's 7th-order dense output between its steps; LSODA's where it took over), the
-    one a trajectory's rows were read off. ``log_time_states(taus)`` returns the states (dim, len(taus)).
-    Data only (arrays, or SciPy's ``OdeSolution``), so a trajectory that holds it pickles."""
-
-    log_time_states: Callable[[np.ndarray], np.ndarray]
-    t_end: float
-
-    def __call__(self, t) -> np.ndarray:
-        """The states (dim, *shape of t) at the times ``t`` (any order, within [0, t_end]: not checked here)."""
-        return self.log_time_states(np.log1p(np.asarray(t, dtype=float)))
 
 
 def _stored_rows(t_rows: np.ndarray, times: np.ndarray) -> np.ndarray:
@@ -295,6 +288,8 @@ class Trajectory(TrajectoryExports):
         Psi is closed form; Phi(qk) = int_0^qk (1 + (m/n) e^y) / M_QK(y) dy by adaptive quadrature of
         its derived integrand between consecutive rows (exact for collapsed QK, where M_QK is constant).
         """
+        from scipy.integrate import quad  # here, not at import: scipy.integrate costs a quick first solve a quarter
+
         p = self.setting.numeric()
         kappa = float(self.compiled.kappa(self.state[:, 0], p))
         pieces = [quad(lambda x: float(self.compiled.dphi(x, kappa, p)), a, b, epsabs=0, epsrel=1e-13, limit=200)[0]
@@ -324,23 +319,6 @@ class Trajectory(TrajectoryExports):
         attrs = {name: value for name, value in self.to_pandas().attrs.items() if value is not None}
         return xr.Dataset({name: ("t", values) for name, values in columns.items() if name != "t"},
                           coords={"t": columns["t"]}, attrs=attrs)
-
-
-def output_times(t_end: float, points: int, at: Sequence[float] = ()) -> np.ndarray:
-    """t = 0, ``points - 1`` log-spaced times up to t_end, and the exact ``at`` times, ascending."""
-    return _output_times(t_end, points, tuple(at)).copy()
-
-
-@functools.lru_cache(maxsize=64)  # a sweep asks for the same rows for every setting
-def _output_times(t_end: float, points: int, at: tuple[float, ...]) -> np.ndarray:
-    t_lo = min(1e-2, t_end / 1e3)
-    if points > 2:  # geometric spacing with exact ends (np.geomspace, at a third of its cost)
-        grid = np.exp(np.linspace(math.log(t_lo), math.log(t_end), points - 1))
-        grid[0], grid[-1] = t_lo, t_end
-    else:
-        grid = np.array([t_lo if points == 2 else t_end])
-    extra = [x for x in at if x <= t_end]
-    return np.unique(np.concatenate([[0.0], grid, extra, [t_end]]))
 
 
 def check_param(param: str) -> None:
@@ -445,7 +423,10 @@ def solve(
         Stop where the loss first reaches this level (the solver's event finder); at least one of
         ``t_max`` and ``until_loss`` must be given.
     points : int
-        Rows sampled: t = 0 and ``points - 1`` log-spaced times up to the end.
+        Rows sampled: t = 0 and ``points - 1`` log-spaced times up to the end (a row at ``t_max`` is the
+        solver's last step end). ``points=1`` without ``at``, ``until_loss`` or ``record_losses`` asks for the
+        two ends alone: the integrator then skips the dense output's stages, and ``tr.at(t)`` integrates
+        again, once, to compute it (the same steps).
     at : sequence of float
         Times added to the rows exactly.
     rtol : float
@@ -511,104 +492,29 @@ def integrate_flow(name: str, compiled, setting: Setting, *, t_max, until_loss, 
     """Validate the horizon, integrate the flow of ``compiled`` (a :class:`Compiled`, or any object with
     its ``init``, ``state_loss``, ``rhs``, ``jac``, ``features``, ``loss`` and ``variables``) from the
     setting's init and sample it: (times, state, variables, event_t, stats, crossings, dense) of a
-    :class:`Trajectory`. ``kernels``: DOP853 runs compiled (else SciPy's DOP853)."""
-    _check_options(t_max, until_loss, points, at, method)
-    p, x0, levels, horizon = _start(compiled, setting, t_max, until_loss, at, record_losses)
-    start = time.perf_counter()
+    :class:`Trajectory`. ``kernels``: DOP853 runs compiled (else SciPy's DOP853); compiled, a run whose
+    rows are its two ends alone skips the dense output's stages (:func:`~qkdyn.simulate.logtime.ends_only`;
+    ``at()`` computes it when first asked, :class:`_Rerun`)."""
+    check_options(t_max, until_loss, points, at, method)
+    p, x0, levels, horizon = start(compiled, setting, t_max, until_loss, at, record_losses)
+    begun = time.perf_counter()
     on_kernels = method == "DOP853" and kernels
     on_compiled = on_kernels and FIRST_SOLVES.compiled_now(compiled)
     cold = on_kernels and not on_compiled  # SciPy's DOP853 for want of compiled code (qkdyn.simulate.coldstart)
-    arguments = (compiled, p, x0, math.log1p(horizon), rtol, atol, np.log(levels), until_loss is not None, method)
-    run = _compiled(*arguments) if on_compiled else _scipy(*arguments, plain=cold)
+    arguments = (compiled, p, x0, math.log1p(horizon), rtol, atol, np.log(levels) if levels else _NO_LEVELS,
+                 until_loss is not None, method)
+    run = (_compiled(*arguments, dense_output=not ends_only(horizon, points, at, levels)) if on_compiled else
+           _scipy(*arguments, plain=cold))
     if run.status < 0 and method == "DOP853":
         # the explicit step collapses on stiff stretches (e.g. ov crossing 0 at large rho, ov0 < 0):
         # the implicit-capable LSODA with the analytic Jacobian takes over, and the stats say so
         method, on_compiled = "LSODA", False
         run = _scipy(*arguments[:-1], method)
-    seconds = time.perf_counter() - start
+    seconds = time.perf_counter() - begun
     if cold:
         FIRST_SOLVES.rent(seconds)
-    return _sample(name, compiled, setting, run, p, x0, horizon, until_loss, points, at, record_losses, seconds, method,
-                   on_compiled)
-
-
-def _check_options(t_max, until_loss, points, at, method) -> None:
-    if method not in METHODS:
-        raise InputError(f"must be one of {', '.join(METHODS)}, got {method!r}", "method")
-    if t_max is None and until_loss is None:
-        raise InputError("give t_max or until_loss (or both)")
-    if t_max is not None and not (math.isfinite(t_max) and t_max > 0):
-        raise InputError(f"must be a positive finite number, got {t_max!r}", "t_max")
-    if points < 1:
-        raise InputError(f"must be at least 1, got {points}", "points")
-    for value in at:
-        if not (math.isfinite(value) and value >= 0):
-            raise InputError(f"times must be finite and non-negative, got {value!r}", "at")
-
-
-def _start(compiled, setting: Setting, t_max, until_loss, at, record_losses) -> tuple:
-    """(parameter vector, initial state, loss levels, horizon) of one setting, its inputs checked."""
-    p = setting.numeric()
-    x0 = compiled.init(p, setting.qk0, setting.ov0)
-    levels = list(record_losses)
-    if until_loss is not None:
-        loss0 = compiled.state_loss(x0, p)
-        if not (math.isfinite(until_loss) and 0 < until_loss < loss0):
-            raise InputError(f"must lie in (0, {loss0:.6g}) (the initial loss), got {until_loss!r}", "until_loss")
-        levels.append(until_loss)
-    horizon = t_max if t_max is not None else DEFAULT_T_CAP
-    if max(at, default=0.0) > horizon:
-        raise InputError(f"time {max(at)} lies beyond the horizon {horizon}", "at")
-    return p, x0, levels, horizon
-
-
-def _sample(name: str, compiled, setting: Setting, run: _Run, p, x0, horizon, until_loss, points, at, record_losses,
-            seconds: float, method: str, on_compiled: bool) -> tuple:
-    """The rows of a finished integration: (times, state, variables, event_t, stats, crossings, dense)."""
-    times, query, crossed, event_t = _rows(name, compiled, setting, run, p, horizon, until_loss, points, at)
-    at_crossings = run.dense(run.event_tau[crossed]) if crossed else np.empty((len(x0), 0))
-    return _labelled(compiled, run, x0, times, event_t, run.dense(query), crossed, at_crossings, record_losses, seconds,
-                     method, on_compiled)
-
-
-def _rows(name: str, compiled, setting: Setting, run: _Run, p, horizon, until_loss, points, at) -> tuple:
-    """(times, their log-times, the indices of the crossed recorded levels, event_t) of a finished
-    integration's rows: the queries of its dense output (the rows, and the crossings at
-    run.event_tau[crossed]). A failed run, or an ``until_loss`` not reached, raises here."""
-    if run.status < 0:
-        raise RuntimeError(f"{name}: integration failed: {run.message}")
-    event_t = None
-    if until_loss is not None:
-        if run.status != 1:
-            raise InputError(
-                f"{name}: the loss did not reach {until_loss:g} by t = {horizon:g} (final loss "
-                f"{float(compiled.loss(*compiled.features(run.final, p), p)):.3g}); "
-                + (f"the {setting.frozen} circuit is frozen (its rate is 0), so the loss has a floor above the "
-                   "target" if setting.frozen else
-                   "a factorized circuit started at 0 sits on a saddle and never moves" if 0.0 in (setting.qk0, setting.ov0)
-                   else "the flow stalls on a plateau above the target within the horizon"))
-        event_t = math.expm1(run.event_tau[-1])
-    times = output_times(event_t if event_t is not None else horizon, points, at)
-    query = np.log1p(times)
-    if event_t is not None:  # the event row is the solver's own event time
-        query[-1] = run.event_tau[-1]
-        times[-1] = event_t
-    recorded = run.event_tau[:len(run.event_tau) - (until_loss is not None)]
-    return times, query, [i for i, tau in enumerate(recorded.tolist()) if math.isfinite(tau)], event_t
-
-
-def _labelled(compiled, run: _Run, x0, times, event_t, state, crossed, at_crossings, record_losses, seconds: float,
-              method: str, on_compiled: bool) -> tuple:
-    """(times, state, variables, event_t, stats, crossings, dense) from the dense states at the queries of
-    :func:`_rows` (record_losses[crossed[j]] crossed at event_tau[crossed[j]], its state at_crossings[:, j]);
-    ``stats["compiled"]``: whether the compiled integrator ran (else SciPy's); ``dense``: the
-    :class:`DenseSolution` of ``run.dense`` (the run's interpolant in log time) up to the last row."""
-    state[:, 0] = x0  # t = 0 is always the first row: the exact initial state
-    stats = {"seconds": seconds, "nfev": run.nfev, "njev": run.njev, "steps": run.steps, "method": method,
-             "compiled": on_compiled}
-    crossings = {record_losses[i]: (math.expm1(run.event_tau[i]), at_crossings[:, j]) for j, i in enumerate(crossed)}
-    return (times, state, compiled.variables, event_t, stats, crossings,
-            DenseSolution(run.dense, float(times[-1])))
+    return sample(name, compiled, setting, run, p, x0, horizon, until_loss, points, at, record_losses, seconds, method,
+                  on_compiled)
 
 
 def solve_many(settings: Sequence[Setting], param: str, *, t_max, until_loss, points, at, rtol, atol, method,
@@ -620,7 +526,8 @@ def solve_many(settings: Sequence[Setting], param: str, *, t_max, until_loss, po
     in one compiled call (:func:`~qkdyn.simulate.integrate.evaluate_many`, the same interpolant at the
     same times; each trajectory's dense output is its own steps' rows of those tables) and their
     (qk, ov) in one vector call (:func:`_features_at_once`); a setting whose
-    explicit step collapses is solved again alone (LSODA takes over there).
+    explicit step collapses is solved again alone (LSODA takes over there). Rows that are the two ends
+    alone skip the dense output, as :func:`integrate_flow` does.
     ``stats["seconds"]`` is the sweep's integration time divided by its size."""
     for one in settings:
         if not isinstance(one, Setting):
@@ -631,27 +538,28 @@ def solve_many(settings: Sequence[Setting], param: str, *, t_max, until_loss, po
     compiled = load(param)
     if method != "DOP853" or not settings or not FIRST_SOLVES.compiled_now(compiled):
         return [Trajectory(param, one, *integrate_flow(param, compiled, one, **options)) for one in settings]
-    _check_options(t_max, until_loss, points, at, method)
-    starts = [_start(compiled, one, t_max, until_loss, at, record_losses) for one in settings]
+    check_options(t_max, until_loss, points, at, method)
+    starts = [start(compiled, one, t_max, until_loss, at, record_losses) for one in settings]
     levels, horizon = starts[0][2], starts[0][3]
-    start = time.perf_counter()
+    dense_output, tau_end = not ends_only(horizon, points, at, levels), math.log1p(horizon)
+    begun = time.perf_counter()
     status, steps, nfev, event_tau, final, *table, first = integrate.integrate_many(
-        compiled.rhs_lanes_kernel.address, compiled.loss_kernel.address,
-        np.array([compiled.kernel_parameters(p) for p, *_ in starts]),
-        np.array([x0 for _, x0, *_ in starts], dtype=float), math.log1p(horizon), rtol, atol,
-        np.log(np.asarray(levels, dtype=float)), until_loss is not None)
-    seconds = (time.perf_counter() - start) / len(settings)
+        *_kernel_addresses(param), np.array([_kernel_parameters(param, p) for p, *_ in starts]),
+        np.array([x0 for _, x0, *_ in starts], dtype=float), tau_end, rtol, atol,
+        np.log(np.asarray(levels, dtype=float)), until_loss is not None, dense_output)
+    seconds = (time.perf_counter() - begun) / len(settings)
     alone, runs, plans = {}, {}, {}
-    for i, (one, (p, _, _, _)) in enumerate(zip(settings, starts, strict=True)):
+    for i, (one, (p, x0, _, _)) in enumerate(zip(settings, starts, strict=True)):
         if status[i] < 0:
             alone[i] = Trajectory(param, one, *integrate_flow(param, compiled, one, **options))
             continue
-        runs[i] = _Run(int(status[i]), "", int(steps[i]), int(nfev[i]), 0, event_tau[i], final[i],
-                       _Table(*(part[first[i]:first[i + 1]] for part in table)))
-        plans[i] = _rows(param, compiled, one, runs[i], p, horizon, until_loss, points, at)
+        dense = (_Table(*(part[first[i]:first[i + 1]] for part in table)) if dense_output else
+                 _Rerun(param, p, x0, tau_end, rtol, atol, int(steps[i])))
+        runs[i] = Run(int(status[i]), "", int(steps[i]), int(nfev[i]), 0, event_tau[i], final[i], dense)
+        plans[i] = rows(param, compiled, one, runs[i], p, horizon, until_loss, points, at)
     # every trajectory's rows, then every one's crossings, read off its steps' tables in one compiled call
     read = np.fromiter(plans, dtype=np.int64, count=len(plans))
-    queries = [plans[i][1] for i in read] + [event_tau[i][plans[i][2]] for i in read]
+    queries = [inner_queries(runs[i], plans[i][1]) for i in read] + [event_tau[i][plans[i][2]] for i in read]
     own = np.concatenate([read, read])
     qfirst = np.cumsum([0] + [query.size for query in queries])
     taus, hs, ys, Fs = table
@@ -662,42 +570,43 @@ def solve_many(settings: Sequence[Setting], param: str, *, t_max, until_loss, po
     out = dict(alone)
     for j, i in enumerate(read):
         times, _, crossed, event_t = plans[i]
-        out[i] = Trajectory(param, settings[i], *_labelled(compiled, runs[i], starts[i][1], times, event_t, blocks[j],
-                                                           crossed, blocks[len(read) + j], record_losses, seconds, method,
-                                                           True))
-    _features_at_once(compiled, [out[i] for i in read], flat[:dim * qfirst[len(read)]])
+        out[i] = Trajectory(param, settings[i], *labelled(compiled, runs[i], times, event_t,
+                                                          states_at(runs[i], starts[i][1], blocks[j]), crossed,
+                                                          blocks[len(read) + j], record_losses, seconds, method, True))
+    _features_at_once(compiled, [out[i] for i in read])
     return [out[i] for i in range(len(settings))]
 
 
-def _features_at_once(compiled, trajectories: list[Trajectory], states: np.ndarray) -> None:
+def _features_at_once(compiled, trajectories: list[Trajectory]) -> None:
     """Give the sweep's trajectories their (qk, ov) in one call of the vector ``features`` over all of
-    their rows (``states``: their states one after the other), where they all have the same rows: the
-    same elementwise arithmetic as each trajectory's own call, on a (dim, S, T) stack with each
-    setting's parameters broadcast along its rows."""
+    their rows, where they all have the same rows: the same elementwise arithmetic as each trajectory's
+    own call, on a (dim, S, T) stack with each setting's parameters broadcast along its rows."""
     if not trajectories or len({tr.t.size for tr in trajectories}) > 1:
         return  # then each one computes its own, when asked
-    stack = states.reshape(len(trajectories), -1, trajectories[0].t.size).transpose(1, 0, 2)
+    stack = np.stack([tr.state for tr in trajectories], axis=1)
     params = np.array([tr.setting.numeric() for tr in trajectories]).T[:, :, None]
     qk, ov = compiled.features(stack, params)
     for k, tr in enumerate(trajectories):
         tr.features = (qk[k], ov[k])
 
 
-@dataclasses.dataclass
-class _Run:
-    """What an integrator hands back: status (0 reached, 1 terminal event, < 0 failed), its counts,
-    the log-time of each event level's first crossing (NaN where none), the state where it stopped and
-    the dense solution ``dense(taus) -> states (dim, len(taus))`` (a sweep reads all of its rows off the
-    tables at once instead: :func:`solve_many`)."""
+#: the log loss levels of a run without any
+_NO_LEVELS = np.empty(0)
 
-    status: int
-    message: str
-    steps: int
-    nfev: int
-    njev: int
-    event_tau: np.ndarray
-    final: np.ndarray
-    dense: Callable[[np.ndarray], np.ndarray]
+
+@functools.cache
+def _kernel_addresses(param: str) -> tuple[int, int]:
+    """The C addresses of form ``param``'s ``rhs_lanes_kernel`` and ``loss_kernel`` (compiled or loaded on the
+    first call, then fixed for the process)."""
+    compiled = load(param)
+    return compiled.rhs_lanes_kernel.address, compiled.loss_kernel.address
+
+
+@functools.lru_cache(maxsize=256)
+def _kernel_parameters(param: str, p: tuple[float, ...]) -> np.ndarray:
+    """The kernels' parameter vector of form ``param`` at the setting's ``p`` (kept per form and setting: part of
+    a solve's fixed cost; read only)."""
+    return np.asarray(load(param).kernel_parameters(p))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -718,26 +627,57 @@ class _Table:
         return states.reshape(len(states), *query.shape)
 
 
-def _compiled(compiled: Compiled, p, x0, tau_end, rtol, atol, levels, terminal, method) -> _Run:
-    """The compiled DOP853 of :mod:`qkdyn.simulate.integrate` (one lane)."""
-    status, steps, nfev, event_tau, final, *table, _ = integrate.integrate_many(
-        compiled.rhs_lanes_kernel.address, compiled.loss_kernel.address, compiled.kernel_parameters(p)[None],
-        np.asarray(x0, dtype=float)[None], tau_end, rtol, atol, np.asarray(levels, dtype=float), terminal)
-    return _Run(int(status[0]), "step size below the resolution of tau", int(steps[0]), int(nfev[0]), 0, event_tau[0],
-                final[0], _Table(*table))
+@dataclasses.dataclass
+class _Rerun:
+    """The dense output of a compiled run integrated without it (its rows were its two ends alone): on the
+    first read the same integration once more, with it (the same steps to the bit: no stage of the dense
+    output feeds a step; checked on the step count), its :class:`_Table` kept. Data (the form's name, the
+    setting's parameters, the start and the tolerances), so a trajectory that holds it pickles."""
+
+    param: str
+    p: tuple[float, ...]
+    x0: np.ndarray
+    tau_end: float
+    rtol: float
+    atol: float
+    steps: int
+    table: _Table | None = None
+
+    def __call__(self, taus) -> np.ndarray:
+        """The states (dim, *shape of taus) at the log-times ``taus`` (:meth:`_Table.__call__`)."""
+        table = self.table
+        if table is None:
+            run = _compiled(load(self.param), self.p, self.x0, self.tau_end, self.rtol, self.atol, _NO_LEVELS, False,
+                            "DOP853")
+            if not isinstance(run.dense, _Table) or run.steps != self.steps:
+                raise RuntimeError(f"{self.param}: the dense output's run took {run.steps} steps, the run {self.steps}")
+            table = self.table = run.dense
+        return table(taus)
 
 
-def _scipy(compiled, p, x0, tau_end, rtol, atol, levels, terminal, method, plain: bool = False) -> _Run:
+def _compiled(compiled: Compiled, p, x0, tau_end, rtol, atol, levels, terminal, method, dense_output: bool = True) -> Run:
+    """The compiled DOP853 of :mod:`qkdyn.simulate.integrate` (one lane); without ``dense_output`` its dense
+    output is computed when first read (:class:`_Rerun`)."""
+    status, steps, nfev, event_tau, final, *table = integrate.integrate_one(
+        *_kernel_addresses(compiled.name), _kernel_parameters(compiled.name, p),
+        np.asarray(x0, dtype=float), tau_end, rtol, atol, levels, terminal, dense_output)
+    dense = _Table(*table) if dense_output else _Rerun(compiled.name, p, x0, tau_end, rtol, atol, steps)
+    return Run(status, "step size below the resolution of tau", steps, nfev, 0, event_tau, final, dense)
+
+
+def _scipy(compiled, p, x0, tau_end, rtol, atol, levels, terminal, method, plain: bool = False) -> Run:
     """SciPy's ``solve_ivp`` in log-time: LSODA, Radau, BDF with the analytic Jacobian, or SciPy's own
     explicit DOP853 (the spec solver of :mod:`qkdyn.simulate.specsolve`, which has no compiled kernels, and a
     cold start's first solves, :mod:`qkdyn.simulate.coldstart`). ``plain``: the right-hand side run as
     plain Python (:meth:`~qkdyn.theory.compiled.Compiled.plain_rhs`: nothing compiled)."""
+    from scipy.integrate import solve_ivp  # here, not at import (as quad in Trajectory.line)
+
     field = compiled.plain_rhs(p) if plain else lambda x: compiled.rhs(x, p)
 
     def log_loss(x) -> float:
         return math.log(float(compiled.loss(*compiled.features(x, p), p)))
 
-    events = [_Crossing(log_loss, level, terminal and i == len(levels) - 1) for i, level in enumerate(levels)]
+    events = [Crossing(log_loss, level, terminal and i == len(levels) - 1) for i, level in enumerate(levels)]
 
     implicit = {"jac": lambda tau, x: math.exp(tau) * compiled.jac(x, p)} if method in METHODS[1:] else {}
 
@@ -750,38 +690,6 @@ def _scipy(compiled, p, x0, tau_end, rtol, atol, levels, terminal, method, plain
         sol = run(True)
     except ValueError:  # scipy's event root bracket read off its interpolant can lose its sign change
         sol = run(False)
-        return _crossings_on_dense(sol, events, terminal)
+        return crossings_on_dense(sol, events, terminal)
     event_tau = np.array([te[0] if len(te) else np.nan for te in (sol.t_events or [])])
-    return _Run(sol.status, sol.message, len(sol.t) - 1, sol.nfev, sol.njev, event_tau, sol.y[:, -1], sol.sol)
-
-
-class _Crossing:
-    """SciPy's event of one loss level: log L(x) - level, crossed downwards; ``terminal`` ends the run there."""
-
-    direction = -1
-
-    def __init__(self, log_loss: Callable[[np.ndarray], float], level: float, terminal: bool):
-        self.log_loss, self.level, self.terminal = log_loss, level, terminal
-
-    def __call__(self, tau: float, x: np.ndarray) -> float:
-        return self.log_loss(x) - self.level
-
-
-def _crossings_on_dense(sol, events, terminal) -> _Run:
-    """Each event's first downward crossing located on the dense solution itself (the sign is read
-    from the interpolant at both ends of every step, so the bracket always holds); with ``terminal``
-    the run ends at the last level's crossing (status 1)."""
-    from scipy.optimize import brentq
-
-    def g(event, tau):
-        return event(tau, sol.sol(tau))
-
-    event_tau = np.full(len(events), np.nan)
-    for i, event in enumerate(events):
-        values = [g(event, tau) for tau in sol.t]
-        for a, b, ga, gb in zip(sol.t[:-1], sol.t[1:], values[:-1], values[1:], strict=True):
-            if ga > 0 >= gb:
-                event_tau[i] = b if gb == 0 else brentq(lambda tau, event=event: g(event, tau), a, b, xtol=1e-14 * max(1.0, b))
-                break
-    status = 1 if terminal and len(events) and np.isfinite(event_tau[-1]) else sol.status
-    return _Run(status, sol.message, len(sol.t) - 1, sol.nfev, sol.njev, event_tau, sol.y[:, -1], sol.sol)
+    return Run(sol.status, sol.message, len(sol.t) - 1, sol.nfev, sol.njev, event_tau, sol.y[:, -1], sol.sol)

@@ -33,8 +33,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import ArrayLike
-from qkdyn.simulate import solve as _solve
-from qkdyn.simulate.solve import DenseSolution, TrajectoryExports, integrate_flow
+from qkdyn.simulate import logtime
+from qkdyn.simulate.logtime import DenseSolution
+from qkdyn.simulate.solve import TrajectoryExports, integrate_flow
 from qkdyn.theory.setting import Setting
 from qkdyn.theory.spec import Spec
 
@@ -296,8 +297,8 @@ def _settling_flow(name: str, field: _Field, setting: Setting, *, t_max, until_l
     solution. A failed step hands the whole solve to :func:`integrate_flow` (LSODA takes over there)."""
     from scipy.integrate import DOP853, OdeSolution
 
-    _solve._check_options(t_max, until_loss, points, at, method)
-    p, x0, levels, horizon = _solve._start(field, setting, t_max, until_loss, at, record_losses)
+    logtime.check_options(t_max, until_loss, points, at, method)
+    p, x0, levels, horizon = logtime.start(field, setting, t_max, until_loss, at, record_losses)
     start = time.perf_counter()
     tau_end, log_levels = math.log1p(horizon), np.log(np.asarray(levels, dtype=float))
     stepper = DOP853(lambda tau, x: math.exp(tau) * field.rhs(x, p), 0.0, x0, tau_end, rtol=rtol, atol=atol)
@@ -325,12 +326,12 @@ def _settling_flow(name: str, field: _Field, setting: Setting, *, t_max, until_l
     grid = np.asarray(taus)
     sol = _Solution(grid, dense, dense(grid), 0, "settled" if settled else stepper.status, stepper.nfev,
                     stepper.njev)
-    events = [_solve._Crossing(lambda x: math.log(field.loss(x, p)), level, until_loss is not None and i == len(levels) - 1)
+    events = [logtime.Crossing(lambda x: math.log(field.loss(x, p)), level, until_loss is not None and i == len(levels) - 1)
               for i, level in enumerate(log_levels)]
-    run = _solve._crossings_on_dense(sol, events, until_loss is not None)
+    run = logtime.crossings_on_dense(sol, events, until_loss is not None)
     run.steps = len(pieces)
     seconds = time.perf_counter() - start
-    out = _solve._sample(name, field, setting, run, p, x0, horizon, until_loss, points, at, record_losses, seconds,
+    out = logtime.sample(name, field, setting, run, p, x0, horizon, until_loss, points, at, record_losses, seconds,
                          method, False)
     out[4]["settled_t"] = math.expm1(stepper.t) if settled is not None else None
     return out
@@ -338,7 +339,7 @@ def _settling_flow(name: str, field: _Field, setting: Setting, *, t_max, until_l
 
 @dataclasses.dataclass
 class _Solution:
-    """What :func:`qkdyn.simulate.solve._crossings_on_dense` reads of a solution (solve_ivp's fields)."""
+    """What :func:`qkdyn.simulate.logtime.crossings_on_dense` reads of a solution (solve_ivp's fields)."""
 
     t: np.ndarray
     sol: Callable[[np.ndarray], np.ndarray]
