@@ -23,9 +23,12 @@ Assertions on a :class:`~qkdyn.simulate.solve.Trajectory` (from :func:`qkdyn.sol
   ``"2 log log t + log log log t"``; see :class:`~qkdyn.simulate.growth.Law`) or an exponent p,
   meaning (log t)^p. Each criterion is checked on its own (:func:`check_growth`) and a failure
   names the criterion, the measured numbers and what would have passed. A window that cannot tell
-  the law from a rival of another order is a third outcome, "cannot distinguish", never a failure:
-  by default the draw is rejected (hypothesis draws another) or the test skipped
-  (``on_indistinct="fail"`` raises :class:`CannotDistinguish` instead).
+  the law from a rival of another order is a third outcome, "cannot distinguish", never a failure;
+  so is a window on which the trajectory is still in transit (its attention not yet at the limit the
+  laws are derived for: :func:`regime_criterion`), "in transit". By default the draw is rejected
+  (hypothesis draws another) or the test skipped (``on_indistinct="fail"`` raises
+  :class:`CannotDistinguish`, or its subclass :class:`InTransit`, instead). :func:`verdict` reads one
+  outcome off a check's criteria.
 
 Example (a pytest file)::
 
@@ -156,8 +159,9 @@ def assert_conserved(trajectory: Trajectory, rel: float = 1e-8) -> None:
             f"over t in [0, {trajectory.t[-1]:g}]: " + ", ".join(f"{n} by {d:.3g}" for n, d in failed.items()))
 
 
-#: the outcomes of a criterion: it holds, it fails, or the window cannot tell the law from a rival
-PASSED, FAILED, INDISTINCT = "passed", "failed", "cannot distinguish"
+#: the outcomes of a criterion: it holds, it fails, the window cannot tell the law from a rival, or the trajectory
+#: is still in transit on the window (the law's precondition does not hold there: it is not judged)
+PASSED, FAILED, INDISTINCT, IN_TRANSIT = "passed", "failed", "cannot distinguish", "in transit"
 
 
 class CannotDistinguish(AssertionError):
@@ -165,28 +169,72 @@ class CannotDistinguish(AssertionError):
     :func:`assert_grows_like` raises it with ``on_indistinct="fail"``."""
 
 
+class InTransit(CannotDistinguish):
+    """The trajectory is still in transit on the window (:func:`regime_criterion`): the data there cannot tell the
+    law's asymptotic behaviour from the transient, and the law neither holds nor fails. :func:`assert_grows_like`
+    raises it with ``on_indistinct="fail"``."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Criterion:
-    """One criterion of a growth check: its name, its outcome (:data:`PASSED`, :data:`FAILED` or
-    :data:`INDISTINCT`), what was measured, what passes, and the window (t1, t2) it was checked on."""
+    """One criterion of a growth check: its name, its outcome (:data:`PASSED`, :data:`FAILED`, :data:`INDISTINCT`
+    or :data:`IN_TRANSIT`), what was measured, what passes, and the window (t1, t2) it was checked on; where the
+    trajectory is in transit there, ``own_outcome`` is what the criterion found on its own (None elsewhere)."""
 
     name: str
     outcome: str
     measured: str
     needed: str
     window: tuple[float, float]
+    own_outcome: str | None = None
 
     @property
     def passed(self) -> bool:
         return self.outcome == PASSED
 
     def __str__(self) -> str:
-        shown = {PASSED: "passed", FAILED: "FAILED", INDISTINCT: "CANNOT DISTINGUISH"}[self.outcome]
-        return f"{self.name}: {shown}: {self.measured} (passes if {self.needed})"
+        shown = {PASSED: "passed", FAILED: "FAILED", INDISTINCT: "CANNOT DISTINGUISH", IN_TRANSIT: "IN TRANSIT"}[
+            self.outcome]
+        own = f" (on its own: {self.own_outcome})" if self.own_outcome else ""
+        return f"{self.name}: {shown}{own}: {self.measured} (passes if {self.needed})"
 
 
-#: the criteria of a law given as text; an exponent p has the criteria "exponent" and "rivals"
+#: the criteria of a law given as text, after the precondition "regime" (:func:`regime_criterion`) that every check
+#: has; an exponent p has the criteria "exponent" and "rivals"
 LAW_CRITERIA = ("slope", "fit", "rivals")
+
+
+def regime_criterion(trajectory: Trajectory, window: tuple[float, float], rel: float = 0.05) -> Criterion:
+    """The precondition of every growth law, checked on the trajectory's rows in ``window``: outcome :data:`PASSED`,
+    or :data:`IN_TRANSIT` where the trajectory is still in transit there.
+
+    The laws (theory/asymptotics.py) are derived for the attention at its limit. The loss sees the margin through
+    attn ov = ov - delta, and the laws take the margin the attention leaves unused, delta = (1 - attn) ov, at its
+    limit c (0, or CAFO's constant, which the fitted constant absorbs), so that L ~ (K-1) e^{-(ov - c)} and attn ov
+    grows as ov does. Where delta still moves, by d over the window, the margin the flow responds to departs from
+    ov's shape by up to d; where d exceeds ``rel`` (the fit criterion's tolerance) times ov's own change over the
+    window, that departure is larger than any residual a law's fit may leave, and the data on the window show the
+    transient rather than the asymptotic law: the trajectory is in transit. 1 - attn is read off the log odds
+    (exact where attn rounds to 1)."""
+    rows = (trajectory.t >= window[0]) & (trajectory.t <= window[1])
+    log_odds, ov = np.asarray(trajectory.log_odds)[rows], np.asarray(trajectory.ov)[rows]
+    unused = np.exp(-np.logaddexp(0.0, log_odds)) * ov  # (1 - attn) ov
+    drift, allowed = float(np.ptp(unused)), rel * float(np.ptp(ov))
+    attn = np.exp(-np.logaddexp(0.0, -log_odds[[0, -1]]))
+    return Criterion("regime", PASSED if drift <= allowed else IN_TRANSIT,
+                     f"the margin the attention leaves unused, (1 - attn) ov, moves by {drift:.3g} over the window "
+                     f"(from {unused[0]:.4g} to {unused[-1]:.4g}; attn from {attn[0]:.6g} to {attn[-1]:.6g}), ov by "
+                     f"{np.ptp(ov):.4g}",
+                     f"it moves by at most rel = {rel:g} times ov's change, {allowed:.3g}: the laws hold with the "
+                     "attention at its limit, the unused margin settled", window)
+
+
+def verdict(criteria: Sequence[Criterion]) -> str:
+    """The outcome of a growth check (the criteria of :func:`check_growth`): :data:`IN_TRANSIT` where the trajectory
+    is in transit on the window, else :data:`FAILED` where a criterion failed, else :data:`INDISTINCT` where one
+    cannot distinguish, else :data:`PASSED`."""
+    outcomes = {c.outcome for c in criteria}
+    return next((outcome for outcome in (IN_TRANSIT, FAILED, INDISTINCT) if outcome in outcomes), PASSED)
 
 
 def quantity_values(trajectory: Trajectory, quantity: str | Callable) -> tuple[str, np.ndarray]:
@@ -255,7 +303,13 @@ def check_growth(trajectory: Trajectory, quantity: str | Callable, law: str | fl
                  window: tuple[float, float | None] = (1e10, None), resolution: float = 3.0,
                  extend: bool = True) -> list[Criterion]:
     """Every criterion of "``quantity`` grows like ``law`` on ``window``", each checked on its own, each with an
-    outcome: :data:`PASSED`, :data:`FAILED` or :data:`INDISTINCT` (the window cannot tell the law from a rival).
+    outcome: :data:`PASSED`, :data:`FAILED` or :data:`INDISTINCT` (the window cannot tell the law from a rival);
+    :func:`verdict` reads the check's outcome off them.
+
+    The first criterion, ``regime``, is the laws' precondition measured on the same rows (:func:`regime_criterion`):
+    where the trajectory is still in transit on the window, its outcome is :data:`IN_TRANSIT`, and so is every
+    other criterion's (each keeps its measured numbers, and what it found on its own as ``own_outcome``): a law
+    neither holds nor fails on data that are not yet in the regime it is stated for.
 
     ``window`` = (t1, t2), t2 None: the last time; it must hold at least 10 rows (else ValueError). With
     ``extend`` (default), where the trajectory runs past t2 and some criterion does not pass on [t1, t2], every
@@ -300,9 +354,14 @@ def check_growth(trajectory: Trajectory, quantity: str | Callable, law: str | fl
         inside = (trajectory.t >= t1) & (trajectory.t <= upto)
         t, y = trajectory.t[inside], values[inside]
         if not isinstance(law, (str, Law)):
-            return [_exponent_criterion(t, y, name, float(law), rel, (t1, upto)),
-                    _rivals_criterion(t, y, Law.log_power(float(law)), resolution, (t1, upto))]
-        return _law_criteria(t, y, law if isinstance(law, Law) else Law.parse(law), rel, resolution, (t1, upto))
+            found = [_exponent_criterion(t, y, name, float(law), rel, (t1, upto)),
+                     _rivals_criterion(t, y, Law.log_power(float(law)), resolution, (t1, upto))]
+        else:
+            found = _law_criteria(t, y, law if isinstance(law, Law) else Law.parse(law), rel, resolution, (t1, upto))
+        regime = regime_criterion(trajectory, (t1, upto), rel)
+        if regime.outcome == IN_TRANSIT:
+            found = [dataclasses.replace(c, outcome=IN_TRANSIT, own_outcome=c.outcome) for c in found]
+        return [regime, *found]
 
     results = criteria(t2)
     if extend and t2 < end and not all(c.passed for c in results):
@@ -310,9 +369,10 @@ def check_growth(trajectory: Trajectory, quantity: str | Callable, law: str | fl
     return results
 
 
-def _skip(message: str) -> NoReturn:
+def _skip(message: str, error: type[CannotDistinguish], why: str) -> NoReturn:
     """Skip an undecided check: inside a hypothesis test, reject the draw (hypothesis draws another and counts it
-    as invalid; its statistics show the event); otherwise skip the pytest test."""
+    as invalid; its statistics show the event ``why``); otherwise skip the pytest test (without pytest: raise
+    ``error``)."""
     try:
         from hypothesis import event, reject
         from hypothesis.control import currently_in_test_context
@@ -320,12 +380,12 @@ def _skip(message: str) -> NoReturn:
         pass
     else:
         if currently_in_test_context():
-            event("qkdyn.testing: the window cannot tell the law from a rival")
+            event(f"qkdyn.testing: {why}")
             reject()
     try:
         import pytest
     except ImportError:
-        raise CannotDistinguish(message) from None
+        raise error(message) from None
     pytest.skip(message)
 
 
@@ -333,12 +393,14 @@ def assert_grows_like(trajectory: Trajectory, quantity: str | Callable, law: str
                       window: tuple[float, float | None] = (1e10, None), resolution: float = 3.0, extend: bool = True,
                       criteria: Sequence[str] | None = None, on_indistinct: str = "skip") -> None:
     """Assert that ``quantity`` grows like ``law`` on ``window``: every criterion of :func:`check_growth`
-    (or only those named in ``criteria``) passes. A failed criterion raises AssertionError, whose message names
-    each failed criterion, with the measured numbers and what would have passed. Where none failed but the
-    window cannot tell the law from a rival (:data:`INDISTINCT`), ``on_indistinct`` decides: ``"skip"``
-    (default) rejects the draw inside a hypothesis test (hypothesis draws another) and skips a plain pytest
-    test; ``"fail"`` raises :class:`CannotDistinguish` (an AssertionError). A true law is never failed for a
-    rival that only fits as well as it does.
+    (or only those named in ``criteria``; the precondition ``regime`` is always checked) passes. A failed criterion
+    raises AssertionError, whose message names each failed criterion, with the measured numbers and what would have
+    passed. Where the trajectory is still in transit on the window (:data:`IN_TRANSIT`, :func:`regime_criterion`),
+    or none failed but the window cannot tell the law from a rival (:data:`INDISTINCT`), ``on_indistinct`` decides:
+    ``"skip"`` (default) rejects the draw inside a hypothesis test (hypothesis draws another) and skips a plain
+    pytest test; ``"fail"`` raises :class:`InTransit` or :class:`CannotDistinguish` (AssertionErrors). A true law
+    is never failed for a rival that only fits as well as it does, nor on a window its trajectory has not reached
+    the regime of the laws in.
 
     Typical use: ``assert_grows_like(tr, "odds", qkdyn.derive(param).growth["odds"], window=(1e100, 1e300))``
     on a trajectory solved to ``t_max=1e300`` (late windows cost nothing in log time and separate the orders best).
@@ -347,14 +409,22 @@ def assert_grows_like(trajectory: Trajectory, quantity: str | Callable, law: str
         raise ValueError(f"on_indistinct must be 'skip' or 'fail', got {on_indistinct!r}")
     results = check_growth(trajectory, quantity, law, rel=rel, window=window, resolution=resolution, extend=extend)
     t1, t2 = results[0].window
+    name = quantity if isinstance(quantity, str) else getattr(quantity, "__name__", "quantity")
+    shown = law if isinstance(law, (str, Law)) else Law.log_power(float(law))
+    where = f"{trajectory.param} (rho = {trajectory.setting.rho:g})"
+    regime, results = results[0], results[1:]
     if criteria is not None:
         unknown = set(criteria) - {c.name for c in results}
         if unknown:
             raise ValueError(f"unknown criteria {sorted(unknown)}; this law has {', '.join(c.name for c in results)}")
         results = [c for c in results if c.name in criteria]
-    name = quantity if isinstance(quantity, str) else getattr(quantity, "__name__", "quantity")
-    shown = law if isinstance(law, (str, Law)) else Law.log_power(float(law))
-    where = f"{trajectory.param} (rho = {trajectory.setting.rho:g})"
+    if regime.outcome == IN_TRANSIT:
+        message = (f"{where}: on t in [{t1:g}, {t2:g}] the trajectory is still in transit, so whether {name} grows "
+                   f"like {shown} is not judged there; criterion 'regime': {regime.measured} (passes if "
+                   f"{regime.needed})")
+        if on_indistinct == "fail":
+            raise InTransit(message)
+        _skip(message, InTransit, "the trajectory is still in transit on the window")
     failed = [c for c in results if c.outcome == FAILED]
     if failed:
         raise AssertionError(
@@ -367,7 +437,7 @@ def assert_grows_like(trajectory: Trajectory, quantity: str | Callable, law: str
                                for c in undecided))
         if on_indistinct == "fail":
             raise CannotDistinguish(message)
-        _skip(message)
+        _skip(message, CannotDistinguish, "the window cannot tell the law from a rival")
 
 
 def _register() -> None:

@@ -166,7 +166,7 @@ def test_the_unexplained_shares_bound_the_rivals_residual_by_the_laws(a, b, c, p
 def test_a_failure_names_only_the_failed_criteria_with_numbers():
     tr = late("CACO")
     results = {c.name: c for c in testing.check_growth(tr, "ov", "(log t)^2", window=WINDOW)}
-    assert set(results) == {"slope", "fit", "rivals"}
+    assert set(results) == {"regime", "slope", "fit", "rivals"}
     assert results["slope"].passed and not results["rivals"].passed
     with pytest.raises(AssertionError) as caught:
         testing.assert_grows_like(tr, "ov", "(log t)^2", window=WINDOW)
