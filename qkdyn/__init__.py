@@ -43,8 +43,8 @@ if TYPE_CHECKING:  # for type checkers: what _API (below) imports on first use, 
     from qkdyn.errors import InputError as InputError
     from qkdyn.simulate.sharpness import Sharpness as Sharpness
     from qkdyn.simulate.sharpness import sharpness as sharpness
-    from qkdyn.simulate.solve import Trajectory as Trajectory
     from qkdyn.simulate.solve import solve as solve
+    from qkdyn.simulate.trajectory import Trajectory as Trajectory
     from qkdyn.speccheck import CheckResult as CheckResult
     from qkdyn.speccheck import check as check
     from qkdyn.theory.derived import Derived as Derived
@@ -68,7 +68,7 @@ _API = {
     "derive": ("qkdyn.theory.derived", "derive"),
     "Derived": ("qkdyn.theory.derived", "Derived"),
     "solve": ("qkdyn.simulate.solve", "solve"),
-    "Trajectory": ("qkdyn.simulate.solve", "Trajectory"),
+    "Trajectory": ("qkdyn.simulate.trajectory", "Trajectory"),
     "sharpness": ("qkdyn.simulate.sharpness", "sharpness"),
     "Sharpness": ("qkdyn.simulate.sharpness", "Sharpness"),
     "gd": ("qkdyn.empirical.synthetic.experiment", "gd"),

@@ -12,7 +12,7 @@ Strategies (bounds follow hypothesis's conventions: ``min_value`` / ``max_value`
 
 None of them is called ``settings``: ``from hypothesis import settings`` stays hypothesis's decorator.
 
-Assertions on a :class:`~qkdyn.simulate.solve.Trajectory` (from :func:`qkdyn.solve`) or a spec's
+Assertions on a :class:`~qkdyn.simulate.trajectory.Trajectory` (from :func:`qkdyn.solve`) or a spec's
 :class:`~qkdyn.simulate.specsolve.SpecTrajectory` (``qkdyn.solve(setting, spec)``):
 
 * :func:`assert_conserved` - every conserved quantity (the line Phi(qk) - rho Psi(ov) and the
@@ -56,7 +56,7 @@ from qkdyn.simulate.growth import RIVALS, Law, decisive_shares, fit_law, local_e
 from qkdyn.theory.setting import ALL_PARAMS, EXACT_PARAMS, Setting
 
 if TYPE_CHECKING:
-    from qkdyn.simulate.solve import Trajectory
+    from qkdyn.simulate.trajectory import Trajectory
 
 #: default bounds of :func:`setting_strategy`, ``(min_value, max_value)``: wide enough to matter,
 #: narrow enough to solve fast
@@ -146,7 +146,7 @@ def rhos(min_value: float = 1e-2, max_value: float = 1e2):
 
 def assert_conserved(trajectory: Trajectory, rel: float = 1e-8) -> None:
     """Every conserved quantity of ``trajectory`` drifts by at most ``rel`` (relative; see
-    :meth:`~qkdyn.simulate.solve.Trajectory.drifts`). The message names each one that fails, its
+    :meth:`~qkdyn.simulate.trajectory.Trajectory.drifts`). The message names each one that fails, its
     drift and where it is largest."""
     drifts = trajectory.drifts()
     if not drifts:  # a spec whose derivation found nothing conserved (weight decay, an MLP coupling)

@@ -23,7 +23,8 @@ from pathlib import Path
 import numpy as np
 from qkdyn.simulate import growth
 from qkdyn.simulate.plotting import COLOURS, drawn, save, subplots
-from qkdyn.simulate.solve import Trajectory, solve
+from qkdyn.simulate.solve import solve
+from qkdyn.simulate.trajectory import Trajectory
 from qkdyn.theory.compiled import growth_in_log_t, load
 from qkdyn.theory.setting import ALL_PARAMS, Setting
 

@@ -35,7 +35,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 from qkdyn.simulate import logtime
 from qkdyn.simulate.logtime import DenseSolution
-from qkdyn.simulate.solve import TrajectoryExports, integrate_flow
+from qkdyn.simulate.solve import integrate_flow
+from qkdyn.simulate.trajectory import TrajectoryExports
 from qkdyn.theory.setting import Setting
 from qkdyn.theory.spec import Spec
 
@@ -76,7 +77,7 @@ class _Field:
 @dataclasses.dataclass
 class SpecTrajectory(TrajectoryExports):
     """A spec's solution sampled at times ``t``: the reduced state and the quantities of docs/setting.md,
-    with the same exports as :class:`~qkdyn.simulate.solve.Trajectory` (the solution at any other time,
+    with the same exports as :class:`~qkdyn.simulate.trajectory.Trajectory` (the solution at any other time,
     :meth:`at` or ``tr(t)``, and :meth:`plot` among them)."""
 
     spec: Spec
@@ -143,7 +144,7 @@ class SpecTrajectory(TrajectoryExports):
     def drifts(self) -> dict[str, float]:
         """Largest relative drift of every conserved polynomial the spec's derivation found (none with
         weight decay or an MLP coupling): max_t |I(t) - I(0)| / max_t |x|^k for I of degree k, as
-        :meth:`qkdyn.simulate.solve.Trajectory.drifts` (which also has the line, a closed form of the exact forms)."""
+        :meth:`qkdyn.simulate.trajectory.Trajectory.drifts` (which also has the line, a closed form of the exact forms)."""
         import sympy as sp
         from qkdyn.theory.model import PARAMS
         from qkdyn.theory.specflow import derive_spec

@@ -49,7 +49,7 @@ def test_no_page_shows_sphinx_markup_and_roles_are_links(site):
     assert not {page: found for page, found in left.items() if found}
     reference = (site / "reference" / "index.html").read_text()
     # roles written :class:`Trajectory`, :func:`~qkdyn.verify.verify` and :mod:`qkdyn.testing` are links now
-    for target in ("qkdyn.simulate.solve.Trajectory", "qkdyn.verify.verify", "qkdyn.testing"):
+    for target in ("qkdyn.simulate.trajectory.Trajectory", "qkdyn.verify.verify", "qkdyn.testing"):
         assert re.search(rf'<a class="autorefs autorefs-internal"[^>]*href="#{re.escape(target)}"', reference), target
 
 
@@ -58,8 +58,8 @@ def test_the_public_verbs_have_numpy_parameter_tables(site):
     reference = (site / "reference" / "index.html").read_text()
     for anchor, parameters in [("qkdyn.simulate.solve.solve", ("t_max", "until_loss", "record_losses")),
                                ("qkdyn.theory.derived.derive", ("param",)),
-                               ("qkdyn.simulate.solve.Trajectory.at", ("t",)),
-                               ("qkdyn.simulate.solve.Trajectory.plot", ("quantities", "axes", "label")),
+                               ("qkdyn.simulate.trajectory.Trajectory.at", ("t",)),
+                               ("qkdyn.simulate.trajectory.Trajectory.plot", ("quantities", "axes", "label")),
                                ("qkdyn.theory.setting.Setting", ("classes", "eta_qk", "attn0")),
                                ("qkdyn.theory.spec.Spec", ("qk", "ov", "loss", "token_weights")),
                                ("qkdyn.theory.spec.CircuitSpec", ("form", "depth", "inner", "coupling")),

@@ -3,8 +3,8 @@ nothing runs it (pytest collects only test_*.py). Each ``assert_type`` fails the
 overloads give a wrong or a looser type (``Any`` included) for what it returns at run time."""
 from __future__ import annotations
 
-from qkdyn.simulate.solve import Trajectory
 from qkdyn.simulate.specsolve import SpecTrajectory
+from qkdyn.simulate.trajectory import Trajectory
 from qkdyn.theory.specflow import SpecDerivation
 from typing_extensions import assert_type
 

@@ -5,8 +5,8 @@ import ast
 
 import numpy as np
 import pytest
-from qkdyn.simulate.solve import Trajectory
 from qkdyn.simulate.specsolve import SpecTrajectory, solve_spec
+from qkdyn.simulate.trajectory import Trajectory
 from qkdyn.theory import specflow
 from qkdyn.theory.model import ETA
 from repo_paths import ROOT
