@@ -2,7 +2,9 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed
+# two set-ups, one on the other: qkdyn and what it runs on (all `make verify` needs), then the test tools
+STAMP      := $(VENV)/.installed
+TEST_STAMP := $(VENV)/.installed-test
 
 .PHONY: verify verify-quick test test-fast typecheck bench docs docs-katex install clean
 
@@ -13,10 +15,15 @@ $(STAMP): pyproject.toml
 	# (not --quiet: pip names each package as it goes, and the heartbeat covers its silent unpacking, so a
 	# first `make` on a fresh clone shows progress at least every 15 s)
 	scripts/heartbeat.sh "pip (torch)" $(BIN)/pip install --progress-bar off torch==2.13.0
-	scripts/heartbeat.sh "pip (qkdyn[test])" $(BIN)/pip install --progress-bar off -e '.[test]'
+	scripts/heartbeat.sh "pip (qkdyn)" $(BIN)/pip install --progress-bar off -e .
 	# numba's compilation of the kernels and integrator, once here instead of in the first solves
 	scripts/heartbeat.sh "numba warm-up" $(BIN)/python -m qkdyn.simulate.warm
 	touch $(STAMP)
+
+# the `test` extra on top (pytest, hypothesis, Ray, ruff, mypy, the docs and notebook tools, pandas, xarray)
+$(TEST_STAMP): $(STAMP)
+	scripts/heartbeat.sh "pip (qkdyn[test])" $(BIN)/pip install --progress-bar off -e '.[test]'
+	touch $(TEST_STAMP)
 
 install: $(STAMP)
 
@@ -29,22 +36,22 @@ verify-quick: $(STAMP)
 
 # `-n auto`: one pytest worker per core (xdist); `loadgroup` keeps the tests that share the built
 # API tree (docs site, type check) on one worker
-test: $(STAMP)
+test: $(TEST_STAMP)
 	$(BIN)/python -m pytest tests -n auto --dist loadgroup --durations=15
 
 # the suite without the tests marked slow (pyproject's `slow` marker); CI runs `make test`
-test-fast: $(STAMP)
+test-fast: $(TEST_STAMP)
 	$(BIN)/python -m pytest tests -n auto --dist loadgroup -m "not slow"
 
 # mypy as pyproject's [tool.mypy] configures it (the public API, theory/ and simulate/), on the package tree
 # the docs hook lays out (build/api-tree); the test suite runs the same check (tests/project/test_types.py)
-typecheck: $(STAMP)
+typecheck: $(TEST_STAMP)
 	$(BIN)/python docs/_hooks/package_tree.py && $(BIN)/mypy
 
-bench: $(STAMP)
+bench: $(TEST_STAMP)
 	$(BIN)/python -m benchmarks
 
-docs: $(STAMP)
+docs: $(TEST_STAMP)
 	$(BIN)/mkdocs build --strict    # the site under site/ (tests/project/test_docs_site.py builds it too)
 
 # KaTeX typesets the site's formulas from files committed in docs/assets/katex (the site needs no network,

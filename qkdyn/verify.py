@@ -73,7 +73,7 @@ def _staged(figures: Path):
 
 
 @contextlib.contextmanager
-def _heartbeat(bar, every: float = 10.0):
+def heartbeat(bar, every: float = 10.0):
     """Refresh ``bar`` every ``every`` seconds (elapsed time and estimate move while a run computes)."""
     stop = threading.Event()
 
@@ -160,7 +160,7 @@ def _run_judge_render(plans, found, judged_before: dict[int, list], budget: str,
     # one pool for every study's missing runs (both cores busy across studies); each study is judged
     # and rendered here as soon as its last run is in, while the workers go on with the next ones
     index_of = {id(study): i for i, (study, _) in enumerate(plans)}
-    with bar, outer, _heartbeat(bar):
+    with bar, outer, heartbeat(bar):
         for i in range(len(plans)):
             if not missing[i]:
                 conclude(i)

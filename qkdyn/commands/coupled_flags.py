@@ -9,6 +9,7 @@ import argparse
 
 from qkdyn.configflags import add_config_flags, config_from_args
 from qkdyn.empirical.coupled.configs import DERIVED, PRESET_NAMES, AttentionConfig, TrainConfig
+from qkdyn.errors import InputError
 from qkdyn.settingflags import positive_int
 
 
@@ -32,7 +33,11 @@ def attention_config(args: argparse.Namespace) -> AttentionConfig:
 
 
 def train_config(args: argparse.Namespace) -> TrainConfig:
-    """The TrainConfig of the flags; ``--min-lr`` defaults to lr/10, ``--warmup-steps`` to 10%."""
+    """The TrainConfig of the flags; ``--min-lr`` defaults to lr/10, ``--warmup-steps`` to 10%. The schedule
+    decays from ``--lr`` to ``--min-lr``, so a ``--min-lr`` above ``--lr`` (a reversed range) is refused."""
+    if args.min_lr is not None and args.min_lr > args.lr:
+        raise InputError(f"--min-lr {args.min_lr:g} is above --lr {args.lr:g}: the learning rate decays from --lr "
+                         "down to --min-lr (did you swap them?)")
     return config_from_args(
         TrainConfig, args,
         min_lr=args.lr / 10 if args.min_lr is None else args.min_lr,
