@@ -30,7 +30,10 @@ A run record is data from a folder that may be shared (Ray, Slurm), so it is che
 that holds one is refused, not believed), and ``files`` a list of plain file names (no separator, no
 ``..``), each one the study declares it writes (:attr:`Study.outputs`, :meth:`Study.check_files`): what
 :func:`copy_files` copies, atomically, into the figures folder and nowhere else. Evidence a study cannot read
-(a key missing, a wrong type) is one InputError naming the records' folder (:func:`reading_evidence`).
+(a key missing, a wrong type) is one InputError naming the records' folder (:func:`reading_evidence`). Before any
+judge reads a record, its evidence is checked against the study's schema of types and ranges (:attr:`Study.schema`,
+:mod:`qkdyn.recordschema`): a record of impossible values (a recall of 7.3, a loss of -1) is one InputError naming
+its file, never judged; a run whose measure returns one is not recorded.
 """
 from __future__ import annotations
 
@@ -49,6 +52,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Generic, TypeVar
 
+from qkdyn import recordschema
 from qkdyn.claims import Claim
 from qkdyn.errors import InputError
 
@@ -281,6 +285,9 @@ class Study(Generic[Config]):
     #: (``a6_*.png``) of what its ``measure`` writes into its scratch folder; a record listing anything else
     #: was not written by this study and is refused (:meth:`check_files`)
     outputs: tuple[str, ...] = ()
+    #: run-name pattern (:mod:`fnmatch`) -> {field path: kind} (:mod:`qkdyn.recordschema`): the types and ranges of
+    #: the evidence its runs record, checked before it is recorded and before it is judged (:meth:`check_evidence`)
+    schema: Mapping[str, Mapping[str, recordschema.Kind]] = MappingProxyType({})
 
     def cost(self, spec: RunSpec) -> float:
         """The expected CPU seconds of ``spec`` (:attr:`costs`, 1 for a run not listed): the executors
@@ -341,6 +348,18 @@ class Study(Generic[Config]):
             raise InputError(f"{where}: the record lists {undeclared[0]!r} among its files, which study {self.name} "
                              f"does not write (its outputs: {declared}); {hint}")
 
+    def check_evidence(self, spec: RunSpec, result: dict, where: str, hint: str = "delete it to recompute it") -> None:
+        """InputError naming ``where`` (and ending in ``hint``) unless ``result`` (JSON data), the result of ``spec``'s
+        run, has the types and ranges of :attr:`schema` (every pattern matching the run's name): a record of
+        impossible values (a recall of 7.3, a loss of -1, a NaN perplexity) is refused, never judged. A result in an
+        older run-record layout is checked as the record it is read as (:func:`qkdyn.runs.from_legacy`)."""
+        from qkdyn.runs import from_legacy
+
+        result = (from_legacy(result) if "schema" not in result else None) or result
+        for pattern, fields in self.schema.items():
+            if fnmatch.fnmatchcase(spec.name, pattern):
+                recordschema.check(fields, result, spec.params, where, hint)
+
     # -- generic parts ---------------------------------------------------------------------------
     def record_path(self, spec: RunSpec, runs_dir: Path) -> Path:
         return Path(runs_dir) / spec.study / f"{spec.name}.json"
@@ -371,6 +390,9 @@ class Study(Generic[Config]):
             result.setdefault("files", sorted(p.name for p in scratch.iterdir() if p.is_file()))
             self.check_files(result, f"the record of run {spec.name}", f"not recorded (the run wrote it into "
                              f"{scratch}: add it to the study's outputs, or have the run write it elsewhere)")
+            self.check_evidence(spec, json.loads(json.dumps(result, default=json_default)),
+                                f"the record of run {spec.name}", f"not recorded (study {self.name}'s measure or its "
+                                "schema is wrong)")
             record = save(Record(spec, result, scratch), runs_dir)
         return record
 
@@ -484,10 +506,13 @@ def reading_evidence(study: Study, records: Iterable[Record]):
 
 
 def judge(study: Study, budget: str, specs: list[RunSpec], records: dict[RunSpec, Record]) -> list[Claim]:
-    """The study's claims from the finished ``records`` of its plan ``specs``; with runs missing,
-    each claim the study makes (:meth:`claim_ids`) is ``inconclusive``, saying "k of n runs"."""
+    """The study's claims from the finished ``records`` of its plan ``specs``, each record's evidence first checked
+    against the study's schema (:meth:`Study.check_evidence`: one InputError naming the record's file); with runs
+    missing, each claim the study makes (:meth:`claim_ids`) is ``inconclusive``, saying "k of n runs"."""
     done = [records[s] for s in specs if s in records]
     if len(done) == len(specs):
+        for record in done:  # the evidence's types and ranges before the judges (and then the drawings) read it
+            study.check_evidence(record.spec, record.result, str(record.scratch.parent / f"{record.spec.name}.json"))
         return study.claims(done, budget)
     missing = [s.name for s in specs if s not in records]
     text = (f"{len(done)} of {len(specs)} runs of study {study.name} (budget {budget}) have finished; "

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from qkdyn import configflags
+from qkdyn.recordschema import COUNT, FINITE, FRACTION, LOSS, SIZE, SIZE_OR_NAN, Flag, Items, Number
 from qkdyn.studies import BUDGETS, RunSpec, Study
 
 
@@ -96,6 +97,8 @@ _KEYS = {"a1": ("t_max",), "a2": ("t_max", "a2_rhos"), "a3": ("a3_read_at",),
          "overview": ("t_max",)}
 #: the overview's phase portrait: its rhos and horizon
 PORTRAIT_RHOS, PORTRAIT_T_MAX = (0.1, 1.0, 10.0), 1e6
+#: an attention weight at a loss level, NaN where the level is not reached at that rho (the A4/A5 and CQ4 grids)
+ATTENTION_OR_UNREACHED = Number(0, 1, finite=False)
 #: the figures :meth:`TheoryStudy.render` draws (a PNG and a PDF each); a record made while the measures still
 #: drew them lists them as its ``files`` (nothing else is a theory run's output)
 FIGURES = ("a1_rate_factor", "a2_line", "a3_growth", "a4_attn_vs_loss", "a4_a5_attn_at_matched_loss",
@@ -113,6 +116,25 @@ class TheoryStudy(Study):
     claim_names = ("A1", "A2", "A3", "A4", "A5", "CQ1", "CQ2", "CQ3", "CQ4")
     costs = {"a45": 9.4, "coupled": 4.8, "a1": 1.9, "overview": 2.3, "a2": 3.4, "a3": 1.7}
     outputs = tuple(f"{figure}.{kind}" for figure in FIGURES for kind in ("png", "pdf"))
+    schema = {
+        "a1": {"evidence.t_max": SIZE, "evidence.points": COUNT, "evidence.loss": LOSS,
+               "evidence.circuits.*.magnitude[]": SIZE, "evidence.circuits.*.closed_factor[]": SIZE},
+        "a2": {"evidence.t_max": SIZE, "evidence.rhos": Items(("a2_rhos",)), "evidence.rhos[]": SIZE,
+               "evidence.per_run.*.*": FINITE, "evidence.curves.*[].t[]": SIZE, "evidence.curves.*[].drift[]": SIZE},
+        "a3": {"evidence.read_at": Items(("a3_read_at",)), "evidence.read_at[]": SIZE, "evidence.t_far": SIZE,
+               "evidence.window[]": SIZE, "evidence.per_param.*.readings.*.log_y[]": FINITE,
+               "evidence.per_param.*.readings.*.local_exponent.*": FINITE,
+               "evidence.per_param.*.readings.*.fits.*.rel_rms": SIZE_OR_NAN},
+        "a45": {"evidence.rhos": Items(("sweep_rhos",)), "evidence.rhos[]": SIZE, "evidence.levels": Items(("loss_levels",)),
+                "evidence.levels[]": LOSS, "evidence.attn.*[][]": ATTENTION_OR_UNREACHED, "evidence.ode_cross_check.points": COUNT,
+                "evidence.ode_cross_check.max_abs_attn_difference": SIZE_OR_NAN, "evidence.proof_steps.*.*": Flag()},
+        "coupled": {"evidence.CQ1.rhos": Items(("cq_rhos",)), "evidence.CQ1.rhos[]": SIZE,
+                    "evidence.CQ4.rhos": Items(("cq_sweep_rhos",)), "evidence.CQ4.rhos[]": SIZE,
+                    "evidence.CQ4.attn.*[][]": ATTENTION_OR_UNREACHED, "evidence.CQ4.attn_closed.*[][]": ATTENTION_OR_UNREACHED},
+        "overview": {"evidence.trajectories.*.t[]": SIZE, "evidence.trajectories.*.attn[]": FRACTION,
+                     "evidence.trajectories.*.loss[]": LOSS, "evidence.trajectories.*.qk[]": FINITE,
+                     "evidence.trajectories.*.ov[]": FINITE, "evidence.phase_portrait.paths.*[].rho": SIZE},
+    }
 
     def plan(self, budget: str) -> list[RunSpec]:
         cfg = self.budget(budget)

@@ -30,6 +30,7 @@ from pathlib import Path
 from qkdyn.empirical.circuits.presets import NOTEBOOK_SEEDS, PRESET_NAMES, PRESETS, default_preset
 
 from qkdyn.configflags import check_config, choice, flag, int_list, non_negative, number_list, optional, positive
+from qkdyn.recordschema import COUNT, FRACTION, LOSS, RUN_RECORD, SEED, Flag, Text
 from qkdyn.runs import CHECKPOINT, METRICS, RESULT
 from qkdyn.studies import RunSpec, Study
 
@@ -146,6 +147,14 @@ class CircuitsStudy(Study[CircuitsConfig]):
     title = "Faster QK learning at transformer scale (Paper A)"
     config_class = CircuitsConfig
     outputs = (CHECKPOINT, METRICS, RESULT)  # a run's folder is a :class:`qkdyn.runs.RunDir`
+    #: a run's record (:class:`qkdyn.runs.RunRecord`): its final evaluation per split (a classification task's
+    #: accuracy and macro F1, a QA task's F1 and exact match) and the training it took
+    schema = {"*": {**RUN_RECORD, "trainer": Text(("circuits",)), "config.seed": SEED, "final.*.n?": COUNT,
+                    "final.*.loss?": LOSS, **{f"final.*.{key}?": FRACTION for key in (
+                        "accuracy", "macro_f1", "f1", "exact_match", "attention_mass", "attention_mass_without_readout",
+                        "uniform_mass", "uniform_mass_without_readout")},
+                    "final.*.ac_curve?[]": FRACTION, "details.target_reached?": Flag(), "details.final_train_loss?": LOSS,
+                    "details.n_train?": COUNT, "details.planned_steps?": COUNT}}
 
     @property
     def budgets(self) -> dict[str, CircuitsConfig]:  # type: ignore[override]

@@ -29,6 +29,7 @@ import math
 import statistics
 from pathlib import Path
 
+from qkdyn.recordschema import COUNT, PERPLEXITY, SEED, SIZE_OR_NAN, Number, Text, check
 from qkdyn.stats import POWER, detectable_effect, seeds_needed
 
 #: the run lengths (optimiser steps) the pilot compares
@@ -53,19 +54,37 @@ TARGET_MDE = 0.015
 MIN_SEEDS = 5
 
 
+#: what the pilot reads of every record (``spec`` and ``result``) of the runs folder, of a count model's and of an
+#: LM run's, checked before it reads them (:mod:`qkdyn.recordschema`; a diverged run's loss may be NaN: its row's
+#: spread is then NaN, and the row is not chosen)
+KIND = {"spec.config.kind": Text(("count", "train")), "spec.config.task?": Text()}
+COUNT_MODEL = {"result.count_model.bigram_ppl": PERPLEXITY}
+LM_RUN = {"spec.config.variant": Text(), "spec.config.train.seed": SEED, "spec.config.train.max_steps": COUNT,
+          "result.final.val_loss": Number(0, finite=False), "result.details.evals[].step": COUNT,
+          "result.details.evals[].val_loss": Number(0, finite=False), "result.details.train_time_s": SIZE_OR_NAN}
+
+
 def read_records(runs: Path) -> tuple[list[dict], dict]:
     """The LM run records (``spec`` + ``result``) of the coupled study under ``runs`` and the count
-    model of the first count record (None if absent)."""
+    model of the first count record (None if absent). Each record is checked as the study checks its own
+    (:func:`qkdyn.studies.check_record`: evidence only, plain file names; :meth:`~qkdyn.studies.Study.check_files`:
+    only the study's outputs), then against :data:`KIND` and :data:`COUNT_MODEL` or :data:`LM_RUN`: a bad record
+    is one InputError naming its file, read no further."""
     from qkdyn.runs import read_json
-    from qkdyn.studies import check_record
+    from qkdyn.studies import check_record, get
 
+    study, hint = get("coupled"), "delete it to recompute it"
     records, count = [], None
     for path in sorted((Path(runs) / "coupled").glob("*.json")):
         data = check_record(read_json(path), str(path))
-        kind = data["spec"]["config"]["kind"]
-        if kind == "count" and count is None:
+        study.check_files(data["result"], str(path))
+        check(KIND, data, {}, str(path), hint)
+        config = data["spec"]["config"]
+        is_lm = config["kind"] == "train" and config.get("task") == "lm"
+        check(COUNT_MODEL if config["kind"] == "count" else LM_RUN if is_lm else {}, data, config, str(path), hint)
+        if config["kind"] == "count" and count is None:
             count = data["result"]["count_model"]
-        elif kind == "train" and data["spec"]["config"]["task"] == "lm":
+        elif is_lm:
             records.append(data)
     return records, count
 

@@ -60,6 +60,7 @@ from qkdyn.configflags import (
     text,
 )
 from qkdyn.errors import InputError
+from qkdyn.recordschema import COUNT, FRACTION, PERPLEXITY, RUN_RECORD, SEED, Number, Text
 from qkdyn.runs import CHECKPOINT, METRICS, RESULT, read_json, read_metrics
 from qkdyn.studies import RunSpec, Study
 
@@ -400,6 +401,19 @@ class CoupledStudy(Study[StudyConfig]):
     #: a training run's folder: its identity (:data:`.identity.RECORD`), the :class:`qkdyn.runs.RunDir` files and
     #: its ablations (:data:`.ablation.FILE`); a count-model step writes nothing
     outputs = (RECORD, CHECKPOINT, METRICS, RESULT, "ablation.json")
+    #: a count-model step's perplexities (add-one and interpolated counts: finite), and a training run's record
+    #: (:class:`qkdyn.runs.RunRecord`, its evaluations): a diverged LM run's loss and perplexity may be NaN or
+    #: infinite (the analysis says "not finite"), never below their floor; an MQAR accuracy is a share
+    schema = {
+        "count-*": {"count_model.unigram_ppl": PERPLEXITY, "count_model.bigram_ppl": PERPLEXITY,
+                    "count_model.discount": FRACTION, "count_model.train_tokens": COUNT, "count_model.val_targets": COUNT,
+                    "count_model.vocab": COUNT, "data": Text(), "tokenizer": Text()},
+        **{f"{task}-*": {**RUN_RECORD, "config.train.seed": SEED, "config.train.max_steps": COUNT,
+                         "details.evals[].step": COUNT, **fields} for task, fields in (
+            ("lm", {"final.val_loss?": Number(0, finite=False), "final.val_ppl": Number(1, finite=False),
+                    "details.evals[].val_loss?": Number(0, finite=False), "details.evals[].val_ppl": Number(1, finite=False)}),
+            ("mqar", {"final.mqar_acc": FRACTION}))},
+    }
 
     def config(self, budget: str) -> StudyConfig:
         """The budget's StudyConfig with the overrides (an unknown budget: InputError, nearest name)."""

@@ -22,7 +22,9 @@ from pathlib import Path
 
 import numpy as np
 from qkdyn.empirical.synthetic import budgets as configs
+from qkdyn.theory.setting import EXACT_PARAMS as FORMS
 
+from qkdyn.recordschema import COUNT, FINITE, FRACTION, LOSS, SEED, SIZE, SIZE_OR_NAN, Flag, Items, Number, Text
 from qkdyn.studies import RunSpec, Study, copy_files
 
 
@@ -34,6 +36,22 @@ class A6Study(Study[configs.A6Config]):
     outputs = ("a6_*.png", "a6_*.pdf")  # the runs' figures (:mod:`.claim_a6`), a PNG and a PDF each
     config_class = configs.A6Config
     budgets = configs.A6
+    schema = {
+        "gd_sgd": {"evidence.t_max": SIZE, "evidence.steps": Items(("steps",)), "evidence.steps[]": SIZE,
+                   "evidence.gd_error.*[]": SIZE, "evidence.gd_error_ratio.*[]": FINITE,
+                   "evidence.sgd_batches": Items(("sgd_batches",)), "evidence.sgd_batches[]": COUNT,
+                   "evidence.sgd_seeds": COUNT, "evidence.sgd_deviation[]": SIZE, "evidence.sgd_max_sym_dist[]": SIZE},
+        "nonsymmetric": {"evidence.sigma": SIZE, "evidence.step": SIZE, "evidence.batch": COUNT,
+                         **{f"evidence.{form}?.{key}": kind for form in FORMS for key, kind in (
+                             ("loss_end", LOSS), ("sym_dist_start", SIZE), ("sym_dist_end", SIZE),
+                             ("sym_dist_max", SIZE), ("qk_ov_error_vs_ode_end", SIZE))}},
+        "adam": {"evidence[].param": Text(FORMS), "evidence[].rho": SIZE, "evidence[].steps": COUNT,
+                 "evidence[].loss": LOSS, "evidence[].attn_adam": FRACTION, "evidence[].attn_ode": FRACTION,
+                 "evidence[].t_ode": SIZE, "evidence[].recorded_steps[]": COUNT, "evidence[].adam_distance[]": SIZE,
+                 "evidence[].gd_distance[]": SIZE},
+        "long_horizon": {"evidence[].rho": SIZE, "evidence[].steps": COUNT, "evidence[].t": SIZE, "evidence[].t_ode": SIZE,
+                         "evidence[].distance_from_subspace": SIZE, "evidence[].follows": Flag()},
+    }
 
     def plan(self, budget):
         cfg = dataclasses.asdict(self.budget(budget))
@@ -64,6 +82,13 @@ class StabilityStudy(Study[configs.StabilityConfig]):
     outputs = ("stability_phase.png", "stability_phase.pdf")
     config_class = configs.StabilityConfig
     budgets = configs.STABILITY
+    schema = {"sub": {"evidence.level": LOSS, "evidence.m": COUNT, "evidence.n": COUNT, "evidence.eps": SIZE,
+                      "evidence.shapes": Items(("shapes",)), "evidence.shapes[][]": COUNT,
+                      "evidence.rhos": Items(("rhos",)), "evidence.rhos[]": SIZE,
+                      "evidence.eps_x_linear_gain.*[][]": SIZE_OR_NAN, "evidence.max_growth_rate.*[][]": FINITE,
+                      "evidence.log_gain_at_level.*[][]": Number(finite=False), "evidence.validation[].param": Text(FORMS),
+                      "evidence.validation[].K": COUNT, "evidence.validation[].D": COUNT, "evidence.validation[].N": COUNT,
+                      "evidence.validation[].rho": SIZE, "evidence.validation[].sym_dist": SIZE}}
 
     def plan(self, budget):
         return [RunSpec.make(self.name, "sub", **dataclasses.asdict(self.budget(budget)))]
@@ -87,6 +112,12 @@ class SampledStudy(Study[configs.SampledConfig]):
     outputs = ("sampled_*_attention.png", "sampled_*_attention.pdf", "sampled_*_dtap.png", "sampled_*_dtap.pdf")
     config_class = configs.SampledConfig
     budgets = configs.SAMPLED
+    schema = {"*": {"evidence.generator": Text(("clean", "authors")), "evidence.seeds": Items(("seeds",)),
+                    "evidence.seeds[]": SEED, "evidence.test_size": COUNT, "evidence.horizon_steps.*": COUNT,
+                    "evidence.runs[].form": Text(FORMS), "evidence.runs[].seed": SEED, "evidence.runs[].horizon": COUNT,
+                    "evidence.runs[].steps": COUNT, "evidence.runs[].loss": LOSS, "evidence.runs[].at_level[].level": LOSS,
+                    "evidence.runs[].at_level[].attn_distinct": FRACTION,
+                    "evidence.runs[].at_level[].attn_query_id": FRACTION, "evidence.runs[].at_level[].p_true": FRACTION}}
 
     def plan(self, budget):
         cfg = dataclasses.asdict(self.budget(budget))
@@ -115,6 +146,9 @@ class FixedAttentionStudy(Study[configs.FixedAttentionConfig]):
     plot = "fixed_attention.png"
     config_class = configs.FixedAttentionConfig
     budgets = configs.FIXED_ATTENTION
+    schema = {"*": {"runs": Items(("alphas", "seeds")), "runs[].alpha": FRACTION, "runs[].seed": SEED,
+                    "runs[].t": Items(("checkpoints",)), "runs[].t[]": SIZE, "runs[].loss": Items(("checkpoints",)),
+                    "runs[].loss[]": LOSS, "runs[].fall[]": FINITE, "runs[].attn_distinct": FRACTION}}
 
     def plan(self, budget):
         cfg = dataclasses.asdict(self.budget(budget))
