@@ -12,9 +12,13 @@ penalty P = sum_c (lambda_c / 2) sum_i w_i x_i^2 and the objective are their own
 columns (:mod:`qkdyn.theory.specflow`, step 4).
 
 A flow with a finite minimum (weight decay, a square loss) settles exponentially, x(t) - x* ~ e^{J t}: in
-log time its rate (1 + t) J grows without bound and an explicit step pays per unit of t. So, for such a spec,
-DOP853 runs step by step and after every few steps asks whether the state has settled
-(:func:`_equilibrium`): Newton's method with the derived Jacobian finds a zero x* of the flow next to it,
+log time its rate (1 + t) J grows without bound and an explicit step pays per unit of t; weight decay on one
+circuit alone leaves the other growing, so the decayed circuit tracks a slowly moving balance at the same
+stiff rate without ever settling. So, for such a spec (:func:`can_settle`), DOP853 runs step by step and every
+few steps asks whether its step is held by stability (:func:`_stiff`); from there on SciPy's LSODA with the derived
+Jacobian (its stiff BDF branch takes steps of the slow motion's size, whatever the fast rate) goes on at a tenth
+of the tolerances (:data:`STIFF_RTOL`). Every few steps (after a check that found no equilibrium near, once t has
+doubled) the solve asks whether the state has settled (:func:`_equilibrium`): Newton's method with the derived Jacobian finds a zero x* of the flow next to it,
 J* = J(x*) has real eigenvalues, none positive (those of size below :data:`ZERO_MODE` of the largest
 taken as the directions of a manifold of minima), and the quadratic remainder e = f(x) - J* (x - x*)
 moves the remaining approach by less than the solver's tolerance. From there on the solution is the equilibrium's exact linear approach
@@ -193,8 +197,10 @@ def solve_spec(setting: Setting, spec: Spec, *, t_max: float | None = None, unti
     """The reduced flow of ``spec`` from its init (docs/setting.md, balanced factors of its depth) to
     ``t_max`` or the loss level ``until_loss`` (``record_losses`` too): the implementation behind the public
     verb ``qkdyn.solve(setting, spec, ...)``, which callers use. With DOP853 a spec that can have a finite
-    minimum (:func:`can_settle`) switches to the equilibrium's exact approach once it has settled (module
-    docstring); ``settle=False`` keeps DOP853 to the end (what ``make bench`` measures against)."""
+    minimum (:func:`can_settle`) hands over to LSODA once stiff and switches to the equilibrium's exact approach
+    once it has settled (module docstring; ``stats["stiff_t"]`` is where LSODA took over, ``stats["method"]``
+    then "DOP853+LSODA"); ``settle=False`` keeps DOP853 to the end (what
+    ``make bench`` measures against)."""
     if not isinstance(setting, Setting):
         raise InputError(f"must be a Setting, got {type(setting).__name__}", "setting")
     spec.check_setting(setting)
@@ -207,8 +213,23 @@ def solve_spec(setting: Setting, spec: Spec, *, t_max: float | None = None, unti
 
 #: eigenvalues of J* smaller than this fraction of the largest are zero modes (a manifold of minima)
 ZERO_MODE = 1e-9
-#: accepted DOP853 steps between two settling checks
+#: accepted steps between two settling (and stiffness) checks
 CHECK_EVERY = 4
+#: DOP853's step h times the flow's spectral radius in log time, e^tau max|eig J(x)|, beyond which its step is
+#: held by stability, not accuracy: stiff. On a stiff stretch its step control keeps h times the radius at 1-3
+#: and rising (its stability region reaches about -6 on the negative real axis, the controller stays inside),
+#: while accuracy holds it below 0.7 on the transients of the decay specs at rtol 1e-11
+STIFF_STEP = 1.5
+#: LSODA's tolerances after the hand-over, as a fraction of the solve's: at the same rtol its global error is
+#: larger than DOP853's (a rational first integral drifted 1.3e-8 by t = 1e3 against DOP853's 2e-11)
+STIFF_RTOL = 0.1
+
+
+def _stiff(field: _Field, p, stepper) -> bool:
+    """Whether DOP853's steps are held by stability (:data:`STIFF_STEP`): from there on an explicit step pays per
+    unit of t."""
+    radius = float(np.abs(np.linalg.eigvals(field.jac(stepper.y, p))).max())
+    return bool(stepper.step_size * math.exp(stepper.t) * radius > STIFF_STEP)
 #: Newton iterations of a settling check, and the largest distance |x - x*| / (1 + |x|) it may move the state
 NEWTON_ITERATIONS, NEWTON_REACH = 6, 1e-3
 
@@ -283,6 +304,8 @@ def _equilibrium(field: _Field, p, x: np.ndarray, rtol: float, atol: float) -> t
     remainder = field.rhs(x, p) - jac @ deviation
     size, noise = float(np.linalg.norm(remainder)), 4 * float(np.linalg.norm(field.rhs(star, p)))
     remainder = remainder * (max(size - noise, 0.0) / size if size > 0 else 0.0)
+    if np.linalg.cond(modes) > 1 / np.finfo(float).eps:  # a defective J*: no basis of modes to approach along
+        return None, 0.0
     shift = modes @ (np.linalg.solve(modes, remainder) / np.where(zero, 2 * slowest, np.abs(rates)))
     excess = float(np.max(np.abs(shift) / tolerance))
     if not excess <= 1:
@@ -293,17 +316,22 @@ def _equilibrium(field: _Field, p, x: np.ndarray, rtol: float, atol: float) -> t
 def _settling_flow(name: str, field: _Field, setting: Setting, *, t_max, until_loss, points, at, rtol, atol, method,
                    record_losses) -> tuple:
     """(times, state, variables, event_t, stats, crossings, dense) of a :class:`SpecTrajectory`: SciPy's DOP853
-    in log time, step by step, until the flow has settled (:func:`_equilibrium`), the horizon or (``until_loss``)
-    the target loss, then the exact linear approach (:class:`Approach`); loss levels are found on that dense
-    solution. A failed step hands the whole solve to :func:`integrate_flow` (LSODA takes over there)."""
-    from scipy.integrate import DOP853, OdeSolution
+    in log time, step by step, handed to LSODA once stiff (:func:`_stiff`), until the flow has settled
+    (:func:`_equilibrium`), the horizon or (``until_loss``) the target loss, then the exact linear approach
+    (:class:`Approach`); loss levels are found on that dense solution. A failed step hands the whole solve to
+    :func:`integrate_flow` (LSODA takes over there)."""
+    from scipy.integrate import DOP853, LSODA, OdeSolution
 
     logtime.check_options(t_max, until_loss, points, at, method)
     p, x0, levels, horizon = logtime.start(field, setting, t_max, until_loss, at, record_losses)
     start = time.perf_counter()
     tau_end, log_levels = math.log1p(horizon), np.log(np.asarray(levels, dtype=float))
-    stepper = DOP853(lambda tau, x: math.exp(tau) * field.rhs(x, p), 0.0, x0, tau_end, rtol=rtol, atol=atol)
-    taus, pieces, settled, next_check = [0.0], [], None, 0.0
+
+    def flow(tau, x):
+        return math.exp(tau) * field.rhs(x, p)
+
+    stepper = DOP853(flow, 0.0, x0, tau_end, rtol=rtol, atol=atol)
+    taus, pieces, settled, next_check, stiff_t, nfev = [0.0], [], None, 0.0, None, 0
     while stepper.status == "running" and settled is None:
         stepper.step()
         if stepper.status == "failed":
@@ -313,9 +341,16 @@ def _settling_flow(name: str, field: _Field, setting: Setting, *, t_max, until_l
         pieces.append(stepper.dense_output())
         if until_loss is not None and math.log(field.loss(stepper.y, p)) <= log_levels[-1]:
             break
-        if len(pieces) % CHECK_EVERY == 0 and next_check <= math.expm1(stepper.t) and stepper.t < tau_end:
+        if len(pieces) % CHECK_EVERY or stepper.t >= tau_end:
+            continue
+        if stiff_t is None and _stiff(field, p, stepper):
+            stiff_t, nfev = math.expm1(stepper.t), stepper.nfev
+            stepper = LSODA(flow, stepper.t, stepper.y, tau_end, rtol=rtol * STIFF_RTOL, atol=atol * STIFF_RTOL,
+                            jac=lambda tau, x: math.exp(tau) * field.jac(x, p))
+        if next_check <= math.expm1(stepper.t):
             settled, wait = _equilibrium(field, p, stepper.y, rtol, atol)
-            next_check = math.expm1(stepper.t) + wait
+            # no equilibrium near (a transient, or decay on one circuit alone): look again once t has doubled
+            next_check = math.expm1(stepper.t) + (wait if wait > 0 else math.expm1(stepper.t))
     early = OdeSolution(taus, pieces)
     dense: Callable[[np.ndarray], np.ndarray] = early
     if settled is not None:
@@ -325,7 +360,7 @@ def _settling_flow(name: str, field: _Field, setting: Setting, *, t_max, until_l
         later = math.expm1(stepper.t) + np.arange(1, 65) / slowest
         taus += [math.log1p(t) for t in later if math.log1p(t) < tau_end] + [tau_end]
     grid = np.asarray(taus)
-    sol = _Solution(grid, dense, dense(grid), 0, "settled" if settled else stepper.status, stepper.nfev,
+    sol = _Solution(grid, dense, dense(grid), 0, "settled" if settled else stepper.status, nfev + stepper.nfev,
                     stepper.njev)
     events = [logtime.Crossing(lambda x: math.log(field.loss(x, p)), level, until_loss is not None and i == len(levels) - 1)
               for i, level in enumerate(log_levels)]
@@ -333,8 +368,9 @@ def _settling_flow(name: str, field: _Field, setting: Setting, *, t_max, until_l
     run.steps = len(pieces)
     seconds = time.perf_counter() - start
     out = logtime.sample(name, field, setting, run, p, x0, horizon, until_loss, points, at, record_losses, seconds,
-                         method, False)
+                         method if stiff_t is None else "DOP853+LSODA", False)
     out[4]["settled_t"] = math.expm1(stepper.t) if settled is not None else None
+    out[4]["stiff_t"] = stiff_t
     return out
 
 

@@ -94,6 +94,19 @@ class SpecDerivation:
     def jacobian(self) -> sp.Matrix:
         return sp.Matrix(self.rhs).jacobian(self.symbols)
 
+    @functools.cached_property
+    def stable_rhs(self) -> tuple:
+        """:attr:`rhs` written for floating point, without the quotient rule's cancellation as attention
+        saturates (:mod:`qkdyn.theory.stableflow`): what the numeric functions evaluate."""
+        from qkdyn.theory.stableflow import stable_rhs
+
+        return stable_rhs(self)
+
+    @functools.cached_property
+    def stable_jacobian(self) -> sp.Matrix:
+        """The Jacobian of :attr:`stable_rhs` (the implicit solvers' and the settling check's)."""
+        return sp.Matrix(self.stable_rhs).jacobian(self.symbols)
+
     def circuit_symbols(self, circuit: str) -> list[sp.Symbol]:
         return [v.symbol for v in self.variables if v.circuit == circuit]
 
@@ -223,26 +236,54 @@ def _count_vectors(spec: Spec) -> list[tuple[tuple, sp.Expr]]:
     return out
 
 
-def population_loss(spec: Spec, qk_f: dict, ov_f: dict) -> tuple[sp.Expr, sp.Expr, sp.Expr, sp.Expr]:
-    """(loss, attn, qk, ov) from the collapsed entries (module docstring, step 4)."""
+@dataclasses.dataclass(frozen=True)
+class Token:
+    """One token kind of a class-k context (module docstring, step 4): its softmax weight g = c e^sigma
+    (c its count), its score sigma = s (A - b) (0 for the common tokens) and the values it brings to the own
+    and the cross logit."""
+
+    weight: sp.Expr
+    score: sp.Expr
+    own: sp.Expr
+    cross: sp.Expr
+    distinct: bool
+
+
+def contexts(spec: Spec, qk_f: dict, ov_f: dict) -> list[tuple[sp.Expr, list[Token]]]:
+    """(probability, tokens) of every count vector of the context (one with uniform token weights), from
+    the collapsed entries: the distinct tokens of each weight, the n common tokens, the query itself."""
     weights = spec.token_weights
     keys = [str(i + 1) for i in range(len(weights))] if weights is not None else [""]
     b, z = qk_f["common"], ov_f["common"]
-    self_weight = sp.exp(s * (qk_f["self"] - b)) if spec.self_attention else sp.S(0)
-    self_value = ov_f["query"] if spec.self_attention else sp.S(0)
-    loss, attn = sp.S(0), sp.S(0)
+    out = []
     for counts, probability in _count_vectors(spec):
-        g = [c * sp.exp(s * (qk_f["distinct" + key] - b)) for c, key in zip(counts, keys, strict=True)]
-        total = sum(g) + n + self_weight
-        own = (sum(gi * ov_f["own" + key] for gi, key in zip(g, keys, strict=True)) + n * z + self_weight * self_value) / total
-        cross = (sum(gi * ov_f["cross" + key] for gi, key in zip(g, keys, strict=True)) + n * z + self_weight * self_value) / total
+        tokens = [Token(c * sp.exp(s * (qk_f["distinct" + key] - b)), s * (qk_f["distinct" + key] - b),
+                        ov_f["own" + key], ov_f["cross" + key], True) for c, key in zip(counts, keys, strict=True)]
+        tokens.append(Token(n, sp.S(0), z, z, False))
+        if spec.self_attention:
+            score = s * (qk_f["self"] - b)
+            tokens.append(Token(sp.exp(score), score, ov_f["query"], ov_f["query"], False))
+        out.append((probability, tokens))
+    return out
+
+
+def population_loss(spec: Spec, qk_f: dict, ov_f: dict) -> tuple[sp.Expr, sp.Expr, sp.Expr, sp.Expr]:
+    """(loss, attn, qk, ov) from the collapsed entries (module docstring, step 4)."""
+    weights = spec.token_weights
+    loss, attn = sp.S(0), sp.S(0)
+    for probability, tokens in contexts(spec, qk_f, ov_f):
+        total = sum(t.weight for t in tokens)
+        own = sum(t.weight * t.own for t in tokens) / total
+        cross = sum(t.weight * t.cross for t in tokens) / total
         if spec.loss == "cross_entropy":
             one = softplus(sp.log(K - 1) - (own - cross))
         else:
             one = ((own - 1) ** 2 + (K - 1) * cross**2) / 2
         loss += probability * one
-        attn += probability * sum(g) / total
+        attn += probability * sum(t.weight for t in tokens if t.distinct) / total
+    b = qk_f["common"]
     if weights is not None:
+        keys = [str(i + 1) for i in range(len(weights))]
         total = sum(sp.nsimplify(w) for w in weights)
         probs = [sp.nsimplify(w) / total for w in weights]
         qk = s * (sum(p * qk_f["distinct" + k] for p, k in zip(probs, keys, strict=True)) - b)

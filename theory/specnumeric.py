@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from collections.abc import Callable
 from typing import cast
 
@@ -23,6 +24,23 @@ from scipy import special
 
 #: the stable primitives of :mod:`qkdyn.theory.functions` as NumPy functions (lambdify's first namespace)
 PRIMITIVES = {"expit": special.expit, "softplus": lambda x: np.logaddexp(0, x)}
+
+
+def _expit(z: float) -> float:
+    """1 / (1 + e^{-z}) of one float, without overflow."""
+    if z >= 0:
+        return 1.0 / (1.0 + math.exp(-z))
+    e = math.exp(z)
+    return e / (1.0 + e)
+
+
+def _softplus(z: float) -> float:
+    """log(1 + e^z) of one float, without overflow."""
+    return max(z, 0.0) + math.log1p(math.exp(-abs(z)))
+
+
+#: the same primitives on one float, for :func:`one_state` (Python's math module in place of NumPy)
+SCALAR_PRIMITIVES = {"expit": _expit, "softplus": _softplus}
 #: the functions of :class:`SpecNumeric` a spec's derivation gives (:func:`expressions`), in order
 FUNCTIONS = ("rhs", "loss", "features", "init", "qk_metric")
 
@@ -64,9 +82,29 @@ def lambdify(args, outputs) -> Callable[..., np.ndarray]:
     return floats(sympy_lambdify(args, outputs))
 
 
+def one_state(args, outputs) -> Callable[..., np.ndarray]:
+    """:func:`lambdify` for one state at a time (a solver's right-hand side and Jacobian), printed with Python's
+    math module on lists of floats: about 3x faster per call than NumPy's arithmetic on its scalars, and the same
+    expressions (values within an ulp or so: math's exp against NumPy's). A call it cannot take (arrays of states,
+    an overflow, which math raises where NumPy returns inf) goes to :func:`lambdify`'s NumPy function."""
+    import sympy as sp
+
+    fast = sp.lambdify(args, outputs, modules=[SCALAR_PRIMITIVES, "math"], cse=True)
+    slow = lambdify(args, outputs)
+
+    def function(*values) -> np.ndarray:
+        try:
+            return np.array(fast(*(np.asarray(v, dtype=float).tolist() for v in values)), dtype=float)
+        except (OverflowError, TypeError, ValueError, ZeroDivisionError):
+            return slow(*values)
+
+    return function
+
+
 def expressions(spec: Spec) -> tuple[tuple[str, ...], dict[str, tuple[list, object]]]:
     """(variable names, {name: (arguments, outputs)} for each of :data:`FUNCTIONS`) from the spec's derivation
-    (x the reduced state, p the parameters, w_i the orbit sizes): the flow dx/dt, the loss, (qk, ov, attn), the
+    (x the reduced state, p the parameters, w_i the orbit sizes): the flow dx/dt (in its floating-point form,
+    ``SpecDerivation.stable_rhs``), the loss, (qk, ov, attn), the
     initial state, and M_QK(x) = sum_i (d qk / d x_i)^2 / w_i over the QK variables (docs/setting.md)."""
     import sympy as sp
     from qkdyn.theory.model import PARAMS, ov0, qk0
@@ -75,7 +113,7 @@ def expressions(spec: Spec) -> tuple[tuple[str, ...], dict[str, tuple[list, obje
     d = derive_spec(spec)
     x, p = list(d.symbols), list(PARAMS)
     metric = sum(sp.diff(d.qk, v.symbol) ** 2 / v.orbit for v in d.variables if v.circuit == "QK")
-    outputs = {"rhs": ([x, p], list(d.rhs)), "loss": ([x, p], d.loss), "features": ([x, p], [d.qk, d.ov, d.attn]),
+    outputs = {"rhs": ([x, p], list(d.stable_rhs)), "loss": ([x, p], d.loss), "features": ([x, p], [d.qk, d.ov, d.attn]),
                "init": ([p, qk0, ov0], [d.init[v] for v in x]), "qk_metric": ([x, p], metric)}
     return tuple(v.name for v in d.variables), outputs
 
@@ -93,7 +131,8 @@ def numeric(spec: Spec) -> SpecNumeric:
         generated = cast("dict[str, Callable]", raw)
         return SpecNumeric(spec, variables, **{name: floats(generated[name]) for name in FUNCTIONS})
     variables, outputs = expressions(spec)
-    return SpecNumeric(spec, variables, **{name: lambdify(*outputs[name]) for name in FUNCTIONS})
+    return SpecNumeric(spec, variables, **{name: (one_state if name == "rhs" else lambdify)(*outputs[name])
+                                           for name in FUNCTIONS})
 
 
 @functools.cache
@@ -102,4 +141,4 @@ def _jacobian(spec: Spec) -> Callable[..., np.ndarray]:
     from qkdyn.theory.specflow import derive_spec
 
     d = derive_spec(spec)
-    return lambdify([list(d.symbols), list(PARAMS)], d.jacobian)
+    return lambdify([list(d.symbols), list(PARAMS)], d.stable_jacobian)
