@@ -12,12 +12,14 @@ from collections.abc import Callable
 
 import torch
 from qkdyn.empirical.synthetic import data, reduced
-from qkdyn.empirical.synthetic.model import AttentionHead, log_counts
+from qkdyn.empirical.synthetic.model import AttentionHead, attend, label_values, log_counts, query_scores
 from qkdyn.theory.compiled import load
 
 
 def observer(param: str, setting, test_size: int = 2048, seed: int = 12345) -> Callable[[AttentionHead], dict]:
-    """A function model -> row dict (columns: qk, ov, attn, loss, reduced variables, acc, sym_dist)."""
+    """A function model -> row dict (columns: qk, ov, attn, loss, reduced variables, acc, sym_dist). The model's
+    query scores and label values are formed once per row, for ``acc`` (the forward pass on the test batch) and
+    ``sym_dist`` alike."""
     compiled, p = load(param), setting.numeric()
     counts, labels, _ = data.sample(setting, test_size, torch.Generator().manual_seed(seed))
     log_c = log_counts(counts)  # the fixed test batch takes its log once
@@ -28,8 +30,10 @@ def observer(param: str, setting, test_size: int = 2048, seed: int = 12345) -> C
         qk, ov = (float(v) for v in compiled.features(x, p))
         row = {"qk": qk, "ov": ov, "attn": float(compiled.attention(qk, p)), "loss": float(compiled.loss(qk, ov, p))}
         row.update(zip(compiled.variables, map(float, x), strict=True))
-        row["acc"] = float((model.forward_log(log_c)[0].argmax(dim=1) == labels).double().mean())
-        row["sym_dist"] = reduced.symmetric_distance(model)
+        matrices = model.matrices()
+        scores, values = query_scores(matrices, model.query, model.scale), label_values(matrices, model.labels)
+        row["acc"] = int((attend(scores, log_c, values)[0].argmax(dim=1) == labels).sum()) / len(labels)
+        row["sym_dist"] = reduced.symmetric_distance(model, scores, values)
         return row
 
     return observe

@@ -157,12 +157,16 @@ def read(model: AttentionHead) -> np.ndarray:
 
 
 @torch.no_grad()
-def symmetric_distance(model: AttentionHead) -> float:
-    """max over circuits of ||E - Pi E|| / ||E|| on the entries that reach the loss (docstring)."""
+def symmetric_distance(model: AttentionHead, scores: torch.Tensor | None = None,
+                       values: torch.Tensor | None = None) -> float:
+    """max over circuits of ||E - Pi E|| / ||E|| on the entries that reach the loss (docstring); ``scores`` and
+    ``values``: the model's query scores and label values where the caller holds them already."""
     ctx, qk_orbit, ov_orbit = _symmetric_orbits(model.layout)
-    qk = model.query_scores()[ctx]
-    ov = model.label_values()[:, ctx]
-    return max(_orbit_residual(qk, *qk_orbit), _orbit_residual(ov, *ov_orbit))
+    qk = (model.query_scores() if scores is None else scores)[ctx]
+    ov = (model.label_values() if values is None else values)[:, ctx]
+    qk_norm, qk_residual, ov_norm, ov_residual = torch.cat(
+        [_orbit_residual(qk, *qk_orbit), _orbit_residual(ov, *ov_orbit)]).tolist()
+    return max(qk_residual / qk_norm if qk_norm > 0 else 0.0, ov_residual / ov_norm if ov_norm > 0 else 0.0)
 
 
 @functools.cache
@@ -177,11 +181,11 @@ def _symmetric_orbits(lay: Layout) -> tuple[torch.Tensor, tuple, tuple]:
     return ctx, (qk_orbit, torch.bincount(qk_orbit)), (ov_orbit, torch.bincount(ov_orbit))
 
 
-def _orbit_residual(values: torch.Tensor, orbit: torch.Tensor, sizes: torch.Tensor) -> float:
+def _orbit_residual(values: torch.Tensor, orbit: torch.Tensor, sizes: torch.Tensor) -> torch.Tensor:
+    """(||v||, ||v - Pi v||) of the entries ``values``, Pi the mean over each orbit."""
     v = values.ravel()
     means = torch.zeros(len(sizes), dtype=v.dtype).index_add_(0, orbit, v) / sizes
-    norm, residual = torch.stack([v.norm(), (v - means[orbit]).norm()]).tolist()
-    return residual / norm if norm > 0 else 0.0
+    return torch.stack([v.norm(), (v - means[orbit]).norm()])
 
 
 def balanced_factors(W: torch.Tensor, width: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -9,12 +9,12 @@ does not discretise this flow: its step is ~ lr sign(grad) whatever the gradient
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 import torch
 from qkdyn.empirical.synthetic import data
-from qkdyn.empirical.synthetic.model import AttentionHead, cross_entropy
+from qkdyn.empirical.synthetic.model import AttentionHead, cross_entropy, head, log_counts
 from tqdm import tqdm
 
 from qkdyn.errors import InputError
@@ -23,22 +23,29 @@ from qkdyn.errors import InputError
 class PlainSGD:
     """theta <- theta - lr_g grad_theta for every parameter of group g: ``torch.optim.SGD`` without
     momentum, minus its per-step dispatch (hooks, capturable and foreach checks, a compile guard), which
-    costs more than the update of these small matrices. Same ``param_groups`` / ``zero_grad`` / ``step``."""
+    costs more than the update of these small matrices. Same ``param_groups`` / ``zero_grad`` / ``step``;
+    :meth:`update` takes the gradients as :func:`torch.autograd.grad` returns them, of any part of a parameter."""
 
     def __init__(self, groups: list[dict]):
         self.param_groups = groups
+        self.rates = {p: group["lr"] for group in groups for p in group["params"]}  # parameter -> its group's lr
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         for group in self.param_groups:
             for p in group["params"]:
                 p.grad = None
 
-    @torch.no_grad()
     def step(self) -> None:
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is not None:
-                    p.add_(p.grad, alpha=-group["lr"])
+        """The update from the gradients held in ``p.grad`` (a parameter without one is left alone)."""
+        params = [p for group in self.param_groups for p in group["params"] if p.grad is not None]
+        self.update(params, [p.grad for p in params], params)
+
+    @torch.no_grad()
+    def update(self, tensors: list[torch.Tensor], grads: Sequence[torch.Tensor], owners: list[torch.Tensor]) -> None:
+        """tensor <- tensor - lr grad, in place, for each tensor (a parameter or a view of one: only the rows that
+        can have a gradient), ``owners`` the parameters they belong to (whose group sets lr)."""
+        for tensor, grad, owner in zip(tensors, grads, owners, strict=True):
+            tensor.add_(grad, alpha=-self.rates[owner])
 
 
 class PlainAdam(PlainSGD):
@@ -50,30 +57,28 @@ class PlainAdam(PlainSGD):
         theta <- theta - (lr_g / (1 - beta1^k)) m / (sqrt(v) / sqrt(1 - beta2^k) + eps)
 
     Constructing ``torch.optim.Adam`` imports ``torch._dynamo`` (~1.5 CPU-s in every process that does), and
-    its ``step`` costs more dispatch than these small updates. Same ``param_groups`` / ``zero_grad`` / ``step``."""
+    its ``step`` costs more dispatch than these small updates. Same ``param_groups`` / ``zero_grad`` / ``step``
+    / ``update`` (its state is per updated tensor: pass the same tensors at every step)."""
 
     betas, eps = (0.9, 0.999), 1e-8
 
     def __init__(self, groups: list[dict]):
         super().__init__(groups)
-        self.state: dict = {}  # parameter -> [k, m, v]
+        self.state: dict = {}  # updated tensor -> [k, m, v]
 
     @torch.no_grad()
-    def step(self) -> None:
+    def update(self, tensors: list[torch.Tensor], grads: Sequence[torch.Tensor], owners: list[torch.Tensor]) -> None:
         beta1, beta2 = self.betas
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                if p not in self.state:
-                    self.state[p] = [0, torch.zeros_like(p), torch.zeros_like(p)]
-                state = self.state[p]
-                state[0] += 1
-                k, m, v = float(state[0]), state[1], state[2]
-                m.lerp_(p.grad, 1 - beta1)
-                v.mul_(beta2).addcmul_(p.grad, p.grad, value=1 - beta2)
-                denom = (v.sqrt() / (1 - beta2**k) ** 0.5).add_(self.eps)
-                p.addcdiv_(m, denom, value=-(group["lr"] / (1 - beta1**k)))
+        for tensor, grad, owner in zip(tensors, grads, owners, strict=True):
+            if tensor not in self.state:
+                self.state[tensor] = [0, torch.zeros_like(tensor), torch.zeros_like(tensor)]
+            state = self.state[tensor]
+            state[0] += 1
+            k, m, v = float(state[0]), state[1], state[2]
+            m.lerp_(grad, 1 - beta1)
+            v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+            denom = (v.sqrt() / (1 - beta2**k) ** 0.5).add_(self.eps)
+            tensor.addcdiv_(m, denom, value=-(self.rates[owner] / (1 - beta1**k)))
 
 
 def make_optimizer(model: AttentionHead, kind: str, step: float, eta_qk: float, eta_ov: float):
@@ -99,8 +104,23 @@ def batch_source(setting, batch: int | None, seed: int) -> Callable[[], data.Bat
 
 def record_steps(steps: int, points: int, extra: Iterable[int] = ()) -> np.ndarray:
     """Step 0, ``points - 1`` log-spaced steps up to ``steps``, the ``extra`` steps, ascending."""
-    grid = np.geomspace(1, max(steps, 1), max(points - 1, 1)).round().astype(int) if steps > 0 else []
+    grid = np.geomspace(1, max(steps, 1), max(points - 1, 1)).round().astype(int) if steps > 0 else np.zeros(0, int)
     return np.unique(np.concatenate([[0, steps], grid, np.asarray(list(extra), dtype=int)]))
+
+
+def loss_parts(model: AttentionHead) -> dict[str, torch.Tensor]:
+    """Matrix name -> the part of it that reaches the loss (module docstring of :mod:`.model`), as a view: the
+    query row of W_QK or W_Q, the label rows of W_OV or W_O, W_K and W_V whole. :func:`.model.head` of them with
+    query and labels None is the model's forward pass, the same operations on the same numbers; their gradient is
+    the parameters' without its rows of zeros (which an update would leave as they are)."""
+    rows: dict[str, int | slice] = {"W_QK": model.query, "W_Q": model.query, "W_OV": model.labels, "W_O": model.labels}
+    return {name: p[rows[name]] if name in rows else p for name, p in model.matrices().items()}
+
+
+def gradient(loss: torch.Tensor, tensors: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    """d loss / d tensor for each tensor (``torch.autograd.grad``: the public call, not the engine's private
+    entry point, which would save a tenth of a step at these sizes but is not part of torch's API)."""
+    return torch.autograd.grad(loss, tuple(tensors))
 
 
 def train(model: AttentionHead, optimizer, next_batch: Callable[[], data.Batch], steps: int,
@@ -108,19 +128,26 @@ def train(model: AttentionHead, optimizer, next_batch: Callable[[], data.Batch],
           stop_below: float | None = None, progress: bool = False) -> list[dict]:
     """Run ``steps`` optimiser steps; ``observe(model)`` at every step in ``record`` (the row gets
     its ``step``). With ``stop_below``, stop (and record) once the batch loss falls below it.
-    ``progress`` shows a tqdm bar on a terminal. A non-finite loss (divergence) is a InputError."""
+    ``progress`` shows a tqdm bar on a terminal. A non-finite loss (divergence) is a InputError.
+
+    Each step differentiates the loss with respect to :func:`loss_parts` (:func:`gradient`: no ``.grad`` kept) and
+    ``optimizer.update`` moves those parts in place: the step of the whole parameters, bit for bit, without forming
+    and adding their rows of zero gradient. A sampled batch takes its log by :func:`.model.log_counts` (the same
+    bits as ``torch.log``, faster on the zero counts)."""
     record = set(int(s) for s in record)
+    parts = loss_parts(model)
+    tensors = list(parts.values())
+    owners = [getattr(model, name) for name in parts]
     rows = []
-    last, log_counts = None, None
+    last, log_c = None, torch.empty(0)
     steps_iter = range(steps + 1)
     if progress:
         steps_iter = tqdm(steps_iter, disable=None, unit="step", mininterval=1.0)
     for step in steps_iter:
         counts, labels, weights = next_batch()
         if counts is not last:  # a fixed batch (the population) takes its log once
-            last, log_counts = counts, torch.log(counts)
-        logits, _ = model.forward_log(log_counts)
-        loss = cross_entropy(logits, labels, weights)
+            last, log_c = counts, log_counts(counts)
+        loss = cross_entropy(head(parts, log_c, model.scale, None, None)[0], labels, weights)
         value = loss.item()
         if not math.isfinite(value):
             raise InputError(f"the loss is not finite at step {step}: training diverged, reduce --step")
@@ -129,7 +156,5 @@ def train(model: AttentionHead, optimizer, next_batch: Callable[[], data.Batch],
             rows.append({"step": step, **observe(model)})
         if done:
             break
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+        optimizer.update(tensors, gradient(loss, tensors), owners)
     return rows
