@@ -29,8 +29,10 @@ FLOW_KINDS = ("coupled", "mlp-only", "mlp-only-shared", "mlp-only-q")
 HORIZONS = ("step", "fixed")
 #: the hidden width of the flow's per-head MLPs: ``hidden`` units, or as wide as the head (d_head)
 FIELD_WIDTHS = ("hidden", "head")
+#: the context length of each model preset (torch-free, so `qkdyn lm --help` can state it; model.PRESETS reads it)
+PRESET_BLOCK_SIZES = {"tiny": 128, "1M": 128, "4M": 128, "60M": 1024, "150M": 1024, "350M": 1024}
 #: the keys of :data:`qkdyn.empirical.coupled.model.PRESETS` (a torch module; a test checks they agree)
-PRESET_NAMES = ("tiny", "1M", "4M", "60M", "150M", "350M")
+PRESET_NAMES = tuple(PRESET_BLOCK_SIZES)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -36,7 +36,7 @@ from qkdyn.empirical.coupled.attention import (
     build_attention,
     extra_parameters,
 )
-from qkdyn.empirical.coupled.configs import FLOW_KINDS
+from qkdyn.empirical.coupled.configs import FLOW_KINDS, PRESET_BLOCK_SIZES
 from qkdyn.empirical.coupled.lm_loss import linear_cross_entropy
 from torch import nn
 
@@ -60,12 +60,12 @@ class GPTConfig:
 INITS = ("nanogpt", "torch")
 
 PRESETS: dict[str, dict] = {
-    "tiny": dict(n_layer=2, d_model=64, n_head=4, block_size=128),
-    "1M": dict(n_layer=4, d_model=128, n_head=4, block_size=128),
-    "4M": dict(n_layer=6, d_model=256, n_head=8, block_size=128),
-    "60M": dict(n_layer=12, d_model=640, n_head=10, block_size=1024),
-    "150M": dict(n_layer=12, d_model=1024, n_head=16, block_size=1024),
-    "350M": dict(n_layer=28, d_model=1024, n_head=16, block_size=1024),
+    "tiny": dict(n_layer=2, d_model=64, n_head=4, block_size=PRESET_BLOCK_SIZES["tiny"]),
+    "1M": dict(n_layer=4, d_model=128, n_head=4, block_size=PRESET_BLOCK_SIZES["1M"]),
+    "4M": dict(n_layer=6, d_model=256, n_head=8, block_size=PRESET_BLOCK_SIZES["4M"]),
+    "60M": dict(n_layer=12, d_model=640, n_head=10, block_size=PRESET_BLOCK_SIZES["60M"]),
+    "150M": dict(n_layer=12, d_model=1024, n_head=16, block_size=PRESET_BLOCK_SIZES["150M"]),
+    "350M": dict(n_layer=28, d_model=1024, n_head=16, block_size=PRESET_BLOCK_SIZES["350M"]),
 }
 
 

@@ -6,6 +6,7 @@ import argparse
 from qkdyn.commands.coupled_flags import add_model_arguments, add_train_arguments, attention_config, train_config
 from qkdyn.configflags import fraction
 from qkdyn.configflags import parser as parser_of
+from qkdyn.empirical.coupled.configs import PRESET_BLOCK_SIZES
 from qkdyn.settingflags import positive_int
 
 HELP = "train a GPT LM (BPE or byte tokens) with standard, coupled-QK, MLP-only or differential attention"
@@ -33,7 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data", required=True,
                         help=f"corpus: {', '.join(s.name for s in SOURCES)}, or a text file/directory")
     parser.add_argument("--block-size", type=block_size, default=None,
-                        help="context length >= 2 (default: the preset's)")
+                        help="context length >= 2 (default: the preset's: "
+                        + ", ".join(f"{name} {size}" for name, size in PRESET_BLOCK_SIZES.items()) + ")")
     parser.add_argument("--eval-tokens", type=positive_int, default=None,
                         help="cap on validation tokens per evaluation (default: the whole split)")
     parser.add_argument("--tokenizer", default="bpe", choices=("bpe", "byte"), help="sub-word BPE (default) or bytes")
