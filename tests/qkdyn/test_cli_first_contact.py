@@ -55,8 +55,9 @@ def _make_dry_run(target: str, venv) -> list[str]:
     """The commands ``make TARGET`` would run on a machine without the environment ``venv`` (``make -n``)."""
     if shutil.which("make") is None:
         pytest.skip("make is not installed")
-    done = subprocess.run(["make", "-n", target, f"VENV={venv}"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=60, check=True)
+    # --no-print-directory: under `make test` (CI) this make is a sub-make, which would add "Leaving directory" lines
+    done = subprocess.run(["make", "--no-print-directory", "-n", target, f"VENV={venv}"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60, check=True)
     return [line for line in done.stdout.splitlines() if not line.startswith("#")]
 
 
