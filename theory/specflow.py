@@ -267,20 +267,27 @@ def contexts(spec: Spec, qk_f: dict, ov_f: dict) -> list[tuple[sp.Expr, list[Tok
     return out
 
 
+def softmax_average(tokens: list[Token], values: list[sp.Expr]) -> sp.Expr:
+    """sum_j g_j values_j / sum_j g_j over one context's tokens (g their softmax weights)."""
+    return sum(t.weight * v for t, v in zip(tokens, values, strict=True)) / sum(t.weight for t in tokens)
+
+
+def context_loss(spec: Spec, own: sp.Expr, cross: sp.Expr) -> sp.Expr:
+    """One context's loss from its own and cross logits (module docstring, step 4)."""
+    if spec.loss == "cross_entropy":
+        return softplus(sp.log(K - 1) - (own - cross))
+    return ((own - 1) ** 2 + (K - 1) * cross**2) / 2
+
+
 def population_loss(spec: Spec, qk_f: dict, ov_f: dict) -> tuple[sp.Expr, sp.Expr, sp.Expr, sp.Expr]:
     """(loss, attn, qk, ov) from the collapsed entries (module docstring, step 4)."""
     weights = spec.token_weights
     loss, attn = sp.S(0), sp.S(0)
     for probability, tokens in contexts(spec, qk_f, ov_f):
-        total = sum(t.weight for t in tokens)
-        own = sum(t.weight * t.own for t in tokens) / total
-        cross = sum(t.weight * t.cross for t in tokens) / total
-        if spec.loss == "cross_entropy":
-            one = softplus(sp.log(K - 1) - (own - cross))
-        else:
-            one = ((own - 1) ** 2 + (K - 1) * cross**2) / 2
-        loss += probability * one
-        attn += probability * sum(t.weight for t in tokens if t.distinct) / total
+        own = softmax_average(tokens, [t.own for t in tokens])
+        cross = softmax_average(tokens, [t.cross for t in tokens])
+        loss += probability * context_loss(spec, own, cross)
+        attn += probability * sum(t.weight for t in tokens if t.distinct) / sum(t.weight for t in tokens)
     b = qk_f["common"]
     if weights is not None:
         keys = [str(i + 1) for i in range(len(weights))]

@@ -19,10 +19,12 @@ from __future__ import annotations
 import itertools
 
 import sympy as sp
-from qkdyn.theory.functions import expit
-from qkdyn.theory.model import ETA, K
+from qkdyn.theory.model import ETA
 from qkdyn.theory.specentries import circuit_spec
-from qkdyn.theory.specflow import SpecDerivation, Token, contexts
+from qkdyn.theory.specflow import SpecDerivation, Token, context_loss, contexts, softmax_average
+
+#: placeholders of one context's own and cross logits, the arguments of its loss (specflow.context_loss)
+OWN, CROSS = sp.symbols("own cross", real=True)
 
 
 def softmax_average_derivative(tokens: list[Token], values: list[sp.Expr], x: sp.Symbol) -> sp.Expr:
@@ -36,27 +38,30 @@ def softmax_average_derivative(tokens: list[Token], values: list[sp.Expr], x: sp
     return direct + pairs
 
 
-def _loss_derivative(d: SpecDerivation, tokens: list[Token], x: sp.Symbol) -> sp.Expr:
-    """dl/dx of one context's loss (module docstring)."""
-    total = sum(t.weight for t in tokens)
-    if d.spec.loss == "cross_entropy":
-        margins = [t.own - t.cross for t in tokens]
-        margin = sum(t.weight * v for t, v in zip(tokens, margins, strict=True)) / total
-        return -expit(sp.log(K - 1) - margin) * softmax_average_derivative(tokens, margins, x)
+def _loss_derivative(slopes: tuple[sp.Expr, sp.Expr], tokens: list[Token], x: sp.Symbol) -> sp.Expr:
+    """dl/dx of one context's loss l(own, cross), its ``slopes`` (dl/d own, dl/d cross) in the placeholders: a loss
+    of the margin own - cross alone (the cross-entropy) is differentiated along the margin as one softmax average
+    (module docstring), any other through both logits."""
+    d_own, d_cross = slopes
     owns, crosses = [t.own for t in tokens], [t.cross for t in tokens]
-    own = sum(t.weight * v for t, v in zip(tokens, owns, strict=True)) / total
-    cross = sum(t.weight * v for t, v in zip(tokens, crosses, strict=True)) / total
-    return ((own - 1) * softmax_average_derivative(tokens, owns, x)
-            + (K - 1) * cross * softmax_average_derivative(tokens, crosses, x))
+    if d_own + d_cross == 0:
+        margins = [o - c for o, c in zip(owns, crosses, strict=True)]
+        at = {OWN: softmax_average(tokens, margins), CROSS: sp.S(0)}
+        return d_own.xreplace(at) * softmax_average_derivative(tokens, margins, x)
+    at = {OWN: softmax_average(tokens, owns), CROSS: softmax_average(tokens, crosses)}
+    return (d_own.xreplace(at) * softmax_average_derivative(tokens, owns, x)
+            + d_cross.xreplace(at) * softmax_average_derivative(tokens, crosses, x))
 
 
 def stable_rhs(d: SpecDerivation) -> tuple[sp.Expr, ...]:
     """dx_i/dt of ``d``'s flow in the form of the module docstring (equal to ``d.rhs`` as a function)."""
     cases = contexts(d.spec, d.features["QK"], d.features["OV"])
+    loss = context_loss(d.spec, OWN, CROSS)
+    slopes = (sp.diff(loss, OWN), sp.diff(loss, CROSS))
     out = []
     for variable in d.variables:
         x, circuit = variable.symbol, variable.circuit
-        gradient = sum((probability * _loss_derivative(d, tokens, x) for probability, tokens in cases), sp.S(0))
+        gradient = sum((probability * _loss_derivative(slopes, tokens, x) for probability, tokens in cases), sp.S(0))
         decay = sp.nsimplify(circuit_spec(d.spec, circuit).weight_decay)
         out.append(-(ETA[circuit] / variable.orbit) * gradient - ETA[circuit] * decay * x)
     return tuple(out)
