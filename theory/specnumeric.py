@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 from collections.abc import Callable
 from typing import cast
 
@@ -26,21 +25,6 @@ from scipy import special
 PRIMITIVES = {"expit": special.expit, "softplus": lambda x: np.logaddexp(0, x)}
 
 
-def _expit(z: float) -> float:
-    """1 / (1 + e^{-z}) of one float, without overflow."""
-    if z >= 0:
-        return 1.0 / (1.0 + math.exp(-z))
-    e = math.exp(z)
-    return e / (1.0 + e)
-
-
-def _softplus(z: float) -> float:
-    """log(1 + e^z) of one float, without overflow."""
-    return max(z, 0.0) + math.log1p(math.exp(-abs(z)))
-
-
-#: the same primitives on one float, for :func:`one_state` (Python's math module in place of NumPy)
-SCALAR_PRIMITIVES = {"expit": _expit, "softplus": _softplus}
 #: the functions of :class:`SpecNumeric` a spec's derivation gives (:func:`expressions`), in order
 FUNCTIONS = ("rhs", "loss", "features", "init", "qk_metric")
 
@@ -88,8 +72,11 @@ def one_state(args, outputs) -> Callable[..., np.ndarray]:
     expressions (values within an ulp or so: math's exp against NumPy's). A call it cannot take (arrays of states,
     an overflow, which math raises where NumPy returns inf) goes to :func:`lambdify`'s NumPy function."""
     import sympy as sp
+    from qkdyn.theory.kernels import expit, softplus
 
-    fast = sp.lambdify(args, outputs, modules=[SCALAR_PRIMITIVES, "math"], cse=True)
+    # the compiled kernels' stable primitives, as the Python functions they are compiled from
+    scalar_primitives = {"expit": expit.py_func, "softplus": softplus.py_func}
+    fast = sp.lambdify(args, outputs, modules=[scalar_primitives, "math"], cse=True)
     slow = lambdify(args, outputs)
 
     def function(*values) -> np.ndarray:
