@@ -117,12 +117,6 @@ def loss_parts(model: AttentionHead) -> dict[str, torch.Tensor]:
     return {name: p[rows[name]] if name in rows else p for name, p in model.matrices().items()}
 
 
-def gradient(loss: torch.Tensor, tensors: Sequence[torch.Tensor]) -> tuple[torch.Tensor, ...]:
-    """d loss / d tensor for each tensor (``torch.autograd.grad``: the public call, not the engine's private
-    entry point, which would save a tenth of a step at these sizes but is not part of torch's API)."""
-    return torch.autograd.grad(loss, tuple(tensors))
-
-
 def train(model: AttentionHead, optimizer, next_batch: Callable[[], data.Batch], steps: int,
           record: Iterable[int], observe: Callable[[AttentionHead], dict],
           stop_below: float | None = None, progress: bool = False) -> list[dict]:
@@ -130,7 +124,7 @@ def train(model: AttentionHead, optimizer, next_batch: Callable[[], data.Batch],
     its ``step``). With ``stop_below``, stop (and record) once the batch loss falls below it.
     ``progress`` shows a tqdm bar on a terminal. A non-finite loss (divergence) is a InputError.
 
-    Each step differentiates the loss with respect to :func:`loss_parts` (:func:`gradient`: no ``.grad`` kept) and
+    Each step differentiates the loss with respect to :func:`loss_parts` (``torch.autograd.grad``: no ``.grad`` kept) and
     ``optimizer.update`` moves those parts in place: the step of the whole parameters, bit for bit, without forming
     and adding their rows of zero gradient. A sampled batch takes its log by :func:`.model.log_counts` (the same
     bits as ``torch.log``, faster on the zero counts)."""
@@ -156,5 +150,5 @@ def train(model: AttentionHead, optimizer, next_batch: Callable[[], data.Batch],
             rows.append({"step": step, **observe(model)})
         if done:
             break
-        optimizer.update(tensors, gradient(loss, tensors), owners)
+        optimizer.update(tensors, torch.autograd.grad(loss, tensors), owners)
     return rows
