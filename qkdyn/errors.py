@@ -26,3 +26,13 @@ class InputError(ValueError):
 def flag_name(field: str) -> str:
     """The command-line spelling of a field name: ``eta_qk`` -> ``eta-qk``."""
     return field.replace("_", "-")
+
+
+def shown_value(value) -> str:
+    """``repr(value)`` shortened to one readable line, as an error message quotes a bad value (a 4000-digit
+    integer, a long string)."""
+    try:
+        text = repr(value)
+    except ValueError:  # an integer beyond Python's string conversion limit
+        return "an integer of more than 4300 digits"
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -24,7 +24,7 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from qkdyn.errors import InputError
+from qkdyn.errors import InputError, shown_value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,8 +154,7 @@ def _shown(value) -> str:
         return "an object"
     if isinstance(value, list):
         return f"a list of {len(value)} items"
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    return shown_value(value)
 
 
 def _elements(at: str, value, depth: int) -> Iterator[tuple[str, Any]]:

@@ -49,7 +49,7 @@ import json
 import math
 from pathlib import Path
 
-from qkdyn.errors import InputError
+from qkdyn.errors import InputError, shown_value
 
 FORMS = ("collapsed", "factorized", "coupled")
 INNER = ("class", "rank")
@@ -96,18 +96,9 @@ SLOW = "more takes over a minute to derive"
 FACTOR = "it enters the flow as a factor; a huge one overflows it"
 
 
-def _shown(value) -> str:
-    """``repr(value)``, shortened to one readable line (a 4000-digit integer, a long string)."""
-    try:
-        text = repr(value)
-    except ValueError:  # an integer beyond Python's string conversion limit
-        return "an integer of more than 4300 digits"
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 def _choice(value, choices, field) -> None:
     if value not in choices:
-        raise InputError(f"must be one of {', '.join(choices)}, got {_shown(value)}", field)
+        raise InputError(f"must be one of {', '.join(choices)}, got {shown_value(value)}", field)
 
 
 def _integer(value, field, low, high=None, why=SLOW) -> None:
@@ -115,7 +106,7 @@ def _integer(value, field, low, high=None, why=SLOW) -> None:
     ``why`` says why the upper bound."""
     if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
         bound = f">= {low}" if high is None else f"from {low} to {high} ({why})"
-        raise InputError(f"must be an integer {bound}, got {_shown(value)}", field)
+        raise InputError(f"must be an integer {bound}, got {shown_value(value)}", field)
 
 
 def _number(value, field, zero: bool = False) -> None:
@@ -124,7 +115,7 @@ def _number(value, field, zero: bool = False) -> None:
     ok = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
     if not ok or not (low <= value <= high or (zero and value == 0)):
         raise InputError(f"must be {'0 or ' if zero else ''}a finite number from {low:g} to {high:g}, got "
-                         f"{_shown(value)}", field)
+                         f"{shown_value(value)}", field)
 
 
 def _evaluations(cs: CircuitSpec) -> int:
@@ -213,7 +204,7 @@ class CircuitSpec:
         _number(self.dt, "dt")
         for flag in ("learn_dt", "uncoupled"):
             if not isinstance(getattr(self, flag), bool):
-                raise InputError(f"must be true or false, got {_shown(getattr(self, flag))}", flag)
+                raise InputError(f"must be true or false, got {shown_value(getattr(self, flag))}", flag)
         if self.uncoupled and self.integrator != "euler":
             raise InputError("must be false with the leapfrog integrator: the MLP-only control has no coupled "
                              "field for a symplectic step (paper B updates q and k each from itself)", "uncoupled")
@@ -282,7 +273,7 @@ class Spec:
         if self.token_weights is not None:
             weights = self.token_weights
             if isinstance(weights, (str, bytes)) or not hasattr(weights, "__iter__"):
-                raise InputError(f"must be a list of positive numbers, got {_shown(weights)}", "token_weights")
+                raise InputError(f"must be a list of positive numbers, got {shown_value(weights)}", "token_weights")
             weights = tuple(weights)
             if not weights:
                 raise InputError("must list at least one weight", "token_weights")
