@@ -15,15 +15,19 @@ attention), 2048 tokens a step, the same number of AdamW steps, one torch thread
 process; ``qkdyn lm`` on a generated text file with its BPE cache filled by an untimed first run, so it
 pays its import, data loading, schedule, clipping, logging, the final evaluation (capped at 2048
 validation tokens) and checkpoint. Rounds interleaved; prints the median over rounds of qkdyn lm CPU /
-minimal loop CPU (target: <= 1.1), and the same against the minimal loop given qkdyn lm's allocator setting.
+minimal loop CPU (target: <= 1.1), and the same against the minimal loop given qkdyn lm's allocator setting
+(target: <= 1, at least as fast). In the same runs, each process's peak resident memory (``ru_maxrss`` of
+that child alone, started by a small launcher) and the median over rounds of qkdyn lm peak / minimal loop peak, against
+each minimal loop (target: <= 1.2); beside them the peak of a bare ``import torch`` process, the floor that
+every side's peak includes, and the peak of the untimed first ``qkdyn lm`` (one step), which learns the BPE.
 """
 import os
-import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -56,7 +60,7 @@ def main(rounds: int = 5, iters: int = 10, batch: int = 16) -> dict:
     x = torch.randint(0, VOCAB, (batch, models["standard"].cfg.block_size))
     for model in models.values():
         _tokens_per_s(model, x, 2)  # warm-up
-    speed = {name: [] for name in models}
+    speed: dict[str, list[float]] = {name: [] for name in models}
     for _ in range(rounds):
         for name, model in models.items():
             speed[name].append(_tokens_per_s(model, x, iters))
@@ -86,12 +90,20 @@ def minimal_loop(steps: int, keep: bool) -> None:
         opt.step()
 
 
-def child_cpu(command: list[str], env: dict | None = None) -> tuple[float, float]:
-    """(user, system) CPU seconds of ``command`` run to completion in a fresh process."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run(command, check=True, env=env, stdout=subprocess.DEVNULL)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
+#: runs argv[1:] and prints its rusage: a small process between the benchmark and each measured child, since a
+#: child's ``ru_maxrss`` starts at the resident size of the process that forked it (Linux carries the old
+#: address space's peak across ``fork`` and ``exec``), which in the benchmark is hundreds of MiB of torch and models
+_LAUNCHER = ("import resource, subprocess, sys; subprocess.run(sys.argv[1:], check=True, stdout=subprocess.DEVNULL); "
+             "u = resource.getrusage(resource.RUSAGE_CHILDREN); print(u.ru_utime, u.ru_stime, u.ru_maxrss)")
+
+
+def child_usage(command: list[str], env: dict | None = None) -> tuple[float, float, int]:
+    """(user CPU seconds, system CPU seconds, peak resident bytes) of ``command`` run to completion in a
+    fresh process (its descendants included), started by a small launcher (:data:`_LAUNCHER`) so that the
+    peak is the child's own."""
+    usage = subprocess.run([sys.executable, "-c", _LAUNCHER, *command], env=env, check=True,
+                           stdout=subprocess.PIPE, text=True).stdout.split()
+    return float(usage[0]), float(usage[1]), int(usage[2]) * (1 if sys.platform == "darwin" else 1024)
 
 
 def _minimal_command(steps: int, keep: bool) -> list[str]:
@@ -100,7 +112,7 @@ def _minimal_command(steps: int, keep: bool) -> list[str]:
 
 def lm_process(steps: int = 30, rounds: int = 3) -> float:
     """Median over interleaved rounds of CPU(qkdyn lm process) / CPU(minimal loop process), same model,
-    tokens and steps, one thread each (module docstring)."""
+    tokens and steps, one thread each; printed with the other CPU and peak-memory ratios (module docstring)."""
     with tempfile.TemporaryDirectory() as tmp:
         words = np.array(["query", "key", "value", "attention", "flow", "step", "head", "layer", "token", "loss",
                           "the", "of", "a", "gradient", "softmax", "matrix", "learning", "rate", "circuit"])
@@ -114,25 +126,40 @@ def lm_process(steps: int = 30, rounds: int = 3) -> float:
                     "--preset", "tiny", "--vocab-size", str(VOCAB), "--batch-size", str(2048 // 128),
                     "--max-steps", str(max_steps), "--eval-tokens", "2048", "--threads", "1", "--no-progress"]
 
-        child_cpu(lm("warm", 1), env)  # learns the BPE once (cached): not timed
+        first = child_usage(lm("warm", 1), env)  # learns the BPE once (cached): not timed
         sides = {"minimal": lambda r: _minimal_command(steps, False), "minimal, kept": lambda r: _minimal_command(steps, True),
-                 "qkdyn lm": lambda r: lm(f"run{r}", steps)}
-        cpu = {name: [] for name in sides}
+                 "qkdyn lm": lambda r: lm(f"run{r}", steps), "import torch": lambda r: [sys.executable, "-c", "import torch"]}
+        usage: dict[str, list[tuple[float, float, int]]] = {name: [] for name in sides}
         for r in range(rounds):
             for name, command in sides.items():
-                cpu[name].append(child_cpu(command(r), env))
-    total = {name: [sum(c) for c in runs] for name, runs in cpu.items()}
+                usage[name].append(child_usage(command(r), env))
+    total = {name: [user + system for user, system, _ in runs] for name, runs in usage.items()}
+    peak = {name: [rss for _, _, rss in runs] for name, runs in usage.items()}
     print(f"whole process, {steps} steps of 2048 tokens, vocabulary {VOCAB}, 1 thread, CPU (median of {rounds} "
-          "interleaved rounds):")
-    for name, runs in cpu.items():
-        print(f"  {name:14s} {statistics.median(total[name]):6.2f} s ({statistics.median(s for _, s in runs):.2f} s system)")
-    ratio = statistics.median(a / b for a, b in zip(total["qkdyn lm"], total["minimal"], strict=True))
-    kept = statistics.median(a / b for a, b in zip(total["qkdyn lm"], total["minimal, kept"], strict=True))
-    allocator = statistics.median(a / b for a, b in zip(total["minimal"], total["minimal, kept"], strict=True))
+          f"interleaved rounds; load average {', '.join(f'{x:.2f}' for x in os.getloadavg())}):")
+    for name, runs in usage.items():
+        print(f"  {name:14s} {statistics.median(total[name]):6.2f} s ({statistics.median(s for _, s, _ in runs):.2f} s system), "
+              f"peak memory {statistics.median(peak[name]) / 2**20:6.0f} MiB")
+    ratio = _median_ratio(total["qkdyn lm"], total["minimal"])
+    kept = _median_ratio(total["qkdyn lm"], total["minimal, kept"])
+    allocator = _median_ratio(total["minimal"], total["minimal, kept"])
     print(f"  allocator setting of qkdyn lm (keep_freed_memory): minimal / minimal kept = {allocator:.2f}")
-    print(f"  qkdyn lm process / minimal loop = {ratio:.2f} ({'within' if ratio <= 1.1 else 'OVER'} the 1.1 target); "
-          f"/ the minimal loop with kept freed memory = {kept:.2f}")
+    print(f"  qkdyn lm process / minimal loop = {ratio:.2f} ({_against(ratio, 1.1)} the 1.1 target); "
+          f"/ the minimal loop with kept freed memory = {kept:.2f} ({_against(kept, 1.0)} the 1.0 target)")
+    print(f"  (the untimed first qkdyn lm, 1 step, learning the BPE: peak memory {first[2] / 2**20:.0f} MiB)")
+    for peer in ("minimal", "minimal, kept"):
+        memory = _median_ratio(peak["qkdyn lm"], peak[peer])
+        print(f"  peak memory: qkdyn lm / {peer} = {memory:.2f} ({_against(memory, 1.2)} the 1.2 target)")
     return ratio
+
+
+def _median_ratio(numerators: Sequence[float], denominators: Sequence[float]) -> float:
+    """Median over rounds of the ratio of a round's two measurements."""
+    return statistics.median(a / b for a, b in zip(numerators, denominators, strict=True))
+
+
+def _against(ratio: float, target: float) -> str:
+    return "within" if ratio <= target else "OVER"
 
 
 if __name__ == "__main__":

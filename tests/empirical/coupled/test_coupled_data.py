@@ -100,6 +100,34 @@ def test_per_byte_perplexity_counts_each_tokens_bytes():
     assert m["val_ppl"] == pytest.approx(4) and m["val_ppl_byte"] == pytest.approx(4 ** (n_tokens / n_bytes))
 
 
+def test_evaluator_equals_the_cross_entropy_of_whole_batches_taking_one_windows_log_softmax_at_a_time(monkeypatch):
+    """The per-window cross-entropy gives the numbers of ``F.cross_entropy`` over a whole batch's logits (the
+    metrics' definition; batches of 4 windows, the last one partial), and no call sees more than one window."""
+    from qkdyn.empirical.coupled.attention import AttentionConfig
+    from qkdyn.empirical.coupled.model import GPT, preset_config
+
+    torch.manual_seed(0)
+    model = GPT(preset_config("tiny", vocab_size=300, block_size=16, attention=AttentionConfig())).eval()
+    evaluator = LMEvaluator(np.random.default_rng(0).integers(0, 300, 16 * 10 + 1), 16, batch_size=4)
+    with torch.no_grad():
+        per_window = []
+        for i in range(0, len(evaluator.x), 4):
+            logits = model(evaluator.x[i:i + 4])[0]
+            nll = torch.nn.functional.cross_entropy(logits.reshape(-1, 300), evaluator.y[i:i + 4].reshape(-1),
+                                                    reduction="none")
+            per_window.append(nll.view(len(logits), -1).mean(1))
+    window_loss = torch.cat(per_window).double()
+    expected, se = window_loss.mean().item(), (window_loss.std() / len(window_loss) ** 0.5).item()
+
+    seen = []
+    cross_entropy = torch.nn.functional.cross_entropy
+    monkeypatch.setattr(torch.nn.functional, "cross_entropy", lambda z, *a, **k: seen.append(z.shape) or cross_entropy(z, *a, **k))
+    metrics = evaluator(model, "cpu")
+    assert metrics["val_loss"] == pytest.approx(expected, rel=1e-6)
+    assert metrics["val_ppl_hi"] == pytest.approx(np.exp(expected + 1.96 * se), rel=1e-6)
+    assert len(seen) == 10 and set(seen) == {(16, 300)}
+
+
 TEXT = ("The query and the key evolve together before scoring. Attention looks where the key points. "
         "Größe, naïve café — 注意力.\n") * 40
 
