@@ -17,8 +17,10 @@ circuit alone leaves the other growing, so the decayed circuit tracks a slowly m
 stiff rate without ever settling. So, for such a spec (:func:`can_settle`), DOP853 runs step by step and every
 few steps asks whether its step is held by stability (:func:`_stiff`); from there on SciPy's LSODA with the derived
 Jacobian (its stiff BDF branch takes steps of the slow motion's size, whatever the fast rate) goes on at a tenth
-of the tolerances (:data:`STIFF_RTOL`). Every few steps (after a check that found no equilibrium near, once t has
-doubled) the solve asks whether the state has settled (:func:`_equilibrium`): Newton's method with the derived Jacobian finds a zero x* of the flow next to it,
+of the tolerances (:data:`STIFF_RTOL`), restarted wherever a collapsed circuit's components have fallen below the
+absolute tolerance onto an attracting invariant subspace, where they are set to exactly 0 (:func:`_vanished`: left
+at their noise they cost the stiff solver three times the steps). Every few steps (after a check that found no
+equilibrium near, once t has doubled) the solve asks whether the state has settled (:func:`_equilibrium`): Newton's method with the derived Jacobian finds a zero x* of the flow next to it,
 J* = J(x*) has real eigenvalues, none positive (those of size below :data:`ZERO_MODE` of the largest
 taken as the directions of a manifold of minima), and the quadratic remainder e = f(x) - J* (x - x*)
 moves the remaining approach by less than the solver's tolerance. From there on the solution is the equilibrium's exact linear approach
@@ -220,16 +222,53 @@ CHECK_EVERY = 4
 #: and rising (its stability region reaches about -6 on the negative real axis, the controller stays inside),
 #: while accuracy holds it below 0.7 on the transients of the decay specs at rtol 1e-11
 STIFF_STEP = 1.5
+#: ... or held above HELD_STEP (never below it for HELD_GROWTH-fold growth of t): the step in t, h e^tau, no longer
+#: grows with t while the fast rate does. With QK decay alone DOP853's product stays at 0.62-0.76 from t = 4e2 to
+#: 3e3 and reaches 1.5 only at t = 2.6e4, 700 steps later (handed over at t = 2e3 instead, the solve to 1e15 takes
+#: 2187 steps instead of 2764, and 6052 evaluations of the flow instead of 15713)
+HELD_STEP, HELD_GROWTH = 0.5, 8.0
 #: LSODA's tolerances after the hand-over, as a fraction of the solve's: at the same rtol its global error is
 #: larger than DOP853's (a rational first integral drifted 1.3e-8 by t = 1e3 against DOP853's 2e-11)
 STIFF_RTOL = 0.1
 
 
-def _stiff(field: _Field, p, stepper) -> bool:
-    """Whether DOP853's steps are held by stability (:data:`STIFF_STEP`): from there on an explicit step pays per
-    unit of t."""
-    radius = float(np.abs(np.linalg.eigvals(field.jac(stepper.y, p))).max())
-    return bool(stepper.step_size * math.exp(stepper.t) * radius > STIFF_STEP)
+def _stiff(jac: Callable[[np.ndarray], np.ndarray], stepper, held_since: float | None) -> tuple[bool, float | None]:
+    """(whether DOP853's steps are held by stability, the t since which h e^tau max|eig J| has stayed above
+    :data:`HELD_STEP`, None where it is below now): stiff where the product exceeds :data:`STIFF_STEP`, or has
+    stayed above HELD_STEP while t grew :data:`HELD_GROWTH`-fold. From there on an explicit step pays per unit of
+    t."""
+    radius = float(np.abs(np.linalg.eigvals(jac(stepper.y))).max())
+    t = math.expm1(stepper.t)
+    product = stepper.step_size * math.exp(stepper.t) * radius
+    if product <= HELD_STEP:
+        return False, None
+    since = t if held_since is None else held_since
+    return product > STIFF_STEP or t >= HELD_GROWTH * since, since
+
+
+def _vanished(rhs: Callable[[np.ndarray], np.ndarray], jac: Callable[[np.ndarray], np.ndarray], x: np.ndarray,
+              atol: float) -> np.ndarray | None:
+    """``x`` with its vanished components set to exactly 0, or None where none has newly vanished.
+
+    A decayed circuit that collapses (QK under weight decay while OV grows) falls below the solver's absolute
+    tolerance and, left there, hovers at its noise: the stiff solver's error test on that noise costs it three times
+    the steps and can fail outright. Components vanish together where every one of them is within ``atol`` of 0
+    (and some is not exactly 0), the flow leaves the subspace where they are 0 invariant (their rates are exactly
+    0 there, so a solver keeps them at 0 exactly) and attracts to it (the block of J on them has eigenvalues of
+    negative real part): setting them to 0 moves the state by less than the tolerance and follows the flow's own
+    limit. (Were the block to stop attracting later, the true value's regrowth from below ``atol`` is not followed:
+    no solver at that tolerance resolves it.)"""
+    tiny = np.abs(x) <= atol
+    fresh = tiny & (x != 0)
+    if not fresh.any():
+        return None
+    snapped = np.where(tiny, 0.0, x)
+    if np.any(rhs(snapped)[tiny] != 0):
+        return None
+    block = jac(snapped)[np.ix_(fresh, fresh)]
+    return snapped if np.linalg.eigvals(block).real.max() < 0 else None
+
+
 #: Newton iterations of a settling check, and the largest distance |x - x*| / (1 + |x|) it may move the state
 NEWTON_ITERATIONS, NEWTON_REACH = 6, 1e-3
 
@@ -316,8 +355,8 @@ def _equilibrium(field: _Field, p, x: np.ndarray, rtol: float, atol: float) -> t
 def _settling_flow(name: str, field: _Field, setting: Setting, *, t_max, until_loss, points, at, rtol, atol, method,
                    record_losses) -> tuple:
     """(times, state, variables, event_t, stats, crossings, dense) of a :class:`SpecTrajectory`: SciPy's DOP853
-    in log time, step by step, handed to LSODA once stiff (:func:`_stiff`), until the flow has settled
-    (:func:`_equilibrium`), the horizon or (``until_loss``) the target loss, then the exact linear approach
+    in log time, step by step, handed to LSODA once stiff (:func:`_stiff`; restarted where components vanish,
+    :func:`_vanished`), until the flow has settled (:func:`_equilibrium`), the horizon or (``until_loss``) the target loss, then the exact linear approach
     (:class:`Approach`); loss levels are found on that dense solution. A failed step hands the whole solve to
     :func:`integrate_flow` (LSODA takes over there)."""
     from scipy.integrate import DOP853, LSODA, OdeSolution
@@ -327,26 +366,38 @@ def _settling_flow(name: str, field: _Field, setting: Setting, *, t_max, until_l
     start = time.perf_counter()
     tau_end, log_levels = math.log1p(horizon), np.log(np.asarray(levels, dtype=float))
 
+    rhs, jac = field.numeric.bound(p)
+
     def flow(tau, x):
-        return math.exp(tau) * field.rhs(x, p)
+        return math.exp(tau) * rhs(x)
 
     stepper = DOP853(flow, 0.0, x0, tau_end, rtol=rtol, atol=atol)
-    taus, pieces, settled, next_check, stiff_t, nfev = [0.0], [], None, 0.0, None, 0
+    taus, pieces, settled, next_check, stiff_t, nfev, njev = [0.0], [], None, 0.0, None, 0, 0
+    states = [np.asarray(x0, dtype=float)]  # the state at each of taus (the steps' ends)
+    held_since: float | None = None
     while stepper.status == "running" and settled is None:
         stepper.step()
         if stepper.status == "failed":
             return integrate_flow(name, field, setting, t_max=t_max, until_loss=until_loss, points=points, at=at,
                                   rtol=rtol, atol=atol, method=method, record_losses=record_losses, kernels=False)
         taus.append(stepper.t)
+        states.append(stepper.y.copy())
         pieces.append(stepper.dense_output())
         if until_loss is not None and math.log(field.loss(stepper.y, p)) <= log_levels[-1]:
             break
         if len(pieces) % CHECK_EVERY or stepper.t >= tau_end:
             continue
-        if stiff_t is None and _stiff(field, p, stepper):
-            stiff_t, nfev = math.expm1(stepper.t), stepper.nfev
-            stepper = LSODA(flow, stepper.t, stepper.y, tau_end, rtol=rtol * STIFF_RTOL, atol=atol * STIFF_RTOL,
-                            jac=lambda tau, x: math.exp(tau) * field.jac(x, p))
+        restart = None
+        if stiff_t is None:
+            stiff, held_since = _stiff(jac, stepper, held_since)
+            if stiff:
+                stiff_t, restart = math.expm1(stepper.t), stepper.y
+        else:
+            restart = _vanished(rhs, jac, stepper.y, atol)
+        if restart is not None:
+            nfev, njev = nfev + stepper.nfev, njev + stepper.njev
+            stepper = LSODA(flow, stepper.t, restart, tau_end, rtol=rtol * STIFF_RTOL, atol=atol * STIFF_RTOL,
+                            jac=lambda tau, x: math.exp(tau) * jac(x))
         if next_check <= math.expm1(stepper.t):
             settled, wait = _equilibrium(field, p, stepper.y, rtol, atol)
             # no equilibrium near (a transient, or decay on one circuit alone): look again once t has doubled
@@ -358,10 +409,11 @@ def _settling_flow(name: str, field: _Field, setting: Setting, *, t_max, until_l
         slowest = np.abs(settled[2][settled[2] < 0]).min(initial=np.inf)
         # the approach's own rows, where the loss levels are bracketed: e-folds of the slowest mode, then the end
         later = math.expm1(stepper.t) + np.arange(1, 65) / slowest
-        taus += [math.log1p(t) for t in later if math.log1p(t) < tau_end] + [tau_end]
-    grid = np.asarray(taus)
-    sol = _Solution(grid, dense, dense(grid), 0, "settled" if settled else stepper.status, nfev + stepper.nfev,
-                    stepper.njev)
+        approach = [math.log1p(t) for t in later if math.log1p(t) < tau_end] + [tau_end]
+        taus += approach
+        states += list(dense(np.asarray(approach)).T)
+    sol = _Solution(np.asarray(taus), dense, np.array(states).T, 0, "settled" if settled else stepper.status,
+                    nfev + stepper.nfev, njev + stepper.njev)
     events = [logtime.Crossing(lambda x: math.log(field.loss(x, p)), level, until_loss is not None and i == len(levels) - 1)
               for i, level in enumerate(log_levels)]
     run = logtime.crossings_on_dense(sol, events, until_loss is not None)

@@ -46,6 +46,11 @@ class SpecNumeric:
     def jac(self, x, p) -> np.ndarray:
         return _jacobian(self.spec)(x, p)
 
+    def bound(self, p) -> tuple[Callable[[np.ndarray], np.ndarray], Callable[[np.ndarray], np.ndarray]]:
+        """(x -> rhs(x, p), x -> jac(x, p)) for one state x and one fixed ``p``: what a solver calls at every step
+        (:func:`bind`)."""
+        return bind(self.rhs, p), bind(_jacobian(self.spec), p)
+
 
 def floats(raw: Callable) -> Callable[..., np.ndarray]:
     """``raw`` returning a float array."""
@@ -66,26 +71,63 @@ def lambdify(args, outputs) -> Callable[..., np.ndarray]:
     return floats(sympy_lambdify(args, outputs))
 
 
-def one_state(args, outputs) -> Callable[..., np.ndarray]:
+class OneState:
     """:func:`lambdify` for one state at a time (a solver's right-hand side and Jacobian), printed with Python's
     math module on lists of floats: about 3x faster per call than NumPy's arithmetic on its scalars, and the same
     expressions (values within an ulp or so: math's exp against NumPy's). A call it cannot take (arrays of states,
-    an overflow, which math raises where NumPy returns inf) goes to :func:`lambdify`'s NumPy function."""
-    import sympy as sp
-    from qkdyn.theory.kernels import expit, softplus
+    an overflow, which math raises where NumPy returns inf) goes to :func:`lambdify`'s NumPy function. A matrix of
+    outputs (the Jacobian) comes back as a 2-d array."""
 
-    # the compiled kernels' stable primitives, as the Python functions they are compiled from
-    scalar_primitives = {"expit": expit.py_func, "softplus": softplus.py_func}
-    fast = sp.lambdify(args, outputs, modules=[scalar_primitives, "math"], cse=True)
-    slow = lambdify(args, outputs)
+    def __init__(self, args, outputs) -> None:
+        import sympy as sp
+        from qkdyn.theory.kernels import expit, softplus
 
-    def function(*values) -> np.ndarray:
+        # the compiled kernels' stable primitives, as the Python functions they are compiled from
+        scalar_primitives = {"expit": expit.py_func, "softplus": softplus.py_func}
+        # a matrix printed flat (sympy's cse does not look into nested lists), reshaped after the call
+        self.shape: tuple[int, ...] | None = outputs.shape if isinstance(outputs, sp.MatrixBase) else None
+        flat = list(outputs) if self.shape is not None else outputs
+        self.fast: Callable = sp.lambdify(args, flat, modules=[scalar_primitives, "math"], cse=True)
+        self._expressions = (args, outputs)
+
+    @functools.cached_property
+    def slow(self) -> Callable[..., np.ndarray]:
+        """The NumPy function, printed on first use (a Jacobian's printing costs seconds, and most solves never
+        call it)."""
+        return lambdify(*self._expressions)
+
+    def __call__(self, *values) -> np.ndarray:
+        arrays = [np.asarray(v, dtype=float) for v in values]
+        if any(a.ndim > 1 for a in arrays):
+            return self.slow(*values)
         try:
-            return np.array(fast(*(np.asarray(v, dtype=float).tolist() for v in values)), dtype=float)
+            return self._shaped(self.fast(*(a.tolist() for a in arrays)))
         except (OverflowError, TypeError, ValueError, ZeroDivisionError):
-            return slow(*values)
+            return self.slow(*values)
 
-    return function
+    def at(self, p) -> Callable[[np.ndarray], np.ndarray]:
+        """x -> self(x, p) for one state x (a float array) and ``p`` fixed: ``p`` converted once, so a solver's call
+        pays for x alone (the same values as the call with p)."""
+        p_list, fast, shaped = np.asarray(p, dtype=float).tolist(), self.fast, self._shaped
+
+        def function(x: np.ndarray) -> np.ndarray:
+            try:
+                return shaped(fast(x.tolist(), p_list))
+            except (OverflowError, TypeError, ValueError, ZeroDivisionError):
+                return self.slow(x, p)
+
+        return function
+
+    def _shaped(self, values) -> np.ndarray:
+        out = np.array(values, dtype=float)
+        return out if self.shape is None else out.reshape(self.shape)
+
+
+def bind(function: Callable[..., np.ndarray], p) -> Callable[[np.ndarray], np.ndarray]:
+    """x -> function(x, p) for one state x and ``p`` fixed (:meth:`OneState.at` where ``function`` is one)."""
+    if isinstance(function, OneState):
+        return function.at(p)
+    return lambda x: function(x, p)
 
 
 def expressions(spec: Spec) -> tuple[tuple[str, ...], dict[str, tuple[list, object]]]:
@@ -118,14 +160,14 @@ def numeric(spec: Spec) -> SpecNumeric:
         generated = cast("dict[str, Callable]", raw)
         return SpecNumeric(spec, variables, **{name: floats(generated[name]) for name in FUNCTIONS})
     variables, outputs = expressions(spec)
-    return SpecNumeric(spec, variables, **{name: (one_state if name == "rhs" else lambdify)(*outputs[name])
+    return SpecNumeric(spec, variables, **{name: (OneState if name == "rhs" else lambdify)(*outputs[name])
                                            for name in FUNCTIONS})
 
 
 @functools.cache
-def _jacobian(spec: Spec) -> Callable[..., np.ndarray]:
+def _jacobian(spec: Spec) -> OneState:
     from qkdyn.theory.model import PARAMS
     from qkdyn.theory.specflow import derive_spec
 
     d = derive_spec(spec)
-    return lambdify([list(d.symbols), list(PARAMS)], d.stable_jacobian)
+    return OneState([list(d.symbols), list(PARAMS)], d.stable_jacobian)

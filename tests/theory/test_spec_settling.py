@@ -6,7 +6,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from qkdyn.simulate.specsolve import _equilibrium, _Field, solve_spec
+from qkdyn.simulate.specsolve import _equilibrium, _Field, _vanished, solve_spec
 from qkdyn.theory.spec import NAMED, Spec
 from qkdyn.theory.spec import CircuitSpec as C
 from qkdyn.theory.specnumeric import numeric
@@ -94,3 +94,40 @@ def test_a_saddle_or_a_moving_state_is_not_taken_for_a_settled_one():
     end = solve_spec(SETTING, BOTH_DECAY, t_max=1e15, points=3).state[:, -1]
     found, _ = _equilibrium(both, p, end, 1e-11, 1e-14)
     assert found is not None and found[2].max() <= 0
+
+
+@pytest.mark.parametrize(("ov", "q", "vanishes"), [((25.96, -12.975, 0.0), 1e-15, True),  # attracting, below atol
+                                                   ((25.96, -12.975, 0.0), 1e-13, False),  # above atol
+                                                   ((7.95, -3.97, 0.0), 1e-15, False)])  # q = 0 is a saddle here
+def test_a_collapsed_circuit_vanishes_only_below_atol_onto_an_attracting_invariant_subspace(ov, q, vanishes):
+    """FACO with QK decay: QK = 0 is invariant; it attracts once ov has grown (t ~ 1e6: ov_own ~ 26) and repels
+    at t ~ 3e4 (ov_own ~ 8, where QK sits at a balance away from 0). Only QK components within atol of 0 on the
+    attracting side are set to 0, and nothing else moves."""
+    p = np.asarray(SETTING.numeric(), dtype=float)
+    rhs, jac = numeric(FACO_QK_DECAY).bound(p)
+    x = np.array([q, 0.3 * q, -0.4 * q, *ov])
+    snapped = _vanished(rhs, jac, x, 1e-14)
+    if not vanishes:
+        assert snapped is None
+        return
+    assert snapped is not None
+    np.testing.assert_array_equal(snapped, np.array([0.0, 0.0, 0.0, *ov]))
+    assert not np.any(rhs(snapped)[:3])  # the subspace is invariant: its rates are exactly 0
+    assert _vanished(rhs, jac, snapped, 1e-14) is None  # nothing newly vanishes twice
+
+
+def test_decay_on_one_circuit_collapses_exactly_to_0_and_agrees_with_a_tight_reference_to_1e15():
+    """QK decayed, OV not: QK collapses near t = 1e6 (it falls 20 orders of magnitude within t = 8e5-1.2e6) while
+    ov keeps growing like log t. The solve sets the collapsed components to exactly 0 and agrees with Radau in
+    log time (rtol 1e-13, the derived Jacobian) to 1e-8 at every row."""
+    tr = solve_spec(SETTING, FACO_QK_DECAY, t_max=1e15, points=40)
+    assert tr.stats["method"] == "DOP853+LSODA" and tr.stats["settled_t"] is None
+    assert not np.any(tr.state[:3, -1]) and tr.ov[-1] > tr.ov[0]
+    functions, p = numeric(FACO_QK_DECAY), np.asarray(SETTING.numeric(), dtype=float)
+    x0 = functions.init(p, SETTING.qk0, SETTING.ov0)
+    sol = solve_ivp(lambda tau, x: np.exp(tau) * functions.rhs(x, p), (0.0, np.log1p(1e15)), x0, method="Radau",
+                    jac=lambda tau, x: np.exp(tau) * functions.jac(x, p), rtol=1e-13, atol=1e-16,
+                    t_eval=np.log1p(tr.t))
+    assert sol.status == 0, sol.message
+    error = np.abs(tr.state - sol.y).max(axis=0) / np.maximum(1.0, np.abs(sol.y).max(axis=0))
+    assert error.max() <= 1e-8, (error.max(), tr.t[error.argmax()])

@@ -10,7 +10,7 @@ import sympy as sp
 from qkdyn.simulate.specsolve import solve_spec
 from qkdyn.theory.model import PARAMS
 from qkdyn.theory.specflow import derive_spec
-from qkdyn.theory.specnumeric import numeric
+from qkdyn.theory.specnumeric import _jacobian, numeric
 from repo_paths import ROOT
 from scipy.integrate import solve_ivp
 
@@ -77,3 +77,22 @@ def test_decay_on_one_circuit_reaches_1e15_in_steps_of_the_slow_motion():
     tr = solve_spec(SETTING, SPEC, t_max=1e15, points=2)
     assert tr.t[-1] == 1e15 and tr.stats["steps"] < 2000, tr.stats
     assert np.isfinite(tr.state).all() and tr.qk[-1] > tr.qk[0]
+
+
+def test_the_one_state_jacobian_and_the_bound_functions_are_the_numpy_ones():
+    """The solver's Jacobian printed with math for one state (its entries flat, one cse over all of them) is the
+    NumPy function's to round-off, and the functions bound to p (what a solver calls per step) give the values of
+    the calls with p."""
+    rng = np.random.default_rng(5)
+    p = np.asarray(SETTING.numeric(), dtype=float)
+    functions = numeric(SPEC)
+    rhs, jac = functions.bound(p)
+    size = len(functions.variables)
+    for _ in range(5):
+        x = rng.uniform(-1.5, 1.5, size)
+        one = functions.jac(x, p)
+        vectorised = _jacobian(SPEC).slow(x, p)
+        assert one.shape == (size, size)
+        assert np.abs(one - vectorised).max() <= 1e-14 * np.abs(vectorised).max()
+        np.testing.assert_array_equal(jac(x), one)
+        np.testing.assert_array_equal(rhs(x), functions.rhs(x, p))
