@@ -3,9 +3,8 @@
 Every accepted step k of a trajectory stores its 7th-order interpolant (SciPy's ``Dop853DenseOutput``): its
 start tau_k, size h_k, state y_k and its rows F_r, r = 0 .. P-1 (P = :data:`POWER`): with s = (tau - tau_k) / h_k
 the state is y_k + s (F_0 + (1 - s) (F_1 + s (F_2 + ...))), the factors alternating. The tables are flat and
-indexed by hand (the integrator's layout: ys[k n + c], Fs[(k P + r) n + c] for n components); while the
-lanes of one block are integrated, each lane has a block of ``capacity`` rows (:func:`grown`), joined at the end
-(:func:`joined`).
+indexed by hand (the integrator's layout: ys[k n + c], Fs[(k P + r) n + c] for n components); each lane of a
+block has ``capacity`` rows (:func:`grown`), its steps the first of them, read in place.
 """
 from __future__ import annotations
 
@@ -35,20 +34,6 @@ def grown(table, lanes, old, new):
 
 
 @_jit
-def joined(table, lanes, capacity, steps):
-    """The lanes' rows of a flat per-lane table (``capacity`` rows a lane) one after the other."""
-    width, total = table.size // (lanes * capacity), 0
-    for l in range(lanes):
-        total += steps[l]
-    out = np.empty(total * width)
-    at = 0
-    for l in range(lanes):
-        _copy(table, l * capacity * width, out, at * width, steps[l] * width)
-        at += steps[l]
-    return out
-
-
-@_jit
 def dense(taus, hs, ys, Fs, step, tau, out):
     """Step ``step``'s dense interpolant at tau (SciPy's Dop853DenseOutput), read from the flat tables
     (ys[step n + k], Fs[(step P + r) n + k]: n = out.size components, P = POWER rows)."""
@@ -74,9 +59,8 @@ def _step_of(taus, hs, lo, hi, step, tau):
 
 
 @_jit
-def evaluate_tables(taus, hs, ys, Fs, n, lo, hi, query, qfirst):
-    """:func:`evaluate_many` on the flat tables (n components)."""
-    out = np.empty(n * query.size)
+def evaluate_tables(taus, hs, ys, Fs, n, lo, hi, query, qfirst, out):
+    """:func:`evaluate_many` on the flat tables (n components), into ``out``."""
     work = np.empty(n)
     for j in range(lo.size):
         base, size, step = n * qfirst[j], qfirst[j + 1] - qfirst[j], lo[j]
@@ -89,17 +73,28 @@ def evaluate_tables(taus, hs, ys, Fs, n, lo, hi, query, qfirst):
     return out
 
 
-def evaluate_many(taus, hs, ys, Fs, lo, hi, query, qfirst):
-    """:func:`evaluate` for many segments of queries on :func:`~qkdyn.simulate.integrate.integrate_many`'s
-    concatenated tables, in one compiled call: segment j reads the times query[qfirst[j]:qfirst[j + 1]] off the
-    steps lo[j]:hi[j] (its trajectory's). Returns one flat buffer holding segment j's (dim, T_j) states,
-    row-major, from dim * qfirst[j] on."""
-    return evaluate_tables(taus, hs, ys.reshape(-1), Fs.reshape(-1), ys.shape[1], lo, hi, query, qfirst)
+def evaluate_many(taus, hs, ys, Fs, lo, hi, query, qfirst, out=None):
+    """:func:`evaluate` for many segments of queries on the dense tables of a block of
+    :func:`~qkdyn.simulate.integrate.integrate_many`, in one compiled call: segment j reads the times
+    query[qfirst[j]:qfirst[j + 1]] off the steps lo[j]:hi[j] (its trajectory's). Returns the flat buffer ``out``
+    (by default a new one of dim * qfirst[-1] elements) holding segment j's (dim, T_j) states, row-major, from
+    dim * qfirst[j] on: segments of several blocks go into one buffer, qfirst their offsets in it."""
+    n = ys.shape[1]
+    out = np.empty(n * int(qfirst[-1])) if out is None else out
+    return evaluate_tables(taus, hs, ys.reshape(-1), Fs.reshape(-1), n, lo, hi, query, qfirst, out)
 
 
 def evaluate(taus, hs, ys, Fs, query):
-    """States at the times ``query`` (columns, in any order) from one trajectory's dense table (of
-    :func:`~qkdyn.simulate.integrate.integrate_many`)."""
-    bounds = np.array([0, query.size], dtype=np.int64)
-    return evaluate_many(taus, hs, ys, Fs, bounds[:1], np.array([taus.size], dtype=np.int64), query,
-                         bounds).reshape(ys.shape[1], query.size)
+    """States (dim, len(query)) at the times ``query`` (in any order) from one trajectory's dense table (of
+    :func:`~qkdyn.simulate.integrate.integrate_one`, or its steps of :func:`~qkdyn.simulate.integrate.integrate_many`'s):
+    :func:`evaluate_tables` with one segment, called directly (a single solve's rows: its wrapping is part of the
+    call's fixed cost)."""
+    n = ys.shape[1]
+    out = np.empty((n, query.size))
+    evaluate_tables(taus, hs, ys.reshape(-1), Fs.reshape(-1), n, _FIRST_STEP, np.array([taus.size]), query,
+                    np.array([0, query.size]), out.reshape(-1))
+    return out
+
+
+#: the first step of one trajectory's table (the segment's start of :func:`evaluate`)
+_FIRST_STEP = np.zeros(1, dtype=np.int64)

@@ -45,7 +45,7 @@ import sys
 import numpy as np
 from qkdyn.simulate import dop853
 from qkdyn.simulate.ccall import call, call_scalar
-from qkdyn.simulate.denseoutput import POWER, dense, evaluate_tables, grown, joined
+from qkdyn.simulate.denseoutput import POWER, dense, evaluate_tables, grown
 from qkdyn.simulate.denseoutput import evaluate as evaluate  # the public readers of the tables, named here too
 from qkdyn.simulate.denseoutput import evaluate_many as evaluate_many
 from qkdyn.simulate.dop853 import STAGES as _STAGES
@@ -258,11 +258,11 @@ def _lockstep(f, g, combinations, P, Pt, y, tau_end, rtol, atol, levels, termina
     integrator is compiled, and cached, once for every form), ``combinations``: the addresses of
     :data:`_COMBINATIONS`, levels: log loss levels of the events (the last one terminal when ``terminal``). Returns per lane (status, steps, nfev, event_tau (NaN
     where not crossed)), leaving the final states in ``y``, and the lanes' dense tables (tau_old, h,
-    y_old, F), flat, one lane after the other (lane l's steps[l] accepted steps after those of the lanes
-    before it), for :func:`evaluate_many`. Every table is flat, indexed by hand: lane l's row j of a
-    table of width w at (l capacity + j) w. Without ``dense_output`` the three extra stages of every step are
-    skipped and the tables come back empty: the steps and states are the same bits either way (no extra stage
-    feeds a step). Levels need the dense output (their crossings are located on the interpolant).
+    y_old, F) with their ``capacity``: lane l's steps[l] accepted steps are rows l capacity .. l capacity +
+    steps[l] - 1 (read in place, by :func:`evaluate_many`: never copied into one another). Every table is flat,
+    indexed by hand: lane l's row j of a table of width w at (l capacity + j) w. Without ``dense_output`` the
+    three extra stages of every step are skipped and no row is stored: the steps and states are the same bits
+    either way (no extra stage feeds a step). Levels need the dense output (their crossings are located on the interpolant).
     """
     lanes, n = P.shape[0], y.size // P.shape[0]
     size = lanes * n
@@ -347,9 +347,7 @@ def _lockstep(f, g, combinations, P, Pt, y, tau_end, rtol, atol, levels, termina
                 status[l] = TERMINAL_EVENT if stop else REACHED
                 active[l] = False
                 running -= 1
-    stored = steps if dense_output else np.zeros(lanes, np.int64)
-    return (status, steps, nfev, event_tau, joined(taus, lanes, capacity, stored), joined(hs, lanes, capacity, stored),
-            joined(ys, lanes, capacity, stored), joined(Fs, lanes, capacity, stored))
+    return status, steps, nfev, event_tau, taus, hs, ys, Fs, capacity
 
 
 def cached(*kernels) -> bool:
@@ -392,41 +390,49 @@ _announced: list[bool] = []  # whether this process has checked the integrator's
 
 def integrate_many(f, g, P, X0, tau_end, rtol, atol, levels, terminal, dense_output=True):
     """Every row of the parameter vectors ``P`` and initial states ``X0`` (one form, the same horizon
-    and levels) integrated in blocks of :data:`LANES` lanes (:func:`_block`; a block a compiled call,
-    joined here: compiled, the join would have the compiler inline and optimise the whole integrator
-    once more, tripling a fresh install's first compile). Returns (status, steps, nfev, event_tau,
-    final state) per trajectory (arrays, event_tau (S, levels), final (S, dim)) and the dense tables of
-    all of them concatenated: (taus, hs, ys, Fs, first) with trajectory i's steps at first[i]:first[i + 1]
-    (no rows without ``dense_output``, which loss levels need: :func:`_lockstep`).
-    Each trajectory's numbers are those it has integrated alone (no lane's arithmetic depends on another's)."""
+    and levels) integrated in blocks of :data:`LANES` lanes (:func:`_block`; a block a compiled call:
+    compiled, a loop over blocks would have the compiler inline and optimise the whole integrator once more,
+    tripling a fresh install's first compile). Returns (status, steps, nfev, event_tau, final state) per
+    trajectory (arrays, event_tau (S, levels), final (S, dim)) and the blocks' dense tables, left where the
+    integrator wrote them: a list of (taus, hs, ys (rows, dim), Fs (rows, POWER, dim)) per block, trajectory i
+    (lane i mod LANES of block i // LANES) at rows :func:`lane_rows` of its block's, and each one's block's
+    capacity (no rows stored without ``dense_output``, which loss levels need: :func:`_lockstep`). Each trajectory's numbers are those it has
+    integrated alone (no lane's arithmetic depends on another's)."""
     blocks = [_block(f, g, P[lo:lo + LANES], X0[lo:lo + LANES], tau_end, rtol, atol, levels, terminal, dense_output)
               for lo in range(0, len(X0), LANES)]
-    out = [parts[0] if len(parts) == 1 else np.concatenate(parts) for parts in zip(*blocks, strict=True)]
-    n = X0.shape[1]
-    out[4], out[7], out[8] = np.ascontiguousarray(out[4]), out[7].reshape(-1, n), out[8].reshape(-1, POWER, n)
-    first = np.zeros(len(X0) + 1, dtype=np.int64)
-    if dense_output:
-        np.cumsum(out[1], out=first[1:])
-    return (*out, first)
+    out = [parts[0] if len(parts) == 1 else np.concatenate(parts) for parts in zip(*(block[:5] for block in blocks),
+                                                                                   strict=True)]
+    n, tables = X0.shape[1], [block[5:] for block in blocks]
+    capacities = np.repeat([capacity for *_, capacity in tables], [len(block[0]) for block in blocks])
+    return (*out[:4], np.ascontiguousarray(out[4]),
+            [(taus, hs, ys.reshape(-1, n), Fs.reshape(-1, POWER, n)) for taus, hs, ys, Fs, _ in tables], capacities)
+
+
+def lane_rows(capacities, steps, i) -> tuple[int, int, int]:
+    """(block, first row, end row) of trajectory i's steps in :func:`integrate_many`'s tables."""
+    lane = i % LANES
+    return i // LANES, lane * int(capacities[i]), lane * int(capacities[i]) + int(steps[i])
 
 
 def integrate_one(f, g, parameters, x0, tau_end, rtol, atol, levels, terminal, dense_output=True):
     """One trajectory, as :func:`integrate_many` integrates it (one lane of :func:`_lockstep`) without a sweep's
-    blocks and joins: (status, steps, nfev, event_tau (levels,), final state (dim,)) and its dense tables
-    (taus, hs, ys (steps, dim), Fs (steps, POWER, dim); no rows without ``dense_output``). ``parameters``
-    and ``x0`` are contiguous float vectors."""
+    blocks: (status, steps, nfev, event_tau (levels,), final state (dim,)) and its dense tables
+    (taus, hs, ys (steps, dim), Fs (steps, POWER, dim), the first rows of the integrator's own; no rows without
+    ``dense_output``). ``parameters`` and ``x0`` are contiguous float vectors."""
     _before_lockstep(levels, dense_output)
     y = x0.copy()  # one lane's flat state is the state itself: it ends final
-    status, steps, nfev, event_tau, taus, hs, ys, Fs = _lockstep(f, g, _combination_addresses(), parameters[None],
-                                                                 parameters[:, None], y, tau_end, rtol, atol, levels,
-                                                                 terminal, dense_output)
-    return (int(status[0]), int(steps[0]), int(nfev[0]), event_tau[0], y, taus, hs, ys.reshape(-1, y.size),
-            Fs.reshape(-1, POWER, y.size))
+    status, steps, nfev, event_tau, taus, hs, ys, Fs, _ = _lockstep(f, g, _combination_addresses(), parameters[None],
+                                                                    parameters[:, None], y, tau_end, rtol, atol,
+                                                                    levels, terminal, dense_output)
+    stored, n = int(steps[0]) if dense_output else 0, y.size
+    return (int(status[0]), int(steps[0]), int(nfev[0]), event_tau[0], y, taus[:stored], hs[:stored],
+            ys[:stored * n].reshape(-1, n), Fs[:stored * POWER * n].reshape(-1, POWER, n))
 
 
 def _block(f, g, P, X0, tau_end, rtol, atol, levels, terminal, dense_output):
     """At most :data:`LANES` rows of ``P`` and ``X0`` integrated in lockstep in one call of :func:`_lockstep`:
-    (status, steps, nfev, event_tau, final (S, dim), taus, hs, ys, Fs), the tables flat."""
+    (status, steps, nfev, event_tau, final (S, dim), taus, hs, ys, Fs, capacity), the tables flat, lane l's
+    rows from l capacity on."""
     _before_lockstep(levels, dense_output)
     y = X0.T.flatten()  # a copy, lane l's state at the elements i L + l: it ends final
     block = np.ascontiguousarray(P)

@@ -166,8 +166,13 @@ def rows(name: str, compiled, setting: Setting, run: Run, p, horizon, until_loss
     if event_t is not None:  # the event row is the solver's own event time
         query[-1] = run.event_tau[-1]
         times[-1] = event_t
-    recorded = run.event_tau[:len(run.event_tau) - (until_loss is not None)]
-    return times, query, [i for i, tau in enumerate(recorded.tolist()) if math.isfinite(tau)], event_t
+    return times, query, crossed_levels(run, until_loss), event_t
+
+
+def crossed_levels(run: Run, until_loss) -> list[int]:
+    """The indices of the recorded loss levels the run crossed (its event levels but the target ``until_loss``'s)."""
+    recorded = run.event_tau.tolist()[:len(run.event_tau) - (until_loss is not None)]
+    return [i for i, tau in enumerate(recorded) if math.isfinite(tau)]
 
 
 def labelled(compiled, run: Run, times, event_t, state, crossed, at_crossings, record_losses, seconds: float,

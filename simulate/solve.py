@@ -31,6 +31,7 @@ from qkdyn.simulate.logtime import (
     Crossing,
     Run,
     check_options,
+    crossed_levels,
     crossings_on_dense,
     ends_only,
     inner_queries,
@@ -252,11 +253,12 @@ def solve_many(settings: Sequence[Setting], param: str, *, t_max, until_loss, po
     the compiled DOP853 all of them are integrated in one compiled call, in lockstep lanes
     (:func:`qkdyn.simulate.integrate.integrate_many`: every stage over the lanes in SIMD, each lane's
     arithmetic that of its solve alone), then all of their rows and crossings read off the dense tables
-    in one compiled call (:func:`~qkdyn.simulate.integrate.evaluate_many`, the same interpolant at the
-    same times; each trajectory's dense output is its own steps' rows of those tables) and their
-    (qk, ov) in one vector call (:func:`_features_at_once`); a setting whose
-    explicit step collapses is solved again alone (LSODA takes over there). Rows that are the two ends
-    alone skip the dense output, as :func:`integrate_flow` does.
+    where the integrator left them, one compiled call per block of lanes (:class:`_Sweep`, the same
+    interpolant at the same times; each trajectory's dense output is a view of its own steps' rows of its
+    block's tables), their states assembled at once where they share their rows (a horizon and no loss
+    target: :func:`_rows_to_horizon`) and their (qk, ov) in one vector call (:func:`_features_at_once`); a
+    setting whose explicit step collapses is solved again alone (LSODA takes over there). Rows that are the
+    two ends alone skip the dense output, as :func:`integrate_flow` does.
     ``stats["seconds"]`` is the sweep's integration time divided by its size."""
     for one in settings:
         if not isinstance(one, Setting):
@@ -272,49 +274,118 @@ def solve_many(settings: Sequence[Setting], param: str, *, t_max, until_loss, po
     levels, horizon = starts[0][2], starts[0][3]
     dense_output, tau_end = not ends_only(horizon, points, at, levels), math.log1p(horizon)
     begun = time.perf_counter()
-    status, steps, nfev, event_tau, final, *table, first = integrate.integrate_many(
+    status, steps, nfev, event_tau, final, tables, capacities = integrate.integrate_many(
         *_kernel_addresses(param), np.array([_kernel_parameters(param, p) for p, *_ in starts]),
         np.array([x0 for _, x0, *_ in starts], dtype=float), tau_end, rtol, atol,
         np.log(np.asarray(levels, dtype=float)), until_loss is not None, dense_output)
     seconds = (time.perf_counter() - begun) / len(settings)
-    alone, runs, plans = {}, {}, {}
-    for i, (one, (p, x0, _, _)) in enumerate(zip(settings, starts, strict=True)):
-        if status[i] < 0:
-            alone[i] = Trajectory(param, one, *integrate_flow(param, compiled, one, **options))
-            continue
-        dense = (_Table(*(part[first[i]:first[i + 1]] for part in table)) if dense_output else
-                 _Rerun(param, p, x0, tau_end, rtol, atol, int(steps[i])))
-        runs[i] = Run(int(status[i]), "", int(steps[i]), int(nfev[i]), 0, event_tau[i], final[i], dense)
-        plans[i] = rows(param, compiled, one, runs[i], p, horizon, until_loss, points, at)
-    # every trajectory's rows, then every one's crossings, read off its steps' tables in one compiled call
-    read = np.fromiter(plans, dtype=np.int64, count=len(plans))
-    queries = [inner_queries(runs[i], plans[i][1]) for i in read] + [event_tau[i][plans[i][2]] for i in read]
-    own = np.concatenate([read, read])
-    qfirst = np.cumsum([0] + [query.size for query in queries])
-    taus, hs, ys, Fs = table
-    flat = integrate.evaluate_many(taus, hs, ys, Fs, first[own], first[own + 1],
-                                   np.concatenate(queries or [np.empty(0)]), qfirst)
-    dim = len(compiled.variables)
-    blocks = [flat[dim * qfirst[j]:dim * qfirst[j + 1]].reshape(dim, -1) for j in range(len(queries))]
-    out = dict(alone)
-    for j, i in enumerate(read):
-        times, _, crossed, event_t = plans[i]
-        out[i] = Trajectory(param, settings[i], *labelled(compiled, runs[i], times, event_t,
-                                                          states_at(runs[i], starts[i][1], blocks[j]), crossed,
-                                                          blocks[len(read) + j], record_losses, seconds, method, True))
-    _features_at_once(compiled, [out[i] for i in read])
+    out = {i: Trajectory(param, settings[i], *integrate_flow(param, compiled, settings[i], **options))
+           for i in np.flatnonzero(status < 0).tolist()}  # LSODA takes over alone where the explicit step collapsed
+    kept = [i for i in range(len(settings)) if i not in out]
+    runs = {i: Run(int(status[i]), "", int(steps[i]), int(nfev[i]), 0, event_tau[i], final[i],
+                   _Table(*_steps_of(tables, capacities, steps, i)) if dense_output else
+                   _Rerun(param, starts[i][0], starts[i][1], tau_end, rtol, atol, int(steps[i]))) for i in kept}
+    read = _rows_to_horizon if until_loss is None else _rows_each
+    states, plans, at_crossings = read(param, compiled, settings, starts, runs, kept, _Sweep(tables, capacities, steps),
+                                       horizon, until_loss, points, at)
+    for j, i in enumerate(kept):
+        times, _, crossed, event_t = plans[j]
+        out[i] = Trajectory(param, settings[i], *labelled(compiled, runs[i], times, event_t, states[j], crossed,
+                                                          at_crossings[j], record_losses, seconds, method, True))
+    _features_at_once(compiled, [out[i] for i in kept], states if until_loss is None else None,
+                      [starts[i][0] for i in kept])
     return [out[i] for i in range(len(settings))]
 
 
-def _features_at_once(compiled, trajectories: list[Trajectory]) -> None:
+def _rows_to_horizon(param, compiled, settings, starts, runs, kept, sweep, horizon, until_loss, points, at) -> tuple:
+    """The rows of a sweep's runs to the horizon (no loss target: every run reached it, so all of them have the
+    same rows; :func:`~qkdyn.simulate.logtime.rows` once): every run's inner rows, then every one's crossings,
+    read off its steps' tables (:meth:`_Sweep.read`), and the states (sweep, dim, rows) assembled at once
+    (:func:`~qkdyn.simulate.logtime.states_at` for all of them: the initial state, the rows read, the final
+    state). Returns (states, each run's plan of :func:`~qkdyn.simulate.logtime.rows`, each one's states at its
+    crossings)."""
+    if not kept:
+        return [], [], []
+    times, query, _, _ = rows(param, compiled, settings[kept[0]], runs[kept[0]], starts[kept[0]][0], horizon,
+                              until_loss, points, at)
+    inner = inner_queries(runs[kept[0]], query)
+    crossed = [crossed_levels(runs[i], until_loss) for i in kept]
+    crossing_queries = [runs[i].event_tau[levels] for i, levels in zip(kept, crossed, strict=True)]
+    counts = [inner.size] * len(kept) + [len(levels) for levels in crossed]
+    flat, qfirst = sweep.read(kept, [np.tile(inner, len(kept))] + crossing_queries, counts)
+    dim, count = len(compiled.variables), len(kept)
+    states = np.empty((count, dim, times.size))
+    states[:, :, 0] = [starts[i][1] for i in kept]
+    states[:, :, 1:-1] = flat[:dim * qfirst[count]].reshape(count, dim, inner.size)
+    states[:, :, -1] = [runs[i].final for i in kept]
+    at_crossings = [flat[dim * qfirst[count + j]:dim * qfirst[count + j + 1]].reshape(dim, -1) for j in range(count)]
+    return states, [(times.copy(), query, levels, None) for levels in crossed], at_crossings
+
+
+def _rows_each(param, compiled, settings, starts, runs, kept, sweep, horizon, until_loss, points, at) -> tuple:
+    """The rows of a sweep's runs each with its own (a loss target: each run's rows end at its event): every
+    run's plan (:func:`~qkdyn.simulate.logtime.rows`), its inner rows, then every one's crossings, read off its
+    steps' tables (:meth:`_Sweep.read`). Returns (each run's states, plan, states at its crossings)."""
+    plans = [rows(param, compiled, settings[i], runs[i], starts[i][0], horizon, until_loss, points, at) for i in kept]
+    queries = ([inner_queries(runs[i], plan[1]) for i, plan in zip(kept, plans, strict=True)] +
+               [runs[i].event_tau[plan[2]] for i, plan in zip(kept, plans, strict=True)])
+    flat, qfirst = sweep.read(kept * 2, queries, [query.size for query in queries])
+    dim = len(compiled.variables)
+    blocks = [flat[dim * qfirst[j]:dim * qfirst[j + 1]].reshape(dim, -1) for j in range(len(queries))]
+    states = [states_at(runs[i], starts[i][1], blocks[j]) for j, i in enumerate(kept)]
+    return states, plans, blocks[len(kept):]
+
+
+def _steps_of(tables, capacities, steps, i) -> tuple[np.ndarray, ...]:
+    """Trajectory i's steps' rows (taus, hs, ys, Fs) of :func:`~qkdyn.simulate.integrate.integrate_many`'s tables
+    (views: its block's tables are read in place)."""
+    block, lo, hi = integrate.lane_rows(capacities, steps, i)
+    taus, hs, ys, Fs = tables[block]
+    return taus[lo:hi], hs[lo:hi], ys[lo:hi], Fs[lo:hi]
+
+
+@dataclasses.dataclass(frozen=True)
+class _Sweep:
+    """The dense tables of a sweep (:func:`~qkdyn.simulate.integrate.integrate_many`: one per block of lanes),
+    each trajectory's steps in place in its block's."""
+
+    tables: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
+    capacities: np.ndarray
+    steps: np.ndarray
+
+    def read(self, segments, queries, counts) -> tuple[np.ndarray, np.ndarray]:
+        """The states at the log-times ``queries`` (concatenated: segment j's counts[j] of them off trajectory
+        segments[j mod len(segments)]'s steps, the trajectories of consecutive segments ascending) in one compiled
+        call per block and run of consecutive segments in it
+        (:func:`~qkdyn.simulate.integrate.evaluate_many`): (one flat buffer, segment j's (dim, counts[j])
+        states row-major from dim qfirst[j] on; qfirst)."""
+        qfirst = np.zeros(len(counts) + 1, dtype=np.int64)
+        np.cumsum(counts, out=qfirst[1:])
+        if not qfirst[-1]:
+            return np.empty(0), qfirst
+        own = np.resize(np.asarray(segments, dtype=np.int64), len(counts))
+        block = own // integrate.LANES
+        lo = own % integrate.LANES * self.capacities[own]
+        hi = lo + self.steps[own]
+        query = np.concatenate(queries)
+        out = np.empty(self.tables[0][2].shape[1] * int(qfirst[-1]))
+        edges = [0, *(np.flatnonzero(np.diff(block)) + 1).tolist(), len(own)]
+        for a, b in zip(edges[:-1], edges[1:], strict=True):
+            taus, hs, ys, Fs = self.tables[block[a]]
+            integrate.evaluate_many(taus, hs, ys, Fs, lo[a:b], hi[a:b], query, qfirst[a:b + 1], out)
+        return out, qfirst
+
+
+def _features_at_once(compiled, trajectories: list[Trajectory], states: np.ndarray | None, params: list) -> None:
     """Give the sweep's trajectories their (qk, ov) in one call of the vector ``features`` over all of
     their rows, where they all have the same rows: the same elementwise arithmetic as each trajectory's
-    own call, on a (dim, S, T) stack with each setting's parameters broadcast along its rows."""
+    own call, on a (dim, S, T) stack with each setting's parameters ``params`` broadcast along its rows
+    (``states``: their states (S, dim, T) where assembled at once, else stacked here)."""
     if not trajectories or len({tr.t.size for tr in trajectories}) > 1:
         return  # then each one computes its own, when asked
-    stack = np.stack([tr.state for tr in trajectories], axis=1)
-    params = np.array([tr.setting.numeric() for tr in trajectories]).T[:, :, None]
-    qk, ov = compiled.features(stack, params)
+    stack = (np.stack([tr.state for tr in trajectories], axis=1) if states is None else
+             np.ascontiguousarray(np.swapaxes(states, 0, 1)))
+    qk, ov = compiled.features(stack, np.array(params).T[:, :, None])
     for k, tr in enumerate(trajectories):
         tr.features = (qk[k], ov[k])
 
@@ -352,7 +423,7 @@ class _Table:
     def __call__(self, taus) -> np.ndarray:
         """The states (dim, *shape of taus) at the log-times ``taus``, as SciPy's ``OdeSolution`` returns them."""
         query = np.asarray(taus, dtype=float)
-        states = np.asarray(integrate.evaluate(self.taus, self.hs, self.ys, self.Fs, query.ravel()))
+        states: np.ndarray = integrate.evaluate(self.taus, self.hs, self.ys, self.Fs, query.ravel())
         return states.reshape(len(states), *query.shape)
 
 

@@ -253,3 +253,29 @@ def test_a_sweep_wider_than_a_block_of_lanes_equals_its_solves_bit_for_bit():
         assert np.array_equal(tr.qk, alone.qk) and np.array_equal(tr.ov, alone.ov) and np.array_equal(tr.t, alone.t)
         assert all(np.array_equal(tr.crossings[k][1], alone.crossings[k][1]) for k in tr.crossings)
         assert {k: tr.stats[k] for k in ("nfev", "steps")} == {k: alone.stats[k] for k in ("nfev", "steps")}
+
+
+def test_a_sweeps_dense_tables_are_read_in_place_and_equal_each_solve_alone():
+    """integrate_many leaves each block's tables where the integrator wrote them (no join, no concatenation):
+    trajectory i's steps are rows lane_rows(...) of its block's tables, the same bits as integrate_one's tables
+    of it alone; a sweep's trajectories of one block hold views of that block's tables."""
+    from qkdyn.simulate import integrate
+    from qkdyn.theory.compiled import load
+
+    compiled = load("FACO")
+    settings = [Setting(eta_qk=float(rho)) for rho in np.geomspace(0.05, 20.0, integrate.LANES + 3)]
+    P = np.array([compiled.kernel_parameters(one.numeric()) for one in settings])
+    X0 = np.array([compiled.init(one.numeric(), one.qk0, one.ov0) for one in settings])
+    addresses = (compiled.rhs_lanes_kernel.address, compiled.loss_kernel.address)
+    status, steps, nfev, _, final, tables, capacities = integrate.integrate_many(*addresses, P, X0, 20.0, 1e-10,
+                                                                                 1e-14, np.empty(0), False)
+    assert len(tables) == 2 and len(set(steps.tolist())) > 3
+    for i in (0, 7, integrate.LANES - 1, integrate.LANES, integrate.LANES + 2):
+        block, lo, hi = integrate.lane_rows(capacities, steps, i)
+        alone = integrate.integrate_one(*addresses, P[i], X0[i], 20.0, 1e-10, 1e-14, np.empty(0), False)
+        assert alone[:3] == (status[i], steps[i], nfev[i]) and np.array_equal(alone[4], final[i])
+        for part, own in zip(tables[block], alone[5:], strict=True):
+            assert np.array_equal(part[lo:hi], own)
+    sweep = solve(settings[:3], "FACO", t_max=1e6, points=20)
+    first, third = (tr.dense.log_time_states.Fs for tr in (sweep[0], sweep[2]))
+    assert first.base is not None and first.base is third.base  # views of the block's one table
