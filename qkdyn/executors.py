@@ -2,7 +2,8 @@
 ``local`` (a process pool) or ``ray`` (tasks on a Ray cluster).
 
 Both yield each finished (study, :class:`qkdyn.studies.Record`) as it arrives (in completion order) and
-write it under ``runs_dir`` (atomic), so an interrupted driver loses at most the runs in flight.
+write it under ``runs_dir`` (atomic), so an interrupted driver loses at most the runs in flight; each run's
+CPU seconds in the process that ran it (its imports on first use included) can be collected beside them.
 
 * ``local``: with one worker the runs go one after another in this process; with more, a
   ``spawn`` process pool whose workers ask the kernel for SIGKILL when their parent dies
@@ -20,14 +21,16 @@ from __future__ import annotations
 
 import atexit
 import concurrent.futures
+import functools
 import importlib.util
 import json
 import multiprocessing
 import os
 import socket
 import sys
+import time
 import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 
 from qkdyn.errors import InputError
@@ -38,20 +41,34 @@ EXECUTORS = ("local", "ray")
 RAY_CONNECT_TIMEOUT = 15.0
 #: the port Ray listens on when an address names none: the GCS (``ray start --head``) or the Ray client (``ray://``)
 _RAY_PORTS = {"": 6379, "ray": 10001}
+#: the runs a backend has finished, as they finish: (study, record, the run's CPU seconds in the process that ran it)
+Finished = Generator[tuple[Study, Record, float], None, None]
 
 
-def run_one(study_name: str, spec_json: str, runs_dir: str) -> dict:
-    """One run in a worker: the record's result (JSON data) after writing it under ``runs_dir``."""
-    study = get(study_name)
-    return study.run(RunSpec.from_dict(json.loads(spec_json)), runs_dir).result
+def run_one(study_name: str, spec_json: str, runs_dir: str) -> tuple[dict, float]:
+    """One run in a worker: the record's result (JSON data) after writing it under ``runs_dir``, and the CPU
+    seconds it took in this process (:func:`_timed`)."""
+    study, spec = get(study_name), RunSpec.from_dict(json.loads(spec_json))
+    record, seconds = _timed(lambda: study.run(spec, runs_dir))
+    return record.result, seconds
+
+
+def _timed(call: Callable[[], Record]) -> tuple[Record, float]:
+    """``call()`` and the CPU seconds it took in this process (user + system over all its threads:
+    :func:`time.process_time`), the modules it imported on first use included."""
+    start = time.process_time()
+    record = call()
+    return record, time.process_time() - start
 
 
 def execute_all(jobs: list[tuple[Study, list[RunSpec]]], runs_dir: str | Path, executor: str = "local",
-                workers: int = 1, ray_address: str | None = None) -> Iterator[tuple[Study, Record]]:
+                workers: int = 1, ray_address: str | None = None,
+                cpu: dict[RunSpec, float] | None = None) -> Iterator[tuple[Study, Record]]:
     """Run the specs of several studies in one pool (``jobs``: (study, missing specs) pairs; one queue, so
     the workers stay busy across studies and start once), the longest first (:meth:`Study.cost`: with
     the long runs started last, one worker would idle while the other finishes them); yield (study,
-    record) as each run finishes."""
+    record) as each run finishes, having set ``cpu[spec]`` (where ``cpu`` is given) to the CPU seconds the
+    run took in the process that ran it (:func:`_timed`)."""
     if executor not in EXECUTORS:
         from qkdyn.suggest import unknown_choice
 
@@ -59,16 +76,23 @@ def execute_all(jobs: list[tuple[Study, list[RunSpec]]], runs_dir: str | Path, e
     queue = sorted(((study, spec) for study, specs in jobs for spec in specs), key=lambda job: -job[0].cost(job[1]))
     if not queue:
         return
+    finished: Finished
     if executor == "ray":
-        yield from _ray(queue, runs_dir, ray_address)
+        finished = _ray(queue, runs_dir, ray_address)
     elif workers <= 1 or len(queue) == 1:
-        for study, spec in queue:
-            yield study, study.run(spec, runs_dir)
+        finished = ((study, *_timed(functools.partial(study.run, spec, runs_dir))) for study, spec in queue)
     else:
-        yield from _pool(queue, runs_dir, workers)
+        finished = _pool(queue, runs_dir, workers)
+    try:
+        for study, record, seconds in finished:
+            if cpu is not None:
+                cpu[record.spec] = seconds
+            yield study, record
+    finally:  # a consumer that stops early closes the pool here (its workers killed), not when it is collected
+        finished.close()
 
 
-def _pool(queue: list[tuple[Study, RunSpec]], runs_dir, workers: int) -> Iterator[tuple[Study, Record]]:
+def _pool(queue: list[tuple[Study, RunSpec]], runs_dir, workers: int) -> Finished:
     context = multiprocessing.get_context("spawn")
     pool = concurrent.futures.ProcessPoolExecutor(min(workers, len(queue)), mp_context=context,
                                                   initializer=_start_worker)
@@ -77,7 +101,8 @@ def _pool(queue: list[tuple[Study, RunSpec]], runs_dir, workers: int) -> Iterato
                    for study, spec in queue}
         for future in concurrent.futures.as_completed(futures):
             study, spec = futures[future]
-            yield study, Record(spec, future.result(), study.record_path(spec, Path(runs_dir)).with_suffix(""))
+            result, seconds = future.result()
+            yield study, Record(spec, result, study.record_path(spec, Path(runs_dir)).with_suffix("")), seconds
     except BaseException:
         # interrupted (Ctrl-C, SIGTERM, a failed run, the consumer gone): the running workers are
         # killed rather than awaited (records are written atomically, so nothing half-written stays)
@@ -142,7 +167,7 @@ def check_ray(address: str | None, timeout: float = RAY_CONNECT_TIMEOUT) -> None
                          f"`ray start --head`, or leave out {flag} for a local one)") from None
 
 
-def _ray(queue: list[tuple[Study, RunSpec]], runs_dir, address: str | None) -> Iterator[tuple[Study, Record]]:
+def _ray(queue: list[tuple[Study, RunSpec]], runs_dir, address: str | None) -> Finished:
     check_ray(address)
     import ray
 
@@ -156,7 +181,8 @@ def _ray(queue: list[tuple[Study, RunSpec]], runs_dir, address: str | None) -> I
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
             study, spec = pending.pop(done[0])
-            yield study, save(Record(spec, ray.get(done[0]), Path()), runs_dir)
+            result, seconds = ray.get(done[0])
+            yield study, save(Record(spec, result, Path()), runs_dir), seconds
     finally:
         if started:
             ray.shutdown()

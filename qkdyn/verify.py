@@ -7,13 +7,15 @@ soon as its last run is in, then writes one ``report.md`` + ``report.json``. :fu
 ``qkdyn verify`` set (theory A1-A5, then A6, the sampled claims and FA).
 
 Progress goes to stderr (tqdm): one bar over the studies, one over all runs with an estimate of the
-time left, refreshed at least every 10 s while a run is in flight. Timings (each study's finish and
-the whole wall time) are printed there too and never written into the report, so the same runs give
-the same report.
+time left, refreshed at least every 10 s while a run is in flight. Timings are printed there too and never
+written into the report, so the same runs give the same report: each study's finish with the CPU seconds of
+its runs (in the processes that ran them) and of its judging and drawing here, and the whole wall time with
+the CPU seconds of this process and of its workers (:func:`cpu_seconds`).
 """
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import tempfile
 import threading
@@ -90,6 +92,13 @@ def heartbeat(bar, every: float = 10.0):
         thread.join()
 
 
+def cpu_seconds() -> tuple[float, float]:
+    """CPU seconds (user + system) so far of this process and of its children that have ended (the pool's
+    workers once it is shut down): :func:`os.times`."""
+    times = os.times()
+    return times.user + times.system, times.children_user + times.children_system
+
+
 def drive(names: Sequence, budget: str, figures: str | Path, runs_dir: str | Path, *, executor: str = "local",
           workers: int = 1, ray_address: str | None = None, progress: bool = True, compute: bool = True, title: str,
           intro: str) -> list:
@@ -102,7 +111,7 @@ def drive(names: Sequence, budget: str, figures: str | Path, runs_dir: str | Pat
     before anything is created where the study has nothing to compute."""
     from qkdyn.studies import find, get, judge, reading_evidence
 
-    start = time.perf_counter()  # the wall time printed at the end counts the planning too
+    start, cpu_start = time.perf_counter(), cpu_seconds()  # the times printed at the end count the planning too
     studies = [get(name) if isinstance(name, str) else name for name in names]
     # every plan made, every finished record read and every study with nothing to compute judged before anything
     # is written (bad input, a record whose evidence the judges cannot read included: nothing created)
@@ -118,8 +127,10 @@ def drive(names: Sequence, budget: str, figures: str | Path, runs_dir: str | Pat
         claims = _run_judge_render(plans, found, judged, budget, figures, runs_dir, compute=compute,
                                    executor=executor, workers=workers, ray_address=ray_address, progress=progress,
                                    title=title, intro=intro, start=start)
+    own, children = (now - then for now, then in zip(cpu_seconds(), cpu_start, strict=True))
     sys.stderr.write(f"[{time.perf_counter() - start:7.1f}s] wrote {final_figures / 'report.md'} (wall time "
-                     f"{time.perf_counter() - start:.1f} s)\n")
+                     f"{time.perf_counter() - start:.1f} s; CPU {own + children:.1f} s: {own:.1f} s here, "
+                     f"{children:.1f} s in workers)\n")
     return claims
 
 
@@ -137,6 +148,7 @@ def _run_judge_render(plans, found, judged_before: dict[int, list], budget: str,
 
     missing = [[s for s in specs if s not in records] if compute else [] for (_, specs), records in zip(plans, found, strict=True)]
     judged: dict[int, tuple[list, dict]] = {}
+    run_cpu: dict = {}  # spec -> the CPU seconds of its run (execute_all)
     context = {"budget": budget}
     outer = tqdm(total=len(plans), desc="studies", unit="study", position=0, file=sys.stderr, disable=not progress,
                  dynamic_ncols=True)
@@ -150,12 +162,14 @@ def _run_judge_render(plans, found, judged_before: dict[int, list], budget: str,
         # records read from the runs folder may be anyone's: evidence they lack is one line naming them; over
         # records all computed here a judge's or a drawing's error is a bug and keeps its traceback
         fresh = bool(missing[index]) and len(missing[index]) == len(specs)
+        drawing = time.process_time()
         with contextlib.nullcontext() if fresh else reading_evidence(study, done):
             claims = judged_before[index] if index in judged_before else judge(study, budget, specs, records)
             judged[index] = (claims, study.report(done, claims, budget, figures) if len(done) == len(specs) else {})
         outer.update()
         tqdm.write(f"[{time.perf_counter() - start:7.1f}s] {study.name}: {len(missing[index])} of {len(specs)} runs "
-                   f"computed, {len(claims)} claims", file=sys.stderr)
+                   f"computed, {len(claims)} claims (CPU: runs {sum(run_cpu.get(s, 0.0) for s in specs):.1f} s, "
+                   f"judged and drawn {time.process_time() - drawing:.1f} s)", file=sys.stderr)
 
     # one pool for every study's missing runs (both cores busy across studies); each study is judged
     # and rendered here as soon as its last run is in, while the workers go on with the next ones
@@ -165,7 +179,7 @@ def _run_judge_render(plans, found, judged_before: dict[int, list], budget: str,
             if not missing[i]:
                 conclude(i)
         jobs = [(study, todo) for (study, _), todo in zip(plans, missing, strict=True) if todo]
-        for study, record in execute_all(jobs, runs_dir, executor, workers, ray_address):
+        for study, record in execute_all(jobs, runs_dir, executor, workers, ray_address, cpu=run_cpu):
             i = index_of[id(study)]
             found[i][record.spec] = record
             bar.set_postfix_str(f"{study.name}/{record.spec.name}")

@@ -88,3 +88,47 @@ def test_without_ray_the_ray_executor_is_one_line(monkeypatch):
     with pytest.raises(InputError) as info:
         check_ray("127.0.0.1:6379")
     assert info.value.cli_message() == "--executor ray needs Ray: pip install 'qkdyn[ray]'"
+
+
+class _Busy:
+    """A study whose runs spend ``spec.name`` milliseconds of CPU (a busy loop) and record nothing."""
+
+    name = "busy"
+
+    def cost(self, spec):
+        return float(spec.name)
+
+    def run(self, spec, runs_dir):
+        from pathlib import Path
+
+        from qkdyn.studies import Record
+
+        start = time.process_time()
+        while time.process_time() - start < int(spec.name) / 1000:
+            pass
+        return Record(spec, {}, Path(runs_dir))
+
+
+def test_each_run_s_cpu_seconds_are_collected_beside_its_record(tmp_path):
+    from qkdyn.executors import execute_all
+    from qkdyn.studies import RunSpec
+
+    specs = [RunSpec.make("busy", str(ms)) for ms in (30, 300)]
+    cpu: dict = {}
+    done = [record.spec for _, record in execute_all([(_Busy(), specs)], tmp_path, "local", workers=1, cpu=cpu)]
+    assert done == specs[::-1] and set(cpu) == set(specs)  # the longest first; every run timed
+    assert 0.03 <= cpu[specs[0]] < 0.3 <= cpu[specs[1]] < 3.0  # its own CPU seconds, not the other's
+    assert list(execute_all([(_Busy(), specs)], tmp_path, "local", workers=1)) != []  # cpu is optional
+
+
+def test_runs_are_made_as_the_consumer_asks_for_them_and_no_more(tmp_path):
+    from qkdyn.executors import execute_all
+    from qkdyn.studies import RunSpec
+
+    study = _Busy()
+    ran = []
+    study.run = lambda spec, runs_dir, run=study.run: ran.append(spec.name) or run(spec, runs_dir)
+    runs = execute_all([(study, [RunSpec.make("busy", str(ms)) for ms in (1, 2, 3)])], tmp_path, "local", workers=1)
+    next(runs)
+    runs.close()
+    assert ran == ["3"]  # nothing more runs once the consumer is gone

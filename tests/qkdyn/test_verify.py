@@ -309,3 +309,43 @@ def test_report_judges_old_runs_under_the_current_rule(quick_runs, tmp_path, mon
     run[next(iter(run))] = 0.5  # an invariant that drifted by half its size
     record.write_text(json.dumps(data))
     assert _report("theory", runs, tmp_path / "e")["A2"] == "fails"
+
+
+def _busy_study(seconds: float):
+    """A study of one run that spends ``seconds`` of CPU and one claim judged from nothing."""
+    import time
+
+    from qkdyn.claims import Claim
+    from qkdyn.studies import RunSpec, Study
+
+    class Busy(Study):
+        name, title, claim_names = "busy", "busy", ("B",)
+
+        def plan(self, budget):
+            return [RunSpec.make(self.name, "run")]
+
+        def measure(self, spec, scratch):
+            start = time.process_time()
+            while time.process_time() - start < seconds:
+                pass
+            return {"x": 1.0}
+
+        def claims(self, records, budget):
+            return [Claim("B", "busy", "inconclusive", {}, "nothing is judged")]
+
+    return Busy()
+
+
+def test_verify_prints_each_study_s_cpu_and_the_whole(tmp_path, capsys):
+    from qkdyn.verify import drive
+
+    drive([_busy_study(0.4)], "quick", tmp_path / "figures", tmp_path / "runs", title="t", intro="i", progress=False)
+    err = capsys.readouterr().err
+    runs, drawn = map(float, re.search(r"busy: 1 of 1 runs computed, 1 claims \(CPU: runs ([0-9.]+) s, judged and "
+                                       r"drawn ([0-9.]+) s\)", err).groups())
+    total, here, workers = map(float, re.search(r"wall time [0-9.]+ s; CPU ([0-9.]+) s: ([0-9.]+) s here, ([0-9.]+) s "
+                                                r"in workers\)", err).groups())
+    assert runs >= 0.4 and drawn < 0.4  # the run's CPU seconds (torch's import on first use too), apart from judging
+    assert workers == 0.0 and runs <= here == total  # one worker: the run went in this process
+    drive([_busy_study(0.4)], "quick", tmp_path / "figures", tmp_path / "runs", title="t", intro="i", progress=False)
+    assert "busy: 0 of 1 runs computed, 1 claims (CPU: runs 0.0 s," in capsys.readouterr().err  # read back, not run
