@@ -405,9 +405,9 @@ def save(record: Record, runs_dir: str | Path) -> Record:
     path = Path(runs_dir) / record.spec.study / f"{record.spec.name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps({"spec": json.loads(record.spec.to_json()), "result": record.result}, default=json_default)
-    check_record(json.loads(text), f"the record of run {record.spec.name}")  # a measure returns evidence only
+    read_back = check_record(json.loads(text), f"the record of run {record.spec.name}")  # evidence only
     write_text(path, text)
-    return Record(record.spec, json.loads(text)["result"], path.with_suffix(""))
+    return Record(record.spec, read_back["result"], path.with_suffix(""))
 
 
 def die_with_parent() -> None:
