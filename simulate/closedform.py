@@ -18,15 +18,21 @@ are the generated C kernels ``psi_gain_kernel`` and ``m_ov_kernel`` of :mod:`qkd
 called through their addresses (so the kernel is compiled once for every form); (A, beta) are the
 generated ``line_scale``. Settings are processed in the order of the points (points of one setting
 contiguous: the table is rebuilt when the setting changes). numba caches the machine code in tree
-(:class:`qkdyn.theory.kernels.TreeCache`): a warm process does not recompile.
+(:class:`qkdyn.theory.kernels.TreeCache`): a warm process does not recompile. Where the cache lacks it, the
+first calls of a process run this same code as plain Python (:func:`plain_solve_points`,
+:mod:`qkdyn.simulate.coldstart`).
 """
 from __future__ import annotations
 
+import functools
+import importlib
 import math
+from collections.abc import Callable
 
 import numpy as np
 from numba.extending import get_cython_function_address
 from qkdyn.simulate.ccall import call_scalar, call_unary
+from qkdyn.simulate.coldstart import plain_python
 from qkdyn.simulate.qkline import (
     BETA,
     CENTER,
@@ -47,11 +53,14 @@ from qkdyn.simulate.qkline import (
 )
 from qkdyn.simulate.scalarmath import clip, insertion_sort, logaddexp0, rtsafe_step, search
 from qkdyn.theory.kernels import cached_njit, expit
+from scipy import special
 
 #: SciPy's own real Wright omega and log-expit (scipy.special.cython_special), passed to the kernel by address
 #: (an address is an argument, not a global: numba caches only code without dynamic globals)
 SPECIAL = (get_cython_function_address("scipy.special.cython_special", "__pyx_fuse_1wrightomega"),
            get_cython_function_address("scipy.special.cython_special", "__pyx_fuse_0log_expit"))
+#: the same two by name, for the kernel run as plain Python (:func:`plain_solve_points`)
+SPECIAL_PLAIN = (special.wrightomega, special.log_expit)
 
 LOOSE = 1e6  # a matched-loss bound beyond base + 1e6 max(z*, 1) is replaced by a grown bracket
 MAX_GROWTH = 520  # 4^520 > 1e308: the matched-loss bracket reaches any finite ov
@@ -134,32 +143,33 @@ def _state(c, p, addr, work, tab, coef, ext, zstar, rho, start):
         if math.isnan(grown):
             raise RuntimeError("matched-loss bracket: z(ov) below z* up to ov = 1e308")
         hi = min(hi, grown)
-    s, qk = _root(c, p, addr, work, tab, coef, ext, zstar, rho, False, lo, hi,
+    s, qk = _root(c, p, addr, work, tab, coef, ext, zstar, rho, 0.0, lo, hi,
                   start - ov0 if lo < start - ov0 < hi else hi)
     if not abs(ov0 + s) < s:
         return qk, ov0 + s, s
     # ov near 0 (from a negative start): ov0 + s cancels there (FAFO ov* = -4.9e-8 from ov0 = -0.48 was 3e-10
     # off), so polish in ov itself, in a bracket of a few roundings of s around the root in s
     width = 4e-13 * s
-    ov, qk = _root(c, p, addr, work, tab, coef, ext, zstar, rho, True, ov0 + (s - width), ov0 + (s + width), ov0 + s)
+    ov, qk = _root(c, p, addr, work, tab, coef, ext, zstar, rho, 1.0, ov0 + (s - width), ov0 + (s + width), ov0 + s)
     return qk, ov, ov - ov0  # |ov| < s: the difference is exact to a rounding of s
 
 
 @_jit
 def _root(c, p, addr, work, tab, coef, ext, zstar, rho, in_ov, lo, hi, x):
-    """(x, qk) at x in [lo, hi] where z = z*, x = s = ov - ov0 (or ov, ``in_ov``): safeguarded Newton to 1e-13
-    relative in x; qk from the last evaluation at x_k advanced by dqk/dov (x - x_k) where the final step is
+    """(x, qk) at x in [lo, hi] where z = z*, x = s = ov - ov0 (or ov, where ``in_ov`` is 1.0, not 0.0: a float, as
+    numba would compile this function once for each literal bool it is passed, 20 CPU-s each): safeguarded Newton
+    to 1e-13 relative in x; qk from the last evaluation at x_k advanced by dqk/dov (x - x_k) where the final step is
     below 1e-10 |x| (the neglected (x - x_k)^2 qk''/2 is far below a rounding of qk), else from the line at x."""
     ov0, before_last, last, run = c[OV0], math.inf, math.inf, 0
     for _ in range(200):
-        s, ov = (x - ov0, x) if in_ov else (x, ov0 + x)
+        s, ov = (x - ov0, x) if in_ov > 0 else (x, ov0 + x)
         value, slope, qk, dqk = _level(c, p, addr, work, tab, coef, ext, s, ov, zstar, rho)
         new, lo, hi, before_last, last, run, done = rtsafe_step(x, value, slope, lo, hi, before_last, last, run, False,
                                                                  1e-13, 1e-300)
         if done:
             if abs(new - x) <= 1e-10 * abs(x):
                 return new, qk + dqk * (new - x)
-            s = new - ov0 if in_ov else new
+            s = new - ov0 if in_ov > 0 else new
             return new, _qk_u(c, p, addr, work, tab, coef, ext, s, rho, True)[0]
         x = new
     raise RuntimeError("matched-loss root did not converge")
@@ -357,5 +367,19 @@ def solve_points(constants, params, addr, which, zstar, rho, ov, with_state, wit
                     if not _times(c, p, addr, work, tab, coef, ext, gain[order[k:k + 1]], rho[i], per_panel, polish,
                                   times[k:k + 1]):
                         times[k] = math.inf
-            t[order] = times
+            for k in range(order.size):  # element by element: t[order] = times compiles numba's shape-mismatch error
+                t[order[k]] = times[k]
             start = i + 1
+
+
+@functools.cache
+def plain_solve_points(name: str):
+    """(:func:`solve_points` as plain Python, the ``addr`` it takes) for the form ``name``: the same code run
+    uncompiled (:func:`qkdyn.simulate.coldstart.plain_python`), its C callees the Python they were compiled
+    from, the form's generated ``psi_gain_at`` and ``m_ov_at`` (whose C wrappers are the kernels of ``addr``),
+    and :data:`SPECIAL_PLAIN`, ``addr`` holding their positions instead of addresses."""
+    generated = importlib.import_module(f"qkdyn.theory.generated.{name}")
+    callees = (plain_python(generated.psi_gain_at, {}), plain_python(generated.m_ov_at, {}), *SPECIAL_PLAIN)
+    replace: dict[str, Callable] = {"call_scalar": lambda address, x, p: callees[address](x, p),
+                                    "call_unary": lambda address, x: callees[address](x)}
+    return plain_python(solve_points, replace), np.arange(len(callees))

@@ -228,7 +228,9 @@ def _build_inverse(c, tab, coef, ext, i):
     nodes = np.empty(CHEB_DEG + 1)
     for k in range(CHEB_DEG + 1):
         nodes[k] = _solve_on_table(c, tab, coef, ext, 0.5 * (at_lo + at_hi) + 0.5 * (at_hi - at_lo) * CHEB_X[k])
-    coef[i, _INV:] = _fit(nodes)
+    fit = _fit(nodes)
+    for k in range(CHEB_DEG + 1):  # element by element: a slice assignment compiles numba's shape-mismatch error, 3 CPU-s
+        coef[i, _INV + k] = fit[k]
     tab[_BUILT, i] = 1.0
 
 

@@ -40,11 +40,14 @@ import dataclasses
 import decimal
 import functools
 import math
+import sys
 from collections.abc import Mapping
+from time import process_time
 
 import numpy as np
 from numpy.typing import ArrayLike
 from qkdyn.simulate import closedform, integrate, qkline
+from qkdyn.simulate.coldstart import FIRST_CLOSED_FORMS, PLAIN_SECONDS_PER_POINT
 from qkdyn.simulate.grid import LabelledGrid, arrange
 from qkdyn.theory.compiled import Compiled, load
 from qkdyn.theory.setting import ALL_PARAMS, Setting
@@ -155,24 +158,69 @@ def z_at_loss(classes: int, loss: np.ndarray) -> np.ndarray:
 
 def _run(problems: list, which, zstar, rho, ov=None, *, time: bool, state: bool = True, per_panel: float = 6.0,
          polish: bool = False):
-    """(qk, ov, t) of every point from the compiled kernel (the points of one setting contiguous in
-    ``which``); ``state=False``: only the time to the given ``ov``."""
+    """(qk, ov, t) of every point from the closed form's kernel (the points of one setting contiguous in
+    ``which``); ``state=False``: only the time to the given ``ov``. Compiled, or, while numba's cache lacks it and
+    compiling does not yet pay, its code as plain Python (:mod:`qkdyn.simulate.coldstart`: the same numbers to
+    round-off).
+    Every array is passed C-contiguous and writable, so the kernel has one signature whatever the caller's
+    shapes: one compilation serves them all (the warm-up's too), and one cache entry per function."""
     compiled = problems[0].compiled
     size = which.size
     qk, t = np.empty(size), np.empty(size)
-    ov = np.empty(size) if ov is None else ov
+    ov = np.empty(size) if ov is None else _writable(ov, float)
+    arguments = (np.array([p.constants for p in problems]), np.array([p.p for p in problems], dtype=float),
+                 _writable(which, np.int64), np.empty(0) if zstar is None else _writable(zstar, float),
+                 _writable(rho, float), ov, state, time, per_panel, polish, *_table(), qk, t)
+    if not FIRST_CLOSED_FORMS.choose("closed form", lambda: integrate.ready(closedform.solve_points),
+                                     size * _plain_rate[time]):
+        try:
+            _run_plain(compiled.name, arguments, size, time)
+            return qk, ov, t
+        except (ArithmeticError, ValueError):  # an IEEE inf or nan that compiled code carries on with
+            FIRST_CLOSED_FORMS.ready.add("closed form")
     first = compiled.name not in _checked  # the process's first call of this form: compiled now, unless cached
     _checked.add(compiled.name)
     with integrate.compiling(f"the closed form and {compiled.name}'s kernels", first and not (
             compiled.psi_gain_kernel.cached() and compiled.m_ov_kernel.cached() and integrate.ready(closedform.solve_points))):
         addresses = np.array([compiled.psi_gain_kernel.address, compiled.m_ov_kernel.address, *closedform.SPECIAL])
-        closedform.solve_points(np.array([p.constants for p in problems]), np.array([p.p for p in problems], dtype=float),
-                                addresses, which, np.empty(0) if zstar is None else zstar, rho, ov, state, time,
-                                per_panel, polish, *_table(), qk, t)
+        closedform.solve_points(*arguments[:2], addresses, *arguments[2:])
     return qk, ov, t
 
 
+def _writable(values: np.ndarray, dtype) -> np.ndarray:
+    """``values`` (an array) as a C-contiguous writable array of ``dtype`` (a copy where it is not one already;
+    checked here, not by ``np.require``, which costs 8 us a call)."""
+    if values.dtype == dtype and values.flags.c_contiguous and values.flags.writeable:
+        return values
+    return np.array(values, dtype=dtype)
+
+
+def _run_plain(name: str, arguments: tuple, size: int, time: bool) -> None:
+    """The closed form's kernel as plain Python on ``arguments`` (:func:`_run`'s, less the addresses), its CPU
+    time rented (:data:`~qkdyn.simulate.coldstart.FIRST_CLOSED_FORMS`) and its rate per point kept; the
+    process's first such call says so on stderr."""
+    if not _said_plain:
+        _said_plain.append(True)
+        sys.stderr.write("qkdyn: numba's cache lacks the compiled closed form: sharpness runs its code as plain "
+                         f"Python (the same numbers to round-off) until that has cost about one compilation "
+                         f"({FIRST_CLOSED_FORMS.rent_seconds:.0f} CPU-s), then compiles; `qkdyn warm` compiles it "
+                         "ahead\n")
+        sys.stderr.flush()
+    solve_points, addresses = closedform.plain_solve_points(name)
+    start = process_time()
+    try:
+        with np.errstate(all="ignore"):
+            solve_points(*arguments[:2], addresses, *arguments[2:])
+    finally:
+        seconds = process_time() - start
+        FIRST_CLOSED_FORMS.rent(seconds)
+    _plain_rate[time] = max(_plain_rate[time], seconds / max(size, 1))
+
+
 _checked: set[str] = set()  # the forms whose compiled code this process has looked for (_run)
+_said_plain: list[bool] = []  # whether this process has said that the closed form runs as plain Python
+#: CPU seconds per point of a plain run, with the time and without (the largest this process has measured)
+_plain_rate = dict(PLAIN_SECONDS_PER_POINT)
 
 
 @functools.lru_cache(maxsize=1)
@@ -260,8 +308,10 @@ def sharpness(setting: Setting | Mapping, param: str | Spec, rho: ArrayLike, los
 
     See the module docstring for the mathematics; exact to round-off for (qk, ov, attn), t to about 1e-10
     relative (a test checks 1e-8 against an 8x finer quadrature). The arithmetic is one compiled kernel
-    (:mod:`qkdyn.simulate.closedform`): where numba's cache lacks it, the process's first call compiles it and
-    says so first, on stderr (``make install`` / ``python -m qkdyn.simulate.warm`` compile it ahead).
+    (:mod:`qkdyn.simulate.closedform`): where numba's cache lacks it, a process runs that kernel's code as plain
+    Python until compiling pays (the same numbers to round-off; a call too large for that compiles at once), and
+    says which on stderr before it starts (``make install`` / ``qkdyn warm`` compile it ahead;
+    :mod:`qkdyn.simulate.coldstart`).
 
     Parameters
     ----------

@@ -11,8 +11,9 @@ compiling pays and then compile in its first busy process (:mod:`qkdyn.simulate.
 once, so the first solve of a session loads cached code. It solves each form briefly, with a
 loss event and the dense output, and evaluates its Jacobian (the LSODA fallback's): every compiled
 path ``solve`` takes, a sweep over two settings (``solve_many``'s lockstep lanes) and the matched-loss
-closed form with its time (:mod:`qkdyn.simulate.closedform`, one kernel for every form: 85-103 CPU-s to compile,
-which every process of a test run or a Ray study would otherwise pay on its first ``sharpness``).
+closed form with its time (:mod:`qkdyn.simulate.closedform`, one kernel for every form: about 60 CPU-s to
+compile, which a process would otherwise pay once its plain-Python calls of ``sharpness`` have cost as much;
+one signature serves every shape of ``sharpness``'s arguments, so the scalar call here covers them all).
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import time
 
 
 def main() -> int:
-    from qkdyn.simulate.coldstart import FIRST_SOLVES
+    from qkdyn.simulate.coldstart import FIRST_CLOSED_FORMS, FIRST_SOLVES
     from qkdyn.simulate.sharpness import sharpness
     from qkdyn.simulate.solve import solve
     from qkdyn.theory.compiled import load
@@ -29,6 +30,7 @@ def main() -> int:
 
     start = time.perf_counter()
     FIRST_SOLVES.rent_seconds = 0.0  # compile at once (the solves of a cold start run SciPy's DOP853 first)
+    FIRST_CLOSED_FORMS.rent_seconds = 0.0  # and the closed form (a cold start runs its code as plain Python first)
     for param in ALL_PARAMS:
         tr = solve(Setting(), param, t_max=10.0, points=3, record_losses=(0.5,))
         load(param).jac(tr.state[:, 0], tr.setting.numeric())  # the Jacobian of the LSODA fallback

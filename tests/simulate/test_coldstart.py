@@ -1,13 +1,16 @@
 """A cold start (qkdyn.simulate.coldstart): SciPy's DOP853 on the plain-Python right-hand side until the
-rent reaches a compilation, the same trajectories to the tolerance, and numba's cache read right."""
+rent reaches a compilation, the same trajectories to the tolerance, and numba's cache read right; the
+matched-loss closed form's own code run as plain Python until its rent is paid, the same numbers to round-off."""
 import importlib
 import itertools
 import sys
 
 import numpy as np
 import pytest
-from qkdyn.simulate import coldstart, integrate
+from qkdyn.simulate import closedform, coldstart, integrate
+from qkdyn.simulate import sharpness as sharpness_module
 from qkdyn.simulate import solve as solve_module
+from qkdyn.simulate.sharpness import initial_loss, reachable_losses, sharpness
 from qkdyn.simulate.solve import solve
 from qkdyn.theory.compiled import load
 from qkdyn.theory.kernels import has_machine_code
@@ -153,3 +156,101 @@ def test_a_c_callback_compiles_on_first_use_only():
     assert halve.callback.address is None and not halve.cached()  # nothing compiled by the decorator
     assert ctypes.CFUNCTYPE(ctypes.c_double, ctypes.c_double)(halve.address)(3.0) == 1.5
     assert halve.cached() and halve.ctypes(5.0) == 2.5
+
+
+# -- the matched-loss closed form: its own code as plain Python until compiling pays -------------------------
+
+@pytest.fixture
+def cold_closed_form(monkeypatch):
+    """A process whose numba cache lacks the compiled closed form: a fresh rent that finds no machine code, a
+    fresh estimate per point and the plain run's note not yet said."""
+    policy = coldstart.RentOrBuy(coldstart.CLOSED_FORM_RENT_SECONDS)
+    monkeypatch.setattr(sharpness_module, "FIRST_CLOSED_FORMS", policy)
+    monkeypatch.setattr(sharpness_module, "_plain_rate", dict(coldstart.PLAIN_SECONDS_PER_POINT))
+    monkeypatch.setattr(sharpness_module, "_said_plain", [])
+    monkeypatch.setattr(integrate, "ready", lambda *functions: False)
+    return policy
+
+
+#: plain Python against compiled code, relative: a few roundings (the same operations, but a math function may
+#: round its last bit otherwise in numba than in CPython: FACO's qk 1 ulp apart)
+PLAIN_BOUND = 1e-14
+#: settings whose paths take every branch of the kernel: both QK and OV circuits collapsed and factorized (the
+#: forms), a start below 0, a tiny attention, a fast QK circuit, frozen attention, levels next to the initial loss
+CLOSED_FORM_CASES = [(Setting(), [0.0, 0.1, 1.0, 10.0], [0.5, 1e-3, 1e-8]),
+                     (Setting(attn0=1e-12), [1e-3, 1.0, 1e4], [0.1, 1e-6]),
+                     (Setting(qk0=-0.7, ov0=-0.3), [0.5, 5.0], [0.3, 1e-4]),
+                     (Setting(eta_ov=0.2, scale=0.5), [1e6], [1e-2])]
+
+
+@pytest.mark.parametrize("param", ALL_PARAMS)
+def test_a_cold_sharpness_runs_its_own_code_uncompiled_to_round_off(cold_closed_form, param):
+    for setting, rhos, levels in CLOSED_FORM_CASES:
+        if param in ("CAFO", "FAFO") and setting.ov0 < 0:
+            levels = [level for level in levels if level > reachable_losses(setting, param)[0]]
+        loss0 = initial_loss(setting, param)
+        levels = [*levels, loss0 * (1 - 1e-9)]
+        plain = sharpness(setting, param, np.array(rhos)[:, None], np.array(levels)[None, :])
+        assert "closed form" not in cold_closed_form.ready and cold_closed_form.rented > 0  # it ran uncompiled
+        cold_closed_form.ready.add("closed form")  # as once the rent is paid
+        compiled = sharpness(setting, param, np.array(rhos)[:, None], np.array(levels)[None, :])
+        cold_closed_form.ready.discard("closed form")
+        for name in ("qk", "ov", "attn", "t"):
+            np.testing.assert_allclose(getattr(plain, name), getattr(compiled, name), rtol=PLAIN_BOUND, atol=0,
+                                       err_msg=name)
+    problem = sharpness_module._Problem(Setting(), param)  # the time alone, to given states
+    plain_t = problem.time_to([0.5, 2.0, 4.0], 1.0)
+    cold_closed_form.ready.add("closed form")
+    np.testing.assert_allclose(plain_t, problem.time_to([0.5, 2.0, 4.0], 1.0), rtol=PLAIN_BOUND, atol=0)
+
+
+def test_the_first_plain_run_says_so_once(cold_closed_form, capsys):
+    for _ in range(2):
+        sharpness(Setting(), "CACO", rho=[0.1, 1.0], loss=1e-3)
+    err = capsys.readouterr().err.splitlines()
+    assert err == [line for line in err if line.startswith("qkdyn: numba's cache lacks the compiled closed form")]
+    assert len(err) == 1 and "plain Python" in err[0] and "qkdyn warm" in err[0]
+
+
+def test_a_plain_run_that_meets_an_infinity_is_taken_compiled(cold_closed_form):
+    """A time beyond the largest double: the compiled kernel carries inf on, Python's float arithmetic raises;
+    the call is then taken compiled, with the compiled call's answer (here its clear error)."""
+    from qkdyn.errors import InputError
+
+    with pytest.raises(InputError, match="beyond the largest double"):
+        sharpness(Setting(), "CACO", rho=1.0, loss=1e-307)
+    assert "closed form" in cold_closed_form.ready
+
+
+def test_a_call_too_big_to_rent_compiles_at_once(cold_closed_form):
+    cold_closed_form.rent_seconds = 1.0
+    points = int(1.0 / coldstart.PLAIN_SECONDS_PER_POINT[True]) + 1  # estimated beyond the rent
+    sharpness(Setting(), "FAFO", rho=np.geomspace(0.1, 10.0, points), loss=1e-2)
+    assert cold_closed_form.rented == 0.0 and "closed form" in cold_closed_form.ready
+
+
+def test_the_rent_paid_switches_to_the_compiled_closed_form(cold_closed_form):
+    cold_closed_form.rent_seconds = 0.05
+    calls = 0
+    while "closed form" not in cold_closed_form.ready:
+        rented = cold_closed_form.rented
+        sharpness(Setting(), "FACO", rho=[0.1, 1.0, 10.0], loss=[1e-3])
+        calls += 1
+        assert calls < 1000
+    assert cold_closed_form.rented == rented  # the last call ran compiled: it rented nothing
+    assert rented + 3 * sharpness_module._plain_rate[True] >= 0.05 and calls > 1
+
+
+def test_one_signature_serves_every_shape():
+    """Scalars, vectors, a grid, unordered settings of a mapping, read-only inputs and the time alone: the kernel
+    is called with one signature, so the warm-up (scalars) compiles what every later call needs, and numba's
+    index of it holds one entry (concurrent writers write the same one)."""
+    rho = np.array([0.1, 1.0])
+    rho.setflags(write=False)
+    sharpness(Setting(), "CACO", 1.0, 0.5)
+    sharpness(Setting(), "CACO", rho, 1e-3)
+    sharpness(Setting(), "FAFO", rho[:, None], np.array([0.1, 1e-3])[None, :], time=False)
+    sharpness({"m": [8, 4, 8]}, "CAFO", [1.0, 2.0, 3.0], 1e-2)
+    sharpness({"m": [4, 8]}, "FACO", rho, [0.1, 1e-2], grid=True)
+    sharpness_module._Problem(Setting(), "CACO").time_to(np.array([0.5, 1.0])[::2], 1.0)
+    assert len(closedform.solve_points.signatures) == 1
