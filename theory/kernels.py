@@ -226,6 +226,13 @@ class _CheckedFile(IndexDataCacheFile):
         self._discard(path, problem)
         return None
 
+    def save(self, key, data):
+        """numba's save (read the index, add the entry, write the index back, write its data file) under an
+        exclusive lock on the folder's :data:`_LOCK_NAME`: two processes saving into one folder at once would each
+        write back the index it read, and one entry would be lost (``fcntl``; where it is missing, unlocked)."""
+        with _locked(os.path.join(self._cache_path, _LOCK_NAME)):
+            super().save(key, data)
+
     def _save_data(self, name, data):
         payload = self._dump(data)
         with self._open_for_write(self._data_path(name)) as f:
@@ -237,6 +244,27 @@ class _CheckedFile(IndexDataCacheFile):
             yield f
             if _OWNERS is not None:  # whatever the umask: writable by the owner only
                 os.fchmod(f.fileno(), stat.S_IMODE(os.fstat(f.fileno()).st_mode) & ~_OTHERS_WRITE)
+
+
+#: the file in a cache folder whose lock serialises saves (:meth:`_CheckedFile.save`)
+_LOCK_NAME = ".qkdyn-save.lock"
+
+
+@contextlib.contextmanager
+def _locked(path: str):
+    """Hold an exclusive ``flock`` on ``path`` (created owner-only where missing) for the block; no lock where the
+    platform has no ``fcntl``."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: saves are unlocked, as numba's own
+        yield
+        return
+    descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)  # releases the lock
 
 
 class TreeCache(FunctionCache):

@@ -161,3 +161,33 @@ def test_a_cache_folder_others_can_write_is_never_read(warm_tree, tree):
     assert not result["compiled"]  # the cache counts as empty: SciPy's DOP853, the same numbers to the tolerance
     np.testing.assert_allclose(result["state"], warm_tree[1], rtol=1e-8, atol=1e-12)
     assert len(err) == 1 and str(folder) in err[0] and "writable by group or others" in err[0]
+
+
+def test_two_saves_at_once_into_one_folder_keep_both_entries(tmp_path, monkeypatch):
+    """numba's save reads the index, adds its entry and writes the index back: a second process saving in
+    between would write back an index without the first's entry. Here the first save pauses after reading the
+    index while a second one saves; with the folder's lock the second waits, and both entries stay."""
+    import threading
+    import time
+
+    from qkdyn.theory.kernels import _CheckedFile
+
+    def cache_file() -> _CheckedFile:
+        return _CheckedFile(str(tmp_path), "f-1.py", ("stamp", 1))
+
+    first, second, read = cache_file(), cache_file(), threading.Event()
+    load_index = first._load_index
+
+    def read_then_pause():
+        index = load_index()
+        read.set()
+        time.sleep(0.5)  # the second save runs now, unless the lock holds it
+        return index
+
+    monkeypatch.setattr(first, "_load_index", read_then_pause)
+    saving = threading.Thread(target=first.save, args=(("sig", "a"), b"first"))
+    saving.start()
+    assert read.wait(10)
+    second.save(("sig", "b"), b"second")
+    saving.join()
+    assert cache_file().load(("sig", "a")) == b"first" and cache_file().load(("sig", "b")) == b"second"
