@@ -408,10 +408,11 @@ def integrate_many(f, g, P, X0, tau_end, rtol, atol, levels, terminal, dense_out
             [(taus, hs, ys.reshape(-1, n), Fs.reshape(-1, POWER, n)) for taus, hs, ys, Fs, _ in tables], capacities)
 
 
-def lane_rows(capacities, steps, i) -> tuple[int, int, int]:
-    """(block, first row, end row) of trajectory i's steps in :func:`integrate_many`'s tables."""
-    lane = i % LANES
-    return i // LANES, lane * int(capacities[i]), lane * int(capacities[i]) + int(steps[i])
+def lane_rows(capacities, steps, i):
+    """(block, first row, end row) of trajectory i's steps in :func:`integrate_many`'s tables: integers for an
+    integer i, arrays for an integer array i."""
+    first = i % LANES * capacities[i]
+    return i // LANES, first, first + steps[i]
 
 
 def integrate_one(f, g, parameters, x0, tau_end, rtol, atol, levels, terminal, dense_output=True):

@@ -282,12 +282,13 @@ def solve_many(settings: Sequence[Setting], param: str, *, t_max, until_loss, po
     out = {i: Trajectory(param, settings[i], *integrate_flow(param, compiled, settings[i], **options))
            for i in np.flatnonzero(status < 0).tolist()}  # LSODA takes over alone where the explicit step collapsed
     kept = [i for i in range(len(settings)) if i not in out]
+    sweep = _Sweep(tables, capacities, steps)
     runs = {i: Run(int(status[i]), "", int(steps[i]), int(nfev[i]), 0, event_tau[i], final[i],
-                   _Table(*_steps_of(tables, capacities, steps, i)) if dense_output else
+                   _Table(*sweep.steps_of(i)) if dense_output else
                    _Rerun(param, starts[i][0], starts[i][1], tau_end, rtol, atol, int(steps[i]))) for i in kept}
     read = _rows_to_horizon if until_loss is None else _rows_each
-    states, plans, at_crossings = read(param, compiled, settings, starts, runs, kept, _Sweep(tables, capacities, steps),
-                                       horizon, until_loss, points, at)
+    states, plans, at_crossings = read(param, compiled, settings, starts, runs, kept, sweep, horizon, until_loss,
+                                       points, at)
     for j, i in enumerate(kept):
         times, _, crossed, event_t = plans[j]
         out[i] = Trajectory(param, settings[i], *labelled(compiled, runs[i], times, event_t, states[j], crossed,
@@ -336,14 +337,6 @@ def _rows_each(param, compiled, settings, starts, runs, kept, sweep, horizon, un
     return states, plans, blocks[len(kept):]
 
 
-def _steps_of(tables, capacities, steps, i) -> tuple[np.ndarray, ...]:
-    """Trajectory i's steps' rows (taus, hs, ys, Fs) of :func:`~qkdyn.simulate.integrate.integrate_many`'s tables
-    (views: its block's tables are read in place)."""
-    block, lo, hi = integrate.lane_rows(capacities, steps, i)
-    taus, hs, ys, Fs = tables[block]
-    return taus[lo:hi], hs[lo:hi], ys[lo:hi], Fs[lo:hi]
-
-
 @dataclasses.dataclass(frozen=True)
 class _Sweep:
     """The dense tables of a sweep (:func:`~qkdyn.simulate.integrate.integrate_many`: one per block of lanes),
@@ -352,6 +345,12 @@ class _Sweep:
     tables: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
     capacities: np.ndarray
     steps: np.ndarray
+
+    def steps_of(self, i: int) -> tuple[np.ndarray, ...]:
+        """Trajectory i's steps' rows (taus, hs, ys, Fs): views of its block's tables."""
+        block, lo, hi = integrate.lane_rows(self.capacities, self.steps, i)
+        taus, hs, ys, Fs = self.tables[block]
+        return taus[lo:hi], hs[lo:hi], ys[lo:hi], Fs[lo:hi]
 
     def read(self, segments, queries, counts) -> tuple[np.ndarray, np.ndarray]:
         """The states at the log-times ``queries`` (concatenated: segment j's counts[j] of them off trajectory
@@ -364,9 +363,7 @@ class _Sweep:
         if not qfirst[-1]:
             return np.empty(0), qfirst
         own = np.resize(np.asarray(segments, dtype=np.int64), len(counts))
-        block = own // integrate.LANES
-        lo = own % integrate.LANES * self.capacities[own]
-        hi = lo + self.steps[own]
+        block, lo, hi = integrate.lane_rows(self.capacities, self.steps, own)
         query = np.concatenate(queries)
         out = np.empty(self.tables[0][2].shape[1] * int(qfirst[-1]))
         edges = [0, *(np.flatnonzero(np.diff(block)) + 1).tolist(), len(own)]
