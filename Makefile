@@ -2,9 +2,11 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-# two set-ups, one on the other: qkdyn and what it runs on (all `make verify` needs), then the test tools
+# three set-ups, each on the one before: qkdyn and what it runs on (all `make verify` needs), the test tools, the
+# benchmarks' peers
 STAMP      := $(VENV)/.installed
 TEST_STAMP := $(VENV)/.installed-test
+BENCH_STAMP := $(VENV)/.installed-bench
 
 .PHONY: verify verify-quick test test-fast typecheck bench docs docs-katex install clean
 
@@ -24,6 +26,12 @@ $(STAMP): pyproject.toml
 $(TEST_STAMP): $(STAMP)
 	scripts/heartbeat.sh "pip (qkdyn[test])" $(BIN)/pip install --progress-bar off -e '.[test]'
 	touch $(TEST_STAMP)
+
+# the `bench` extra on top: jax and diffrax, the peers benchmarks/bench_peers.py and bench_solve.py measure
+# qkdyn against (without them those parts print that they were skipped)
+$(BENCH_STAMP): $(TEST_STAMP)
+	scripts/heartbeat.sh "pip (qkdyn[bench])" $(BIN)/pip install --progress-bar off -e '.[bench]'
+	touch $(BENCH_STAMP)
 
 install: $(STAMP)
 
@@ -48,7 +56,7 @@ test-fast: $(TEST_STAMP)
 typecheck: $(TEST_STAMP)
 	$(BIN)/python docs/_hooks/package_tree.py && $(BIN)/mypy
 
-bench: $(TEST_STAMP)
+bench: $(BENCH_STAMP)
 	$(BIN)/python -m benchmarks
 
 docs: $(TEST_STAMP)
