@@ -14,6 +14,15 @@ largest error over its rows against SciPy's Radau in log time at rtol 1e-13 with
 to max(1, |x|)). The targets (issue 39): under 50 ms, error under 1e-8. A spec without a finite minimum and
 without decay (examples/specs/coupled_leapfrog.json) is never stiff: its solve is the DOP853 path itself (through
 ``integrate_flow``), measured to t = 1e15 against the same targets.
+
+Warm means a process that has solved the spec often enough for its right-hand side to run compiled: a spec's
+field runs as Python until those calls have cost about its compile time, then compiled by numba
+(:mod:`qkdyn.theory.specjit`). So before its rounds each spec is solved to 1e15 until a solve begins with the
+right-hand side compiled (at most :data:`WARM_UP` solves); each line says how many solves that took, their median
+time with the field as Python, the compile time against its estimate (the rent), and whether the measured solves
+ran the right-hand side and the Jacobian compiled (``stats["field"]``, ``stats["jacobian"]``; the Jacobian, called
+a few hundred times a solve, pays its larger rent far more slowly and may still run as Python). The DOP853 path's
+solves in the same rounds run the same field.
 """
 import dataclasses
 import functools
@@ -34,6 +43,8 @@ import qkdyn
 SETTING = qkdyn.Setting(classes=3, distinct=2, commons=5, eta_qk=3.0)
 T = TypeVar("T")
 ROUNDS, POINTS, TARGET_S, TARGET_ERROR = 5, 200, 0.05, 1e-8
+#: the most solves a spec's warm-up runs while its right-hand side pays its rent
+WARM_UP = 400
 SETTLING = [dataclasses.replace(NAMED["CAFO"], name="CAFO, square loss", loss="square"),
             Spec("CACO, decay 1e-2 on both", qk=C(weight_decay=1e-2), ov=C(weight_decay=1e-2)),
             dataclasses.replace(NAMED["FACO"], name="FACO, decay 1e-3 on both", qk=C("factorized", weight_decay=1e-3),
@@ -62,6 +73,30 @@ def _verdict(seconds: float, error: float) -> str:
     return f"max error vs Radau rtol 1e-13 {error:.1e}; target (< 50 ms, <= 1e-8): {'met' if meets else 'missed'}"
 
 
+def _warm(spec: Spec) -> str:
+    """Solve ``spec`` to 1e15 until a solve begins with its right-hand side compiled (at most :data:`WARM_UP`
+    solves, the first of them deriving and printing it): what it took."""
+    python: list[float] = []  # the CPU seconds of the solves that began with the field as Python
+    while len(python) < WARM_UP:
+        seconds, tr = _cpu(functools.partial(solve_spec, SETTING, spec, t_max=1e15, points=POINTS))
+        if tr.stats["field"] == "compiled":
+            break
+        python.append(seconds)
+    else:
+        return f"right-hand side still Python after {WARM_UP} warm-up solves"
+    jit = numeric(spec).rhs.jit
+    # the first solve derived and printed the functions, the last Python one paid the compilation
+    median = statistics.median(python[1:-1]) if len(python) > 2 else float("nan")
+    return (f"warm-up: {len(python)} solves to compile the right-hand side (field as Python {median * 1e3:.1f} ms a "
+            f"solve; compile {jit.compile_time:.2f} s, estimated {jit.choice.rent_seconds:.2f} s)")
+
+
+def _ran(solves) -> str:
+    """Whether the measured solves ran the right-hand side and the Jacobian compiled."""
+    said = {name: sorted({tr.stats[name] for tr in solves}) for name in ("field", "jacobian")}
+    return f"field {'/'.join(said['field'])}, Jacobian {'/'.join(said['jacobian'])}"
+
+
 def main() -> None:
     from pathlib import Path
 
@@ -69,8 +104,8 @@ def main() -> None:
     one_circuit = [dataclasses.replace(NAMED["FACO"], name="FACO, decay 1e-3 on QK only",
                                        qk=C("factorized", weight_decay=1e-3)), load(examples / "deep_qk_decay.toml")]
     for spec in SETTLING + one_circuit:
-        solve_spec(SETTING, spec, t_max=1e15, points=POINTS)  # warm: derivation, lambdify
-        solved, plain3, plain4 = [], [], []
+        warm = _warm(spec)
+        solved, plain3, plain4, solves = [], [], [], []
         for _ in range(ROUNDS):
             seconds, tr = _cpu(functools.partial(solve_spec, SETTING, spec, t_max=1e15, points=POINTS))
             solved.append(seconds)
@@ -78,6 +113,7 @@ def main() -> None:
             plain3.append(seconds)
             seconds, dop4 = _cpu(functools.partial(solve_spec, SETTING, spec, t_max=1e4, points=POINTS, settle=False))
             plain4.append(seconds)
+            solves += [tr, dop3, dop4]
         fast, slow3, slow4 = (statistics.median(v) for v in (solved, plain3, plain4))
         stiff, settled = tr.stats.get("stiff_t"), tr.stats.get("settled_t")
         how = (f"{tr.stats['steps']} steps, {tr.stats['method']}" + (f" from t = {stiff:.3g}" if stiff else "")
@@ -85,14 +121,15 @@ def main() -> None:
         print(f"{spec.name}: solve to 1e15 {fast * 1e3:.1f} ms CPU ({how}; rounds {min(solved) * 1e3:.1f}-"
               f"{max(solved) * 1e3:.1f} ms); DOP853 path to 1e3 {slow3 * 1e3:.1f} ms ({dop3.stats['steps']} steps), to "
               f"1e4 {slow4 * 1e3:.1f} ms ({dop4.stats['steps']} steps); ratio DOP853-path(1e4) / solve(1e15) "
-              f"{slow4 / fast:.2f}x; {_verdict(fast, _reference_error(spec, tr))}")
+              f"{slow4 / fast:.2f}x; {_ran(solves)}; {warm}; {_verdict(fast, _reference_error(spec, tr))}")
     never_stiff = load(examples / "coupled_leapfrog.json")
-    solve_spec(SETTING, never_stiff, t_max=1e15, points=POINTS)  # warm
+    warm = _warm(never_stiff)
     rounds = [_cpu(functools.partial(solve_spec, SETTING, never_stiff, t_max=1e15, points=POINTS)) for _ in range(ROUNDS)]
     solved, tr = [seconds for seconds, _ in rounds], rounds[-1][1]
     fast = statistics.median(solved)
     print(f"{never_stiff.name}: solve to 1e15 {fast * 1e3:.1f} ms CPU ({tr.stats['steps']} steps, {tr.stats['method']}; "
-          f"rounds {min(solved) * 1e3:.1f}-{max(solved) * 1e3:.1f} ms); {_verdict(fast, _reference_error(never_stiff, tr))}")
+          f"rounds {min(solved) * 1e3:.1f}-{max(solved) * 1e3:.1f} ms); {_ran([tr for _, tr in rounds])}; {warm}; "
+          f"{_verdict(fast, _reference_error(never_stiff, tr))}")
 
 
 if __name__ == "__main__":

@@ -3,13 +3,14 @@
 The same integration as :func:`qkdyn.simulate.solve.solve` (log-time tau = log(1 + t), loss events,
 output rows), on the numeric functions :mod:`qkdyn.theory.specnumeric` prints from the spec's
 derivation; DOP853 is SciPy's here (there are no compiled kernels for a spec written as data), and
-LSODA, Radau and BDF take the derived Jacobian. The reported qk, ov and attn are the spec's own:
-qk = s (a - b), ov = u - w (token-weighted means with token weights), attn = the population mean of
-the attention mass on the distinct tokens (the query's own share is not counted). ``loss`` is the data
-loss L (cross-entropy, or the spec's square loss), and loss events (``until_loss``, ``record_losses``,
-matched loss) are levels of L; with weight decay the flow descends the objective L + P, and the
-penalty P = sum_c (lambda_c / 2) sum_i w_i x_i^2 and the objective are their own attributes and CSV
-columns (:mod:`qkdyn.theory.specflow`, step 4).
+LSODA, Radau and BDF take the derived Jacobian. The right-hand side and the Jacobian run as Python until their
+calls have cost about what compiling them costs, then compiled by numba (:mod:`qkdyn.theory.specjit`). The
+reported qk, ov and attn are the spec's own: qk = s (a - b), ov = u - w (token-weighted means with token
+weights), attn = the population mean of the attention mass on the distinct tokens (the query's own share is
+not counted). ``loss`` is the data loss L (cross-entropy, or the spec's square loss), and loss events
+(``until_loss``, ``record_losses``, matched loss) are levels of L; with weight decay the flow descends the
+objective L + P, and the penalty P = sum_c (lambda_c / 2) sum_i w_i x_i^2 and the objective are their own
+attributes and CSV columns (:mod:`qkdyn.theory.specflow`, step 4).
 
 A flow with a finite minimum (weight decay, a square loss) settles exponentially, x(t) - x* ~ e^{J t}: in
 log time its rate (1 + t) J grows without bound and an explicit step pays per unit of t; weight decay on one
@@ -193,6 +194,10 @@ def _penalty(spec: Spec):
     return lambdify([list(d.symbols), list(PARAMS)], d.penalty)
 
 
+#: the stats that say whether a spec's solve began with its right-hand side and its Jacobian compiled
+_RAN = {"field": "rhs", "jacobian": "jac"}
+
+
 def solve_spec(setting: Setting, spec: Spec, *, t_max: float | None = None, until_loss: float | None = None,
                points: int = 200, at: Sequence[float] = (), rtol: float = 1e-11, atol: float = 1e-14,
                method: str = "DOP853", record_losses: Sequence[float] = (), settle: bool = True) -> SpecTrajectory:
@@ -202,15 +207,22 @@ def solve_spec(setting: Setting, spec: Spec, *, t_max: float | None = None, unti
     minimum (:func:`can_settle`) hands over to LSODA once stiff and switches to the equilibrium's exact approach
     once it has settled (module docstring; ``stats["stiff_t"]`` is where LSODA took over, ``stats["method"]``
     then "DOP853+LSODA"); ``settle=False`` keeps DOP853 to the end (what
-    ``make bench`` measures against)."""
+    ``make bench`` measures against). ``stats["field"]`` and ``stats["jacobian"]`` say whether the right-hand
+    side and the Jacobian ran compiled ("compiled", :mod:`qkdyn.theory.specjit`) or as Python ("python") as the
+    solve began."""
     if not isinstance(setting, Setting):
         raise InputError(f"must be a Setting, got {type(setting).__name__}", "setting")
     spec.check_setting(setting)
     options = dict(t_max=t_max, until_loss=until_loss, points=points, at=at, rtol=rtol, atol=atol, method=method,
                    record_losses=tuple(record_losses))
+    field = _Field(spec)
+    compiled = field.numeric.compiled()  # as the solve begins (the rent it pays may compile them on the way)
     if settle and method == "DOP853" and can_settle(spec):
-        return SpecTrajectory(spec, setting, *_settling_flow(spec.name, _Field(spec), setting, **options))
-    return SpecTrajectory(spec, setting, *integrate_flow(spec.name, _Field(spec), setting, kernels=False, **options))
+        out = _settling_flow(spec.name, field, setting, **options)
+    else:
+        out = integrate_flow(spec.name, field, setting, kernels=False, **options)
+    out[4].update({name: "compiled" if compiled[key] else "python" for name, key in _RAN.items()})
+    return SpecTrajectory(spec, setting, *out)
 
 
 #: eigenvalues of J* smaller than this fraction of the largest are zero modes (a manifold of minima)
@@ -369,7 +381,7 @@ def _settling_flow(name: str, field: _Field, setting: Setting, *, t_max, until_l
     rhs, jac = field.numeric.bound(p)
 
     def flow(tau, x):
-        return math.exp(tau) * rhs(x)
+        return rhs(x, math.exp(tau))
 
     stepper = DOP853(flow, 0.0, x0, tau_end, rtol=rtol, atol=atol)
     taus, pieces, settled, next_check, stiff_t, nfev, njev = [0.0], [], None, 0.0, None, 0, 0
@@ -397,7 +409,7 @@ def _settling_flow(name: str, field: _Field, setting: Setting, *, t_max, until_l
         if restart is not None:
             nfev, njev = nfev + stepper.nfev, njev + stepper.njev
             stepper = LSODA(flow, stepper.t, restart, tau_end, rtol=rtol * STIFF_RTOL, atol=atol * STIFF_RTOL,
-                            jac=lambda tau, x: math.exp(tau) * jac(x))
+                            jac=lambda tau, x: jac(x, math.exp(tau)))
         if next_check <= math.expm1(stepper.t):
             settled, wait = _equilibrium(field, p, stepper.y, rtol, atol)
             # no equilibrium near (a transient, or decay on one circuit alone): look again once t has doubled

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import time
 from collections.abc import Callable
 from typing import cast
 
@@ -46,10 +47,16 @@ class SpecNumeric:
     def jac(self, x, p) -> np.ndarray:
         return _jacobian(self.spec)(x, p)
 
-    def bound(self, p) -> tuple[Callable[[np.ndarray], np.ndarray], Callable[[np.ndarray], np.ndarray]]:
-        """(x -> rhs(x, p), x -> jac(x, p)) for one state x and one fixed ``p``: what a solver calls at every step
-        (:func:`bind`)."""
+    def bound(self, p) -> tuple[Callable[..., np.ndarray], Callable[..., np.ndarray]]:
+        """((x, scale=1.0) -> scale * rhs(x, p), (x, scale=1.0) -> scale * jac(x, p)) for one state x and one fixed
+        ``p``: what a solver calls at every step (:func:`bind`; ``scale`` e^tau for the flow in log time)."""
         return bind(self.rhs, p), bind(_jacobian(self.spec), p)
+
+    def compiled(self) -> dict[str, bool]:
+        """{"rhs": ..., "jac": ...}: whether each runs compiled now (:mod:`qkdyn.theory.specjit`; never a generated
+        spec's NumPy right-hand side, nor a Jacobian not printed yet)."""
+        functions = {"rhs": self.rhs, "jac": _JACOBIANS.get(self.spec)}
+        return {name: isinstance(function, OneState) and function.compiled for name, function in functions.items()}
 
 
 def floats(raw: Callable) -> Callable[..., np.ndarray]:
@@ -72,22 +79,29 @@ def lambdify(args, outputs) -> Callable[..., np.ndarray]:
 
 
 class OneState:
-    """:func:`lambdify` for one state at a time (a solver's right-hand side and Jacobian), printed with Python's
-    math module on lists of floats: about 3x faster per call than NumPy's arithmetic on its scalars, and the same
-    expressions (values within an ulp or so: math's exp against NumPy's). A call it cannot take (arrays of states,
-    an overflow, which math raises where NumPy returns inf) goes to :func:`lambdify`'s NumPy function. A matrix of
-    outputs (the Jacobian) comes back as a 2-d array."""
+    """A function of one state x and the parameters p (a solver's right-hand side or Jacobian), printed by
+    :func:`lambdify` with Python's math module on lists of floats: about 3x faster per call than NumPy's
+    arithmetic on its scalars, and the same expressions (values within an ulp or so: math's exp against NumPy's).
+    The same expressions compiled by numba (:mod:`qkdyn.theory.specjit`) take over once the uncompiled calls have
+    cost about the compile time (its rent-or-buy rule; the calls are timed). A call it cannot take (arrays of
+    states, an overflow, which math raises where NumPy returns inf, and where compiled an output that is not
+    finite) goes to :func:`lambdify`'s NumPy function. A matrix of outputs (the Jacobian) comes back as a 2-d
+    array."""
 
     def __init__(self, args, outputs) -> None:
         import sympy as sp
         from qkdyn.theory.kernels import expit, softplus
+        from qkdyn.theory.specjit import Rented
 
         # the compiled kernels' stable primitives, as the Python functions they are compiled from
         scalar_primitives = {"expit": expit.py_func, "softplus": softplus.py_func}
         # a matrix printed flat (sympy's cse does not look into nested lists), reshaped after the call
         self.shape: tuple[int, ...] | None = outputs.shape if isinstance(outputs, sp.MatrixBase) else None
         flat = list(outputs) if self.shape is not None else outputs
-        self.fast: Callable = sp.lambdify(args, flat, modules=[scalar_primitives, "math"], cse=True)
+        # lambdify's own cse (cse=True), done once here so that the compiled function prints the same result
+        cses, reduced = sp.cse(flat, list=False)
+        self.fast: Callable = sp.lambdify(args, flat, modules=[scalar_primitives, "math"], cse=lambda _: (cses, reduced))
+        self.jit = Rented(args, cses, reduced, self.shape or (len(flat),))
         self._expressions = (args, outputs)
 
     @functools.cached_property
@@ -96,38 +110,58 @@ class OneState:
         call it)."""
         return lambdify(*self._expressions)
 
-    def __call__(self, *values) -> np.ndarray:
-        arrays = [np.asarray(v, dtype=float) for v in values]
-        if any(a.ndim > 1 for a in arrays):
-            return self.slow(*values)
-        try:
-            return self._shaped(self.fast(*(a.tolist() for a in arrays)))
-        except (OverflowError, TypeError, ValueError, ZeroDivisionError):
-            return self.slow(*values)
+    @property
+    def compiled(self) -> bool:
+        """Whether its calls run compiled now."""
+        return self.jit.compiled is not None
 
-    def at(self, p) -> Callable[[np.ndarray], np.ndarray]:
-        """x -> self(x, p) for one state x (a float array) and ``p`` fixed: ``p`` converted once, so a solver's call
-        pays for x alone (the same values as the call with p)."""
-        p_list, fast, shaped = np.asarray(p, dtype=float).tolist(), self.fast, self._shaped
+    def __call__(self, x, p) -> np.ndarray:
+        state, parameters = np.ascontiguousarray(x, dtype=float), np.ascontiguousarray(p, dtype=float)
+        if state.ndim > 1 or parameters.ndim > 1:
+            return self.slow(x, p)
+        return self._one(state, parameters, None, 1.0)
 
-        def function(x: np.ndarray) -> np.ndarray:
+    def at(self, p) -> Callable[..., np.ndarray]:
+        """(x, scale=1.0) -> scale * self(x, p) for one state x (a float array) and ``p`` fixed: ``p`` converted
+        once, so a solver's call pays for x alone (the same values as the call with p, times ``scale``: e^tau for a
+        flow in log time, the product rounded as NumPy's)."""
+        parameters = np.ascontiguousarray(p, dtype=float)
+        p_list, one = parameters.tolist(), self._one
+        return lambda x, scale=1.0: one(x, parameters, p_list, scale)
+
+    def _one(self, x: np.ndarray, p: np.ndarray, p_list: list | None, scale: float) -> np.ndarray:
+        """``scale`` times the outputs at one state ``x`` (a 1-d array) and ``p`` (a 1-d C-ordered float array;
+        ``p_list`` its values, or None): compiled where :mod:`qkdyn.theory.specjit` has compiled it, else the math
+        function, timed for its rent."""
+        compiled = self.jit.compiled
+        if compiled is not None:
+            out = np.empty(self.jit.shape)
             try:
-                return shaped(fast(x.tolist(), p_list))
-            except (OverflowError, TypeError, ValueError, ZeroDivisionError):
-                return self.slow(x, p)
-
-        return function
+                finite = compiled(x, p, scale, out)
+            except TypeError:  # x not a C-ordered float64 array, the only type it is compiled for
+                return scale * self(x, p)
+            return out if finite else scale * self.slow(x, p)
+        start = time.perf_counter()
+        try:
+            out = self._shaped(self.fast(x.tolist(), p.tolist() if p_list is None else p_list))
+        except (OverflowError, TypeError, ValueError, ZeroDivisionError):
+            return scale * self.slow(x, p)
+        self.jit.rent(time.perf_counter() - start)
+        if scale != 1.0:
+            out *= scale
+        return out
 
     def _shaped(self, values) -> np.ndarray:
         out = np.array(values, dtype=float)
         return out if self.shape is None else out.reshape(self.shape)
 
 
-def bind(function: Callable[..., np.ndarray], p) -> Callable[[np.ndarray], np.ndarray]:
-    """x -> function(x, p) for one state x and ``p`` fixed (:meth:`OneState.at` where ``function`` is one)."""
+def bind(function: Callable[..., np.ndarray], p) -> Callable[..., np.ndarray]:
+    """(x, scale=1.0) -> scale * function(x, p) for one state x and ``p`` fixed (:meth:`OneState.at` where
+    ``function`` is one)."""
     if isinstance(function, OneState):
         return function.at(p)
-    return lambda x: function(x, p)
+    return lambda x, scale=1.0: scale * function(x, p)
 
 
 def expressions(spec: Spec) -> tuple[tuple[str, ...], dict[str, tuple[list, object]]]:
@@ -164,10 +198,16 @@ def numeric(spec: Spec) -> SpecNumeric:
                                            for name in FUNCTIONS})
 
 
-@functools.cache
-def _jacobian(spec: Spec) -> OneState:
-    from qkdyn.theory.model import PARAMS
-    from qkdyn.theory.specflow import derive_spec
+#: each spec's Jacobian as a :class:`OneState`, once printed (:func:`_jacobian`)
+_JACOBIANS: dict[Spec, OneState] = {}
 
-    d = derive_spec(spec)
-    return OneState([list(d.symbols), list(PARAMS)], d.stable_jacobian)
+
+def _jacobian(spec: Spec) -> OneState:
+    """The Jacobian of ``spec``'s flow for one state, printed on first use (cached per spec)."""
+    if spec not in _JACOBIANS:
+        from qkdyn.theory.model import PARAMS
+        from qkdyn.theory.specflow import derive_spec
+
+        d = derive_spec(spec)
+        _JACOBIANS[spec] = OneState([list(d.symbols), list(PARAMS)], d.stable_jacobian)
+    return _JACOBIANS[spec]
