@@ -8,8 +8,8 @@ docs/sharpness.md); this module is its compiled arithmetic, point by point:
 * the matched-loss root of z(ov) = alpha(qk(ov)) ov - z* by safeguarded Newton in s = ov - ov0 (rtsafe),
   started from the Lagrange polynomial in rho through the previous six points' roots (same setting and level);
 * the time, composite 16-node Gauss-Legendre on panels at equal steps of the progress
-  v = z + 2x + 4|qk| + 2|u| sampled along the path, each panel in doubles (in logs where its values come
-  near overflow), the panels summed in logs; the points of one setting and rho (a
+  v = z + 2x + 4|qk| + 2|u| sampled along the path, each panel in doubles (in logs where its values or its
+  integral come near overflow), the panels summed in logs; the points of one setting and rho (a
   grid's levels) share one path: the panels of the path to the farthest level, the panel holding each
   nearer level split there, each time the sum of the panels before it.
 
@@ -92,6 +92,15 @@ def _gain(c, p, addr, work, delta):
 
 
 @_inline
+def _line_gain(c, p, addr, work, delta, rho):
+    """Phi(qk) - Phi(qk0) on the line at ov = ov0 + delta: rho (Psi(ov0 + delta) - Psi(ov0)), and 0 at rho = 0
+    (frozen attention: qk = qk0 at every ov) without the gain, which may exceed the doubles there (a collapsed OV
+    circuit's Psi grows like ov^2: beyond ov ~ 1e154, where attention from below ~1e-150 takes the root), and
+    0 inf is NaN (a line inversion that never converged, or a wrong qk from the factorized-QK table)."""
+    return rho * _gain(c, p, addr, work, delta) if rho > 0 else 0.0
+
+
+@_inline
 def _m_ov(c, p, addr, work, ov):
     work[0], work[1], work[2] = 0.0, ov, c[KAPPA]
     return call_scalar(addr[1], work, p)
@@ -100,7 +109,7 @@ def _m_ov(c, p, addr, work, ov):
 @_inline
 def _qk_u(c, p, addr, work, tab, coef, ext, delta, rho, polish):
     """(qk, u) on the line at ov = ov0 + delta."""
-    u = invert(c, addr, tab, coef, ext, rho * _gain(c, p, addr, work, delta), polish)
+    u = invert(c, addr, tab, coef, ext, _line_gain(c, p, addr, work, delta, rho), polish)
     return qk_at(c, u), u
 
 
@@ -108,7 +117,7 @@ def _qk_u(c, p, addr, work, tab, coef, ext, delta, rho, polish):
 def _level(c, p, addr, work, tab, coef, ext, s, ov, zstar, rho):
     """z - z*, dz/ds = alpha + ov alpha (1 - alpha) dqk/dov, qk and dqk/dov along the line at ov = ov0 + s
     (s and ov both given: each is exact where it is the root's variable)."""
-    lam = rho * _gain(c, p, addr, work, s)
+    lam = _line_gain(c, p, addr, work, s, rho)
     # a collapsed QK line inverted exactly inline here (the root's evaluations), elsewhere by a call
     exact = c[BETA] == 0 and lam != 0.0
     qk = qk_at(c, solve_collapsed(c, addr, tab, coef, lam) if exact else invert(c, addr, tab, coef, ext, lam, True))
@@ -291,8 +300,10 @@ def _times(c, p, addr, work, tab, coef, ext, targets, rho, per_panel, polish, t)
             inv_alpha = 1.0 + math.exp(-(qk_at[n] + c[LOG_MN]))
             inner += GL_W[n] * (1.0 + math.exp(ov_at[n] / inv_alpha - c[LOG_K1])) * inv_alpha * (
                 unit if factorized_ov else 1.0 / _m_ov(c, p, addr, work, ov_at[n]))
-        if 1e-290 < inner < 1e290:  # no value overflowed or came near it (1/eta_OV is applied in logs)
-            log_panel = math.log(sign * half * inner) - c[LOG_ETA]
+        panel = sign * half * inner
+        if 1e-290 < inner < 1e290 and panel < math.inf:  # no value overflowed or came near it, nor the panel's
+            # integral (it did at rho = 0 from attention 1e-200: ov* = 8e200, 1/alpha = 1e200); 1/eta_OV in logs
+            log_panel = math.log(panel) - c[LOG_ETA]
         else:  # in logs (t = e^M sum w e^{log f - M}): attention near 0, z beyond 700, or a time near 1e308
             peak = -math.inf
             for n in range(GL_X.size):

@@ -123,11 +123,11 @@ class _Problem:
         of them, on whose panels (the one holding each nearer point split there) the nearer times are
         partial sums (the same to the quadrature's accuracy as their own paths'). Each panel's sum is formed in
         doubles, dt/dx = (1 + e^{z - log(K-1)}) (1 + e^{-(qk + log(m/n))}) / (eta_OV M_OV), where it lies
-        in (1e-290, 1e290) (no value overflowed or came near it), else in logs (sum w e^{log f - M}), and
-        the panels are summed in logs (t = e^M sum e^{log P_j - M}), so a time near the largest double is
-        finite even where the integrand alone would overflow; a time beyond it is inf (:func:`sharpness` reports it). Unless
-        ``polish``, the line is inverted at the nodes from its inverse table (no Newton; a collapsed QK line
-        where the table reaches, Phi up to 1e300)."""
+        in (1e-290, 1e290) (no value overflowed or came near it) and the panel's integral is finite, else in logs
+        (sum w e^{log f - M}), and the panels are summed in logs (t = e^M sum e^{log P_j - M}), so a time near the
+        largest double is finite even where the integrand alone would overflow; a time beyond it is inf
+        (:func:`sharpness` reports it). Unless ``polish``, the line is inverted at the nodes from its inverse table
+        (no Newton; a collapsed QK line where the table reaches, Phi up to 1e300)."""
         ov_star = np.ascontiguousarray(ov_star, dtype=float).ravel()
         rho = np.ascontiguousarray(np.broadcast_to(np.asarray(rho, dtype=float), ov_star.shape))
         return _run([self], np.zeros(ov_star.size, dtype=np.int64), None, rho, ov_star, time=True, state=False,

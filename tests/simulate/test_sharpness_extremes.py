@@ -14,7 +14,7 @@ from mp_reference import reference
 from qkdyn.simulate.sharpness import reachable_losses, sharpness
 from qkdyn.simulate.solve import solve
 from qkdyn.theory.compiled import load
-from qkdyn.theory.setting import Setting
+from qkdyn.theory.setting import ALL_PARAMS, Setting
 
 from qkdyn.cli import main
 from qkdyn.errors import InputError
@@ -157,6 +157,94 @@ def test_solve_accepts_negative_starts_of_factorized_circuits():
         assert float(result.t) == pytest.approx(tr.event_t, rel=1e-7)
         if param == "FAFO":  # negative balanced factors of QK (FACO at qk0 < 0: the regression test above)
             assert_matches(result, reference(setting, param, 2.0, level))
+
+
+# -- frozen attention (rho = 0) from the tiniest attentions -------------------------------------------
+
+def frozen_time(setting, param, level):
+    """t to ``level`` at rho = 0 by the frozen-attention laws (theory/frozen.py), at 40 digits: alpha =
+    m e^qk0 / (m e^qk0 + n) stays fixed, and in z = alpha ov (z0 = alpha ov0, z the level's)
+    collapsed OV (D = b for the paper's form): t = D (e^z - e^z0 + (K-1) (z - z0)) / (eta_OV alpha^2);
+    factorized OV: t = sqrt(D) ((K-1) log(z / z0) + Ei(z) - Ei(z0)) / (2 eta_OV alpha). inf beyond a double."""
+    with mp.workdps(40):
+        gap = setting.m * mp.exp(mp.mpf(setting.qk0))
+        alpha, k1 = gap / (gap + setting.n), setting.classes - 1
+        z, z0 = mp.log(k1) - mp.log(mp.expm1(mp.mpf(level))), alpha * setting.ov0
+        d = setting.b if param == "paper" else setting.distinct
+        if param in ("CAFO", "FAFO"):
+            return float(mp.sqrt(d) * (k1 * mp.log(z / z0) + mp.ei(z) - mp.ei(z0)) / (2 * setting.eta_ov * alpha))
+        return float(d * (mp.exp(z) - mp.exp(z0) + k1 * (z - z0)) / (setting.eta_ov * alpha**2))
+
+
+@pytest.mark.parametrize("param", ALL_PARAMS)
+def test_frozen_attention_from_attention_1e_200(param):
+    """Setting(attn0=1e-200) at rho = 0, level 1e-3 ("line inversion did not converge" before for CACO and paper;
+    FACO's qk 0.33 off qk0 without the time, a traceback with it): the root lies at ov* = z* / attn0 = 8e200, where
+    a collapsed OV circuit's Psi(ov) - Psi(ov0) exceeds the doubles, and the line's rho times it was 0 inf = NaN.
+    Attention stays frozen: qk = qk0 and the state against mpmath; the time by the frozen law, beyond the largest
+    double for a collapsed OV circuit (3e404: one line, the state without the time), 3.7e203 for a factorized one."""
+    setting = Setting(attn0=1e-200)
+    t = frozen_time(setting, param, 1e-3)
+    if param in ("CAFO", "FAFO"):
+        result = sharpness(setting, param, 0.0, 1e-3)
+        assert float(result.t) == pytest.approx(t, rel=1e-10)
+    else:
+        assert t > DOUBLE_MAX
+        with pytest.raises(InputError, match="largest double"):
+            sharpness(setting, param, 0.0, 1e-3)
+        result = sharpness(setting, param, 0.0, 1e-3, time=False)
+    assert float(result.qk) == pytest.approx(setting.qk0, rel=1e-15)
+    assert_matches(result, reference(setting, param, 0.0, 1e-3, time=False), time=False)
+
+
+def test_frozen_attention_from_attention_1e_200_on_the_command_line(tmp_path, capsys):
+    """The reported command: one line and exit 2 (the time is beyond the largest double); --no-time gives the
+    state, qk = qk0."""
+    flags = ["--param", "CACO", "--attn0", "1e-200", "--rho", "0", "--loss", "1e-3"]
+    one_line_exit_2(*cli(tmp_path, capsys, *flags), "largest double", "--no-time")
+    code, err, rows = cli(tmp_path, capsys, *flags, "--no-time")
+    assert code == 0, err
+    assert float(rows[0]["qk"]) == Setting(attn0=1e-200).qk0
+    assert float(rows[0]["attn"]) == pytest.approx(1e-200, rel=1e-12)
+
+
+@pytest.mark.parametrize("param", ["CACO", "FACO", "paper"])
+def test_frozen_attention_time_where_a_panel_exceeds_the_doubles(param):
+    """attn0 = 1e-200, eta_OV = 1e100, rho = 0: t = 3e304 (the frozen law) is finite, but a quadrature panel's
+    integral before the 1/eta_OV, half its width (~1e200 in ov) times the weighted sum of dt/dov at its nodes
+    (1/alpha = 1e200 times 1/M_OV = D (K-1)), is not; it was formed in doubles (every value below 1e290), so the time
+    read as beyond the largest double: an InputError for a finite time. In logs there: to 1e-10."""
+    setting = Setting(attn0=1e-200, eta_ov=1e100)
+    t = frozen_time(setting, param, 1e-3)
+    assert 1e300 < t < DOUBLE_MAX
+    assert float(sharpness(setting, param, 0.0, 1e-3).t) == pytest.approx(t, rel=1e-10)
+
+
+@settings(max_examples=40)
+@given(param=st.sampled_from(ALL_PARAMS), log_attn0=st.floats(-300, -5), rho=st.sampled_from([0.0, 1e-3, 1.0, 50.0]),
+       log_level=st.floats(-12, math.log10(0.5)), log_eta_ov=st.sampled_from([0.0, 0.0, 100.0, 300.0]))
+def test_tiny_attention_is_solved_or_its_time_refused_in_one_line(param, log_attn0, rho, log_level, log_eta_ov):
+    """The neighbourhood of the cases above (attention 1e-300 .. 1e-5, rho 0 .. 50, levels 1e-12 .. 0.5, eta_OV
+    up to 1e300, every form): a finite state on the level set (qk = qk0 at rho = 0), and a finite time or one line
+    saying it is beyond the largest double; at rho = 0 the frozen law says which, and the time to 1e-10."""
+    setting, level = Setting(attn0=10.0**log_attn0, eta_ov=10.0**log_eta_ov), 10.0**log_level
+    frozen = frozen_time(setting, param, level) if rho == 0 else None
+    try:
+        result = sharpness(setting, param, rho, level)
+    except InputError as error:
+        assert "largest double" in str(error) and "\n" not in str(error)
+        assert frozen is None or frozen > DOUBLE_MAX
+        result = sharpness(setting, param, rho, level, time=False)
+    else:
+        assert 0 < float(result.t) < math.inf
+        assert frozen is None or float(result.t) == pytest.approx(frozen, rel=1e-10)
+    compiled, p = load(param), setting.numeric()
+    qk, ov = float(result.qk), float(result.ov)
+    assert math.isfinite(qk) and math.isfinite(ov)
+    assert float(compiled.loss(qk, ov, p)) == pytest.approx(level, rel=1e-9)
+    assert float(result.attn) == float(compiled.attention(qk, p))
+    if rho == 0:
+        assert qk == pytest.approx(setting.qk0, rel=1e-15)
 
 
 # -- hypothesis over the whole legal range ------------------------------------------------------------
