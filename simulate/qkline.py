@@ -65,6 +65,10 @@ def _fit(values):
     return out
 
 
+#: the largest x whose e^x is a double
+_EXP_MAX = math.log(np.finfo(np.float64).max)
+
+
 @_inline
 def qk_at(c, u):
     """qk at u on the line: beta sinh u (factorized QK), u (collapsed, beta = 0)."""
@@ -73,8 +77,11 @@ def qk_at(c, u):
 
 @_inline
 def _dphi(c, u):
-    """dPhi/du = (A/n)(m e^{q(u)} + n)."""
-    return c[A] / c[N] * (c[M] * math.exp(qk_at(c, u)) + c[N])
+    """dPhi/du = (A/n)(m e^{q(u)} + n); where m e^q overflows while the slope does not (Phi near the largest double,
+    e^q beyond it), (A m / n) e^q + A as exp(q + log(A m / n)) + A."""
+    q = qk_at(c, u)
+    slope = c[A] / c[N] * (c[M] * math.exp(min(q, _EXP_MAX)) + c[N])
+    return slope if slope < math.inf else math.exp(q + math.log(c[A] * c[M] / c[N])) + c[A]
 
 
 @_inline
@@ -95,7 +102,9 @@ def _phi(c, tab, coef, i, u):
         g = tab[_OFFSETS, i] + 0.5 * (right - left) * _clenshaw((2 * u - left - right) / (right - left), coef, i, 0,
                                                                CHEB_DEG + 2)
     else:
-        g = _g(c, u)
+        g = _g(c, u) if u <= _EXP_MAX else math.inf
+        if not abs(c[M] * g) < math.inf:  # near the largest double: (A m / n) e^u (1 - e^{u0 - u}) in logs
+            return -math.exp(u + math.log(c[A] * c[M] / c[N])) * math.expm1(c[U0] - u) + c[A] * (u - c[U0])
     return c[A] / c[N] * (c[M] * g + c[N] * (u - c[U0]))
 
 
@@ -286,7 +295,9 @@ def solve_collapsed(c, addr, tab, coef, lam):
     # root itself where n u is negligible, and rounded below it (CACO from qk0 = log 4 at lam = 2.3e16) it
     # left Newton bisecting towards it, stopped 4e-9 short
     ratio = max(lam, 0.0) * n / (a * m * e0)  # overflows where e^u0 is tiny (u0 = -685): then log(e^u0 + lam n / (A m))
-    upper = min(u0 + lam / a, u0 + math.log1p(ratio) if ratio < 1e300 else math.log(e0 + max(lam, 0.0) * n / (a * m)))
+    grown = max(lam, 0.0) * n / (a * m)  # in logs where lam n overflows (lam near the largest double)
+    upper = min(u0 + lam / a, u0 + math.log1p(ratio) if ratio < 1e300 else
+                math.log(e0 + grown) if grown < math.inf else math.log(lam) + math.log(n / (a * m)))
     hi = upper + 1e-14 * (1.0 + abs(upper)) if lam >= 0 else u0
     lower = u0 + lam / a
     lo = u0 if lam >= 0 else lower - 1e-14 * (1.0 + abs(lower))

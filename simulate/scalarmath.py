@@ -41,9 +41,13 @@ def search(values, row, start, stop, x, right):
 @_inline
 def _split(lo, hi):
     """Bisection point of [lo, hi]: the midpoint, or, for a bracket much wider than its distance from
-    0, lo + sqrt(w (hi - lo)), w = max(|lo|, 1) (a bracket spanning 1e300 shrinks in about ten steps)."""
+    0, lo + sqrt(w (hi - lo)), w = max(|lo|, 1) (a bracket spanning 1e300 shrinks in about ten steps),
+    as sqrt(w) sqrt(hi - lo) where the product w (hi - lo) overflows (a bracket from 1e200 to 1e300)."""
     width, scale = hi - lo, max(abs(lo), 1.0)
-    return lo + math.sqrt(scale * width) if width > 4 * scale else lo + 0.5 * width
+    if width <= 4 * scale:
+        return lo + 0.5 * width
+    root = math.sqrt(scale * width)
+    return lo + (root if root < math.inf else math.sqrt(scale) * math.sqrt(width))
 
 
 @_inline

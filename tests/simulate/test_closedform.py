@@ -4,6 +4,7 @@ every parameterisation (attention from 1e-278 to 1 - 1e-16, rho from 1e-12 to 1e
 starts, levels down to 1e-300, times up to 1e302), recorded before the change."""
 import json
 
+import mpmath as mp
 import numpy as np
 import pytest
 from qkdyn.simulate.sharpness import sharpness
@@ -59,6 +60,13 @@ def test_the_levels_of_one_path_take_its_partial_sums(param, setting):
     assert np.any(np.isfinite(shared))
 
 
+def collapsed_line_root(a, m, n, u0, lam, start) -> float:
+    """u with (A/n)(m (e^u - e^u0) + n (u - u0)) = lam (a collapsed QK line), at 40 digits from ``start``."""
+    with mp.workdps(40):
+        a, m, n, u0 = (mp.mpf(v) for v in (a, m, n, u0))
+        return float(mp.findroot(lambda u: a / n * (m * (mp.exp(u) - mp.exp(u0)) + n * (u - u0)) / lam - 1, start))
+
+
 @pytest.mark.parametrize("param", ["CACO", "CAFO"])
 def test_a_collapsed_qk_line_read_off_its_inverse_table_is_the_exact_inversion(param):
     """Unpolished (the time quadrature's nodes and path samples), a collapsed QK line is read off the
@@ -70,9 +78,10 @@ def test_a_collapsed_qk_line_read_off_its_inverse_table_is_the_exact_inversion(p
 
     rng = np.random.default_rng(22)
     beyond = 0
-    for _ in range(8):
-        setting = Setting(m=int(rng.integers(1, 300)), n=int(rng.integers(1, 300)),
-                          attn0=float(10 ** rng.uniform(-300, -1e-3)))
+    # the random settings, then one whose Phi reaches the largest double only past e^u's overflow (n / (A m) > 1)
+    for setting in [Setting(m=int(rng.integers(1, 300)), n=int(rng.integers(1, 300)),
+                            attn0=float(10 ** rng.uniform(-300, -1e-3))) for _ in range(8)] + [
+                    Setting(m=1, n=300, attn0=1e-250)]:
         problem = _Problem(setting, param)
         c = np.array(problem.constants)
         addr = np.array([problem.compiled.psi_gain_kernel.address, problem.compiled.m_ov_kernel.address,
@@ -80,8 +89,11 @@ def test_a_collapsed_qk_line_read_off_its_inverse_table_is_the_exact_inversion(p
         tab, coef, ext = qkline.new_table()
         ext[:] = qkline.CENTER, qkline.CENTER + 1, -1  # as solve_points starts a setting
         qkline.new_edge(c, tab, qkline.CENTER, c[qkline.U0], 0.0)
-        for lam in np.concatenate([10 ** rng.uniform(-12, 308, 200), -10 ** rng.uniform(-12, 5, 40)]):
+        for lam in np.concatenate([10 ** rng.uniform(-12, 308, 200), [1e307, 1e308, 1.7e308], -10 ** rng.uniform(-12, 5, 40)]):
             exact = qkline.invert_collapsed(c, addr, tab, coef, lam)
-            beyond += exact > 709.78
+            beyond += 709.78 < exact < np.inf
+            if exact > 690:  # near the largest double: the root of Phi(u) - Phi(u0) = lam at 40 digits
+                root = collapsed_line_root(*(float(c[i]) for i in (qkline.A, qkline.M, qkline.N, qkline.U0)), lam, exact)
+                assert abs(root - exact) <= 1e-12 * (1 + exact)  # the state tests' 1e-11 (docs/sharpness.md), tighter
             assert qkline.invert(c, addr, tab, coef, ext, lam, False) == pytest.approx(exact, rel=1e-14, abs=1e-14)
     assert beyond > 0

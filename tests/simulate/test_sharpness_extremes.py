@@ -480,3 +480,15 @@ def test_frozen_closed_form_matches_mpmath_to_1e300(setting):
             c = mp.exp(z0) + k1 * z0 + setting.eta_ov * a * a * mp.mpf(t) / setting.distinct
             z = mp.findroot(lambda z, c=c: (mp.exp(z) + k1 * z) / c - 1, mp.log(c) if c > 3 else z0, tol=mp.mpf(10) ** -35)
             assert value == pytest.approx(float(z / a), rel=1e-10)
+
+
+@pytest.mark.parametrize("param", ["CAFO", "FAFO"])
+@pytest.mark.parametrize(("rho", "attn0"), [(1e-200, 1e-200), (1e-250, 1e-300), (1e-300, 1e-300)])
+def test_tiny_rho_from_tiny_attention_keeps_the_bisection_finite(param, rho, attn0):
+    """A factorized OV circuit at rho 1e-300..1e-200 from attention 1e-200..1e-300: the root's bracket spans
+    1e200-1e300, where the safeguarded Newton's wide-bracket split sqrt(w (hi - lo)) overflowed; the state was then
+    qk = ov = inf, attn = 1 (no error). Against mpmath."""
+    setting = Setting(attn0=attn0)
+    result = sharpness(setting, param, rho, 1e-3, time=False)
+    assert np.isfinite([float(result.qk), float(result.ov), float(result.attn)]).all()
+    assert_matches(result, reference(setting, param, rho, 1e-3, time=False), time=False)
