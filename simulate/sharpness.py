@@ -56,6 +56,9 @@ from qkdyn.theory.spec import Spec
 from qkdyn.errors import InputError
 
 _INT_FIELDS = ("classes", "distinct", "commons", "m", "n")
+#: the positive rho the closed form takes: its line's right-hand side rho (Psi(ov) - Psi(ov0)) is formed in doubles,
+#: and from attention 1e-200 the gain alone passes the largest double (a subnormal rho then gave qk = inf)
+RHO_RANGE = (1e-300, 1e300)
 
 
 @dataclasses.dataclass
@@ -372,6 +375,10 @@ def sharpness(setting: Setting | Mapping, param: str | Spec, rho: ArrayLike, los
     if np.any(~np.isfinite(rho_a) | (rho_a < 0)):
         raise InputError(f"must be finite and non-negative, got {float(rho_a[~(np.isfinite(rho_a) & (rho_a >= 0))].ravel()[0])!r}",
                          "rho")
+    beyond = (rho_a != 0) & ((rho_a < RHO_RANGE[0]) | (rho_a > RHO_RANGE[1]))
+    if np.any(beyond):
+        raise InputError(f"must be 0 or from {RHO_RANGE[0]:g} to {RHO_RANGE[1]:g} (beyond, the line's rho (Psi(ov) - "
+                         f"Psi(ov0)) can leave the doubles), got {float(rho_a[beyond].ravel()[0])!r}", "rho")
     shape, settings, which = _settings(setting, np.broadcast_shapes(rho_a.shape, loss_a.shape))
     rho_f = np.broadcast_to(rho_a, shape).ravel()
     loss_f = np.broadcast_to(loss_a, shape).ravel()

@@ -135,7 +135,8 @@ def test_negative_initial_margin_breaks_a4_as_the_derivative_predicts():
 
 @pytest.mark.parametrize("kwargs, field", [
     ({"loss": 5.0}, "loss"), ({"loss": 0.0}, "loss"), ({"loss": float("nan")}, "loss"),
-    ({"rho": -1.0}, "rho"), ({"rho": float("inf")}, "rho"),
+    ({"rho": -1.0}, "rho"), ({"rho": float("inf")}, "rho"), ({"rho": 1e-310}, "rho"), ({"rho": 1.7e308}, "rho"),
+    ({"rho": [1.0, 5e-324]}, "rho"),
     ({"setting": Setting(qk0=0.0), "param": "FACO"}, "qk0"), ({"setting": Setting(ov0=0.0), "param": "CAFO"}, "ov0"),
     ({"param": "XAXO"}, "param"), ({"setting": {"m": 2.5}}, "m"), ({"setting": {"bogus": 1}}, "setting"),
 ])
