@@ -39,6 +39,7 @@ from collections.abc import Callable, Mapping
 
 from numba.core.dispatcher import Dispatcher
 from qkdyn.simulate import integrate
+from qkdyn.theory import rentorbuy
 
 #: SciPy solve time (seconds) a process spends before it compiles: about one compilation (``make bench``
 #: prints the cold and warm first solves)
@@ -55,30 +56,17 @@ PLAIN_SECONDS_PER_POINT = {True: 2.5e-3, False: 5e-4}
 
 
 @dataclasses.dataclass
-class RentOrBuy:
-    """The process's choice between an uncompiled path and compiled code: SciPy's DOP853 or the compiled one
-    (:data:`FIRST_SOLVES`), the closed form as plain Python or compiled (:data:`FIRST_CLOSED_FORMS`)."""
+class RentOrBuy(rentorbuy.RentOrBuy):
+    """The process's choice between an uncompiled path and compiled code (:class:`qkdyn.theory.rentorbuy.RentOrBuy`):
+    SciPy's DOP853 or the compiled one (:data:`FIRST_SOLVES`), the closed form as plain Python or compiled
+    (:data:`FIRST_CLOSED_FORMS`)."""
 
     rent_seconds: float = RENT_SECONDS
-    rented: float = 0.0  # seconds spent on the uncompiled path for want of compiled code
-    ready: set = dataclasses.field(default_factory=set)  # the work (forms, for solves) that runs compiled from now on
 
     def compiled_now(self, compiled) -> bool:
         """Whether a DOP853 solve of the form of ``compiled`` (a :class:`~qkdyn.theory.compiled.Compiled`)
         runs compiled: its machine code is in this process or in the cache, or the rent is paid."""
         return self.choose(compiled.name, lambda: integrate.cached(compiled.rhs_lanes_kernel, compiled.loss_kernel))
-
-    def choose(self, name: str, cached: Callable[[], bool], estimate: float = 0.0) -> bool:
-        """Whether the work ``name`` runs compiled: ``cached()`` (its machine code is in this process or in
-        numba's cache), or the rent is paid, or renting ``estimate`` more seconds would pay it; once compiled,
-        always."""
-        if name not in self.ready and (self.rented + estimate >= self.rent_seconds or cached()):
-            self.ready.add(name)
-        return name in self.ready
-
-    def rent(self, seconds: float) -> None:
-        """Count the seconds of an uncompiled run taken because :meth:`compiled_now` or :meth:`choose` said no."""
-        self.rented += seconds
 
 
 #: this process's choice

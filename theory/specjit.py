@@ -7,9 +7,9 @@ most of a solve's time where the field is large (about 90% for examples/specs/co
 printed expressions compiled by numba cost about a microsecond a call, but compiling them costs about a second for
 a right-hand side and seconds more for a Jacobian, in every process: numba caches only a function that has a
 source file, and no generated source is written to disk (it is printed from the derivation in this process, as
-lambdify's is). So :class:`Rented` follows the rent-or-buy rule of :mod:`qkdyn.simulate.coldstart` (one
-:class:`~qkdyn.simulate.coldstart.RentOrBuy` per function): the caller times its uncompiled calls and rents them
-here; once they add up to the estimated compile time (:func:`compile_seconds`, from the printed function's
+lambdify's is). So :class:`Rented` follows the rent-or-buy rule that :mod:`qkdyn.simulate.coldstart` applies to
+solves (one :class:`~qkdyn.theory.rentorbuy.RentOrBuy` per function): the caller times its uncompiled calls and rents
+them here; once they add up to the estimated compile time (:func:`compile_seconds`, from the printed function's
 length), the function compiles once and every later call runs compiled. A process that solves a spec a few times
 never compiles it; one that solves it many times spends at most about twice what the better choice in hindsight
 (compiling at once, or never) would have cost.
@@ -38,7 +38,7 @@ from collections.abc import Callable, Sequence
 
 import numba
 import numpy as np
-from qkdyn.simulate.coldstart import RentOrBuy
+from qkdyn.theory.rentorbuy import RentOrBuy
 
 #: estimated seconds of one compilation: a fixed part, and a part per printed line (a subexpression or an output).
 #: Measured (CPU-s, one core, the first compilation of a process / a later one): 19 lines 0.42 / 0.24, 41 lines
