@@ -51,7 +51,7 @@ from qkdyn.simulate.qkline import (
     qk_at,
     solve_collapsed,
 )
-from qkdyn.simulate.scalarmath import clip, insertion_sort, logaddexp0, rtsafe_step, search
+from qkdyn.simulate.scalarmath import LOG_DOUBLE_MAX, clip, insertion_sort, logaddexp0, rtsafe_step, search
 from qkdyn.theory.kernels import cached_njit, expit
 from scipy import special
 
@@ -70,7 +70,6 @@ GL_X, GL_W = np.polynomial.legendre.leggauss(16)
 #: (dense at both ends: attention can rise fastest at the start, e^z grows fastest at the end)
 PATH_FRACTIONS = np.unique(np.concatenate([[0.0], np.geomspace(1e-14, 1.0, 18), 1.0 - np.geomspace(1e-12, 0.5, 10)]))
 GEOMETRIC = np.linspace(0.0, 1.0, 8)  # and at geometric steps over the positive part of the path
-LOG_DOUBLE_MAX = math.log(np.finfo(float).max)
 
 _jit = cached_njit(error_model="numpy")
 _inline = cached_njit(error_model="numpy", inline="always")  # small helpers: no call boundary

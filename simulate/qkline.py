@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 from qkdyn.simulate.ccall import call_unary
-from qkdyn.simulate.scalarmath import clip, rtsafe_step, search
+from qkdyn.simulate.scalarmath import LOG_DOUBLE_MAX, clip, rtsafe_step, search
 from qkdyn.theory.kernels import cached_njit
 
 CHEB_DEG = 14  # Chebyshev degree per panel of the line's table
@@ -65,10 +65,6 @@ def _fit(values):
     return out
 
 
-#: the largest x whose e^x is a double
-_EXP_MAX = math.log(np.finfo(np.float64).max)
-
-
 @_inline
 def qk_at(c, u):
     """qk at u on the line: beta sinh u (factorized QK), u (collapsed, beta = 0)."""
@@ -80,8 +76,8 @@ def _dphi(c, u):
     """dPhi/du = (A/n)(m e^{q(u)} + n); where m e^q overflows while the slope does not (Phi near the largest double,
     e^q beyond it), (A m / n) e^q + A as exp(q + log(A m / n)) + A."""
     q = qk_at(c, u)
-    slope = c[A] / c[N] * (c[M] * math.exp(min(q, _EXP_MAX)) + c[N])
-    return slope if slope < math.inf else math.exp(q + math.log(c[A] * c[M] / c[N])) + c[A]
+    slope = c[A] / c[N] * (c[M] * math.exp(min(q, LOG_DOUBLE_MAX)) + c[N])
+    return slope if slope < math.inf else math.exp(q + math.log(c[A]) + c[LOG_MN]) + c[A]
 
 
 @_inline
@@ -102,9 +98,9 @@ def _phi(c, tab, coef, i, u):
         g = tab[_OFFSETS, i] + 0.5 * (right - left) * _clenshaw((2 * u - left - right) / (right - left), coef, i, 0,
                                                                CHEB_DEG + 2)
     else:
-        g = _g(c, u) if u <= _EXP_MAX else math.inf
+        g = _g(c, u) if u <= LOG_DOUBLE_MAX else math.inf
         if not abs(c[M] * g) < math.inf:  # near the largest double: (A m / n) e^u (1 - e^{u0 - u}) in logs
-            return -math.exp(u + math.log(c[A] * c[M] / c[N])) * math.expm1(c[U0] - u) + c[A] * (u - c[U0])
+            return -math.exp(u + math.log(c[A]) + c[LOG_MN]) * math.expm1(c[U0] - u) + c[A] * (u - c[U0])
     return c[A] / c[N] * (c[M] * g + c[N] * (u - c[U0]))
 
 

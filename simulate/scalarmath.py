@@ -5,6 +5,7 @@ insertion sort, and the safeguarded Newton step (rtsafe) of every root the close
 from __future__ import annotations
 
 import math
+import sys
 
 from qkdyn.theory.kernels import cached_njit
 
@@ -36,6 +37,10 @@ def search(values, row, start, stop, x, right):
         else:
             hi = mid
     return lo
+
+
+#: log of the largest double: e^x overflows beyond it
+LOG_DOUBLE_MAX = math.log(sys.float_info.max)
 
 
 @_inline
