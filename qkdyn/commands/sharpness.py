@@ -54,8 +54,8 @@ def parse_list(text: str, field: str) -> list[float]:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_setting_flags(parser, spec=True)
     parser.add_argument("--rho", required=True,
-                        help="rho = eta_QK/eta_OV values: a,b,c or start:stop:num (log-spaced, start < stop); "
-                        "eta_QK = rho * eta_OV, so --eta-qk is not used")
+                        help="rho = eta_QK/eta_OV values: a,b,c or start:stop:num (log-spaced, start < stop), each 0 "
+                        "or from 1e-300 to 1e300; eta_QK = rho * eta_OV, so --eta-qk is not used")
     parser.add_argument("--loss", required=True,
                         help="loss levels below the initial loss: a,b,c or start:stop:num (log-spaced, start < stop)")
     parser.add_argument("--no-time", action="store_true", help="skip the time quadrature (t column empty)")

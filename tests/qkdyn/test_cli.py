@@ -257,3 +257,12 @@ def test_warm_runs_the_install_warm_up(monkeypatch, capsys):
     monkeypatch.setattr(warm, "main", lambda: calls.append(1) or 0)
     assert main(["warm"]) == 0 and calls == [1]
     assert "compiling the kernels of every form" in capsys.readouterr().err
+
+
+def test_sharpness_help_states_the_rho_range_the_library_refuses_beyond(capsys):
+    """--rho's help names simulate.sharpness.RHO_RANGE (written out there: the parser does not import the solver)."""
+    from qkdyn.simulate.sharpness import RHO_RANGE
+
+    assert main(["sharpness", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"from {RHO_RANGE[0]:g} to {RHO_RANGE[1]:g}".replace("e+", "e") in text
