@@ -4,7 +4,7 @@ With tau = log(1 + t) the flow dx/dt = f(x) is dx/dtau = e^tau f(x) (:mod:`qkdyn
 This is the explicit Runge-Kutta pair of Dormand and Prince of order 8(5,3) with the step control of
 Hairer, Norsett and Wanner (Solving ODEs I, II.10) as SciPy implements it in ``solve_ivp(method="DOP853")``
 (the same coefficients, imported from SciPy; the same error norm, step-size factor bounds and initial
-step), but the whole loop compiled (the stage combinations as straight-line code with the coefficients
+step; with ``max_step`` :data:`MAX_LOG_STEP`), but the whole loop compiled (the stage combinations as straight-line code with the coefficients
 as literals, :mod:`qkdyn.simulate.dop853`, the same arithmetic as a loop over SciPy's tables; C functions called
 through their addresses, compiled and cached on their own), the right-hand side a compiled kernel of
 :mod:`qkdyn.theory.generated` called through its C address (so a call from Python costs no more than
@@ -56,6 +56,13 @@ _jit = cached_njit(error_model="numpy")  # cached in tree (qkdyn.theory.kernels.
 _inline = cached_njit(error_model="numpy", inline="always")  # the steps of _lockstep: inlined, no call boundary
 _SAFETY, _MIN_FACTOR, _MAX_FACTOR = 0.9, 0.2, 10.0
 _EXPONENT = -1.0 / 8.0  # -1 / (error estimator order + 1)
+
+#: the longest step in log time: one e-fold of 1 + t. Late in training the log-time flow relaxes to its asymptote at
+#: rate about 1 (a deviation decays like e^-tau = 1 / (1 + t)), and on steps much longer than that DOP853's error
+#: estimate is no longer asymptotic: with SciPy's unbounded steps (h 2.9-3.8 in tau) it accepted steps whose true error
+#: was 10^2-10^4 times the tolerance (the paper form's rows at rtol 1e-8: 4.5e-5; CACO to t = 1e300 at the default
+#: 1e-11: 1e-8 beyond t = 1e30, 5e-15 with the bound). SciPy's ``max_step``; every log-time solve takes it.
+MAX_LOG_STEP = 1.0
 
 #: status codes of :func:`integrate_many`
 REACHED, TERMINAL_EVENT, STEP_TOO_SMALL = 0, 1, -1
@@ -169,6 +176,7 @@ def _next_attempt(l, tau, tau_end, h_abs, min_step, h, tau_new, active, fresh, r
             status[l], active[l] = STEP_TOO_SMALL, False
             stopped = 1
         else:
+            h_abs[l] = min(h_abs[l], MAX_LOG_STEP)
             tau_new[l] = min(tau[l] + h_abs[l], tau_end)
             h[l] = tau_new[l] - tau[l]
     if not active[l]:

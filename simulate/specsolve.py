@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import ArrayLike
 from qkdyn.simulate import logtime
+from qkdyn.simulate.integrate import MAX_LOG_STEP
 from qkdyn.simulate.logtime import DenseSolution
 from qkdyn.simulate.solve import integrate_flow
 from qkdyn.simulate.trajectory import TrajectoryExports
@@ -383,7 +384,7 @@ def _settling_flow(name: str, field: _Field, setting: Setting, *, t_max, until_l
     def flow(tau, x):
         return rhs(x, math.exp(tau))
 
-    stepper = DOP853(flow, 0.0, x0, tau_end, rtol=rtol, atol=atol)
+    stepper = DOP853(flow, 0.0, x0, tau_end, rtol=rtol, atol=atol, max_step=MAX_LOG_STEP)
     taus, pieces, settled, next_check, stiff_t, nfev, njev = [0.0], [], None, 0.0, None, 0, 0
     states = [np.asarray(x0, dtype=float)]  # the state at each of taus (the steps' ends)
     held_since: float | None = None
