@@ -4,9 +4,9 @@ With tau = log(1 + t) the flow dx/dt = f(x) is dx/dtau = e^tau f(x) (:mod:`qkdyn
 This is the explicit Runge-Kutta pair of Dormand and Prince of order 8(5,3) with the step control of
 Hairer, Norsett and Wanner (Solving ODEs I, II.10) as SciPy implements it in ``solve_ivp(method="DOP853")``
 (the same coefficients, imported from SciPy; the same error norm, step-size factor bounds and initial
-step; with ``max_step`` :data:`MAX_LOG_STEP`), but the whole loop compiled (the stage combinations as straight-line code with the coefficients
-as literals, :mod:`qkdyn.simulate.dop853`, the same arithmetic as a loop over SciPy's tables; C functions called
-through their addresses, compiled and cached on their own), the right-hand side a compiled kernel of
+step; its ``max_step`` :data:`MAX_LOG_STEP`), but the whole loop compiled (the stage combinations as
+straight-line code with the coefficients as literals, :mod:`qkdyn.simulate.dop853`, the same arithmetic as a loop
+over SciPy's tables; C functions called through their addresses, compiled and cached on their own), the right-hand side a compiled kernel of
 :mod:`qkdyn.theory.generated` called through its C address (so a call from Python costs no more than
 its arguments' conversion, and one compiled integrator serves every form). Every accepted step stores its 7th-order
 dense interpolant (three extra stages), so output rows are read off afterwards at any tau
@@ -61,7 +61,8 @@ _EXPONENT = -1.0 / 8.0  # -1 / (error estimator order + 1)
 #: rate about 1 (a deviation decays like e^-tau = 1 / (1 + t)), and on steps much longer than that DOP853's error
 #: estimate is no longer asymptotic: with SciPy's unbounded steps (h 2.9-3.8 in tau) it accepted steps whose true error
 #: was 10^2-10^4 times the tolerance (the paper form's rows at rtol 1e-8: 4.5e-5; CACO to t = 1e300 at the default
-#: 1e-11: 1e-8 beyond t = 1e30, 5e-15 with the bound). SciPy's ``max_step``; every log-time solve takes it.
+#: 1e-11: 1e-8 beyond t = 1e30, 5e-15 with the bound). SciPy's ``max_step``: every DOP853 in log time takes it
+#: (this one, SciPy's on a cold start and the spec solver's); LSODA, Radau and BDF keep their own steps.
 MAX_LOG_STEP = 1.0
 
 #: status codes of :func:`integrate_many`

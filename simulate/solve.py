@@ -4,9 +4,9 @@ With tau = log(1 + t) the flow dx/dt = f(x) becomes dx/dtau = (1 + t) f(x). Late
 f ~ 1/t, so the log-time field stays O(1): the solver takes O(log t_max) steps and reaches
 t = 1e15 (or 1e300) without overflow, because every exponential in f is in stable
 sigmoid/softplus form. In log-time the field is not stiff in practice, so the default solver is
-explicit: DOP853, compiled with the generated right-hand side (:mod:`qkdyn.simulate.integrate`; no step longer
-than one unit of tau, :data:`~qkdyn.simulate.integrate.MAX_LOG_STEP`), which reaches t = 1e15 in 85-155 steps (``make bench`` measures its time against plain scipy, jitted diffrax
-and a vmapped diffrax sweep). SciPy's LSODA, Radau and BDF (with the analytic Jacobian of
+explicit: DOP853, compiled with the generated right-hand side (:mod:`qkdyn.simulate.integrate`; no step
+longer than one unit of tau, :data:`~qkdyn.simulate.integrate.MAX_LOG_STEP`), which reaches t = 1e15 in 85-155
+steps (``make bench`` measures its time against plain scipy, jitted diffrax and a vmapped diffrax sweep). SciPy's LSODA, Radau and BDF (with the analytic Jacobian of
 :mod:`qkdyn.theory.compiled`) remain as options for stiff corners.
 
 Frozen circuits (a rate of 0, :class:`~qkdyn.theory.setting.Setting`) need nothing special: every
