@@ -31,6 +31,7 @@ import sys
 import time
 from pathlib import Path
 
+import hypothesis
 import numpy as np
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from qkdyn.simulate.growth import RIVALS, Law, local_exponent
@@ -245,8 +246,9 @@ def report(sections: dict, args, seconds: float) -> str:
         "",
         f"Written by `python -m benchmarks.stress_growth --draws {args.draws} --wide-draws {args.wide_draws} "
         f"--defaults-draws {args.defaults_draws} --seed {args.seed}` (do not edit by hand): {seconds:.0f} s of one "
-        f"core. Each draw (setting, rho, form) comes from qkdyn.testing's strategies through hypothesis (generation "
-        f"only, seed {args.seed}); every form and `paper`; solved to t = 1e300 (300 points) and checked on the "
+        f"core. Each draw (setting, rho, form) comes from qkdyn.testing's strategies through hypothesis "
+        f"{hypothesis.__version__} (generation only, seed {args.seed}: the same draws again with this version, others "
+        f"with another); every form and `paper`; solved to t = 1e300 (300 points) and checked on the "
         "documented window 1e100-1e300 by `testing.check_growth` with its defaults (rel 0.05, resolution 3, "
         "extend). Outcomes (`testing.verdict`): *holds* (every criterion passes), *cannot distinguish* (none fails, "
         "but the window cannot tell the law from a rival of another order: `assert_grows_like` skips the test or "
