@@ -284,9 +284,11 @@ def solve_many(settings: Sequence[Setting], param: str, *, t_max, until_loss, po
            for i in np.flatnonzero(status < 0).tolist()}  # LSODA takes over alone where the explicit step collapsed
     kept = [i for i in range(len(settings)) if i not in out]
     sweep = _Sweep(tables, capacities, steps)
-    runs = {i: Run(int(status[i]), "", int(steps[i]), int(nfev[i]), 0, event_tau[i], final[i],
-                   _Table(*sweep.steps_of(i)) if dense_output else
-                   _Rerun(param, starts[i][0], starts[i][1], tau_end, rtol, atol, int(steps[i]))) for i in kept}
+    counts = dict(zip(kept, zip(status[kept].tolist(), steps[kept].tolist(), nfev[kept].tolist(), strict=True),
+                      strict=True))
+    dense = (dict(zip(kept, sweep.tables_of(kept), strict=True)) if dense_output else
+             {i: _Rerun(param, starts[i][0], starts[i][1], tau_end, rtol, atol, counts[i][1]) for i in kept})
+    runs = {i: Run(counts[i][0], "", counts[i][1], counts[i][2], 0, event_tau[i], final[i], dense[i]) for i in kept}
     read = _rows_to_horizon if until_loss is None else _rows_each
     states, plans, at_crossings = read(param, compiled, settings, starts, runs, kept, sweep, horizon, until_loss,
                                        points, at)
@@ -311,8 +313,9 @@ def _rows_to_horizon(param, compiled, settings, starts, runs, kept, sweep, horiz
     times, query, _, _ = rows(param, compiled, settings[kept[0]], runs[kept[0]], starts[kept[0]][0], horizon,
                               until_loss, points, at)
     inner = inner_queries(runs[kept[0]], query)
-    crossed = [crossed_levels(runs[i], until_loss) for i in kept]
-    crossing_queries = [runs[i].event_tau[levels] for i, levels in zip(kept, crossed, strict=True)]
+    recorded = runs[kept[0]].event_tau.size > 0  # loss levels to record: each run's crossings
+    crossed = [crossed_levels(runs[i], until_loss) for i in kept] if recorded else [[] for _ in kept]
+    crossing_queries = [runs[i].event_tau[levels] for i, levels in zip(kept, crossed, strict=True)] if recorded else []
     counts = [inner.size] * len(kept) + [len(levels) for levels in crossed]
     flat, qfirst = sweep.read(kept, [np.tile(inner, len(kept))] + crossing_queries, counts)
     dim, count = len(compiled.variables), len(kept)
@@ -320,7 +323,8 @@ def _rows_to_horizon(param, compiled, settings, starts, runs, kept, sweep, horiz
     states[:, :, 0] = [starts[i][1] for i in kept]
     states[:, :, 1:-1] = flat[:dim * qfirst[count]].reshape(count, dim, inner.size)
     states[:, :, -1] = [runs[i].final for i in kept]
-    at_crossings = [flat[dim * qfirst[count + j]:dim * qfirst[count + j + 1]].reshape(dim, -1) for j in range(count)]
+    at_crossings = ([flat[dim * qfirst[count + j]:dim * qfirst[count + j + 1]].reshape(dim, -1) for j in range(count)]
+                    if recorded else [None] * count)
     return states, [(times.copy(), query, levels, None) for levels in crossed], at_crossings
 
 
@@ -347,11 +351,13 @@ class _Sweep:
     capacities: np.ndarray
     steps: np.ndarray
 
-    def steps_of(self, i: int) -> tuple[np.ndarray, ...]:
-        """Trajectory i's steps' rows (taus, hs, ys, Fs): views of its block's tables."""
-        block, lo, hi = integrate.lane_rows(self.capacities, self.steps, i)
-        taus, hs, ys, Fs = self.tables[block]
-        return taus[lo:hi], hs[lo:hi], ys[lo:hi], Fs[lo:hi]
+    def tables_of(self, indices: list[int]) -> list[_Table]:
+        """Each trajectory's dense output: its steps' rows (taus, hs, ys, Fs), views of its block's tables (their
+        row ranges found for all of them at once)."""
+        blocks, firsts, ends = (part.tolist() for part in integrate.lane_rows(self.capacities, self.steps,
+                                                                              np.asarray(indices, dtype=np.int64)))
+        return [_Table(*(table[lo:hi] for table in self.tables[block]))
+                for block, lo, hi in zip(blocks, firsts, ends, strict=True)]
 
     def read(self, segments, queries, counts) -> tuple[np.ndarray, np.ndarray]:
         """The states at the log-times ``queries`` (concatenated: segment j's counts[j] of them off trajectory
