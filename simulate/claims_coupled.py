@@ -129,7 +129,7 @@ def measure_cq1(setting: Setting, paths: dict[str, dict[float, FlowPath]], faco:
     per_spec = {}
     for name, runs in paths.items():
         reference, others = runs[1.0], [r for rho, r in runs.items() if rho != 1.0]
-        slope = np.gradient(np.log(reference.rate_factor), np.log(reference.qk))
+        slope = _local_exponent(reference)
         per_spec[name] = {
             "max_rel_difference_at_qk_events": {f"rho={o.rho:g}": rate_factor_difference(reference, o) for o in others},
             "smallest_factor_step": float(np.min(np.diff(reference.rate_factor))),
@@ -138,7 +138,15 @@ def measure_cq1(setting: Setting, paths: dict[str, dict[float, FlowPath]], faco:
             "factor_over_factorized_at_end": float(reference.rate_factor[-1] / np.interp(
                 reference.qk[-1], faco.qk, faco.rate_factor))}
     return {"rhos": _rhos(paths), "per_spec": per_spec,
-            "factorized_local_exponent_at_end": float(np.gradient(np.log(faco.rate_factor), np.log(faco.qk))[-1])}
+            "factorized_local_exponent_at_end": float(_local_exponent(faco)[-1])}
+
+
+def _local_exponent(run: FlowPath) -> np.ndarray:
+    """d log R_QK / d log qk along ``run`` (np.gradient over its rows): NaN where qk does not move between rows (a
+    flow that has settled, as under the square loss), where the exponent is not defined (then not measured)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        slope = np.gradient(np.log(run.rate_factor), np.log(run.qk))
+    return np.where(np.isfinite(slope), slope, np.nan)
 
 
 #: the readings of :func:`measure_cq1` that CQ1 reports as they were measured

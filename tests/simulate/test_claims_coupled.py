@@ -9,6 +9,8 @@ fails on the same grid. Each claim is measured here and judged from its evidence
 it (a JSON round trip), which changes no verdict."""
 import dataclasses
 import json
+import math
+import warnings
 
 import numpy as np
 import pytest
@@ -62,6 +64,10 @@ def test_the_line_and_the_rate_factor_hold_for_coupled_qk(setting, control):
 
 def test_a_square_loss_keeps_r_a_function_of_qk_but_breaks_the_line(setting, control):
     runs = {"square": _runs(setting, cc.coupled(0.3, loss="square"))}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # qk settles: its local exponent is NaN, not a 0/0 warning
+        measured = cc.measure_cq1(setting, runs, cc.path(setting, "FACO", 1.0, 1e4, 400))
+    assert math.isnan(measured["per_spec"]["square"]["local_exponent_at_end"])
     cq1 = _cq1(setting, runs)
     assert cq1.parts["R_QK is a function of qk along the flow (every rho)"] == "holds"
     # qk turns back under the square loss, so the claim itself is inconclusive (its precondition); on the
