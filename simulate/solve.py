@@ -284,11 +284,11 @@ def solve_many(settings: Sequence[Setting], param: str, *, t_max, until_loss, po
            for i in np.flatnonzero(status < 0).tolist()}  # LSODA takes over alone where the explicit step collapsed
     kept = [i for i in range(len(settings)) if i not in out]
     sweep = _Sweep(tables, capacities, steps)
-    counts = dict(zip(kept, zip(status[kept].tolist(), steps[kept].tolist(), nfev[kept].tolist(), strict=True),
-                      strict=True))
-    dense = (dict(zip(kept, sweep.tables_of(kept), strict=True)) if dense_output else
-             {i: _Rerun(param, starts[i][0], starts[i][1], tau_end, rtol, atol, counts[i][1]) for i in kept})
-    runs = {i: Run(counts[i][0], "", counts[i][1], counts[i][2], 0, event_tau[i], final[i], dense[i]) for i in kept}
+    own_tables = dict(zip(kept, sweep.tables_of(kept), strict=True)) if dense_output else {}
+    runs = {i: Run(code, "", taken, evaluations, 0, event_tau[i], final[i], own_tables[i] if dense_output else
+                   _Rerun(param, starts[i][0], starts[i][1], tau_end, rtol, atol, taken))
+            for i, code, taken, evaluations in zip(kept, status[kept].tolist(), steps[kept].tolist(),
+                                                   nfev[kept].tolist(), strict=True)}
     read = _rows_to_horizon if until_loss is None else _rows_each
     states, plans, at_crossings = read(param, compiled, settings, starts, runs, kept, sweep, horizon, until_loss,
                                        points, at)
