@@ -1,10 +1,11 @@
 """What a trained model's parts change: the same checkpoint evaluated with a part removed.
 
-At every evaluation of a run, :func:`with_ablations` adds to the row the changes under each
+At every evaluation of a run, :class:`WithAblations` adds to the row the changes under each
 ablation, computed on the row's own evaluator (``ablation``: ``{what: {metric: change}}``), so what
-each part does is traced over training. For a finished run, :func:`write_ablations` loads the final checkpoint (``checkpoint.pt``) and evaluates
-it on the run's own evaluation set (the whole validation split for language modelling, the fixed
-test set for MQAR) as trained and under each ablation of
+each part does is traced over training. For a finished run, :func:`write_ablations` writes the last of
+them, the final model's (the one of the final checkpoint: the loop evaluates at the last step, or
+again on resuming there), evaluated on the run's own evaluation set (the whole validation split for
+language modelling, the fixed test set for MQAR) as trained and under each ablation of
 :data:`qkdyn.empirical.coupled.attention.ABLATIONS` that applies to its variant (every module gets
 ``ablation``):
 
@@ -70,28 +71,22 @@ def ablation_effects(model: GPT, evaluate, device) -> dict:
     return out
 
 
-def with_ablations(evaluate):
+class WithAblations:
     """``evaluate(model, device) -> metrics`` plus ``ablation``: the changes ``delta`` of
-    :func:`ablation_effects` on the same evaluator (the row's metrics are its ``full`` evaluation)."""
+    :func:`ablation_effects` on the same evaluator (the row's metrics are its ``full`` evaluation); ``last``
+    keeps the last call's effects (the final model's, after training: :func:`write_ablations`)."""
 
-    def run(model, device) -> dict:
-        effects = ablation_effects(model, evaluate, device)
-        return {**effects["full"], "ablation": effects["delta"]}
+    def __init__(self, evaluate):
+        self.evaluate, self.last = evaluate, None
 
-    return run
+    def __call__(self, model, device) -> dict:
+        self.last = ablation_effects(model, self.evaluate, device)
+        return {**self.last["full"], "ablation": self.last["delta"]}
 
 
-def write_ablations(out_dir: str | Path, model_cfg, evaluate, device: str = "cpu") -> dict:
-    """Evaluate the run's final checkpoint as trained and ablated; write ``ablation.json`` (atomic)."""
-    from qkdyn.empirical.coupled.model import GPT
-
-    from qkdyn.runs import CHECKPOINT, load_state
-
-    out = Path(out_dir)
-    state = load_state(out / CHECKPOINT)
-    dev = torch.device("cuda" if device == "auto" and torch.cuda.is_available() else "cpu" if device == "auto" else device)
-    model = GPT(model_cfg).to(dev)
-    model.load_state_dict(state["model"])
-    effects = {"step": state["step"], **ablation_effects(model, evaluate, dev)}
-    atomic.write_text(out / FILE, json.dumps(effects, indent=2) + "\n")
-    return effects
+def write_ablations(out_dir: str | Path, step: int, effects: dict) -> dict:
+    """Write ``ablation.json`` (atomic): the final model's ``effects`` (:func:`ablation_effects`, as
+    :class:`WithAblations` keeps them) at ``step``, the run's last."""
+    record = {"step": step, **effects}
+    atomic.write_text(Path(out_dir) / FILE, json.dumps(record, indent=2) + "\n")
+    return record

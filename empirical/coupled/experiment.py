@@ -53,20 +53,21 @@ def lm_splits(data: str, tokenizer: str = "bpe", vocab_size: int = 8192, val_fra
     return train, val, token_bytes, vocab_size
 
 
-def evaluation_row(evaluate, probe: torch.Tensor):
+class EvaluationRow:
     """What every evaluation of a run logs: ``evaluate``'s metrics, the changes under each applicable
-    ablation on the same evaluator (:func:`qkdyn.empirical.coupled.ablation.with_ablations`) and the
-    coupling strength of the model on the batch ``probe``, per head too
-    (:func:`qkdyn.empirical.coupled.strength.measure`)."""
-    from qkdyn.empirical.coupled.ablation import with_ablations
-    from qkdyn.empirical.coupled.strength import measure
+    ablation on the same evaluator (:class:`~qkdyn.empirical.coupled.ablation.WithAblations`, ``ablations``:
+    after training it holds the final model's, which ``ablation.json`` records) and the coupling strength of
+    the model on the batch ``probe``, per head too (:func:`qkdyn.empirical.coupled.strength.measure`)."""
 
-    evaluate_ablated = with_ablations(evaluate)
+    def __init__(self, evaluate, probe: torch.Tensor):
+        from qkdyn.empirical.coupled.ablation import WithAblations
 
-    def run(model, device) -> dict:
-        return {**evaluate_ablated(model, device), **measure(model, probe.to(device))}
+        self.ablations, self.probe = WithAblations(evaluate), probe
 
-    return run
+    def __call__(self, model, device) -> dict:
+        from qkdyn.empirical.coupled.strength import measure
+
+        return {**self.ablations(model, device), **measure(model, self.probe.to(device))}
 
 
 def run_lm(data: str, preset: str, attention: AttentionConfig, cfg: TrainConfig, out_dir: str,
@@ -87,24 +88,24 @@ def run_lm(data: str, preset: str, attention: AttentionConfig, cfg: TrainConfig,
     check_sizes(model_cfg, cfg)
     train_tokens, val_tokens, token_bytes, _ = lm_splits(data, tokenizer, vocab_size, val_fraction)
     evaluator = LMEvaluator(val_tokens, model_cfg.block_size, eval_tokens, token_bytes=token_bytes)
-    evaluate = evaluation_row(evaluator, evaluator.x[:8])
+    evaluate = EvaluationRow(evaluator, evaluator.x[:8])
 
     def make_batches(seed, rank, world):
         return LMBatches(train_tokens, model_cfg.block_size, cfg.batch_size, cfg.grad_accum, seed, rank, world)
 
     extra = {"task": "lm", "data": data, "preset": preset, "eval_tokens": eval_tokens, "val_fraction": val_fraction,
              "tokenizer": tokenizer, "vocab": model_cfg.vocab_size}
-    return _with_ablations(train(model_cfg, cfg, make_batches, evaluate, out_dir, extra), out_dir, model_cfg,
-                           evaluator, cfg)
+    return _with_ablations(train(model_cfg, cfg, make_batches, evaluate, out_dir, extra), out_dir, evaluate)
 
 
-def _with_ablations(record, out_dir: str, model_cfg, evaluator, cfg: TrainConfig):
-    """After training (rank 0): the final checkpoint evaluated as trained and ablated
-    (:mod:`qkdyn.empirical.coupled.ablation`, ``ablation.json``); the record (None on other ranks)."""
+def _with_ablations(record, out_dir: str, evaluate: EvaluationRow):
+    """After training (rank 0): the final model as trained and ablated, as its last evaluation measured it
+    (:mod:`qkdyn.empirical.coupled.ablation`, ``ablation.json``: not evaluated again); the record (None on
+    other ranks)."""
     from qkdyn.empirical.coupled.ablation import write_ablations
 
     if record is not None:
-        write_ablations(out_dir, model_cfg, evaluator, cfg.device)
+        write_ablations(out_dir, record.steps, evaluate.ablations.last)
     return record
 
 
@@ -124,11 +125,10 @@ def run_mqar(task: str, preset: str, attention: AttentionConfig, cfg: TrainConfi
     # the fixed test set: int64 inputs and labels of n_test sequences per setting, built with a copy each
     check_memory(32 * n_test * sum(t for t, _ in mqar.settings), f"{n_test} test sequences per setting", "n_test")
     evaluator = MQAREvaluator(mqar, n_test, cfg.seed)
-    evaluate = evaluation_row(evaluator, next(iter(evaluator.sets.values()))[0][:8])
+    evaluate = EvaluationRow(evaluator, next(iter(evaluator.sets.values()))[0][:8])
 
     def make_batches(seed, rank, world):
         return MQARBatches(mqar, cfg.batch_size, cfg.grad_accum, seed, rank, world)
 
     extra = {"task": "mqar", "mqar": task, "preset": preset, "n_test": n_test}
-    return _with_ablations(train(model_cfg, cfg, make_batches, evaluate, out_dir, extra), out_dir, model_cfg,
-                           evaluator, cfg)
+    return _with_ablations(train(model_cfg, cfg, make_batches, evaluate, out_dir, extra), out_dir, evaluate)

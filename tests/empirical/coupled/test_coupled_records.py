@@ -63,6 +63,20 @@ def test_every_evaluation_of_a_coupled_run_carries_its_ablations_dt_and_coupling
     assert evals[-1]["ablation"]["attention"]["val_loss"] != 0
 
 
+def test_ablation_json_is_the_last_evaluation_of_the_final_model_not_a_second_one(tmp_path, monkeypatch):
+    from qkdyn.empirical.coupled.lm_data import LMEvaluator
+
+    calls = []
+    evaluate = LMEvaluator.__call__
+    monkeypatch.setattr(LMEvaluator, "__call__", lambda self, model, device: calls.append(1) or evaluate(self, model, device))
+    record, evals, out = _lm(tmp_path, AttentionConfig(kind="coupled"))
+    assert len(calls) == len(evals) * 4  # each evaluation: as trained and under its three ablations; none after
+    ablation = json.loads((out / "ablation.json").read_text())
+    assert ablation["step"] == record.steps == evals[-1]["step"]
+    assert ablation["delta"] == evals[-1]["ablation"]
+    assert ablation["full"]["val_loss"] == evals[-1]["val_loss"]
+
+
 def test_a_standard_run_ablates_attention_only_and_has_no_flow_figures(tmp_path):
     record, evals, _ = _lm(tmp_path, AttentionConfig())
     assert all(set(e["ablation"]) == {"attention"} for e in evals)
@@ -127,7 +141,7 @@ GRAD_CLIP = 1.2  # the run's pre-clip norms go from ~3-8 at the start to ~0.7-1.
 def test_diagnostics_and_cpu_time_survive_an_interruption(tmp_path):
     """Killed after step 57 (checkpoint at 50, inside the 50-step window of the spike rule), then
     resumed: the same diagnostics, checkpointed state and metrics as the uninterrupted run."""
-    from qkdyn.empirical.coupled.experiment import evaluation_row
+    from qkdyn.empirical.coupled.experiment import EvaluationRow
     from qkdyn.empirical.coupled.lm_data import LMBatches, LMEvaluator
     from qkdyn.empirical.coupled.train import train
 
@@ -139,7 +153,7 @@ def test_diagnostics_and_cpu_time_survive_an_interruption(tmp_path):
 
     def run(out, stop_after=None):
         return train(model_cfg, cfg, lambda seed, rank, world: LMBatches(tokens[:-400], 16, 2, 1, seed, rank, world),
-                     evaluation_row(evaluator, evaluator.x[:2]), out, stop_after=stop_after)
+                     EvaluationRow(evaluator, evaluator.x[:2]), out, stop_after=stop_after)
 
     full = run(tmp_path / "full")
     assert run(tmp_path / "killed", stop_after=57) is None
@@ -160,7 +174,7 @@ def test_diagnostics_and_cpu_time_survive_an_interruption(tmp_path):
 
 
 def test_a_checkpoint_without_diagnostics_resumes_with_them_not_measured(tmp_path):
-    from qkdyn.empirical.coupled.experiment import evaluation_row
+    from qkdyn.empirical.coupled.experiment import EvaluationRow
     from qkdyn.empirical.coupled.lm_data import LMBatches, LMEvaluator
     from qkdyn.empirical.coupled.train import train
 
@@ -172,7 +186,7 @@ def test_a_checkpoint_without_diagnostics_resumes_with_them_not_measured(tmp_pat
 
     def run(stop_after=None):
         return train(model_cfg, cfg, lambda seed, rank, world: LMBatches(tokens[:-400], 16, 2, 1, seed, rank, world),
-                     evaluation_row(evaluator, evaluator.x[:2]), tmp_path / "run", stop_after=stop_after)
+                     EvaluationRow(evaluator, evaluator.x[:2]), tmp_path / "run", stop_after=stop_after)
 
     assert run(stop_after=3) is None
     path = tmp_path / "run" / "checkpoint.pt"
