@@ -131,18 +131,33 @@ class _OneLineErrorParser(argparse.ArgumentParser):
         sys.exit(2)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every subcommand; given ``command`` (one of :data:`COMMANDS`), that one's alone, the others
+    named only: their modules, and what they import to define their flags, are not loaded (a command line that
+    names its command starts without them)."""
     parser = _OneLineErrorParser(
         prog="qkdyn", description="Derive, simulate and test the training dynamics of attention "
         "(query-key vs output-value circuits).", epilog=EPILOG)
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action=_VersionAction)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_OneLineErrorParser)
     for name, module_name in COMMANDS.items():
+        if command is not None and name != command:
+            sub.add_parser(name)
+            continue
         module = importlib.import_module(module_name)
         p = sub.add_parser(name, help=module.HELP, description=module.HELP)
         module.add_arguments(p)
         p.set_defaults(_module=module)
     return parser
+
+
+class _VersionAction(argparse._VersionAction):
+    """argparse's ``version`` action, the version looked up only when asked for (importlib.metadata costs
+    every other command line tens of milliseconds)."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> NoReturn:
+        sys.stdout.write(f"{parser.prog} {_version()}\n")
+        parser.exit()
 
 
 def _version() -> str:
@@ -203,8 +218,10 @@ def _interrupt(signum, frame) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; the exit status is returned (a usage error: 2), never raised."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    named = next((arg for arg in argv if not arg.startswith("-")), None)  # the top level has flags alone
     try:
-        args = build_parser().parse_args(argv)
+        args = build_parser(named if named in COMMANDS else None).parse_args(argv)
     except SystemExit as exc:  # --help (0) or a usage error (2, its line already written)
         return exc.code if isinstance(exc.code, int) else 2
     previous = None

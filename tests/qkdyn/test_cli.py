@@ -266,3 +266,18 @@ def test_sharpness_help_states_the_rho_range_the_library_refuses_beyond(capsys):
     assert main(["sharpness", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
     assert f"from {RHO_RANGE[0]:g} to {RHO_RANGE[1]:g}".replace("e+", "e") in text
+
+
+def test_a_command_line_loads_its_own_command_alone():
+    """``qkdyn lm ...`` builds lm's flags only: no other command's module (nor what it imports to define its
+    flags, e.g. the coupled study's configs) and no package metadata (looked up for --version alone)."""
+    import subprocess
+    import sys
+
+    code = ("import contextlib, io, sys; from qkdyn.cli import COMMANDS, main\n"
+            "with contextlib.redirect_stdout(io.StringIO()) as out:\n    code = main(['lm', '--help'])\n"
+            "assert code == 0 and '--max-steps' in out.getvalue()\n"
+            "print(sorted(m for m in (*COMMANDS.values(), 'importlib.metadata') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['qkdyn.commands.lm']"
