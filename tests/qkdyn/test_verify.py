@@ -231,6 +231,9 @@ def kernel_reruns(folder: Path) -> dict:
 
 
 @pytest.mark.slow
+# the tests of quick_runs run in turn on one worker: it is made once, not once per worker and again where xdist
+# hands a worker the module in parts (a module fixture is torn down between the parts)
+@pytest.mark.xdist_group("verify-quick")
 def test_verify_quick_writes_report_and_figures(quick_report):
     figures, report = quick_report
     claims = {c["id"]: c for c in report["claims"]}
@@ -256,6 +259,7 @@ def test_verify_quick_writes_report_and_figures(quick_report):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("verify-quick")
 def test_verify_quick_claims_match_the_golden_file(quick_report, roundoff_claims):
     now = claims_of(quick_report[1])
     if os.environ.get("QKDYN_REGENERATE_GOLDEN") == "1":
@@ -275,6 +279,7 @@ def _report(study: str, runs: Path, figures: Path) -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("verify-quick")
 def test_no_run_record_holds_a_verdict(quick_runs):
     """Every record verify wrote passes the record check (evidence only), and none names a verdict."""
     from qkdyn.studies import check_record
@@ -288,6 +293,7 @@ def test_no_run_record_holds_a_verdict(quick_runs):
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("verify-quick")
 def test_report_judges_old_runs_under_the_current_rule(quick_runs, tmp_path, monkeypatch):
     """The same runs folder, reported again: under a tighter tolerance A2 and SUB fail (nothing is rerun),
     and an edited record's evidence changes the verdict judged from it."""
