@@ -77,6 +77,16 @@ def test_ablation_json_is_the_last_evaluation_of_the_final_model_not_a_second_on
     assert ablation["full"]["val_loss"] == evals[-1]["val_loss"]
 
 
+def test_a_run_resumed_at_its_last_step_writes_ablation_json_again(tmp_path):
+    """Killed after its final checkpoint, before ablation.json: the rerun resumes at the last step, evaluates that
+    model once (the loop evaluates nothing there) and writes the same file."""
+    _, _, out = _lm(tmp_path, AttentionConfig(kind="coupled"))
+    first = json.loads((out / "ablation.json").read_text())
+    (out / "ablation.json").unlink()
+    _lm(tmp_path, AttentionConfig(kind="coupled"))
+    assert json.loads((out / "ablation.json").read_text()) == first
+
+
 def test_a_standard_run_ablates_attention_only_and_has_no_flow_figures(tmp_path):
     record, evals, _ = _lm(tmp_path, AttentionConfig())
     assert all(set(e["ablation"]) == {"attention"} for e in evals)
