@@ -284,11 +284,13 @@ def solve_many(settings: Sequence[Setting], param: str, *, t_max, until_loss, po
            for i in np.flatnonzero(status < 0).tolist()}  # LSODA takes over alone where the explicit step collapsed
     kept = [i for i in range(len(settings)) if i not in out]
     sweep = _Sweep(tables, capacities, steps)
-    own_tables = dict(zip(kept, sweep.tables_of(kept), strict=True)) if dense_output else {}
-    runs = {i: Run(code, "", taken, evaluations, 0, event_tau[i], final[i], own_tables[i] if dense_output else
-                   _Rerun(param, starts[i][0], starts[i][1], tau_end, rtol, atol, taken))
-            for i, code, taken, evaluations in zip(kept, status[kept].tolist(), steps[kept].tolist(),
-                                                   nfev[kept].tolist(), strict=True)}
+    taken = steps[kept].tolist()
+    dense: Sequence[_Table | _Rerun] = (sweep.tables_of(kept) if dense_output else
+                                        [_Rerun(param, starts[i][0], starts[i][1], tau_end, rtol, atol, count)
+                                         for i, count in zip(kept, taken, strict=True)])
+    runs = {i: Run(code, "", count, evaluations, 0, event_tau[i], final[i], own)
+            for i, code, count, evaluations, own in zip(kept, status[kept].tolist(), taken, nfev[kept].tolist(), dense,
+                                                         strict=True)}
     read = _rows_to_horizon if until_loss is None else _rows_each
     states, plans, at_crossings = read(param, compiled, settings, starts, runs, kept, sweep, horizon, until_loss,
                                        points, at)
