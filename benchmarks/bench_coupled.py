@@ -14,7 +14,9 @@ The whole ``qkdyn lm`` process against the minimal loop: the same model (``tiny`
 attention), 2048 tokens a step, the same number of AdamW steps, one torch thread each, every run a fresh
 process; ``qkdyn lm`` on a generated text file with its BPE cache filled by an untimed first run, so it
 pays its import, data loading, schedule, clipping, logging, the final evaluation (capped at 2048
-validation tokens) and checkpoint. Rounds interleaved; prints the median over rounds of qkdyn lm CPU /
+validation tokens) and checkpoint. The minimal loop steps ``torch.optim.AdamW``, whose constructor imports
+``torch._dynamo`` as a nanoGPT-style loop's does; ``qkdyn lm`` on the CPU takes the same steps to the bit without it
+(:mod:`qkdyn.empirical.adam`). Rounds interleaved; prints the median over rounds of qkdyn lm CPU /
 minimal loop CPU (target: <= 1.1), and the same against the minimal loop given qkdyn lm's allocator setting
 (target: <= 1, at least as fast). In the same runs, each process's peak resident memory (``ru_maxrss`` of
 that child alone, started by a small launcher) and the median over rounds of qkdyn lm peak / minimal loop peak, against

@@ -32,6 +32,7 @@ from collections.abc import Callable
 
 import torch
 from qkdyn.empirical import loop
+from qkdyn.empirical.adam import PlainAdamW
 from qkdyn.empirical.coupled.configs import TrainConfig
 from qkdyn.empirical.coupled.model import GPT, GPTConfig
 from qkdyn.empirical.schedule import cosine_with_warmup
@@ -45,12 +46,16 @@ def lr_at(step: int, cfg: TrainConfig) -> float:
     return cfg.lr * cosine_with_warmup(step, cfg.warmup_steps, cfg.max_steps, floor=cfg.min_lr / cfg.lr)
 
 
-def make_optimizer(model: torch.nn.Module, cfg: TrainConfig, device_type: str) -> torch.optim.AdamW:
-    """AdamW; matrices and embeddings (dim >= 2) decay, gains, dt and lambda vectors do not."""
+def make_optimizer(model: torch.nn.Module, cfg: TrainConfig, device_type: str) -> torch.optim.AdamW | PlainAdamW:
+    """AdamW; matrices and embeddings (dim >= 2) decay, gains, dt and lambda vectors do not. On CUDA torch's fused
+    AdamW; elsewhere the same steps as ``torch.optim.AdamW`` takes there, bit for bit, without importing
+    ``torch._dynamo`` (:mod:`qkdyn.empirical.adam`). Their checkpoints resume in one another."""
     params = [p for p in model.parameters() if p.requires_grad]
     groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg.weight_decay},
               {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), fused=device_type == "cuda")
+    if device_type == "cuda":
+        return torch.optim.AdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2), fused=True)
+    return PlainAdamW(groups, lr=cfg.lr, betas=(cfg.beta1, cfg.beta2))
 
 
 def _distributed() -> tuple[int, int, bool]:

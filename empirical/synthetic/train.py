@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 import torch
+from qkdyn.empirical.adam import adam_update
 from qkdyn.empirical.synthetic import data
 from qkdyn.empirical.synthetic.model import AttentionHead, cross_entropy, head, log_counts
 from tqdm import tqdm
@@ -49,16 +50,9 @@ class PlainSGD:
 
 
 class PlainAdam(PlainSGD):
-    """``torch.optim.Adam`` (betas (0.9, 0.999), eps 1e-8, no weight decay, its single-tensor path, the
-    one it takes on the CPU) written out with the same tensor operations in the same order, so every step is
-    the same to the last bit (a test). Per parameter theta with gradient g, at step k = 1, 2, ...:
-
-        m <- m + (1 - beta1) (g - m),   v <- beta2 v + (1 - beta2) g^2,
-        theta <- theta - (lr_g / (1 - beta1^k)) m / (sqrt(v) / sqrt(1 - beta2^k) + eps)
-
-    Constructing ``torch.optim.Adam`` imports ``torch._dynamo`` (~1.5 CPU-s in every process that does), and
-    its ``step`` costs more dispatch than these small updates. Same ``param_groups`` / ``zero_grad`` / ``step``
-    / ``update`` (its state is per updated tensor: pass the same tensors at every step)."""
+    """``torch.optim.Adam`` (betas (0.9, 0.999), eps 1e-8, no weight decay) as it steps on the CPU, to the last bit
+    (:func:`qkdyn.empirical.adam.adam_update`, whose docstring says why not ``torch.optim``). Same ``param_groups`` /
+    ``zero_grad`` / ``step`` / ``update`` (its state is per updated tensor: pass the same tensors at every step)."""
 
     betas, eps = (0.9, 0.999), 1e-8
 
@@ -68,17 +62,12 @@ class PlainAdam(PlainSGD):
 
     @torch.no_grad()
     def update(self, tensors: list[torch.Tensor], grads: Sequence[torch.Tensor], owners: list[torch.Tensor]) -> None:
-        beta1, beta2 = self.betas
         for tensor, grad, owner in zip(tensors, grads, owners, strict=True):
             if tensor not in self.state:
                 self.state[tensor] = [0, torch.zeros_like(tensor), torch.zeros_like(tensor)]
             state = self.state[tensor]
             state[0] += 1
-            k, m, v = float(state[0]), state[1], state[2]
-            m.lerp_(grad, 1 - beta1)
-            v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-            denom = (v.sqrt() / (1 - beta2**k) ** 0.5).add_(self.eps)
-            tensor.addcdiv_(m, denom, value=-(self.rates[owner] / (1 - beta1**k)))
+            adam_update(tensor, grad, state[1], state[2], float(state[0]), self.rates[owner], *self.betas, self.eps)
 
 
 def make_optimizer(model: AttentionHead, kind: str, step: float, eta_qk: float, eta_ov: float):
