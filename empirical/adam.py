@@ -49,9 +49,13 @@ class PlainAdamW:
         self.state: dict[torch.Tensor, dict[str, torch.Tensor]] = {}
 
     def zero_grad(self, set_to_none: bool = True) -> None:
+        """Every gradient dropped (``set_to_none``, torch's default) or set to zeros in place."""
         for group in self.param_groups:
             for p in group["params"]:
-                p.grad = None
+                if set_to_none:
+                    p.grad = None
+                elif p.grad is not None:
+                    p.grad.zero_()
 
     @torch.no_grad()
     def step(self) -> None:

@@ -51,8 +51,9 @@ class PlainSGD:
 
 class PlainAdam(PlainSGD):
     """``torch.optim.Adam`` (betas (0.9, 0.999), eps 1e-8, no weight decay) as it steps on the CPU, to the last bit
-    (:func:`qkdyn.empirical.adam.adam_update`, whose docstring says why not ``torch.optim``). Same ``param_groups`` /
-    ``zero_grad`` / ``step`` / ``update`` (its state is per updated tensor: pass the same tensors at every step)."""
+    (:func:`qkdyn.empirical.adam.adam_update`; :mod:`qkdyn.empirical.adam` says why not ``torch.optim``). Same
+    ``param_groups`` / ``zero_grad`` / ``step`` / ``update`` (its state is per updated tensor: pass the same tensors at
+    every step)."""
 
     betas, eps = (0.9, 0.999), 1e-8
 

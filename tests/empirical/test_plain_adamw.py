@@ -74,6 +74,16 @@ def test_a_checkpoint_of_either_resumes_in_the_other_as_if_uninterrupted(saved_b
     assert _same(resumed, reference)
 
 
+def test_zero_grad_drops_or_zeroes_the_gradients_as_torchs_does():
+    model = _model(0)
+    optimizer = PlainAdamW(_groups(model))
+    model(torch.ones(6)).sum().backward()
+    optimizer.zero_grad(set_to_none=False)
+    assert all(p.grad is not None and not p.grad.any() for p in model.parameters())
+    optimizer.zero_grad()
+    assert all(p.grad is None for p in model.parameters())
+
+
 def test_a_state_dict_of_other_groups_is_refused():
     model = _model(0)
     optimizer = PlainAdamW(_groups(model))
