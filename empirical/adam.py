@@ -31,6 +31,17 @@ def adam_update(param: torch.Tensor, grad: torch.Tensor, exp_avg: torch.Tensor, 
     param.addcdiv_(exp_avg, denom, value=-(lr / (1 - beta1**step)))
 
 
+def zero_grad(param_groups: list[dict], set_to_none: bool = True) -> None:
+    """A ``torch.optim`` optimiser's ``zero_grad`` over ``param_groups``: every gradient dropped (``set_to_none``,
+    torch's default) or set to zeros in place."""
+    for group in param_groups:
+        for p in group["params"]:
+            if set_to_none:
+                p.grad = None
+            elif p.grad is not None:
+                p.grad.zero_()
+
+
 #: the hyperparameters of a group of ``torch.optim.AdamW`` in its ``state_dict`` (those this class does not
 #: implement at their only value here: no AMSGrad, no maximisation, the single-tensor path)
 _GROUP_FLAGS = {"amsgrad": False, "maximize": False, "foreach": None, "capturable": False, "differentiable": False,
@@ -49,13 +60,7 @@ class PlainAdamW:
         self.state: dict[torch.Tensor, dict[str, torch.Tensor]] = {}
 
     def zero_grad(self, set_to_none: bool = True) -> None:
-        """Every gradient dropped (``set_to_none``, torch's default) or set to zeros in place."""
-        for group in self.param_groups:
-            for p in group["params"]:
-                if set_to_none:
-                    p.grad = None
-                elif p.grad is not None:
-                    p.grad.zero_()
+        zero_grad(self.param_groups, set_to_none)
 
     @torch.no_grad()
     def step(self) -> None:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 import torch
-from qkdyn.empirical.adam import adam_update
+from qkdyn.empirical.adam import adam_update, zero_grad
 from qkdyn.empirical.synthetic import data
 from qkdyn.empirical.synthetic.model import AttentionHead, cross_entropy, head, log_counts
 from tqdm import tqdm
@@ -32,9 +32,7 @@ class PlainSGD:
         self.rates = {p: group["lr"] for group in groups for p in group["params"]}  # parameter -> its group's lr
 
     def zero_grad(self, set_to_none: bool = True) -> None:
-        for group in self.param_groups:
-            for p in group["params"]:
-                p.grad = None
+        zero_grad(self.param_groups, set_to_none)
 
     def step(self) -> None:
         """The update from the gradients held in ``p.grad`` (a parameter without one is left alone)."""

@@ -42,9 +42,13 @@ def _torch_adamw(model):
     return torch.optim.AdamW(_groups(model), lr=1e-3, betas=(0.9, 0.95), fused=False)
 
 
+def _plain_adamw(model):
+    return PlainAdamW(_groups(model), lr=1e-3, betas=(0.9, 0.95))
+
+
 def test_plain_adamw_is_torch_adamw_to_the_last_bit_with_the_same_state_dict():
     ours, theirs = _model(0), _model(0)
-    optimizers = PlainAdamW(_groups(ours), lr=1e-3, betas=(0.9, 0.95)), _torch_adamw(theirs)
+    optimizers = _plain_adamw(ours), _torch_adamw(theirs)
     for step in range(12):
         _steps(ours, optimizers[0], step, 1)
         _steps(theirs, optimizers[1], step, 1)
@@ -64,19 +68,22 @@ def test_a_checkpoint_of_either_resumes_in_the_other_as_if_uninterrupted(saved_b
     reference = _model(1)
     _steps(reference, _torch_adamw(reference), 0, 10)
     first = _model(1)
-    before = PlainAdamW(_groups(first), lr=1e-3, betas=(0.9, 0.95)) if saved_by == "plain" else _torch_adamw(first)
+    before = _plain_adamw(first) if saved_by == "plain" else _torch_adamw(first)
     _steps(first, before, 0, 5)
     resumed = _model(2)
     resumed.load_state_dict(first.state_dict())
-    after = _torch_adamw(resumed) if saved_by == "plain" else PlainAdamW(_groups(resumed), lr=1e-3, betas=(0.9, 0.95))
+    after = _torch_adamw(resumed) if saved_by == "plain" else _plain_adamw(resumed)
     after.load_state_dict(before.state_dict())
     _steps(resumed, after, 5, 5)
     assert _same(resumed, reference)
 
 
-def test_zero_grad_drops_or_zeroes_the_gradients_as_torchs_does():
+@pytest.mark.parametrize("kind", ["PlainAdamW", "PlainSGD"])
+def test_zero_grad_drops_or_zeroes_the_gradients_as_torchs_does(kind):
+    from qkdyn.empirical.synthetic.train import PlainSGD
+
     model = _model(0)
-    optimizer = PlainAdamW(_groups(model))
+    optimizer = _plain_adamw(model) if kind == "PlainAdamW" else PlainSGD([{**group, "lr": 0.1} for group in _groups(model)])
     model(torch.ones(6)).sum().backward()
     optimizer.zero_grad(set_to_none=False)
     assert all(p.grad is not None and not p.grad.any() for p in model.parameters())
