@@ -86,17 +86,23 @@ class PlainAdamW:
 
     def load_state_dict(self, state_dict: dict) -> None:
         """Resume from :meth:`state_dict` or ``torch.optim.AdamW``'s (the same groups of the same parameters): each
-        group's hyperparameters, each parameter's moments on its device and dtype, its step count."""
+        group's hyperparameters, each parameter's moments on its device and dtype, its step count. A state that does
+        not fit (other groups, a parameter index out of range, moments not tensors of the parameter's shape) is a
+        ValueError (a checkpoint's: "damaged", :meth:`qkdyn.runs.RunDir.restore`)."""
         saved = state_dict["param_groups"]
         if [len(group["params"]) for group in saved] != [len(group["params"]) for group in self.param_groups]:
             raise ValueError("the saved optimizer state has other parameter groups than this optimizer")
         params = [p for group in self.param_groups for p in group["params"]]
+        restored = {}
+        for i, state in state_dict["state"].items():
+            if not (isinstance(i, int) and 0 <= i < len(params)):
+                raise ValueError(f"the saved optimizer state names parameter {i!r} of {len(params)}")
+            p, moments = params[i], (state["exp_avg"], state["exp_avg_sq"])
+            if not all(isinstance(m, torch.Tensor) and m.shape == p.shape for m in moments):
+                raise ValueError(f"the saved moments of parameter {i} are not tensors of its shape {tuple(p.shape)}")
+            restored[p] = {"step": torch.tensor(float(state["step"])), "exp_avg": moments[0].to(p.device, p.dtype),
+                           "exp_avg_sq": moments[1].to(p.device, p.dtype)}
         for group, old in zip(self.param_groups, saved, strict=True):
             group.update({k: v for k, v in old.items() if k in ("lr", "betas", "eps", "weight_decay")})
             group["betas"] = tuple(group["betas"])
-        self.state = {}
-        for i, state in state_dict["state"].items():
-            p = params[int(i)]
-            self.state[p] = {"step": torch.tensor(float(state["step"])),
-                             "exp_avg": state["exp_avg"].to(p.device, p.dtype),
-                             "exp_avg_sq": state["exp_avg_sq"].to(p.device, p.dtype)}
+        self.state = restored

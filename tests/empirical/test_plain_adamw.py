@@ -98,6 +98,26 @@ def test_a_state_dict_of_other_groups_is_refused():
         optimizer.load_state_dict(PlainAdamW([{"params": list(model.parameters())}]).state_dict())
 
 
+@pytest.mark.parametrize("damage", ["index", "shape", "not a tensor"])
+def test_a_damaged_state_dict_is_a_value_error_and_leaves_the_state_as_it_was(damage):
+    """What RunDir.restore turns into one line ("damaged"), never an IndexError or AttributeError traceback."""
+    model = _model(0)
+    optimizer = _plain_adamw(model)
+    _steps(model, optimizer, 0, 2)
+    saved, before = optimizer.state_dict(), {p: dict(state) for p, state in optimizer.state.items()}
+    saved["param_groups"][0]["lr"] = 0.5
+    state = saved["state"]
+    if damage == "index":
+        state[len(state) + 3] = state.pop(0)
+    elif damage == "shape":
+        state[0]["exp_avg"] = torch.zeros(2)
+    else:
+        state[0]["exp_avg_sq"] = [0.0]
+    with pytest.raises(ValueError, match="parameter"):
+        optimizer.load_state_dict(saved)
+    assert optimizer.state == before and optimizer.param_groups[0]["lr"] != 0.5
+
+
 def test_the_lm_trainer_on_the_cpu_never_imports_torch_dynamo():
     """The point of writing AdamW out: make_optimizer on the CPU (and a step) imports no torch._dynamo that the
     trainer's own imports had not; torch's AdamW, the control, does."""
