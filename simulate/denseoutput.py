@@ -33,17 +33,18 @@ def grown(table, lanes, old, new):
     return out
 
 
-@_jit
-def dense(taus, hs, ys, Fs, step, tau, out):
+@cached_njit(error_model="numpy", inline="always")
+def dense(taus, hs, ys, Fs, n, step, tau, out, first, stride):
     """Step ``step``'s dense interpolant at tau (SciPy's Dop853DenseOutput), read from the flat tables
-    (ys[step n + k], Fs[(step P + r) n + k]: n = out.size components, P = POWER rows)."""
-    n = out.size
+    (ys[step n + k], Fs[(step P + r) n + k]: n components, P = POWER rows), component k into
+    out[first + k stride]. Inlined into its callers: a call with its own buffer, copied out afterwards, cost a
+    quarter of reading a trajectory's rows."""
     s = (tau - taus[step]) / hs[step]
     for k in range(n):
         acc = 0.0
         for i in range(POWER):
             acc = (acc + Fs[(step * POWER + POWER - 1 - i) * n + k]) * (s if i % 2 == 0 else 1.0 - s)
-        out[k] = acc + ys[step * n + k]
+        out[first + k * stride] = acc + ys[step * n + k]
 
 
 @_jit
@@ -61,15 +62,12 @@ def _step_of(taus, hs, lo, hi, step, tau):
 @_jit
 def evaluate_tables(taus, hs, ys, Fs, n, lo, hi, query, qfirst, out):
     """:func:`evaluate_many` on the flat tables (n components), into ``out``."""
-    work = np.empty(n)
     for j in range(lo.size):
         base, size, step = n * qfirst[j], qfirst[j + 1] - qfirst[j], lo[j]
         for q in range(size):
             tau = query[qfirst[j] + q]
             step = _step_of(taus, hs, lo[j], hi[j], step, tau)
-            dense(taus, hs, ys, Fs, step, tau, work)
-            for k in range(n):
-                out[base + k * size + q] = work[k]
+            dense(taus, hs, ys, Fs, n, step, tau, out, base + q, size)
     return out
 
 

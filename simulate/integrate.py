@@ -150,7 +150,7 @@ def _locate(g, p, level, taus, hs, ys, Fs, step, g_lo, g_hi, work):
         c = b - fb * (b - a) / (fb - fa) if fb != fa else 0.5 * (a + b)
         if not a < c < b:
             c = 0.5 * (a + b)
-        dense(taus, hs, ys, Fs, step, c, work)
+        dense(taus, hs, ys, Fs, work.size, step, c, work, 0, 1)
         fc = _log_loss(g, work, p) - level
         if fc == 0.0:
             return c
