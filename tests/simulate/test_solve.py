@@ -260,6 +260,33 @@ def test_a_sweep_refuses_a_member_that_is_not_a_setting():
         solve([Setting(), {"eta_qk": 2.0}], "CACO", t_max=10.0)
 
 
+@pytest.mark.parametrize("enabled", [True, False])
+def test_a_sweep_pauses_the_garbage_collector_and_leaves_it_as_it_found_it(enabled, monkeypatch):
+    """A sweep runs with the cyclic collector paused (its temporaries would trigger full collections), resumed
+    after it, after a failing one too; a collector the caller disabled stays disabled."""
+    import gc
+
+    import qkdyn.simulate.solve as solve_module
+
+    seen = []
+    integrate_many = solve_module.integrate.integrate_many
+
+    def watched(*args):
+        seen.append(gc.isenabled())
+        return integrate_many(*args)
+
+    monkeypatch.setattr(solve_module.integrate, "integrate_many", watched)
+    (gc.enable if enabled else gc.disable)()
+    try:
+        assert len(solve([Setting(), Setting(eta_qk=2.0)], "CACO", t_max=1e6)) == 2
+        assert seen == [False] and gc.isenabled() == enabled
+        with pytest.raises(InputError, match="must be a Setting"):
+            solve([Setting(), 3.0], "CACO", t_max=1e6)
+        assert gc.isenabled() == enabled
+    finally:
+        gc.enable()
+
+
 def test_a_sweep_wider_than_a_block_of_lanes_equals_its_solves_bit_for_bit():
     """More settings than one lockstep block (integrate.LANES), the lanes' step counts, rejections and
     events all different, a frozen circuit among them: every trajectory equals its own solve bit for bit."""
