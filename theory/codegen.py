@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import sympy as sp
+from qkdyn.theory.functions import expit
 from sympy.printing.numpy import NumPyPrinter
 from sympy.printing.pycode import PythonCodePrinter
 
@@ -34,7 +35,8 @@ import numpy
 from numba import carray
 from scipy import special as _special
 
-from qkdyn.theory.kernels import expit, jit, lambertw_lower, lane_expit, lanes_kernel, scalar_kernel, shaped, softplus
+from qkdyn.theory.kernels import (expit, jit, lambertw_lower, lane_expit, lane_expit_pair, lanes_kernel, scalar_kernel,
+                                  shaped, softplus)
 
 
 '''
@@ -56,8 +58,14 @@ class _ScalarPrinter(PythonCodePrinter):
 
 
 class _LanePrinter(_ScalarPrinter):
+    """expit as ``lane_expit``, or as the name given for it (one of a pair from ``lane_expit_pair``)."""
+
+    def __init__(self, names: dict | None = None):
+        super().__init__()
+        self.names = names or {}
+
     def _print_expit(self, expr):
-        return f"lane_expit({self._print(expr.args[0])})"
+        return self.names.get(expr) or f"lane_expit({self._print(expr.args[0])})"
 
 
 class _VectorPrinter(NumPyPrinter):
@@ -172,21 +180,66 @@ def _shared(outputs, printer, indent: str) -> tuple[list[str], list[str]]:
             [printer.doprint(expr) for expr in reduced])
 
 
-def lanes_kernel_source(name: str, state, params, outputs) -> str:
+def lanes_kernel_source(name: str, state, params, outputs, hoisted: dict | None = None) -> str:
     """Source of the C-callable ``void name(double *x, double *p, double *scale, double *out, int64 lanes)``:
     out[:, l] = ``outputs`` (one per state component) at state x[:, l] and parameters p[:, l], times
     scale[l], for ``lanes`` states at once (x (len(state), lanes), p (len(params), lanes) and out
     (len(outputs), lanes) row-major). The loop body is straight-line arithmetic (expit as
-    ``lane_expit``), so the compiler runs it over lanes in SIMD registers."""
-    shared, items = _shared(outputs, _LanePrinter(), "        ")
+    ``lane_expit``), so the compiler runs it over lanes in SIMD registers. Where the outputs hold expit(a) and
+    expit(b) with b = -a (once the common subexpressions and the parameter constants ``hoisted``, expression ->
+    its symbol of :class:`ParameterConstants`, are put back: the attention alpha and 1 - alpha in every form's
+    derivative), both come from one exponential (``lane_expit_pair``), every other operation as before: the same
+    bits where b's arithmetic is a's negated, each of its operations negated exactly (as for every form here)."""
+    replacements, reduced = sp.cse(list(outputs), symbols=sp.numbered_symbols("_c"), optimizations="basic")
+    pairs = _expit_pairs([expr for _, expr in replacements] + reduced, replacements, hoisted or {})
+    printer = _LanePrinter({atom: f"_expit{i}" + suffix for i, pair in enumerate(pairs)
+                            for atom, suffix in zip(pair, ("", "_neg"), strict=True)})
+    pair_of = {atom: {sp.Symbol(f"_expit{i}"), sp.Symbol(f"_expit{i}_neg")} for i, pair in enumerate(pairs) for atom in pair}
+
+    def uses(expr) -> set:
+        return set(expr.free_symbols).union(*(pair_of.get(atom, set()) for atom in expr.atoms(expit)))
+
+    statements = [(pair_of[a], uses(a.args[0]), f"_expit{i}, _expit{i}_neg = lane_expit_pair({printer.doprint(a.args[0])})")
+                  for i, (a, _) in enumerate(pairs)]  # each as early as what it reads allows
+    statements += [({symbol}, uses(expr), f"{symbol} = {printer.doprint(expr)}") for symbol, expr in replacements]
     used = set().union(*(sp.sympify(e).free_symbols for e in outputs))
     lines = [f"@lanes_kernel\ndef {name}(x, p, scale, out, lanes):",
              f"    _x, _p = carray(x, ({len(state)}, lanes)), carray(p, ({len(params)}, lanes))",
              f"    _s, _out = carray(scale, (lanes,)), carray(out, ({len(outputs)}, lanes))", "    for _l in range(lanes):"]
     lines += [f"        {a} = {array}[{i}, _l]" for array, symbols in (("_x", state), ("_p", params))
               for i, a in enumerate(symbols) if a in used]
-    lines += shared + [f"        _out[{i}, _l] = ({item})*_s[_l]" for i, item in enumerate(items)]
+    lines += ["        " + line for line in _in_dependency_order(statements)]
+    lines += [f"        _out[{i}, _l] = ({printer.doprint(expr)})*_s[_l]" for i, expr in enumerate(reduced)]
     return "\n".join(lines) + "\n\n\n"
+
+
+def _expit_pairs(expressions: list, replacements: list, hoisted: dict) -> list[tuple]:
+    """The pairs (expit(a), expit(b)) among the expits of ``expressions`` (written with the common subexpressions
+    ``replacements`` of ``sympy.cse``) with b = -a once those and the ``hoisted`` parameter constants are put back."""
+    restore = {symbol: expr for expr, symbol in hoisted.items()}
+    for symbol, expr in replacements:  # in order: each one's own symbols are restored already
+        restore[symbol] = expr.xreplace(restore)
+    found = sorted(set().union(*(e.atoms(expit) for e in expressions)), key=sp.default_sort_key)
+    pairs: list[tuple] = []
+    for i, first in enumerate(found):
+        for second in found[i + 1:]:
+            if not any({first, second} & set(pair) for pair in pairs) and \
+                    sp.expand((first.args[0] + second.args[0]).xreplace(restore).xreplace(restore)) == 0:
+                pairs.append((first, second))
+    return pairs
+
+
+def _in_dependency_order(statements: list) -> list[str]:
+    """The lines of ``statements`` (symbols bound, symbols used, line), each after the lines binding what it uses,
+    otherwise in the order given."""
+    bound = set().union(*(targets for targets, _, _ in statements))
+    pending, ready, lines = list(statements), set[sp.Symbol](), []
+    while pending:
+        index = next(i for i, (_, uses, _) in enumerate(pending) if not (uses & bound) - ready)
+        targets, _, line = pending.pop(index)
+        ready |= targets
+        lines.append(line)
+    return lines
 
 
 def scalar_wrapper(name: str, inner: str, dim: int, nparams: int) -> str:

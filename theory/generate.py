@@ -78,7 +78,7 @@ def generate_source(name: str) -> str:
     src += codegen.function_source("rhs_into", [x, extended], rhs, "kernel")
     src += codegen.function_source("jac_into", [x, extended], jac, "kernel")
     src += codegen.function_source("state_loss", [x, extended], loss, "kernel", single=True)
-    src += codegen.lanes_kernel_source("rhs_lanes_kernel", x, extended, rhs)
+    src += codegen.lanes_kernel_source("rhs_lanes_kernel", x, extended, rhs, constants.table)
     src += codegen.scalar_wrapper("loss_kernel", "state_loss", len(x), len(extended)) + "\n\n"
     # the matched-loss kernels of qkdyn.simulate.closedform (on the plain parameters p), through their C addresses
     src += codegen.function_source("psi_gain_at", [(start, step), p], [psi_gain], "kernel", single=True, only_used=True)

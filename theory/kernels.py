@@ -17,7 +17,8 @@ r^6/6! < 1e-20), multiply-adds fused (one rounding each), 2^k' built from its bi
 that subnormal results round once. Within one ulp of ``math.exp`` on the normal range (a test
 measures it), 0 below -745.2, inf above 709.8, NaN for NaN. Being straight-line arithmetic (and a
 table read), a loop over lanes of it compiles to SIMD instructions (the libm call would not), and
-every lane's result is the same bits at any number of lanes. ``lane_expit`` is expit through it.
+every lane's result is the same bits at any number of lanes. ``lane_expit`` is expit through it,
+``lane_expit_pair`` expit(x) and expit(-x) through one exponential.
 
 The C-callable kernels are compiled (or loaded from numba's cache) when their ``address`` is first
 read, not when their module is imported (:class:`LazyCallback`): a process that never calls them,
@@ -448,6 +449,14 @@ def lane_exp(x):
 def lane_expit(x):
     e = lane_exp(-abs(x))
     return (1.0 if x >= 0 else e) / (1.0 + e)  # expit's two branches, the numerator chosen: one division
+
+
+@cached_njit(error_model="numpy", inline="always")
+def lane_expit_pair(x):
+    """(expit(x), expit(-x)) from one exponential: the same bits as ``lane_expit(x)`` and ``lane_expit(-x)``
+    (both take e^-|x|; only the numerator differs)."""
+    e = lane_exp(-abs(x))
+    return (1.0 if x >= 0 else e) / (1.0 + e), (1.0 if -x >= 0 else e) / (1.0 + e)
 
 
 def lambertw_lower(x):

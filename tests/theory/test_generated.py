@@ -177,3 +177,16 @@ def test_generated_spec_functions_equal_the_sympy_expressions_on_random_states()
         (_, qk0, ov0), init = outputs["init"]
         exact = np.array([_exact(e, {**dict(zip(p_symbols, p, strict=True)), qk0: 0.3, ov0: 0.7}) for e in init])
         np.testing.assert_allclose(functions.init(p, 0.3, 0.7), exact, rtol=1e-12, atol=1e-15)
+
+
+def test_the_lanes_kernel_takes_expit_and_its_negation_from_one_exponential():
+    """codegen pairs expit(a) with expit(b) where b = -a once the common subexpressions and hoisted parameter
+    constants are put back (k = -s here), and leaves an expit without its negation to lane_expit."""
+    from qkdyn.theory import codegen
+
+    x, y, s, k = sp.symbols("x y s _k0")
+    outputs = [expit(s * x) * expit(k * x) * y, expit(y) * expit(s * x)]
+    source = codegen.lanes_kernel_source("kernel", (x, y), (s, k), outputs, {-s: k})
+    assert source.count("lane_expit_pair(") == 1 and source.count("lane_expit(") == 1, source
+    for param in ALL_PARAMS:  # every form's derivative holds alpha and 1 - alpha
+        assert "lane_expit_pair(" in (generate.GENERATED / f"{param}.py").read_text(), param

@@ -3,7 +3,7 @@ import math
 
 import numpy as np
 from numba import njit
-from qkdyn.theory.kernels import _EXP2_TABLE, lane_exp
+from qkdyn.theory.kernels import _EXP2_TABLE, lane_exp, lane_expit, lane_expit_pair
 
 
 @njit
@@ -27,6 +27,26 @@ def test_lane_exp_is_within_one_ulp_of_exp_and_exact_at_the_ends():
     with np.errstate(over="ignore"):
         assert np.array_equal(_lane_exps(special), np.exp(special))
     assert np.isnan(_lane_exps(np.array([np.nan]))[0])
+
+
+@njit
+def _expit_pairs(xs):
+    out = np.empty((4, xs.size))
+    for i in range(xs.size):
+        out[0, i], out[1, i] = lane_expit_pair(xs[i])
+        out[2, i], out[3, i] = lane_expit(xs[i]), lane_expit(-xs[i])
+    return out
+
+
+def test_lane_expit_pair_is_lane_expit_at_x_and_minus_x_to_the_bit():
+    """lane_expit_pair(x) shares one exponential between expit(x) and expit(-x): the same bits as two calls of
+    lane_expit, at random points, zero of either sign, past the exponential's ends, the infinities and NaN."""
+    rng = np.random.default_rng(1)
+    xs = np.concatenate([rng.normal(0, 3, 10**5), rng.uniform(-800, 800, 10**5),
+                         [0.0, -0.0, 1e-300, -1e-300, 745.2, -745.2, 800.0, -800.0, np.inf, -np.inf, np.nan]])
+    pair, alone = _expit_pairs(xs)[:2], _expit_pairs(xs)[2:]
+    assert np.array_equal(pair, alone, equal_nan=True)
+    assert np.isnan(pair[:, -1]).all()
 
 
 def test_the_exp2_table_holds_the_nearest_doubles():
