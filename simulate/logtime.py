@@ -102,6 +102,23 @@ def start(compiled, setting: Setting, t_max, until_loss, at, record_losses) -> t
     """(parameter vector, initial state, loss levels, horizon) of one setting, its inputs checked."""
     p = setting.numeric()
     x0 = compiled.init(p, setting.qk0, setting.ov0)
+    return (p, x0, *levels_and_horizon(compiled, p, x0, t_max, until_loss, at, record_losses))
+
+
+def sweep_starts(compiled, settings: Sequence[Setting], t_max, until_loss, at, record_losses) -> list[tuple]:
+    """:func:`start` of every setting of a sweep: the options, the levels and the horizon checked once where they
+    do not depend on the setting (no ``until_loss``, which each setting's initial loss must exceed)."""
+    if until_loss is not None:
+        return [start(compiled, one, t_max, until_loss, at, record_losses) for one in settings]
+    first = start(compiled, settings[0], t_max, until_loss, at, record_losses)
+    shared = first[2:]
+    return [first] + [(p, compiled.init(p, one.qk0, one.ov0), *shared)
+                      for one in settings[1:] for p in (one.numeric(),)]
+
+
+def levels_and_horizon(compiled, p, x0, t_max, until_loss, at, record_losses) -> tuple[list, float]:
+    """(the loss levels, the horizon) of a solve from ``x0``, its options checked: ``until_loss`` below the initial
+    loss (the last level), the times ``at`` within the horizon."""
     levels = list(record_losses)
     if until_loss is not None:
         loss0 = compiled.state_loss(x0, p)
@@ -111,7 +128,7 @@ def start(compiled, setting: Setting, t_max, until_loss, at, record_losses) -> t
     horizon = t_max if t_max is not None else DEFAULT_T_CAP
     if max(at, default=0.0) > horizon:
         raise InputError(f"time {max(at)} lies beyond the horizon {horizon}", "at")
-    return p, x0, levels, horizon
+    return levels, horizon
 
 
 def sample(name: str, compiled, setting: Setting, run: Run, p, x0, horizon, until_loss, points, at, record_losses,

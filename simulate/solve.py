@@ -42,6 +42,7 @@ from qkdyn.simulate.logtime import (
     sample,
     start,
     states_at,
+    sweep_starts,
 )
 from qkdyn.simulate.trajectory import Trajectory
 from qkdyn.theory.compiled import Compiled, load
@@ -295,7 +296,7 @@ def solve_many(settings: Sequence[Setting], param: str, *, t_max, until_loss, po
     if method != "DOP853" or not settings or not FIRST_SOLVES.compiled_now(compiled):
         return [Trajectory(param, one, *integrate_flow(param, compiled, one, **options)) for one in settings]
     check_options(t_max, until_loss, points, at, method)
-    starts = [start(compiled, one, t_max, until_loss, at, record_losses) for one in settings]
+    starts = sweep_starts(compiled, settings, t_max, until_loss, at, record_losses)
     levels, horizon = starts[0][2], starts[0][3]
     dense_output, tau_end = not ends_only(horizon, points, at, levels), math.log1p(horizon)
     begun = time.perf_counter()
