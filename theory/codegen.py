@@ -224,7 +224,7 @@ def _expit_pairs(expressions: list, replacements: list, hoisted: dict) -> list[t
     for i, first in enumerate(found):
         for second in found[i + 1:]:
             if not any({first, second} & set(pair) for pair in pairs) and \
-                    sp.expand((first.args[0] + second.args[0]).xreplace(restore).xreplace(restore)) == 0:
+                    sp.expand((first.args[0] + second.args[0]).xreplace(restore)) == 0:
                 pairs.append((first, second))
     return pairs
 
