@@ -308,6 +308,10 @@ def test_collapsed_qk_state_and_time_match_mpmath_everywhere(param, data):
 # converge"); with the 1/M_QK part in closed form from qk0 it gives qkdyn's qk 1.70501761, ov 769.238, t 4.96e164
 @example(case=("FAFO", Setting(classes=2, distinct=3, commons=22, m=6, n=33, scale=0.848, eta_ov=1.046, qk0=1.7047,
                                ov0=1.2017), 7.12e-7, 8.7e-168))
+# a draw ending at ov = -9e-7 from ov0 = -0.81 (qk0 36): the reference's check of its quadrature, made on ov, read
+# Phi's 4e-28 relative error magnified 1e12 by Psi^-1 near ov = 0 ("Phi misses the far end"); it checks Phi now
+@example(case=("FAFO", Setting(classes=3, distinct=16, commons=21, m=12, n=15, scale=1.8388591191042594,
+                               qk0=36.26679694043136, ov0=-0.81043497719794), 5.907554953172778e-09, 1.098612894398736))
 def test_factorized_qk_state_and_time_match_mpmath_everywhere(case):
     """The reference's time for a factorized QK circuit is a quadrature in qk (tests/mp_reference.py:
     TimeAlongQK), where qk(ov) would cost a quadrature per root-finder step."""
