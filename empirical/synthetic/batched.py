@@ -3,15 +3,17 @@
 Run r's head is held as its :class:`~.sampled.Factors`, stacked along a leading run dimension:
 A (R, V, r), B (R, r, V), O (R, C, r2), V_v (R, r2, V), that is the factorized head (W_Q, W_K, W_O, W_V) =
 (A, B^T, O, V_v) of :mod:`.model` (:func:`matrices`). One step evaluates, for every run on its own batch
-(counts c, query q, target y: the batch of its stream at this step), the model's one loss
-(:func:`.model.loss` on the stack, the score rows formed once per query id)
+(counts c, query q, target y: the batch of its stream at this step), the model's one loss and its gradient
+(:func:`.model.head_gradients` on the stack: the score rows formed once per query id, each sample's row selected by
+a one-hot product, the gradient written out rather than taped)
 
     A_x    = s (A[q] B)[x]                       scores
     attn   = softmax_x(A_x + log c_x)            attention mass per id
     logits = attn (O V_v)^T
     L_r    = mean over the batch of CE(logits, y)
 
-and the SGD step theta_r <- theta_r - lr_r(step) grad_{theta_r} sum_r' L_r'. No parameter is shared
+and the SGD step theta_r <- theta_r - lr_r(step) grad_{theta_r} sum_r' L_r' (A's rows other than the query ids'
+have no gradient: only those move). No parameter is shared
 between runs, so the gradient of the sum with respect to run r's parameters is that of L_r alone: every
 run follows its own trajectory, and its numbers equal those of the run trained alone to round-off (a
 test, against the plain module-and-optimiser loop). A collapsed circuit's identity factor has learning
@@ -26,7 +28,7 @@ from collections.abc import Iterable
 
 import numpy as np
 import torch
-from qkdyn.empirical.synthetic.model import head, log_counts, loss
+from qkdyn.empirical.synthetic.model import head, head_gradients, log_counts
 from qkdyn.empirical.synthetic.sampled import CHUNK, Batch, Result, Task, chunks, metrics, test_set
 from qkdyn.empirical.synthetic.threads import one_thread
 
@@ -94,7 +96,7 @@ def _run(task: Task, arms: list[tuple[str, str, int]], test_size: int, perturbed
     arm_stream = torch.as_tensor([stream_of[(task.stream_key(p), seed)] for p, _, seed in arms])
 
     heads = [task.factors(task.new_model(p, seed, s)) for p, s, seed in arms]
-    params = [torch.stack([h[i].detach() for h in heads]).requires_grad_() for i in range(4)]
+    params = [torch.stack([h[i].detach() for h in heads]) for i in range(4)]
     dtype = params[0].dtype
     horizons = torch.as_tensor([task.horizon(p, s) for p, s, _ in arms])
     steps_max = int(horizons.max())
@@ -139,45 +141,48 @@ def _run(task: Task, arms: list[tuple[str, str, int]], test_size: int, perturbed
             live = torch.unique(arm_stream[alive])
             chunk = _stack([next(streams[i]) for i in live.tolist()])
             chunk_log, chunk_slot = log_counts(chunk.counts), slot_of[chunk.query]
+            chunk_select = torch.nn.functional.one_hot(chunk_slot, len(queries)).to(dtype)
             row_of = torch.zeros(len(streams), dtype=torch.long)
             row_of[live] = torch.arange(len(live))
             where = row_of[arm_stream[alive]]
         j = step % CHUNK
-        losses = loss(matrices(params), chunk_log[where, j], chunk.target[where, j], None, task.scale, queries, ALL,
-                      chunk_slot[where, j])
-        losses.sum().backward()
-        with torch.no_grad():
-            value = losses.double()
-            if not bool(torch.isfinite(value).all()):
-                p, s, seed = arms[int(alive[~torch.isfinite(value)][0])]
-                raise RuntimeError(f"{task.name} {p} {s} seed {seed}: SGD diverged at step {step}")
-            recent[:, step % task.window] = value
-            full = step >= task.window - 1
-            running = recent.sum(dim=1) / task.window if full else torch.full_like(value, math.inf)
-            new = (running[:, None] <= levels) & ~reached
-            if bool(new.any()):
-                rows = torch.nonzero(new.any(dim=1))[:, 0]
-                for row, values in zip(rows.tolist(), measure(rows), strict=True):
-                    i = int(alive[row])
-                    for level in levels[new[row]].tolist():
-                        at_level[i][level] = {k: float(np.nanmean(v)) for k, v in values.items()}
-                reached |= new
-            stop = ~ramp_a & (running <= task.target)
-            if bool(stop.any()):
-                finish(torch.nonzero(stop)[:, 0], step, running)
-            qk = qk_lr_a[:, step]
-            for p, rate in zip(params, (qk * train_a, qk, ov, ov_v), strict=True):
-                p.sub_(rate[:, None, None] * (p.grad if perturbed is None else perturbed(p.grad)))
-                p.grad = None
-            done = ~stop & (horizon_a == step + 1)
-            if bool(done.any()):
-                finish(torch.nonzero(done)[:, 0], step, running)
-            keep = ~(stop | done)
-            if not bool(keep.all()):
-                alive, recent, reached = alive[keep], recent[keep], reached[keep]
-                params = [p[keep].detach().requires_grad_() for p in params]
-                ramp_a, horizon_a, train_a, qk_lr_a, ov, ov_v = live_rows()
-                where = row_of[arm_stream[alive]]
+        A, B, O, V = params
+        losses, d_query_rows, d_keys, d_O, d_V = head_gradients(
+            A[:, queries], B.mT, O, V, chunk_log[where, j], chunk.target[where, j], None, task.scale,
+            chunk_select[where, j])
+        value = losses.double()
+        if not bool(torch.isfinite(value).all()):
+            p, s, seed = arms[int(alive[~torch.isfinite(value)][0])]
+            raise RuntimeError(f"{task.name} {p} {s} seed {seed}: SGD diverged at step {step}")
+        recent[:, step % task.window] = value
+        full = step >= task.window - 1
+        running = recent.sum(dim=1) / task.window if full else torch.full_like(value, math.inf)
+        new = (running[:, None] <= levels) & ~reached
+        if bool(new.any()):
+            rows = torch.nonzero(new.any(dim=1))[:, 0]
+            for row, values in zip(rows.tolist(), measure(rows), strict=True):
+                i = int(alive[row])
+                for level in levels[new[row]].tolist():
+                    at_level[i][level] = {k: float(np.nanmean(v)) for k, v in values.items()}
+            reached |= new
+        stop = ~ramp_a & (running <= task.target)
+        if bool(stop.any()):
+            finish(torch.nonzero(stop)[:, 0], step, running)
+        qk = qk_lr_a[:, step]
+        grads = (d_query_rows, d_keys.mT, d_O, d_V) if perturbed is None else (
+            perturbed(d_query_rows), perturbed(d_keys.mT), perturbed(d_O), perturbed(d_V))
+        A.index_add_(1, queries, (-qk * train_a)[:, None, None] * grads[0])  # A's other rows have no gradient
+        for p, rate, grad in zip(params[1:], (qk, ov, ov_v), grads[1:], strict=True):
+            p.sub_(rate[:, None, None] * grad)
+        done = ~stop & (horizon_a == step + 1)
+        if bool(done.any()):
+            finish(torch.nonzero(done)[:, 0], step, running)
+        keep = ~(stop | done)
+        if not bool(keep.all()):
+            alive, recent, reached = alive[keep], recent[keep], reached[keep]
+            params = [p[keep] for p in params]
+            ramp_a, horizon_a, train_a, qk_lr_a, ov, ov_v = live_rows()
+            where = row_of[arm_stream[alive]]
         if len(alive) == 0:
             break
     return {arm: results[arm] for arm in arms}

@@ -19,7 +19,8 @@ evaluates the per-position definition literally; the tests prove the two equal.
 The forward pass and the loss are written once, here, as pure functions of the matrices (a mapping from
 the names W_QK or W_Q, W_K and W_OV or W_O, W_V to tensors): :func:`query_scores` (A), :func:`label_values`
 (W_OV[labels, :]), :func:`attend` (the last two lines), :func:`head` (all three) and :func:`loss`
-(:func:`cross_entropy` of :func:`head`'s logits). Each broadcasts over leading dimensions of its tensors: a
+(:func:`cross_entropy` of :func:`head`'s logits); :func:`head_gradients` evaluates the same operations for a stack
+of factorized heads with the loss's gradient written out (autograd's to round-off, a test). Each broadcasts over leading dimensions of its tensors: a
 stack of R runs, each its own head (matrices (R, rows, cols), counts (R, B, V)), is evaluated by the same
 expressions as one run, as the same products batched over the runs; no parameter is shared between the
 runs, so the gradient of the summed losses with respect to run r's matrices is that of run r's loss alone.
@@ -33,6 +34,7 @@ spec's model and the authors' layers form their scores and label values their ow
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import NamedTuple
 
 import torch
 from qkdyn.empirical.synthetic.layout import Layout
@@ -174,6 +176,58 @@ def loss(matrices: Matrices, log_counts: torch.Tensor, targets: torch.Tensor, we
     """The loss of the head: :func:`cross_entropy` of :func:`head`'s logits against ``targets`` (..., B), one value
     per leading index (per run of a stack)."""
     return cross_entropy(head(matrices, log_counts, scale, query, labels, slot)[0], targets, weights)
+
+
+class HeadGradients(NamedTuple):
+    """The losses of a stack of factorized heads (R,) and their gradients, one per factor (:func:`head_gradients`)."""
+
+    loss: torch.Tensor
+    W_Q: torch.Tensor
+    W_K: torch.Tensor
+    W_O: torch.Tensor
+    W_V: torch.Tensor
+
+
+def head_gradients(W_Q: torch.Tensor, W_K: torch.Tensor, W_O: torch.Tensor, W_V: torch.Tensor, log_counts: torch.Tensor,
+                   targets: torch.Tensor, weights: torch.Tensor | None, scale: float,
+                   select: torch.Tensor | None = None) -> HeadGradients:
+    """The loss of a stack of R factorized heads (:func:`loss`) and its gradient with respect to each factor, written
+    out: what autograd of :func:`loss` gives, to round-off (tests), without its graph. The programs that train many
+    small runs at once (:mod:`.batched`, :mod:`.stacked`) spent a third of each step in autograd's engine and in the
+    zero-filled buffers of its gather and index backward passes.
+
+    Shapes: the query rows W_Q (R, Q, r), W_K (R, V, r), W_O (R, C, r2), W_V (R, r2, V), log c (R, B, V), targets
+    (R, B), weights (R, B) or None (the mean over the batch), ``select`` (R, B, Q) one-hot (sample b scores with query
+    row select_b) or None (Q = 1: every sample scores with the one row). The forward pass is :func:`head`'s:
+
+        S = s W_Q W_K^T (R, Q, V),  A = select S,  attn = softmax(A + log c),  values = W_O W_V,
+        logits = attn values^T,     L = sum_b w_b CE(logits_b, y_b)              (w_b = 1/B for the mean)
+
+    (A = select S is S's row select_b exactly: products with 1 and 0, sums with zeros), and with
+    g_b = w_b (softmax(logits_b) - e_{y_b}), the gradient of L with respect to logits_b, the backward pass is
+
+        dvalues = g^T attn,  dW_O = dvalues W_V^T,  dW_V = W_O^T dvalues,  dattn = g values,
+        dA = attn * (dattn - <dattn, attn>),  dS = select^T dA (sum_b dA for one row),
+        dW_Q = s dS W_K,  dW_K = s dS^T W_Q."""
+    S = scale * torch.bmm(W_Q, W_K.mT)
+    scores = S if select is None else torch.bmm(select, S)
+    attn = torch.softmax(scores + log_counts, dim=-1)
+    values = torch.bmm(W_O, W_V)
+    log_p = torch.log_softmax(torch.bmm(attn, values.mT), dim=-1)
+    picked = targets[..., None]
+    per_sample = -log_p.gather(-1, picked)[..., 0]
+    if weights is None:
+        loss_value, w = per_sample.mean(dim=-1), 1.0 / targets.shape[-1]
+    else:
+        loss_value, w = (weights * per_sample).sum(dim=-1), weights[..., None]
+    g = log_p.exp_().scatter_add_(-1, picked, torch.full_like(picked, -1.0, dtype=log_p.dtype)).mul_(w)
+    d_values = torch.bmm(g.mT, attn)
+    d_attn = torch.bmm(g, values)
+    d_scores = attn * (d_attn - (d_attn * attn).sum(dim=-1, keepdim=True))
+    d_S = d_scores.sum(dim=-2, keepdim=True) if select is None else torch.bmm(select.mT, d_scores)
+    d_S.mul_(scale)
+    return HeadGradients(loss_value, torch.bmm(d_S, W_K), torch.bmm(d_S.mT, W_Q), torch.bmm(d_values, W_V.mT),
+                         torch.bmm(W_O.mT, d_values))
 
 
 def attend(scores: torch.Tensor, log_counts: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -14,8 +14,9 @@ that is, every form as the factorized head (W_Q, W_K, W_O, W_V) = (u, W, o, v) r
 reach the loss: its score row s u W^T = s W_QK[q, :] and label values o v = W_OV[labels, :] are the model's
 own products (a product with e_0 or I_K is exact). One step evaluates, for every run on its own batch
 (counts c (B, V), labels, weights w: the population, or the run's own seeded stream of sampled batches,
-drawn as :func:`.train.batch_source` draws them), the model's forward pass and loss on the stack
-(:func:`.model.head`, :func:`.model.cross_entropy` over every run's batch at once)
+drawn as :func:`.train.batch_source` draws them), the model's forward pass, loss and gradient on the stack
+(:func:`.model.head_gradients` with (u, W, o, v) as (W_Q, W_K, W_O, W_V): u holds only the query's row and o only
+the labels', so every row of both is read; every run's batch at once)
 
     attn   = softmax(A + log c),   logits = attn (o v)^T,   L_r = sum_b w_b CE(logits_b, label_b)
 
@@ -32,7 +33,7 @@ from typing import NamedTuple
 
 import torch
 from qkdyn.empirical.synthetic import observe, reduced, train
-from qkdyn.empirical.synthetic.model import AttentionHead, cross_entropy, head
+from qkdyn.empirical.synthetic.model import AttentionHead, head_gradients
 from qkdyn.empirical.synthetic.model import log_counts as log_counts_of
 from qkdyn.empirical.synthetic.threads import one_thread
 
@@ -59,11 +60,6 @@ def run(setting, arms: list[Arm]) -> dict[Arm, list[dict]]:
         for batch in dict.fromkeys(arm.batch for arm in arms):
             out.update(_program(setting, [arm for arm in arms if arm.batch == batch]))
     return {arm: out[arm] for arm in arms}
-
-
-#: the names of (u, W, o, v) as the factorized head's matrices (module docstring; u holds only the query's row
-#: and o only the labels', so :func:`.model.head` reads every row of both)
-PIECES = ("W_Q", "W_K", "W_O", "W_V")
 
 
 def _pieces(model: AttentionHead) -> tuple[torch.Tensor, ...]:
@@ -108,7 +104,7 @@ def _program(setting, arms: list[Arm]) -> dict[Arm, list[dict]]:
     shapes = {tuple(p.shape for p in _pieces(m)) for m in models}
     if len(shapes) > 1:
         raise ValueError(f"the arms' models differ in shape ({len(shapes)} shapes): give them one inner width")
-    params = [torch.stack(piece).requires_grad_() for piece in zip(*(_pieces(m) for m in models), strict=True)]
+    params = [torch.stack(piece) for piece in zip(*(_pieces(m) for m in models), strict=True)]
     scale = models[0].scale
     sources = [train.batch_source(setting, arm.batch, arm.seed) for arm in arms]
     observers = {param: observe.observer(param, setting) for param in dict.fromkeys(arm.param for arm in arms)}
@@ -132,9 +128,8 @@ def _program(setting, arms: list[Arm]) -> dict[Arm, list[dict]]:
         else:
             counts, labels, weights = (torch.stack(f) for f in zip(*batches, strict=True))
             log_counts = log_counts_of(counts)
-        logits, _ = head(dict(zip(PIECES, params, strict=True)), log_counts, scale, None, None)
-        total = cross_entropy(logits.flatten(0, 1), labels.flatten(), weights.flatten())  # sum_r L_r
-        if not math.isfinite(total.item()):  # the sum of the runs' losses: finite iff every one is
+        losses, *gradients = head_gradients(*params, log_counts, labels, weights, scale)
+        if not math.isfinite(losses.sum().item()):  # the sum of the runs' losses: finite iff every one is
             raise InputError(f"the loss is not finite at step {step}: training diverged, reduce --step")
         done = [arms[i].steps == step for i in alive]
         for row, i in enumerate(alive):
@@ -143,14 +138,11 @@ def _program(setting, arms: list[Arm]) -> dict[Arm, list[dict]]:
                 rows[i].append({"step": step, **observers[arms[i].param](model), "t": step * arms[i].step})
         if all(done):
             break
-        total.backward()
-        with torch.no_grad():
-            for p, rate in zip(params, alive_rates, strict=True):
-                p.sub_(rate * p.grad)
-                p.grad = None
+        for p, rate, gradient in zip(params, alive_rates, gradients, strict=True):
+            p.sub_(rate * gradient)
         if any(done):
             keep = torch.as_tensor([not d for d in done])
             alive = [i for i, d in zip(alive, done, strict=True) if not d]
             alive_rates = [r[keep] for r in alive_rates]
-            params = [p[keep].detach().requires_grad_() for p in params]
+            params = [p[keep] for p in params]
     return {arm: rows[i] for i, arm in enumerate(arms)}

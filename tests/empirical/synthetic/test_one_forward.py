@@ -5,7 +5,8 @@ log-softmax, logsumexp, cross-entropy, the batched products bmm / baddbmm / eins
 runs at once evaluate the model's own functions on their stacks; the authors' layers and the full flow's closed
 forms (which evaluate the model on parameterisations of their own) call the model's functions and hold no piece of
 a softmax or a log-softmax loss (not even an exp or a log). Numbers: those functions on a stack of runs equal
-``torch.func.vmap`` of the one-run function, loss and gradient, for every form of the head.
+``torch.func.vmap`` of the one-run function, loss and gradient, for every form of the head; the hand-written
+gradient (:func:`~qkdyn.empirical.synthetic.model.head_gradients`) equals autograd of the loss.
 """
 import ast
 
@@ -30,7 +31,7 @@ SOFTMAX_PIECES = {"softmax", "log_softmax", "logsumexp", "cross_entropy", "nll_l
 REUSERS = {"authors.py": {"head", "log_counts"},
            "fullflow.py": {"loss", "attend", "probabilities", "cross_entropy", "log_counts"}}
 #: the engines that train runs: each must evaluate the model's own loss or forward
-ENGINES = {"stacked.py": {"head", "cross_entropy"}, "batched.py": {"loss", "head"}, "fixed_attention.py": {"cross_entropy", "readout"},
+ENGINES = {"stacked.py": {"head_gradients"}, "batched.py": {"head_gradients", "head"}, "fixed_attention.py": {"cross_entropy", "readout"},
            "train.py": {"cross_entropy"}, "sampled.py": {"cross_entropy", "probabilities"}}
 
 
@@ -145,3 +146,27 @@ def test_the_stacked_loss_is_the_one_run_loss_mapped_over_the_runs(param, rows):
                     None if slot is None else slot[1])
     assert alone.shape == () and alone.item() == pytest.approx(stacked[1].item(), rel=1e-14)
     assert stacked[0].item() != pytest.approx(stacked[1].item())  # the runs differ: the comparison can fail
+
+
+@pytest.mark.parametrize("rows", ["a query id per sample", "the held rows"])
+@pytest.mark.parametrize("weighted", [True, False])
+def test_the_written_out_gradient_is_autograd_s(rows, weighted):
+    """head_gradients: the loss to the bit (the same operations), each factor's gradient to round-off, with a query row
+    per sample (a one-hot selection of Q = 3 rows) or one held row, weighted or the mean over the batch."""
+    generator = torch.Generator().manual_seed(1)
+    runs, batch, per_sample = 4, 6, rows == "a query id per sample"
+    matrices = _head("FAFO", runs, generator, 3 if per_sample else 1, 5)
+    log_counts = torch.log(torch.rand(runs, batch, 7, generator=generator, dtype=torch.float64))
+    targets = torch.randint(5, (runs, batch), generator=generator)
+    weights = torch.rand(runs, batch, generator=generator, dtype=torch.float64) if weighted else None
+    slot = torch.randint(3, (runs, batch), generator=generator) if per_sample else None
+    leaves = {k: v.clone().requires_grad_() for k, v in matrices.items()}
+    taped = model.loss(leaves, log_counts, targets, weights, 0.7, torch.arange(3) if per_sample else None, None, slot)
+    taped.sum().backward()
+    select = torch.nn.functional.one_hot(slot, 3).to(torch.float64) if per_sample else None
+    written = model.head_gradients(matrices["W_Q"], matrices["W_K"], matrices["W_O"], matrices["W_V"], log_counts,
+                                   targets, weights, 0.7, select)
+    assert torch.equal(written.loss, taped.detach())
+    for name in ("W_Q", "W_K", "W_O", "W_V"):
+        torch.testing.assert_close(getattr(written, name), leaves[name].grad, rtol=1e-13, atol=1e-15)
+        assert getattr(written, name).abs().max() > 1e-3  # every factor has a gradient: the comparison can fail
