@@ -72,16 +72,41 @@ def reach(dense: Callable[[np.ndarray], np.ndarray], qk_of: Callable[[np.ndarray
           qk: np.ndarray, values) -> np.ndarray:
     """The states (dim, len(values)) where a solution reaches each of ``values``: the roots of qk_of(dense(t)) - value
     (``dense``: the solver's dense output, t -> states; ``qk_of``: states -> qk), each bracketed by the rows (t, qk,
-    qk strictly increasing) around it and bisected in t to the float resolution of its upper end."""
-    values = np.asarray(values, dtype=float)
+    qk strictly increasing) around it and narrowed in t to the float resolution of its upper end.
+
+    Each bracket [lo, hi] (qk below the value at lo, not below at hi) narrows by the Illinois variant of regula
+    falsi: the secant point of the bracket's ends, and the end kept twice in a row has its residual halved, so both
+    ends converge (superlinearly) rather than one staying put; where a step leaves the bracket, or two steps did not
+    halve it (the residuals at round-off), the midpoint instead. The same bracket bisection would give, in about a
+    tenth of its evaluations of the dense output (52 halvings of a row interval against ~6-10 steps: the dense
+    output of a spec's SciPy solution is evaluated piece by piece, and CQ1/CQ2 locate thousands of values)."""
+    shape, values = np.shape(values), np.asarray(values, dtype=float).ravel()
     i = np.clip(np.searchsorted(qk, values, side="right"), 1, len(qk) - 1)  # qk[i - 1] <= value < qk[i]
     lo, hi = t[i - 1], t[i]
+    below_lo, above_hi = qk[i - 1] - values, qk[i] - values  # the residuals at the ends (signs as the rows say)
+    at_lo, at_hi = below_lo == 0, above_hi == 0  # a row at the value itself: the bracket closed on it
+    hi[at_lo], lo[at_hi] = lo[at_lo], hi[at_hi]
     resolution = np.finfo(float).eps * hi
-    while np.any(hi - lo > resolution):
-        mid = 0.5 * (lo + hi)
-        below = qk_of(dense(mid)) < values
-        lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
-    return dense(0.5 * (lo + hi))
+    kept = np.zeros(values.shape, dtype=int)  # -1: lo moved last, +1: hi moved last
+    before_last = last = np.full(values.shape, np.inf)  # the bracket's widths two and one steps ago
+    while np.any(open_ := hi - lo > resolution):
+        span = hi - lo
+        with np.errstate(divide="ignore", invalid="ignore"):
+            secant = hi - above_hi * span / (above_hi - below_lo)
+        bisect = ~((secant > lo) & (secant < hi)) | (span > 0.5 * before_last)
+        where = np.flatnonzero(open_)
+        x = np.where(bisect, 0.5 * (lo + hi), secant)[where]
+        residual = qk_of(dense(x)) - values[where]
+        below, exact = residual < 0, residual == 0  # the value itself: the bracket closes on it
+        above = ~below & ~exact  # (a NaN residual moves hi, as bisection's "not below" did)
+        up, down = where[below], where[above]
+        above_hi[up[kept[up] == -1]] *= 0.5  # hi kept twice in a row: its residual halved (Illinois)
+        below_lo[down[kept[down] == 1]] *= 0.5
+        lo[up], below_lo[up], kept[up] = x[below], residual[below], -1
+        hi[down], above_hi[down], kept[down] = x[above], residual[above], 1
+        lo[where[exact]] = hi[where[exact]] = x[exact]
+        before_last, last = last, span
+    return dense((0.5 * (lo + hi)).reshape(shape))
 
 
 def _rising(qk: np.ndarray) -> int:
