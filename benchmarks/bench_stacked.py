@@ -13,7 +13,9 @@ of runs; it is kept only where it beats running the runs one by one. Three of th
   :func:`.fixed_attention.train` per run.
 
 Beside them, one step of the stacked evaluation against ``torch.func.vmap`` of the one-run loss (the other way to
-obtain it from the model's functions), on claim A6's GD stack.
+obtain it from the model's functions), on claim A6's GD stack; and one step of the authors' grid (48 runs, V = 50,
+batch 32, 4 query ids) with the gradient written out (:func:`.model.head_gradients`, what the programs run) against
+autograd of the model's loss on the same stack (what they ran before).
 
 CPU time on one torch thread, median of interleaved rounds (a shared machine's load falls on both sides alike);
 ratio = one-at-a-time time / stacked time (> 1: the stacked program is faster).
@@ -137,12 +139,49 @@ def vmap_step(runs: int = 12, steps: int = 300, rounds: int = 3) -> float:
     return times["vmap"] / times["stacked"]
 
 
+def written_out_step(runs: int = 48, steps: int = 100, rounds: int = 5) -> float:
+    """Seconds per SGD step (loss and gradient) of ``runs`` random float32 heads of the authors' shape on batches of
+    32 with a query id per sample: :func:`.model.head_gradients` against autograd of :func:`.model.loss`; returns
+    autograd / written out."""
+    generator = torch.Generator().manual_seed(0)
+    V, B, Q = authors.VOCAB, 32, len(authors.QUERY_IDS)
+    factors = [0.1 * torch.randn(runs, *shape, generator=generator) for shape in ((V, V), (V, V), (V, V), (V, V))]
+    log_c = model.log_counts(torch.poisson(torch.full((runs, B, V), 1.2), generator=generator))
+    targets, slot = torch.randint(V, (runs, B), generator=generator), torch.randint(Q, (runs, B), generator=generator)
+    queries, select = torch.as_tensor(authors.QUERY_IDS), torch.nn.functional.one_hot(slot, Q).float()
+    leaves = [f.clone().requires_grad_() for f in factors]
+
+    def taped() -> list[torch.Tensor]:
+        for _ in range(steps):
+            A, W_K, O, W_V = leaves
+            losses = model.loss({"W_Q": A, "W_K": W_K, "W_O": O, "W_V": W_V}, log_c, targets, None, authors.SCALE,
+                                queries, None, slot)
+            grads = torch.autograd.grad(losses.sum(), leaves)
+        return [grads[0][:, queries], *grads[1:]]
+
+    def written() -> list[torch.Tensor]:
+        A, W_K, O, W_V = factors
+        for _ in range(steps):
+            out = model.head_gradients(A[:, queries], W_K, O, W_V, log_c, targets, None, authors.SCALE, select)
+        return list(out[1:])
+
+    times, grads = interleaved({"autograd": taped, "written out": written}, rounds)
+    worst = max(float((a - b).abs().max() / b.abs().max()) for a, b in zip(grads["written out"], grads["autograd"],
+                                                                              strict=True))
+    ratio = times["autograd"] / times["written out"]
+    print(f"one SGD step of {runs} heads (the authors' shape, float32), CPU, median of {rounds} interleaved rounds: "
+          f"autograd of the model's loss {times['autograd'] / steps * 1e6:.0f} us, the gradient written out "
+          f"{times['written out'] / steps * 1e6:.0f} us: ratio {ratio:.2f} (gradients equal to {worst:.1e} relative)")
+    return ratio
+
+
 def main() -> None:
     torch.set_num_threads(1)
     a6()
     sampled()
     fixed_attention()
     vmap_step()
+    written_out_step()
 
 
 if __name__ == "__main__":
