@@ -145,7 +145,7 @@ def written_out_step(runs: int = 48, steps: int = 100, rounds: int = 5) -> float
     autograd / written out."""
     generator = torch.Generator().manual_seed(0)
     V, B, Q = authors.VOCAB, 32, len(authors.QUERY_IDS)
-    factors = [0.1 * torch.randn(runs, *shape, generator=generator) for shape in ((V, V), (V, V), (V, V), (V, V))]
+    factors = [0.1 * torch.randn(runs, V, V, generator=generator) for _ in range(4)]  # A, W_K, O, W_V
     log_c = model.log_counts(torch.poisson(torch.full((runs, B, V), 1.2), generator=generator))
     targets, slot = torch.randint(V, (runs, B), generator=generator), torch.randint(Q, (runs, B), generator=generator)
     queries, select = torch.as_tensor(authors.QUERY_IDS), torch.nn.functional.one_hot(slot, Q).float()

@@ -169,8 +169,9 @@ def _run(task: Task, arms: list[tuple[str, str, int]], test_size: int, perturbed
         if bool(stop.any()):
             finish(torch.nonzero(stop)[:, 0], step, running)
         qk = qk_lr_a[:, step]
-        grads = (d_query_rows, d_keys.mT, d_O, d_V) if perturbed is None else (
-            perturbed(d_query_rows), perturbed(d_keys.mT), perturbed(d_O), perturbed(d_V))
+        grads = (d_query_rows, d_keys.mT, d_O, d_V)
+        if perturbed is not None:
+            grads = tuple(perturbed(g) for g in grads)
         A.index_add_(1, queries, (-qk * train_a)[:, None, None] * grads[0])  # A's other rows have no gradient
         for p, rate, grad in zip(params[1:], (qk, ov, ov_v), grads[1:], strict=True):
             p.sub_(rate[:, None, None] * grad)
