@@ -28,6 +28,8 @@ import mpmath as mp
 DPS = 24
 TIME_DPS = 16
 QK_DPS = 40
+#: qk below which :meth:`Reference.alpha` is 0
+_NO_ATTENTION = -mp.mpf(10) ** 10000
 
 
 class Reference:
@@ -55,6 +57,11 @@ class Reference:
         self.w = kappa * s * mp.sqrt(c) / 2  # factorized QK: M_QK = 2 s sqrt(c) sqrt(q^2 + w^2)
 
     def alpha(self, q):
+        # below qk = -10^10000, alpha < e^-(10^10000) is taken as 0: mpmath's e^-qk needs ln 2 to ~log2 |qk| more bits
+        # (a root finder's far probe on a large-rho line reaches qk ~ -e^(1e8): 1.4e8 bits), and no state the flow
+        # reaches lies there: alpha ov = z* needs alpha >= |z*| / |ov|, above 1e-340 for every level and ov a double allows
+        if q < _NO_ATTENTION:
+            return mp.mpf(0)
         return 1 / (1 + self.n / self.m * mp.exp(-q))
 
     def phi(self, q):
@@ -107,7 +114,10 @@ class Reference:
             # qk = 40.8 off by 4e-9; qkdyn was right)
             big_c = target * self.m_qk(0) + self.qk0 + self.m / self.n * mp.exp(self.qk0)
             return mp.log(mp.lambertw(self.m / self.n * mp.exp(big_c)).real) - mp.log(self.m / self.n)
-        return _increasing_root(lambda q: self.phi(q) - target, self.qk0)
+        # the root in u = asinh(qk / w), where Phi grows at least linearly (1/M_QK's part is u / (2 s sqrt(c))): in
+        # qk a large rho far below qk0 puts it beyond any bracket of steps (u = -1e8 is qk ~ -e^1e8)
+        u = _increasing_root(lambda u: self.phi(self.w * mp.sinh(u)) - target, mp.asinh(self.qk0 / self.w))
+        return self.w * mp.sinh(u)
 
     def z(self, ov):
         return self.alpha(self.qk(ov)) * ov
@@ -208,7 +218,8 @@ class TimeAlongQK:
         ref = self.ref
         q_1 = (qk_min + qk_star) / 2
         ov_1 = self.ov(ref.inverse_m_qk_integral(qk_min, q_1) / ref.rho, 1)
-        return ov_1 / (ref.eta_ov * ref.m_ov(ov_1) * ref.alpha(q_1))
+        alpha = ref.alpha(q_1)
+        return ov_1 / (ref.eta_ov * ref.m_ov(ov_1) * alpha) if alpha else mp.inf  # alpha < e^-(10^10000): t beyond it
 
     def _leg(self, qk_s, sign, x_far, ov_far, turning):
         """int from x = 0 (v, at the turn) or x = qk0 (qk) to x_far of dt/dx; checks ov at x_far against ov_far."""

@@ -312,6 +312,12 @@ def test_collapsed_qk_state_and_time_match_mpmath_everywhere(param, data):
 # Phi's 4e-28 relative error magnified 1e12 by Psi^-1 near ov = 0 ("Phi misses the far end"); it checks Phi now
 @example(case=("FAFO", Setting(classes=3, distinct=16, commons=21, m=12, n=15, scale=1.8388591191042594,
                                qk0=36.26679694043136, ov0=-0.81043497719794), 5.907554953172778e-09, 1.098612894398736))
+# a draw at large rho from ov0 < 0 (qkdyn: ov moves by 4e-9 relative, qk -0.481): the reference's root finder probed
+# ov = ov0 / 2, where the line puts qk near -e^(1e8): stepping down to it in qk never ended, nor did mpmath's e^-qk
+# there; it finds qk in u = asinh(qk / w) now and takes alpha as 0 below qk = -1e6
+@example(case=("FAFO", Setting(classes=8, distinct=3, commons=24, m=6, n=20, scale=0.7276916059114416,
+                               eta_ov=57.39109865973869, qk0=-0.015372997470812777, ov0=-1.8869538159141095),
+               113136219.5292113, 2.342147809669671))
 def test_factorized_qk_state_and_time_match_mpmath_everywhere(case):
     """The reference's time for a factorized QK circuit is a quadrature in qk (tests/mp_reference.py:
     TimeAlongQK), where qk(ov) would cost a quadrature per root-finder step."""
