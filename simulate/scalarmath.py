@@ -58,8 +58,9 @@ def _split(lo, hi):
 @_inline
 def rtsafe_step(x, value, slope, lo, hi, before_last, last, run, convex, tol, floor):
     """One step of the safeguarded Newton iteration for a root of an increasing function: Newton, or
-    bisection when it leaves [lo, hi] or (unless ``convex``: Newton from above is then monotone) does
-    not halve the step before last. ``run``: how many Newton steps in a row led to x (0 at the start).
+    bisection when it leaves [lo, hi], lands on its other end from further than the tolerance (round-off: see
+    below), or (unless ``convex``: Newton from above is then monotone) does not halve the step before last.
+    ``run``: how many Newton steps in a row led to x (0 at the start).
     Returns (x, lo, hi, before_last, last, run, done): done once the step (or the bracket) is below tol
     (floor + |x|), or steps below 1e3 times that stop shrinking (round-off), or three Newton steps
     d_{k-2}, d_{k-1}, d_k show quadratic convergence e_{k+1} ~ K d_k^2: K estimated from each pair,
@@ -74,12 +75,17 @@ def rtsafe_step(x, value, slope, lo, hi, before_last, last, run, convex, tol, fl
     if value > 0:
         hi = x
     new = x - value / slope
+    scale = tol * (floor + abs(x))
     bad = not math.isfinite(new) or new < lo or new > hi
     if not convex and abs(new - x) > 0.5 * before_last:
         bad = True
+    # Newton back onto the bracket's other end: the values there are round-off (a factorized QK line at
+    # Phi - Phi(qk0) = -3.5e6, rounded to 4.7e-10, swung between two ends 6.5e-10 apart for ever)
+    if new == (lo if value > 0 else hi) and abs(new - x) > scale:
+        bad = True
     if bad:
         new = _split(lo, hi)
-    step, scale = abs(new - x), tol * (floor + abs(x))
+    step = abs(new - x)
     quadratic = False
     if not bad and run >= 2 and step <= 1e-2 * last:
         k_1, k_2 = last / before_last / before_last, step / last / last  # (ratios: no overflow for steps of 1e200)
