@@ -114,8 +114,14 @@ class Reference:
             # qk = 40.8 off by 4e-9; qkdyn was right)
             big_c = target * self.m_qk(0) + self.qk0 + self.m / self.n * mp.exp(self.qk0)
             return mp.log(mp.lambertw(self.m / self.n * mp.exp(big_c)).real) - mp.log(self.m / self.n)
-        # the root in u = asinh(qk / w), where Phi grows at least linearly (1/M_QK's part is u / (2 s sqrt(c))): in
-        # qk a large rho far below qk0 puts it beyond any bracket of steps (u = -1e8 is qk ~ -e^1e8)
+        return self.qk_where(target)
+
+    def qk_where(self, target):
+        """qk with Phi(qk) = target. A factorized QK line's root is found in u = asinh(qk / w), where Phi grows at
+        least linearly (1/M_QK's part is u / (2 s sqrt(c))): in qk a large rho far below qk0 puts it beyond any
+        bracket of steps (u = -1e8 is qk ~ -e^1e8)."""
+        if not self.qk_factorized:
+            return _increasing_root(lambda q: self.phi(q) - target, self.qk0)
         u = _increasing_root(lambda u: self.phi(self.w * mp.sinh(u)) - target, mp.asinh(self.qk0 / self.w))
         return self.w * mp.sinh(u)
 
@@ -192,8 +198,7 @@ class TimeAlongQK:
 
     def turn(self):
         """qk_min, where qk turns at ov = 0: Phi(qk_min) - Phi(qk0) = -rho Psi(ov0)."""
-        ref = self.ref
-        return _increasing_root(lambda q: ref.phi(q) + ref.rho * ref.psi(ref.ov0), ref.qk0)
+        return self.ref.qk_where(-self.ref.rho * self.ref.psi(self.ref.ov0))
 
     def time(self, qk_star, ov_star, bound=True):
         """t to (qk*, ov*); across a turn, ``bound``: :meth:`turn_bound` where it exceeds the largest double."""

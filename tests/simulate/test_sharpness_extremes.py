@@ -339,6 +339,11 @@ def test_collapsed_qk_state_and_time_match_mpmath_everywhere(param, data):
 @example(case=("FAFO", Setting(classes=8, distinct=20, commons=9, m=12, n=9, scale=1.927129529567793,
                                eta_ov=333876437.95614654, qk0=18.16081712570506, ov0=-0.0964707445689219),
                196790931.20901215, 2.126407706289693))
+# a draw whose qk turns at -1.3e55240 (FACO from qk0 -628, ov0 < 0): the reference's search for the turn stepped
+# down to it in qk for ever; it searches in u = asinh(qk / w) too, and qkdyn's "beyond the largest double" is right
+@example(case=("FACO", Setting(classes=7, distinct=12, commons=7, m=13, n=29, scale=1.2494963190430888,
+                               eta_ov=14486798.210081683, qk0=-628.0679185358216, ov0=-1.832551594582403),
+               1070.1262426927335, 8.98543001161088e-104))
 def test_factorized_qk_state_and_time_match_mpmath_everywhere(case):
     """The reference's time for a factorized QK circuit is a quadrature in qk (tests/mp_reference.py:
     TimeAlongQK), where qk(ov) would cost a quadrature per root-finder step."""
