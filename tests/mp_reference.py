@@ -103,7 +103,11 @@ class Reference:
             return mp.mpf(0)
         cuts = {low, top} | {top - 2**k for k in range(7)} | {sign * w * 10**k for sign in (-1, 1) for k in range(-1, 8)}
         cuts = sorted(x for x in cuts | {mp.mpf(0)} if low <= x <= top)
-        part = mp.quad(lambda y: self.m / self.n * mp.exp(y) / self.m_qk(y), cuts)
+        integrand = lambda y: self.m / self.n * mp.exp(y) / self.m_qk(y)  # noqa: E731
+        try:
+            part = mp.quad(integrand, cuts)
+        except ZeroDivisionError:  # mpmath's tanh-sinh error estimate divides by log10 |r_k - r_k-2|, here 0
+            part = mp.quad(integrand, cuts, method="gauss-legendre")
         return part if b > a else -part
 
     def qk(self, ov):
