@@ -121,9 +121,9 @@ class Reference:
         return self.qk_where(target)
 
     def qk_where(self, target):
-        """qk with Phi(qk) = target. A factorized QK line's root is found in u = asinh(qk / w), where Phi grows at
-        least linearly (1/M_QK's part is u / (2 s sqrt(c))): in qk a large rho far below qk0 puts it beyond any
-        bracket of steps (u = -1e8 is qk ~ -e^1e8)."""
+        """qk with Phi(qk) - Phi(qk0) = target. A factorized QK line's root is found in u = asinh(qk / w), where Phi
+        grows at least linearly (1/M_QK's part is u / (2 s sqrt(c))): in qk a large rho far below qk0 puts it beyond
+        any bracket of steps (u = -1e8 is qk ~ -e^1e8)."""
         if not self.qk_factorized:
             return _increasing_root(lambda q: self.phi(q) - target, self.qk0)
         u = _increasing_root(lambda u: self.phi(self.w * mp.sinh(u)) - target, mp.asinh(self.qk0 / self.w))
