@@ -64,6 +64,10 @@ class Reference:
             return mp.mpf(0)
         return 1 / (1 + self.n / self.m * mp.exp(-q))
 
+    def dphi(self, q):
+        """dPhi/dqk = (1 + (m/n) e^q) / M_QK(q), the line's slope in qk."""
+        return (1 + self.m / self.n * mp.exp(q)) / self.m_qk(q)
+
     def phi(self, q):
         """int_{qk0}^{q} (1 + (m/n) e^y) / M_QK(y) dy. Factorized QK: the 1 / M_QK part in closed form from qk0
         (:meth:`inverse_m_qk_integral`), the (m/n) e^y / M_QK part by quadrature from the nearest point already
@@ -239,9 +243,7 @@ class TimeAlongQK:
         m_n, k1, eta_qk, root = ref.m / ref.n, ref.K - 1, self.eta_qk, ref.psi_p == 2
 
         def dphi(x):
-            q = qk_s + x * x if turning else x
-            value = (1 + m_n * mp.exp(q)) / ref.m_qk(q)
-            return 2 * x * value if turning else value
+            return 2 * x * ref.dphi(qk_s + x * x) if turning else ref.dphi(x)
 
         def dt(x, phi):
             """1 / (alpha (1 - alpha)) = (1 + (n/m) e^-q) (1 + (m/n) e^q)."""

@@ -288,8 +288,7 @@ def line_roundoff(setting, param, rho, ref) -> float:
 
     line = Reference(setting, param, rho)
     lam = line.rho * (line.psi(ref["ov"]) - line.psi(line.ov0))
-    slope = (1 + line.m / line.n * mp.exp(ref["qk"])) / line.m_qk(ref["qk"])
-    return float(mp.mpf(2.0**-52) * abs(lam) / slope)
+    return float(mp.mpf(2.0**-52) * abs(lam) / line.dphi(ref["qk"]))
 
 
 def check_against_reference(param, setting, rho, level, time):
@@ -329,7 +328,7 @@ def test_collapsed_qk_state_and_time_match_mpmath_everywhere(param, data):
                                qk0=36.26679694043136, ov0=-0.81043497719794), 5.907554953172778e-09, 1.098612894398736))
 # a draw at large rho from ov0 < 0 (qkdyn: ov moves by 4e-9 relative, qk -0.481): the reference's root finder probed
 # ov = ov0 / 2, where the line puts qk near -e^(1e8): stepping down to it in qk never ended, nor did mpmath's e^-qk
-# there; it finds qk in u = asinh(qk / w) now and takes alpha as 0 below qk = -1e6
+# there; it finds qk in u = asinh(qk / w) now and takes alpha as 0 below qk = -10^10000
 @example(case=("FAFO", Setting(classes=8, distinct=3, commons=24, m=6, n=20, scale=0.7276916059114416,
                                eta_ov=57.39109865973869, qk0=-0.015372997470812777, ov0=-1.8869538159141095),
                113136219.5292113, 2.342147809669671))
