@@ -20,7 +20,9 @@ The forward pass and the loss are written once, here, as pure functions of the m
 the names W_QK or W_Q, W_K and W_OV or W_O, W_V to tensors): :func:`query_scores` (A), :func:`label_values`
 (W_OV[labels, :]), :func:`attend` (the last two lines), :func:`head` (all three) and :func:`loss`
 (:func:`cross_entropy` of :func:`head`'s logits); :func:`head_gradients` evaluates the same operations for a stack
-of factorized heads with the loss's gradient written out (autograd's to round-off, a test). Each broadcasts over leading dimensions of its tensors: a
+of factorized heads with the loss's gradient written out (autograd's to round-off, a test), and :func:`exact_gradients`
+for one head on the parts of its matrices that reach the loss, with autograd's own backward formulas (its gradient
+to the bit, a test). Each broadcasts over leading dimensions of its tensors: a
 stack of R runs, each its own head (matrices (R, rows, cols), counts (R, B, V)), is evaluated by the same
 expressions as one run, as the same products batched over the runs; no parameter is shared between the
 runs, so the gradient of the summed losses with respect to run r's matrices is that of run r's loss alone.
@@ -228,6 +230,79 @@ def head_gradients(W_Q: torch.Tensor, W_K: torch.Tensor, W_O: torch.Tensor, W_V:
     d_S.mul_(scale)
     return HeadGradients(loss_value, torch.bmm(d_S, W_K), torch.bmm(d_S.mT, W_Q), torch.bmm(d_values, W_V.mT),
                          torch.bmm(W_O.mT, d_values))
+
+
+@torch.no_grad()
+def exact_gradients(parts: Mapping[str, torch.Tensor], log_counts: torch.Tensor, scale: float, labels: torch.Tensor,
+                    weights: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.Tensor, ...]]:
+    """(L, the gradient of L with respect to each of ``parts`` in its order) of one head: what
+    ``cross_entropy(head(parts, log_counts, scale, None, None)[0], labels, weights)`` and ``torch.autograd.grad`` of it
+    give, to the bit, without autograd. ``parts``: :func:`.train.loss_parts` (the query row of W_QK or W_Q, the label
+    rows of W_OV or W_O, W_K and W_V whole); log c (B, V), labels and weights (B,).
+
+    The training loop (:func:`.train.train`) takes this gradient at every step. Taped, recording the graph and running
+    autograd's engine over it cost as much as the arithmetic on these small tensors; here the forward pass runs without
+    a graph, then the formulas of autograd's backward nodes (PyTorch's ``derivatives.yaml`` and ``FunctionsManual.cpp``)
+    in its engine's order: the same ATen operations on the same operands in the same memory layouts, hence the same
+    numbers (tests compare each part with ``torch.autograd.grad`` for every form and inner width, and training with
+    torch's optimisers on the whole matrices). Unlike :func:`head_gradients` (autograd's gradient to round-off),
+    nothing is rearranged. Forward, then backward node by node (g_X = dL/dX):
+
+        A = s W_QK[q]  or  s (W_Q[q] W_K^T),         values = W_OV[labels]  or  W_O[labels] W_V   (K, V)
+        attn = softmax(A + log c),   logits = attn values^T,   log p = log_softmax(logits),
+        L = sum_b w_b (-log p_b[y_b]);
+
+        g_log p = -w_b at (b, y_b), else 0,          g_logits = log_softmax_backward(g_log p),
+        g_attn = g_logits values,                    g_values = g_logits^T attn,
+        g_A = s sum_b softmax_backward(g_attn)_b,    then through the products forming A and values
+    (mm's backward forms the transposed product where the operand it differentiates is column-major, as autograd's
+    does: :func:`_grad_first`, :func:`_grad_second`)."""
+    # W_Q[q] @ W_K^T as matmul forms a vector-matrix product: (1, r) mm (r, V), squeezed
+    query, key_t = (parts["W_Q"].unsqueeze(0), parts["W_K"].mT) if "W_Q" in parts else (None, None)
+    scores = scale * (parts["W_QK"] if query is None else query.mm(key_t).squeeze_(0))
+    values = parts["W_OV"] if "W_OV" in parts else parts["W_O"].mm(parts["W_V"])
+    values_t = values.mT
+    attn = torch._softmax(scores + log_counts, -1, False)
+    logits = attn.mm(values_t)
+    log_p = torch._log_softmax(logits, 1, False)
+    loss = (weights * nn.functional.nll_loss(log_p, labels, reduction="none")).sum()
+
+    # the sum, the product with w, then nll_loss's backward (-1 x the incoming gradient at each label, 0 elsewhere)
+    incoming = torch.ones_like(loss).expand(labels.shape) * weights
+    g_log_p = torch.zeros_like(log_p).scatter_(1, labels[:, None], incoming.neg()[:, None])
+    g_logits = torch._log_softmax_backward_data(g_log_p, log_p, 1, log_p.dtype)
+    g_attn = _grad_first(g_logits, values_t, attn)
+    g_values = _grad_second(g_logits, attn, values_t).mT
+    g_sum = torch._softmax_backward_data(g_attn, attn, -1, attn.dtype).sum([0], keepdim=True).view(scores.shape)
+    g_scores = g_sum * scale
+    grads = {}
+    if query is None:
+        grads["W_QK"] = g_scores
+    else:
+        g_row = g_scores.unsqueeze(0)
+        grads["W_Q"] = _grad_first(g_row, key_t, query).squeeze(0)
+        grads["W_K"] = _grad_second(g_row, query, key_t).mT
+    if "W_OV" in parts:
+        grads["W_OV"] = g_values
+    else:
+        grads["W_O"] = _grad_first(g_values, parts["W_V"], parts["W_O"])
+        grads["W_V"] = _grad_second(g_values, parts["W_O"], parts["W_V"])
+    return loss, tuple(grads[name] for name in parts)
+
+
+def _column_major(matrix: torch.Tensor) -> bool:
+    """Whether a matrix is laid out column by column (autograd's test in mm's backward)."""
+    return matrix.stride(0) == 1 and matrix.stride(1) == matrix.size(0)
+
+
+def _grad_first(grad: torch.Tensor, second: torch.Tensor, first: torch.Tensor) -> torch.Tensor:
+    """d/d first of first @ second, given grad = d/d (first @ second): autograd's ``mm_mat1_backward``."""
+    return second.mm(grad.t()).t() if _column_major(first) else grad.mm(second.t())
+
+
+def _grad_second(grad: torch.Tensor, first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
+    """d/d second of first @ second, given grad = d/d (first @ second): autograd's ``mm_mat2_backward``."""
+    return grad.t().mm(first).t() if _column_major(second) else first.t().mm(grad)
 
 
 def attend(scores: torch.Tensor, log_counts: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from qkdyn.empirical.adam import adam_update, zero_grad
 from qkdyn.empirical.synthetic import data
-from qkdyn.empirical.synthetic.model import AttentionHead, cross_entropy, head, log_counts
+from qkdyn.empirical.synthetic.model import AttentionHead, exact_gradients, log_counts
 from tqdm import tqdm
 
 from qkdyn.errors import InputError
@@ -25,7 +25,7 @@ class PlainSGD:
     """theta <- theta - lr_g grad_theta for every parameter of group g: ``torch.optim.SGD`` without
     momentum, minus its per-step dispatch (hooks, capturable and foreach checks, a compile guard), which
     costs more than the update of these small matrices. Same ``param_groups`` / ``zero_grad`` / ``step``;
-    :meth:`update` takes the gradients as :func:`torch.autograd.grad` returns them, of any part of a parameter."""
+    :meth:`update` takes gradients of any part of a parameter (as :func:`torch.autograd.grad` returns them)."""
 
     def __init__(self, groups: list[dict]):
         self.param_groups = groups
@@ -112,8 +112,9 @@ def train(model: AttentionHead, optimizer, next_batch: Callable[[], data.Batch],
     its ``step``). With ``stop_below``, stop (and record) once the batch loss falls below it.
     ``progress`` shows a tqdm bar on a terminal. A non-finite loss (divergence) is a InputError.
 
-    Each step differentiates the loss with respect to :func:`loss_parts` (``torch.autograd.grad``: no ``.grad`` kept) and
-    ``optimizer.update`` moves those parts in place: the step of the whole parameters, bit for bit, without forming
+    Each step takes the loss's gradient with respect to :func:`loss_parts` written out
+    (:func:`.model.exact_gradients`: ``torch.autograd.grad``'s to the bit, without its graph; no ``.grad`` kept)
+    and ``optimizer.update`` moves those parts in place: the step of the whole parameters, bit for bit, without forming
     and adding their rows of zero gradient. A sampled batch takes its log by :func:`.model.log_counts` (the same
     bits as ``torch.log``, faster on the zero counts)."""
     record = set(int(s) for s in record)
@@ -129,7 +130,7 @@ def train(model: AttentionHead, optimizer, next_batch: Callable[[], data.Batch],
         counts, labels, weights = next_batch()
         if counts is not last:  # a fixed batch (the population) takes its log once
             last, log_c = counts, log_counts(counts)
-        loss = cross_entropy(head(parts, log_c, model.scale, None, None)[0], labels, weights)
+        loss, gradients = exact_gradients(parts, log_c, model.scale, labels, weights)
         value = loss.item()
         if not math.isfinite(value):
             raise InputError(f"the loss is not finite at step {step}: training diverged, reduce --step")
@@ -138,5 +139,5 @@ def train(model: AttentionHead, optimizer, next_batch: Callable[[], data.Batch],
             rows.append({"step": step, **observe(model)})
         if done:
             break
-        optimizer.update(tensors, torch.autograd.grad(loss, tensors), owners)
+        optimizer.update(tensors, gradients, owners)
     return rows

@@ -32,7 +32,7 @@ REUSERS = {"authors.py": {"head", "log_counts"},
            "fullflow.py": {"loss", "attend", "probabilities", "cross_entropy", "log_counts"}}
 #: the engines that train runs: each must evaluate the model's own loss or forward
 ENGINES = {"stacked.py": {"head_gradients"}, "batched.py": {"head_gradients", "head"}, "fixed_attention.py": {"cross_entropy", "readout"},
-           "train.py": {"cross_entropy"}, "sampled.py": {"cross_entropy", "probabilities"}}
+           "train.py": {"exact_gradients"}, "sampled.py": {"cross_entropy", "probabilities"}}
 
 
 def primitive_calls(path, primitives=PRIMITIVES) -> list[str]:
