@@ -146,10 +146,11 @@ def _run(task: Task, arms: list[tuple[str, str, int]], test_size: int, perturbed
             row_of[live] = torch.arange(len(live))
             where = row_of[arm_stream[alive]]
         j = step % CHUNK
+        # each live arm's stream at step j, x[where, j] (index_select: advanced indexing costs several times as much)
+        log_c, target, select = (x[:, j].index_select(0, where) for x in (chunk_log, chunk.target, chunk_select))
         A, B, O, V = params
-        losses, d_query_rows, d_keys, d_O, d_V = head_gradients(
-            A[:, queries], B.mT, O, V, chunk_log[where, j], chunk.target[where, j], None, task.scale,
-            chunk_select[where, j])
+        losses, d_query_rows, d_keys, d_O, d_V = head_gradients(A[:, queries], B.mT, O, V, log_c, target, None,
+                                                                task.scale, select)
         value = losses.double()
         if not bool(torch.isfinite(value).all()):
             p, s, seed = arms[int(alive[~torch.isfinite(value)][0])]

@@ -149,12 +149,25 @@ def scores(factors, data, alpha: torch.Tensor) -> tuple[torch.Tensor, torch.Tens
     """(L, -dL/dalpha), each (R,), of stacked OV circuits at attention alpha (R,) with their weights held:
     the exact derivative of the module docstring, mean_b sum_l p_{b,l} (g_{b,y_b} - g_{b,l}), with the
     slope of the logits g = (a(1) - a(0)) (O V_v)^T. The one definition of both sides of claim FA: the
-    sampled runs on their evaluation set, the frozen-QK flow on its population (:func:`theory`)."""
-    logits = _logits(factors, fixed_attention(data, alpha[:, None, None]))
-    slope = readout(fixed_attention(data, 1.0) - fixed_attention(data, 0.0), _values(factors))
-    own = slope.gather(-1, data.target[..., None])
+    sampled runs on their evaluation set, the frozen-QK flow on its population (:func:`theory`).
+    :func:`scores_at` of :func:`score_attention`."""
+    return scores_at(factors, *score_attention(data, alpha), data.target)
+
+
+def score_attention(data, alpha: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The attention masses :func:`scores` reads on ``data``: a(alpha) at each run's alpha (R,), and a(1) - a(0).
+    Neither depends on the weights: the checkpoints of a run score on the same ones."""
+    return fixed_attention(data, alpha[:, None, None]), fixed_attention(data, 1.0) - fixed_attention(data, 0.0)
+
+
+def scores_at(factors, attn: torch.Tensor, attn_slope: torch.Tensor,
+              target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """:func:`scores` from the attention masses of :func:`score_attention` (a(alpha), a(1) - a(0)) and the targets."""
+    logits = _logits(factors, attn)
+    slope = readout(attn_slope, _values(factors))
+    own = slope.gather(-1, target[..., None])
     fall = (probabilities(logits) * (own - slope)).sum(dim=-1).mean(dim=1)
-    return cross_entropy(logits, data.target), fall
+    return cross_entropy(logits, target), fall
 
 
 def grid(forms, alphas, seeds, steps: int, eval_size: int, checkpoints: int, perturb: int | None = None) -> dict:
@@ -197,12 +210,13 @@ def _grid(forms, alphas, seeds, steps: int, eval_size: int, checkpoints: int, pe
     # the checkpoints scored in float64: at a loss of 5e-4 float32's cross-entropy carries ~1e-6 absolute error
     # per sample (0.2 % of L), and its sums depend on the order torch's kernels add in (AVX2 vs AVX-512)
     scored = Batch(*(f.double() if f.is_floating_point() else f for f in evaluation))
+    scored_attention = score_attention(scored, alpha_64)  # the same at every checkpoint
     marks = set(np.unique(np.linspace(0, steps, checkpoints).round().astype(int)).tolist())
     t, loss, fall = [], [], []
     for step in range(steps + 1):
         if step in marks:
             with torch.no_grad():
-                here, slope = scores([p.double() for p in factors], scored, alpha_64)
+                here, slope = scores_at([p.double() for p in factors], *scored_attention, scored.target)
             t.append(step * lr)
             loss.append(here.numpy())
             fall.append(slope.numpy())
@@ -210,7 +224,7 @@ def _grid(forms, alphas, seeds, steps: int, eval_size: int, checkpoints: int, pe
             break
         if step % CHUNK == 0:
             chunk = Batch(*(torch.stack(f) for f in zip(*(next(stream) for stream in streams), strict=True)))
-        batch = Batch(*(f[row_seed, step % CHUNK] for f in chunk))
+        batch = Batch(*(f[:, step % CHUNK].index_select(0, row_seed) for f in chunk))  # f[row_seed, j], cheaper
         value = _losses(factors, batch, alpha)
         if not bool(torch.isfinite(value).all()):
             raise InputError(f"SGD diverged at step {step} (lr {lr:.3g}): use more steps", "steps")
