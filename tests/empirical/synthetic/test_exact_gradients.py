@@ -4,28 +4,18 @@ widths where mm's backward takes either of its layouts (r = 1 makes W_Q's query 
 import pytest
 import torch
 from qkdyn.empirical.synthetic import data, train
-from qkdyn.empirical.synthetic.layout import Layout
-from qkdyn.empirical.synthetic.model import PARAMS, AttentionHead, cross_entropy, exact_gradients, head, log_counts
+from qkdyn.empirical.synthetic.model import PARAMS, cross_entropy, exact_gradients, head, log_counts
 from qkdyn.theory.setting import Setting
+from synthetic_models import random_model
 
 SMALL = Setting(classes=3, distinct=3, commons=2, m=3, n=4, qk0=0.5, ov0=0.5, eta_qk=2.0)
-
-
-def _random_model(param: str, width: int | None, seed: int):
-    """The model with every entry drawn (off the symmetric subspace: each entry has its own gradient)."""
-    model = AttentionHead(param, Layout.of(SMALL), SMALL.scale, width)
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.copy_(torch.randn(p.shape, generator=generator, dtype=p.dtype))
-    return model
 
 
 @pytest.mark.parametrize("param", PARAMS)
 @pytest.mark.parametrize("width", [None, 1, 4])
 @pytest.mark.parametrize("batch", [None, 1, 7])
 def test_written_out_gradient_is_autograds_to_the_last_bit(param, width, batch):
-    model = _random_model(param, width, seed=PARAMS.index(param))
+    model = random_model(param, SMALL, PARAMS.index(param), width)
     parts = train.loss_parts(model)
     counts, labels, weights = (data.mean_counts(SMALL) if batch is None else
                                data.sample(SMALL, batch, torch.Generator().manual_seed(3)))

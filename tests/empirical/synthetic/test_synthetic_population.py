@@ -13,6 +13,7 @@ from qkdyn.empirical.synthetic.layout import Layout
 from qkdyn.empirical.synthetic.model import PARAMS, AttentionHead, cross_entropy
 from qkdyn.theory.compiled import load
 from qkdyn.theory.setting import Setting, factorized
+from synthetic_models import random_model
 
 TINY = Setting(classes=3, distinct=2, commons=2, m=2, n=3, scale=0.7)
 
@@ -22,15 +23,6 @@ def loss_and_grad(model, logits_fn, labels, weights):
     loss = cross_entropy(logits_fn(), labels, weights)
     loss.backward()
     return float(loss.detach()), {name: p.grad.clone() for name, p in model.named_parameters()}
-
-
-def random_model(param, setting, seed):
-    model = AttentionHead(param, Layout.of(setting), setting.scale, width=5)
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.copy_(torch.randn(p.shape, generator=generator, dtype=p.dtype))
-    return model
 
 
 @pytest.mark.parametrize("param", PARAMS)
