@@ -262,9 +262,9 @@ def exact_gradients(parts: Mapping[str, torch.Tensor], log_counts: torch.Tensor,
     scores = scale * (parts["W_QK"] if query is None else query.mm(key_t).squeeze_(0))
     values = parts["W_OV"] if "W_OV" in parts else parts["W_O"].mm(parts["W_V"])
     values_t = values.mT
-    attn = torch._softmax(scores + log_counts, -1, False)
+    attn = torch.softmax(scores + log_counts, dim=-1)
     logits = attn.mm(values_t)
-    log_p = torch._log_softmax(logits, 1, False)
+    log_p = torch.log_softmax(logits, dim=1)
     loss = (weights * nn.functional.nll_loss(log_p, labels, reduction="none")).sum()
 
     # the sum, the product with w, then nll_loss's backward (-1 x the incoming gradient at each label, 0 elsewhere)
