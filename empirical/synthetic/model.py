@@ -267,9 +267,8 @@ def exact_gradients(parts: Mapping[str, torch.Tensor], log_counts: torch.Tensor,
     log_p = torch.log_softmax(logits, dim=1)
     loss = (weights * nn.functional.nll_loss(log_p, labels, reduction="none")).sum()
 
-    # the sum, the product with w, then nll_loss's backward (-1 x the incoming gradient at each label, 0 elsewhere)
-    incoming = torch.ones_like(loss).expand(labels.shape) * weights
-    g_log_p = torch.zeros_like(log_p).scatter_(1, labels[:, None], incoming.neg()[:, None])
+    # the sum's and the product's backward give 1 x w = w exactly; nll_loss's: -w_b at each label, 0 elsewhere
+    g_log_p = torch.zeros_like(log_p).scatter_(1, labels[:, None], weights.neg()[:, None])
     g_logits = torch._log_softmax_backward_data(g_log_p, log_p, 1, log_p.dtype)
     g_attn = _grad_first(g_logits, values_t, attn)
     g_values = _grad_second(g_logits, attn, values_t).mT
