@@ -292,7 +292,8 @@ def _lockstep(f, g, combinations, P, Pt, y, tau_end, rtol, atol, levels, termina
     y_new, work, h_of, e5, e3 = np.empty(size), np.empty(size), np.empty(size), np.empty(size), np.empty(size)
     rows = np.empty((POWER - 3, size))
     scale, scales, one = np.empty(lanes), np.empty(16 * lanes), np.empty(n)
-    capacity = np.int64(128)  # not a literal: numba would compile grown for the literal 128 as well
+    # rows per lane (not a literal: numba would compile grown for the literal 128 as well); none without dense output
+    capacity = np.int64(128 if dense_output else 0)
     taus, hs = np.empty(lanes * capacity), np.empty(lanes * capacity)
     ys, Fs = np.empty(lanes * capacity * n), np.empty(lanes * capacity * POWER * n)
     status, steps, nfev = np.empty(lanes, np.int64), np.empty(lanes, np.int64), np.empty(lanes, np.int64)
@@ -440,17 +441,18 @@ def lane_rows(capacities, steps, i):
 
 def integrate_one(f, g, parameters, x0, tau_end, rtol, atol, levels, terminal, dense_output=True):
     """One trajectory, as :func:`integrate_many` integrates it (one lane of :func:`_lockstep`) without a sweep's
-    blocks: (status, steps, nfev, event_tau (levels,), final state (dim,)) and its dense tables
-    (taus, hs, ys (steps, dim), Fs (steps, POWER, dim), the first rows of the integrator's own; no rows without
-    ``dense_output``). ``parameters`` and ``x0`` are contiguous float vectors."""
+    blocks: (status, steps, nfev, event_tau (levels,), final state (dim,)) followed, with ``dense_output``, by its
+    dense tables (taus, hs, ys (steps, dim), Fs (steps, POWER, dim), the first rows of the integrator's own).
+    ``parameters`` and ``x0`` are contiguous float vectors."""
     _before_lockstep(levels, dense_output)
     y = x0.copy()  # one lane's flat state is the state itself: it ends final
     status, steps, nfev, event_tau, taus, hs, ys, Fs, _ = _lockstep(f, g, _combination_addresses(), parameters[None],
                                                                     parameters[:, None], y, tau_end, rtol, atol,
                                                                     levels, terminal, dense_output)
-    stored, n = int(steps[0]) if dense_output else 0, y.size
-    return (int(status[0]), int(steps[0]), int(nfev[0]), event_tau[0], y, taus[:stored], hs[:stored],
-            ys[:stored * n].reshape(-1, n), Fs[:stored * POWER * n].reshape(-1, POWER, n))
+    stored, n = int(steps[0]), y.size
+    tables = ((taus[:stored], hs[:stored], ys[:stored * n].reshape(-1, n), Fs[:stored * POWER * n].reshape(-1, POWER, n))
+              if dense_output else ())
+    return (int(status[0]), stored, int(nfev[0]), event_tau[0], y, *tables)
 
 
 def _block(f, g, P, X0, tau_end, rtol, atol, levels, terminal, dense_output):
