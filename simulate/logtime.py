@@ -62,11 +62,12 @@ class Run:
 
 def output_times(t_end: float, points: int, at: Sequence[float] = ()) -> np.ndarray:
     """t = 0, ``points - 1`` log-spaced times up to t_end, and the exact ``at`` times, ascending."""
-    return _output_times(t_end, points, tuple(at)).copy()
+    return _output_times(t_end, points, tuple(at))[0].copy()
 
 
-@functools.lru_cache(maxsize=64)  # a sweep asks for the same rows for every setting
-def _output_times(t_end: float, points: int, at: tuple[float, ...]) -> np.ndarray:
+@functools.lru_cache(maxsize=64)  # a sweep asks for the same rows for every setting, a loop of solves too
+def _output_times(t_end: float, points: int, at: tuple[float, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """(the times of :func:`output_times`, their log-times log(1 + t)); read only (callers copy)."""
     t_lo = min(1e-2, t_end / 1e3)
     if points > 2:  # geometric spacing with exact ends (np.geomspace, at a third of its cost)
         grid = np.exp(np.linspace(math.log(t_lo), math.log(t_end), points - 1))
@@ -74,13 +75,14 @@ def _output_times(t_end: float, points: int, at: tuple[float, ...]) -> np.ndarra
     else:
         grid = np.array([t_lo if points == 2 else t_end])
     extra = [x for x in at if x <= t_end]
-    return np.unique(np.concatenate([[0.0], grid, extra, [t_end]]))
+    times = np.unique(np.concatenate([[0.0], grid, extra, [t_end]]))
+    return times, np.log1p(times)
 
 
 def ends_only(horizon: float, points: int, at: Sequence[float], levels: Sequence[float]) -> bool:
     """Whether a run's rows are its two ends alone (t = 0 and the horizon) and it has no loss levels: then
     none of them is read off its dense output (the integrator may skip computing it)."""
-    return not levels and _output_times(horizon, points, tuple(at)).size == 2
+    return not levels and _output_times(horizon, points, tuple(at))[0].size == 2
 
 
 def check_options(t_max, until_loss, points, at, method) -> None:
@@ -178,8 +180,8 @@ def rows(name: str, compiled, setting: Setting, run: Run, p, horizon, until_loss
                    "a factorized circuit started at 0 sits on a saddle and never moves" if 0.0 in (setting.qk0, setting.ov0)
                    else "the flow stalls on a plateau above the target within the horizon"))
         event_t = math.expm1(run.event_tau[-1])
-    times = output_times(event_t if event_t is not None else horizon, points, at)
-    query = np.log1p(times)
+    times, query = _output_times(event_t if event_t is not None else horizon, points, tuple(at))
+    times, query = times.copy(), query.copy()
     if event_t is not None:  # the event row is the solver's own event time
         query[-1] = run.event_tau[-1]
         times[-1] = event_t
