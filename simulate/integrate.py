@@ -282,8 +282,9 @@ def _lockstep(f, g, combinations, P, Pt, y, tau_end, rtol, atol, levels, termina
     y_old, F) with their ``capacity``: lane l's steps[l] accepted steps are rows l capacity .. l capacity +
     steps[l] - 1 (read in place, by :func:`evaluate_many`: never copied into one another). Every table is flat,
     indexed by hand: lane l's row j of a table of width w at (l capacity + j) w. Without ``dense_output`` the
-    three extra stages of every step are skipped and no row is stored (the tables are empty, capacity 0): the steps and states are the same bits
-    either way (no extra stage feeds a step). Levels need the dense output (their crossings are located on the interpolant).
+    three extra stages of every step are skipped and no row is stored (the tables are empty, capacity 0): the
+    steps and states are the same bits either way (no extra stage feeds a step). Levels need the dense output
+    (their crossings are located on the interpolant).
     """
     lanes, n = P.shape[0], y.size // P.shape[0]
     size = lanes * n
