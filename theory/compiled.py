@@ -11,7 +11,9 @@ tuple of arrays for several outputs: ``features``, ``invariants``, ``metrics``, 
 from Python (a new 1-D / 2-D array, or a float, each call); the kernels themselves take ``kernel_parameters(p)``, the
 parameters followed by their parameter-only subexpressions (computed once per setting); ``rhs_lanes_kernel`` and ``loss_kernel`` are the C-callable kernels the compiled
 integrator (:mod:`qkdyn.simulate.integrate`) takes, ``psi_gain_kernel`` and ``m_ov_kernel`` those of the
-compiled matched-loss solver (:mod:`qkdyn.simulate.closedform`).
+compiled matched-loss solver (:mod:`qkdyn.simulate.closedform`), ``balanced_lanes_kernel`` and
+``balanced_loss_kernel`` (on ``balanced_kernel_parameters(p, kappa)``) the integrator's of the flow of the
+features alone (:mod:`qkdyn.simulate.sweep`).
 """
 from __future__ import annotations
 
@@ -29,7 +31,8 @@ if TYPE_CHECKING:  # numba is imported with the generated module, by load(): not
     from qkdyn.theory.kernels import LazyCallback
 
 _VECTOR = ("features", "attention", "loss", "invariants", "metrics", "balanced_metrics", "kappa", "dphi", "psi",
-           "psi_gain", "line_scale", "ov_law", "qk_law", "qk_law_constant", "frozen_time")
+           "psi_gain", "line_scale", "ov_law", "qk_law", "qk_law_constant", "frozen_time", "balanced_start",
+           "balanced_kernel_parameters")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +50,8 @@ class Compiled:
     loss_kernel: LazyCallback
     psi_gain_kernel: LazyCallback  # C-callable psi_gain(x = (a, s), p) and balanced M_OV(x = (qk, ov, kappa), p)
     m_ov_kernel: LazyCallback
+    balanced_lanes_kernel: LazyCallback  # the balanced flow of (qk, ov) alone (qkdyn.simulate.sweep) and its loss
+    balanced_loss_kernel: LazyCallback
     kernel_parameters: Callable
     init: Callable
     features: Callable
@@ -64,6 +69,8 @@ class Compiled:
     qk_law: Callable
     qk_law_constant: Callable
     frozen_time: Callable  # t(z, alpha0, z0, p) at frozen attention (rho = 0), z = alpha0 ov
+    balanced_start: Callable  # (qk, ov, kappa) of init(p, qk0, ov0)
+    balanced_kernel_parameters: Callable  # (p, kappa) -> the balanced kernels' parameter vector (a tuple)
 
     @property
     def dim(self) -> int:
@@ -105,7 +112,7 @@ def load(name: str) -> Compiled:
     module = importlib.import_module(f"qkdyn.theory.generated.{name}")
     functions = {key: getattr(module, key) for key in
                  ("rhs_into", "jac_into", "rhs_lanes_kernel", "loss_kernel", "psi_gain_kernel", "m_ov_kernel",
-                  "kernel_parameters", "init") + _VECTOR}
+                  "balanced_lanes_kernel", "balanced_loss_kernel", "kernel_parameters", "init") + _VECTOR}
     functions["state_loss_into"] = module.state_loss
     return Compiled(name, module.VARIABLES, module.INVARIANT_NAMES, module.INVARIANT_DEGREES, module.LAW_POWERS,
                     module.A4_PROOF, **functions)

@@ -10,6 +10,10 @@ executed from a data directory (:mod:`qkdyn.theory.compiled` only imports them).
 
 Generated functions (x: the reduced state, p: Setting.numeric(); vector functions broadcast):
     kernel_parameters(p) -> k                 p and its constants for the kernels  [scalar]
+    balanced_kernel_parameters(p, kappa)      p, kappa and their constants for the balanced kernels [vector]
+    balanced_lanes_kernel(x, k, scale, out, lanes)  C-callable scale * (dqk/dt, dov/dt) on the balanced
+                                              manifold at x = (qk, ov) (invariants.balanced_flow) [kernel]
+    balanced_loss_kernel(x, k)                C-callable L(qk, ov), eq. (2), on those parameters [kernel]
     rhs_into(x, k, out), jac_into(x, k, out)  eq. (1) and its Jacobian            [kernel]
     state_loss(x, k)                          L(qk(x), ov(x)), eq. (2)              [kernel]
     rhs_lanes_kernel(x, k, scale, out, lanes) C-callable scale * eq. (1) at many states (lanes) [kernel]
@@ -17,6 +21,7 @@ Generated functions (x: the reduced state, p: Setting.numeric(); vector function
     psi_gain_kernel(x, p), m_ov_kernel(x, p)  C-callable psi_gain (x = (a, s)) and the balanced M_OV
                                               (x = (qk, ov, kappa)) on the plain p   [kernel]
     init(p, qk0, ov0)                         balanced initial state               [scalar]
+    balanced_start(p, qk0, ov0)               (qk, ov, kappa) of that state        [vector]
     features(X, p) -> (qk, ov)                                                     [vector]
     attention(qk, p), loss(qk, ov, p)         alpha and L, eq. (2)                 [vector]
     invariants(X, p) -> tuple                 the named first integrals            [vector]
@@ -87,8 +92,21 @@ def generate_source(name: str) -> str:
     src += codegen.scalar_wrapper("psi_gain_kernel", "psi_gain_at", 2, len(p)) + "\n\n"
     src += codegen.scalar_wrapper("m_ov_kernel", "m_ov_at", 3, len(p)) + "\n\n"
     src += codegen.function_source("kernel_parameters", [p], list(p) + list(constants.table), "scalar")
+    # the balanced flow of the features alone (qkdyn.theory.invariants.balanced_flow), for qkdyn.simulate.sweep
+    balanced = codegen.ParameterConstants(tuple(p) + (kappa,))
+    flow, flow_loss = [balanced(e) for e in invariants.balanced_flow(d)], [balanced(model.reduced_loss(qk, ov))]
+    on_manifold = (*p, kappa, *balanced.table.values())
+    src += codegen.lanes_kernel_source("balanced_lanes_kernel", (qk, ov), on_manifold, flow, balanced.table)
+    src += codegen.function_source("balanced_loss", [(qk, ov), on_manifold], flow_loss, "kernel", single=True)
+    src += codegen.scalar_wrapper("balanced_loss_kernel", "balanced_loss", 2, len(on_manifold)) + "\n\n"
+    src += codegen.function_source("balanced_kernel_parameters", [p, kappa], [*p, kappa, *balanced.table], "vector",
+                                   like=[kappa])
     init = [d.init[sym] for sym in x]
     src += codegen.function_source("init", [p, model.qk0, model.ov0], init, "scalar")
+    # the features and kappa of that state, in one vector call over many settings (qkdyn.simulate.sweep)
+    on_init = [sp.sympify(e).subs(d.init) for e in (d.qk, d.ov, invariants.kappa_of(d.qk_circuit))]
+    src += codegen.function_source("balanced_start", [p, model.qk0, model.ov0], on_init, "vector",
+                                   like=[model.qk0, model.ov0])
     vector = [  # name, arguments, outputs, shape-giving arguments, single output
         ("features", [x, p], [d.qk, d.ov], [x], False),
         ("attention", [qk, p], [model.attention(qk)], [qk], True),

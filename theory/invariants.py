@@ -32,7 +32,7 @@ from __future__ import annotations
 import itertools
 
 import sympy as sp
-from qkdyn.theory.model import Circuit, D, Derivation, K, N, ov, qk, reduced_loss, s
+from qkdyn.theory.model import ETA, Circuit, D, Derivation, K, N, ov, qk, reduced_loss, s
 
 kappa = sp.Symbol("kappa", nonnegative=True)
 _y = sp.Symbol("y", real=True)
@@ -183,6 +183,16 @@ def balanced_metric_residual(circuit: Circuit) -> sp.Expr:
     balanced = {o1: o2 + sp.sqrt(D) * (v1 - v2)}
     residual = metric(circuit) ** 2 - (closed**2).subs(ov, circuit.feature)
     return sp.simplify(sp.expand(residual.subs(balanced)))
+
+
+def balanced_flow(derivation: Derivation) -> list[sp.Expr]:
+    """(dqk/dt, dov/dt) on the balanced manifold, in (qk, ov, kappa) and the parameters: by A1 each feature moves
+    as df/dt = -eta_c M_c dL/df, here with M_c in its closed form (:func:`balanced_metric`) and L eq. (2). The
+    flow keeps every B_cj = 0 and kappa conserved, so from the setting's init (docs/setting.md, balanced) the two
+    features alone carry the motion exactly: two variables instead of the full reduced state."""
+    loss = reduced_loss(qk, ov)
+    return [-ETA[circuit.variables[0].circuit] * balanced_metric(circuit) * sp.diff(loss, feature)
+            for circuit, feature in ((derivation.qk_circuit, qk), (derivation.ov_circuit, ov))]
 
 
 def rate_factor(circuit: Circuit) -> sp.Expr:

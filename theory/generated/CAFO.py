@@ -402,11 +402,70 @@ def kernel_parameters(_a0):
     return numpy.array([K, D, N, m, n, s, eta_QK, eta_OV, b, _c0, 2 - K, -s, -_c1, _c1, _c2, _c7, -_c9, _c10, _c11, _c12, _c13, _c15, -_c15, -_c2, -_c7, _c16, -_c16, _c9, _c17, -_c17, -_c10, _c18, -_c18, -_c11, _c19, -_c19, -_c12, _c20, -_c20, -_c13], dtype=float)
 
 
+@lanes_kernel
+def balanced_lanes_kernel(x, p, scale, out, lanes):
+    _x, _p = carray(x, (2, lanes)), carray(p, (15, lanes))
+    _s, _out = carray(scale, (lanes,)), carray(out, (2, lanes))
+    for _l in range(lanes):
+        qk = _x[0, _l]
+        ov = _x[1, _l]
+        _k0 = _p[10, _l]
+        _k1 = _p[11, _l]
+        _k2 = _p[12, _l]
+        _k3 = _p[13, _l]
+        _k4 = _p[14, _l]
+        _expit0, _expit0_neg = lane_expit_pair(_k0 + qk)
+        _c0 = _expit0
+        _c1 = _c0*ov
+        _c2 = lane_expit(-_c1 + _k2)
+        _out[0, _l] = (_c1*_c2*_k3*_expit0_neg)*_s[_l]
+        _out[1, _l] = (_c0*_c2*_k4*abs(ov))*_s[_l]
+
+
+@jit
+def balanced_loss(_a0, _a1):
+    qk = _a0[0]
+    ov = _a0[1]
+    K = _a1[0]
+    D = _a1[1]
+    N = _a1[2]
+    m = _a1[3]
+    n = _a1[4]
+    s = _a1[5]
+    eta_QK = _a1[6]
+    eta_OV = _a1[7]
+    b = _a1[8]
+    kappa = _a1[9]
+    _k0 = _a1[10]
+    _k1 = _a1[11]
+    _k2 = _a1[12]
+    _k3 = _a1[13]
+    _k4 = _a1[14]
+    return softplus(_k2 - ov*expit(_k0 + qk))
+
+
+@scalar_kernel
+def balanced_loss_kernel(x, p):
+    return balanced_loss(carray(x, (2,)), carray(p, (15,)))
+
+
+def balanced_kernel_parameters(_a0, kappa):
+    (K, D, N, m, n, s, eta_QK, eta_OV, b) = _a0
+    _c0 = numpy.log(m/n)
+    _c1 = K - 1
+    return shaped((kappa, ), K, D, N, m, n, s, eta_QK, eta_OV, b, kappa, _c0, -_c0, numpy.log(_c1), eta_QK*s**2*(N**(-1.0) + 1/(D*K)), 2*eta_OV/(numpy.sqrt(D)*_c1))
+
+
 def init(_a0, qk0, ov0):
     (K, D, N, m, n, s, eta_QK, eta_OV, b) = _a0
     _c0 = D**(1/4)
     _c1 = math.sqrt(abs(ov0))
     return numpy.array([qk0/s, 0, _c0*_c1*(0.0 if ov0 == 0 else math.copysign(1, ov0)), 0, _c1/_c0, 0, 0], dtype=float)
+
+
+def balanced_start(_a0, qk0, ov0):
+    (K, D, N, m, n, s, eta_QK, eta_OV, b) = _a0
+    return shaped((qk0, ov0, ), qk0, abs(ov0)*numpy.sign(ov0), 0)
 
 
 def features(_a0, _a1):
