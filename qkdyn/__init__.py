@@ -9,6 +9,8 @@ module (sympy, scipy, torch) on first use.
 * :func:`solve` - the reduced gradient flow to ``t_max`` or a loss level: a :class:`Trajectory` (a spec's
   :class:`~qkdyn.simulate.specsolve.SpecTrajectory`; a list of them for a list of settings), the solution
   at any time by ``tr.at(t)`` (or ``tr(t)``), drawn by ``tr.plot()``.
+* :func:`sweep` - the features (qk, ov) of many settings at once, from their balanced two-variable flow: a
+  :class:`Sweep` of (settings, rows) arrays (``solve`` of a list gives the full state, a Trajectory each).
 * :func:`sharpness` - attention, qk, ov and time at matched loss in closed form (no ODE; a spec without
   one: from ODE events): a :class:`Sharpness`.
 * :func:`gd`, :func:`sgd` - training of the full matrix model (torch): a :class:`Recording`.
@@ -44,6 +46,8 @@ if TYPE_CHECKING:  # for type checkers: what _API (below) imports on first use, 
     from qkdyn.simulate.sharpness import Sharpness as Sharpness
     from qkdyn.simulate.sharpness import sharpness as sharpness
     from qkdyn.simulate.solve import solve as solve
+    from qkdyn.simulate.sweep import Sweep as Sweep
+    from qkdyn.simulate.sweep import sweep as sweep
     from qkdyn.simulate.trajectory import Trajectory as Trajectory
     from qkdyn.speccheck import CheckResult as CheckResult
     from qkdyn.speccheck import check as check
@@ -69,6 +73,8 @@ _API = {
     "Derived": ("qkdyn.theory.derived", "Derived"),
     "solve": ("qkdyn.simulate.solve", "solve"),
     "Trajectory": ("qkdyn.simulate.trajectory", "Trajectory"),
+    "sweep": ("qkdyn.simulate.sweep", "sweep"),
+    "Sweep": ("qkdyn.simulate.sweep", "Sweep"),
     "sharpness": ("qkdyn.simulate.sharpness", "sharpness"),
     "Sharpness": ("qkdyn.simulate.sharpness", "Sharpness"),
     "gd": ("qkdyn.empirical.synthetic.experiment", "gd"),

@@ -279,7 +279,7 @@ def solve_many(settings: Sequence[Setting], param: str, *, t_max, until_loss, po
     the compiled DOP853 all of them are integrated in one compiled call, in lockstep lanes
     (:func:`qkdyn.simulate.integrate.integrate_many`: every stage over the lanes in SIMD, each lane's
     arithmetic that of its solve alone), then all of their rows and crossings read off the dense tables
-    where the integrator left them, one compiled call per block of lanes (:class:`_Sweep`, the same
+    where the integrator left them, one compiled call per block of lanes (:class:`LaneTables`, the same
     interpolant at the same times; each trajectory's dense output is a view of its own steps' rows of its
     block's tables), their states assembled at once where they share their rows (a horizon and no loss
     target: :func:`_rows_to_horizon`) and their (qk, ov) in one vector call (:func:`_features_at_once`); a
@@ -308,7 +308,7 @@ def solve_many(settings: Sequence[Setting], param: str, *, t_max, until_loss, po
     out = {i: Trajectory(param, settings[i], *integrate_flow(param, compiled, settings[i], **options))
            for i in np.flatnonzero(status < 0).tolist()}  # LSODA takes over alone where the explicit step collapsed
     kept = [i for i in range(len(settings)) if i not in out]
-    sweep = _Sweep(tables, capacities, steps)
+    sweep = LaneTables(tables, capacities, steps)
     taken = steps[kept].tolist()
     dense: Sequence[_Table | _Rerun] = (sweep.tables_of(kept) if dense_output else
                                         [_Rerun(param, starts[i][0], starts[i][1], tau_end, rtol, atol, count)
@@ -331,7 +331,7 @@ def solve_many(settings: Sequence[Setting], param: str, *, t_max, until_loss, po
 def _rows_to_horizon(param, compiled, settings, starts, runs, kept, sweep, horizon, until_loss, points, at) -> tuple:
     """The rows of a sweep's runs to the horizon (no loss target: every run reached it, so all of them have the
     same rows; :func:`~qkdyn.simulate.logtime.rows` once): every run's inner rows, then every one's crossings,
-    read off its steps' tables (:meth:`_Sweep.read`), and the states (sweep, dim, rows) assembled at once
+    read off its steps' tables (:meth:`LaneTables.read`), and the states (sweep, dim, rows) assembled at once
     (:func:`~qkdyn.simulate.logtime.states_at` for all of them: the initial state, the rows read, the final
     state). Returns (states, each run's plan of :func:`~qkdyn.simulate.logtime.rows`, each one's states at its
     crossings)."""
@@ -358,7 +358,7 @@ def _rows_to_horizon(param, compiled, settings, starts, runs, kept, sweep, horiz
 def _rows_each(param, compiled, settings, starts, runs, kept, sweep, horizon, until_loss, points, at) -> tuple:
     """The rows of a sweep's runs each with its own (a loss target: each run's rows end at its event): every
     run's plan (:func:`~qkdyn.simulate.logtime.rows`), its inner rows, then every one's crossings, read off its
-    steps' tables (:meth:`_Sweep.read`). Returns (each run's states, plan, states at its crossings)."""
+    steps' tables (:meth:`LaneTables.read`). Returns (each run's states, plan, states at its crossings)."""
     plans = [rows(param, compiled, settings[i], runs[i], starts[i][0], horizon, until_loss, points, at) for i in kept]
     queries = ([inner_queries(runs[i], plan[1]) for i, plan in zip(kept, plans, strict=True)] +
                [runs[i].event_tau[plan[2]] for i, plan in zip(kept, plans, strict=True)])
@@ -370,7 +370,7 @@ def _rows_each(param, compiled, settings, starts, runs, kept, sweep, horizon, un
 
 
 @dataclasses.dataclass(frozen=True)
-class _Sweep:
+class LaneTables:
     """The dense tables of a sweep (:func:`~qkdyn.simulate.integrate.integrate_many`: one per block of lanes),
     each trajectory's steps in place in its block's."""
 

@@ -10,7 +10,8 @@ compiling pays and then compile in its first busy process (:mod:`qkdyn.simulate.
 ``qkdyn verify``'s two workers, twice at once). ``make install`` runs this module once, compiling at
 once, so the first solve of a session loads cached code. It solves each form briefly, with a
 loss event and the dense output, and evaluates its Jacobian (the LSODA fallback's): every compiled
-path ``solve`` takes, a sweep over two settings (``solve_many``'s lockstep lanes) and the matched-loss
+path ``solve`` takes, a sweep over two settings (``solve_many``'s lockstep lanes), the balanced (qk, ov) kernels of
+:func:`~qkdyn.simulate.sweep.sweep` and the matched-loss
 closed form with its time (:mod:`qkdyn.simulate.closedform`, one kernel for every form: about 60 CPU-s to
 compile, which a process would otherwise pay once its plain-Python calls of ``sharpness`` have cost as much;
 one signature serves every shape of ``sharpness``'s arguments, so the scalar call here covers them all).
@@ -25,6 +26,7 @@ def main() -> int:
     from qkdyn.simulate.coldstart import FIRST_CLOSED_FORMS, FIRST_SOLVES
     from qkdyn.simulate.sharpness import sharpness
     from qkdyn.simulate.solve import solve
+    from qkdyn.simulate.sweep import sweep
     from qkdyn.theory.compiled import load
     from qkdyn.theory.setting import ALL_PARAMS, Setting
 
@@ -35,6 +37,7 @@ def main() -> int:
         tr = solve(Setting(), param, t_max=10.0, points=3, record_losses=(0.5,))
         load(param).jac(tr.state[:, 0], tr.setting.numeric())  # the Jacobian of the LSODA fallback
         solve([Setting(), Setting(eta_ov=2.0)], param, t_max=10.0, points=3)
+        sweep([Setting(), Setting(eta_ov=2.0)], param, t_max=10.0, points=3)
         sharpness(Setting(), param, 1.0, 0.5)
     sys.stdout.write(f"compiled the kernels of {', '.join(ALL_PARAMS)}, the integrator and the closed form in "
                      f"{time.perf_counter() - start:.1f} s\n")
