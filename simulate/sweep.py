@@ -69,6 +69,35 @@ class Sweep:
         """L = log(1 + (K-1) e^{-alpha ov}), eq. (2) (settings, rows)."""
         return np.asarray(load(self.param).loss(self.qk, self.ov, self._parameters))
 
+    def columns(self) -> dict[str, np.ndarray]:
+        """The rows in long form, one per (setting, row): ``setting`` (its index in ``settings``), each Setting field
+        that differs between the settings (NaN where a field is unset), then t, qk, ov, attn, loss."""
+        count, rows = self.qk.shape
+        varied = {field.name: np.array([np.nan if value is None else float(value) for value in values])
+                  for field in dataclasses.fields(Setting)
+                  for values in ([getattr(one, field.name) for one in self.settings],) if len(set(values)) > 1}
+        return {"setting": np.repeat(np.arange(count, dtype=float), rows),
+                **{name: np.repeat(values, rows) for name, values in varied.items()},
+                **{name: np.ravel(values) for name, values in (("t", self.t), ("qk", self.qk), ("ov", self.ov),
+                                                                ("attn", self.attn), ("loss", self.loss))}}
+
+    def to_csv(self, path) -> None:
+        """Write :meth:`columns` as CSV (header first, full precision) atomically."""
+        from qkdyn.csvio import write_columns
+
+        write_columns(path, self.columns())
+
+    def to_pandas(self):
+        """:meth:`columns` as a ``pandas.DataFrame`` indexed by (setting, t); ``attrs`` holds ``param`` (needs the
+        ``frames`` extra: ``pip install qkdyn[frames]``)."""
+        import pandas as pd
+
+        columns = self.columns()
+        index = pd.MultiIndex.from_arrays([columns.pop("setting").astype(int), columns.pop("t")], names=["setting", "t"])
+        frame = pd.DataFrame(columns, index=index)
+        frame.attrs = {"param": self.param}
+        return frame
+
 
 def sweep(settings: Sequence[Setting], param: str, *, t_max: float | None = None, until_loss: float | None = None,
           points: int = 200, at: Sequence[float] = (), rtol: float = 1e-11, atol: float = 1e-14) -> Sweep:

@@ -87,6 +87,24 @@ def test_the_rows_of_a_horizon_are_shared_and_read_only():
     np.testing.assert_allclose(ends.qk[:, -1], out.qk[:, -1], rtol=1e-12)
 
 
+def test_the_long_form_exports_hold_every_row_and_the_varied_fields(tmp_path):
+    out = sweep(RATES[:3], "FACO", until_loss=1e-2, points=7)
+    columns = out.columns()
+    assert list(columns) == ["setting", "eta_qk", "t", "qk", "ov", "attn", "loss"]
+    np.testing.assert_array_equal(columns["setting"], np.repeat([0.0, 1.0, 2.0], 7))
+    np.testing.assert_array_equal(columns["eta_qk"], np.repeat([one.eta_qk for one in RATES[:3]], 7))
+    np.testing.assert_array_equal(columns["loss"], out.loss.ravel())
+    out.to_csv(tmp_path / "sweep.csv")
+    read = np.genfromtxt(tmp_path / "sweep.csv", delimiter=",", names=True)
+    for name, values in columns.items():
+        np.testing.assert_array_equal(read[name], values)
+    frame = out.to_pandas()
+    assert frame.index.names == ["setting", "t"] and frame.attrs["param"] == "FACO"
+    np.testing.assert_array_equal(frame.loc[2]["attn"].to_numpy(), out.attn[2])
+    mixed = sweep([Setting(), Setting(attn0=0.5)], "CACO", t_max=10.0, points=2).columns()
+    assert np.isnan(mixed["attn0"][0]) and mixed["attn0"][-1] == 0.5 and "qk0" in mixed
+
+
 def test_a_collapsed_step_is_solved_again_alone(monkeypatch):
     """Where the explicit step collapses for a setting, that setting's full solve (LSODA taking over) gives its rows."""
     real = integrate.integrate_many
