@@ -127,10 +127,15 @@ def levels_and_horizon(compiled, p, x0, t_max, until_loss, at, record_losses) ->
         if not (math.isfinite(until_loss) and 0 < until_loss < loss0):
             raise InputError(f"must lie in (0, {loss0:.6g}) (the initial loss), got {until_loss!r}", "until_loss")
         levels.append(until_loss)
+    return levels, horizon_of(t_max, at)
+
+
+def horizon_of(t_max, at) -> float:
+    """The horizon of a solve (``t_max``, else :data:`DEFAULT_T_CAP`), the times ``at`` checked to lie within it."""
     horizon = t_max if t_max is not None else DEFAULT_T_CAP
     if max(at, default=0.0) > horizon:
         raise InputError(f"time {max(at)} lies beyond the horizon {horizon}", "at")
-    return levels, horizon
+    return horizon
 
 
 def sample(name: str, compiled, setting: Setting, run: Run, p, x0, horizon, until_loss, points, at, record_losses,

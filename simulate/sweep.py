@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 from qkdyn.simulate import integrate
 from qkdyn.simulate.coldstart import FIRST_SOLVES
-from qkdyn.simulate.logtime import DEFAULT_T_CAP, REACHED, check_options, ends_only, output_times
+from qkdyn.simulate.logtime import REACHED, check_options, ends_only, horizon_of, output_times
 from qkdyn.simulate.solve import LaneTables, check_param, solve
 from qkdyn.theory.compiled import Compiled, load
 from qkdyn.theory.setting import Setting
@@ -73,13 +73,13 @@ class Sweep:
         """The rows in long form, one per (setting, row): ``setting`` (its index in ``settings``), each Setting field
         that differs between the settings (NaN where a field is unset), then t, qk, ov, attn, loss."""
         count, rows = self.qk.shape
-        varied = {field.name: np.array([np.nan if value is None else float(value) for value in values])
-                  for field in dataclasses.fields(Setting)
-                  for values in ([getattr(one, field.name) for one in self.settings],) if len(set(values)) > 1}
-        return {"setting": np.repeat(np.arange(count, dtype=float), rows),
-                **{name: np.repeat(values, rows) for name, values in varied.items()},
-                **{name: np.ravel(values) for name, values in (("t", self.t), ("qk", self.qk), ("ov", self.ov),
-                                                                ("attn", self.attn), ("loss", self.loss))}}
+        columns = {"setting": np.repeat(np.arange(count, dtype=float), rows)}
+        for field in dataclasses.fields(Setting):
+            values = [getattr(one, field.name) for one in self.settings]
+            if len(set(values)) > 1:
+                columns[field.name] = np.repeat([np.nan if value is None else float(value) for value in values], rows)
+        quantities = {"t": self.t, "qk": self.qk, "ov": self.ov, "attn": self.attn, "loss": self.loss}
+        return columns | {name: np.ravel(values) for name, values in quantities.items()}
 
     def to_csv(self, path) -> None:
         """Write :meth:`columns` as CSV (header first, full precision) atomically."""
@@ -127,19 +127,17 @@ def sweep(settings: Sequence[Setting], param: str, *, t_max: float | None = None
     if until_loss is not None and t_max is None and at:
         raise InputError("give t_max with at: with until_loss alone each setting's rows end at its own crossing",
                          "at")
-    compiled = load(param)
+    horizon, compiled = horizon_of(t_max, at), load(param)
     if not FIRST_SOLVES.compiled_now(compiled):
         return _from_solves(settings, param, t_max=t_max, until_loss=until_loss, points=points, at=at, rtol=rtol,
                             atol=atol)
-    horizon = t_max if t_max is not None else DEFAULT_T_CAP
-    if max(at, default=0.0) > horizon:
-        raise InputError(f"time {max(at)} lies beyond the horizon {horizon}", "at")
-    parameters, starts = _starts(compiled, settings)
-    log_levels = _log_levels(compiled, settings, starts, until_loss)
+    plain = np.array([one.numeric() for one in settings]).T  # each setting's parameters, a column each
+    parameters, starts = _starts(compiled, settings, plain)
+    log_levels = _log_levels(compiled, plain, starts, until_loss)
     dense_output = not ends_only(horizon, points, at, log_levels.tolist())
-    with integrate.compiling(f"the balanced (qk, ov) kernels of {param}",
-                             not integrate.cached(compiled.balanced_lanes_kernel, compiled.balanced_loss_kernel)):
-        addresses = compiled.balanced_lanes_kernel.address, compiled.balanced_loss_kernel.address
+    field, loss = compiled.balanced_lanes_kernel, compiled.balanced_loss_kernel
+    with integrate.compiling(f"the balanced (qk, ov) kernels of {param}", not (field.cached() and loss.cached())):
+        addresses = field.address, loss.address
     status, steps, _, event_tau, final, tables, capacities = integrate.integrate_many(
         *addresses, parameters, starts, math.log1p(horizon), rtol, atol, log_levels, until_loss is not None,
         dense_output)
@@ -178,22 +176,21 @@ def _checked(settings, param) -> tuple[Setting, ...]:
     return tuple(settings)
 
 
-def _starts(compiled: Compiled, settings: tuple[Setting, ...]) -> tuple[np.ndarray, np.ndarray]:
+def _starts(compiled: Compiled, settings: tuple[Setting, ...], plain: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(the balanced kernels' parameters (settings, k), the initial features (settings, 2)): each setting's (qk, ov)
     and kappa at its init (``balanced_start``: the setting's qk0 and ov0, up to the sign of a zero), in one vector
-    call over the settings."""
-    plain = np.array([one.numeric() for one in settings]).T
+    call over the settings (``plain``: their parameters, a column each)."""
     qk, ov, kappa = compiled.balanced_start(plain, np.array([one.qk0 for one in settings], dtype=float),
                                             np.array([one.ov0 for one in settings], dtype=float))
     parameters = np.array(compiled.balanced_kernel_parameters(plain, kappa)).T
     return np.ascontiguousarray(parameters), np.ascontiguousarray(np.stack([qk, ov], axis=1))
 
 
-def _log_levels(compiled: Compiled, settings, starts: np.ndarray, until_loss) -> np.ndarray:
-    """The log loss level the runs stop at (none without ``until_loss``), which every setting must start above."""
+def _log_levels(compiled: Compiled, plain: np.ndarray, starts: np.ndarray, until_loss) -> np.ndarray:
+    """The log loss level the runs stop at (none without ``until_loss``), which every setting (its parameters a
+    column of ``plain``, its start a row of ``starts``) must start above."""
     if until_loss is None:
         return np.empty(0)
-    plain = np.array([one.numeric() for one in settings]).T
     loss0 = np.asarray(compiled.loss(starts[:, 0], starts[:, 1], plain))
     below = np.flatnonzero(~(until_loss < loss0))
     if not (math.isfinite(until_loss) and until_loss > 0) or below.size:
@@ -231,8 +228,7 @@ def _rows_to_crossing(param, compiled, settings, lanes: LaneTables, status, star
     placeholder = np.zeros(output_times(1.0, points).size)  # a collapsed run's rows: its own solve's replace them
     rows = [output_times(end, points) if code >= 0 else placeholder
             for end, code in zip(ends.tolist(), status.tolist(), strict=True)]
-    times = np.array(rows)
-    times[:, -1] = np.where(status >= 0, ends, 0.0)
+    times = np.array(rows)  # each run's last row its crossing time (output_times ends at the end given)
     queries = np.log1p(times[:, 1:])
     queries[:, -1] = np.where(status >= 0, crossing_tau, 0.0)
     count = len(settings)
