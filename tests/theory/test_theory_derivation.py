@@ -48,6 +48,27 @@ def test_balanced_closed_form_of_the_rate(param):
         assert invariants.balanced_metric_residual(circuit) == 0
 
 
+@pytest.mark.parametrize("param", EXACT_PARAMS + ("paper",))
+def test_the_balanced_flow_is_the_chain_rule_of_the_full_flow(param):
+    """d(qk, ov)/dt of the full reduced flow (chain rule through every variable), at the init of random settings,
+    equals invariants.balanced_flow at that state's (qk, ov, kappa), to 30 digits."""
+    d = model.derive(param)
+    chain = [sum(sp.diff(feature, v.symbol) * rhs for v, rhs in zip(d.variables, d.rhs, strict=True))
+             for feature in (d.qk, d.ov)]
+    kappa = invariants.kappa_of(d.qk_circuit)
+    balanced = [e.subs({model.qk: d.qk, model.ov: d.ov, invariants.kappa: kappa}) for e in invariants.balanced_flow(d)]
+    rng = np.random.default_rng(7)
+    for _ in range(3):
+        draws = [rng.uniform(0.5, 2), rng.uniform(0.1, 10), rng.uniform(0.1, 10), rng.uniform(10, 60),
+                 rng.uniform(-2, 2), rng.uniform(-2, 2)]  # as exact rationals: every digit below is sympy's
+        values = [3, 5, 4, 2, 6, *(sp.Rational(x) for x in draws)]
+        point = dict(zip((*model.PARAMS, model.qk0, model.ov0), values, strict=True))
+        for full, reduced in zip(chain, balanced, strict=True):
+            a = sp.N(full.subs(d.init).subs(point).rewrite(sp.exp), 40)
+            b = sp.N(reduced.subs(d.init).subs(point).rewrite(sp.exp), 40)
+            assert abs(a - b) <= 1e-30 * (1 + abs(a)), (param, full, a, b)
+
+
 def test_gradient_ratio_is_one_minus_alpha_times_ov():
     expected = model.ov * (1 - model.attention(model.qk))
     assert sp.simplify((invariants.gradient_ratio() - expected).rewrite(sp.exp)) == 0
